@@ -1,0 +1,53 @@
+/* Projection helpers: bias adds and the rowsum(E) bias term of
+ * compress-first (E (X W^T + 1 b^T) = (E X) W^T + rowsum(E) b^T). */
+
+/* y[off + r*ld + c] += bias[c] for r < rows, c < cols. */
+__kernel void
+clf_add_bias(__global float *y, const ulong off, const uint rows,
+             const uint cols, const uint ld, __global const float *bias)
+{
+    const size_t gid = get_global_id(0);
+    if (gid >= (size_t)rows * cols)
+        return;
+    const size_t r = gid / cols;
+    const size_t c = gid % cols;
+    y[off + r * ld + c] += bias[c];
+}
+
+/* out[r] = sum over j < n of e[r*ld + j]: the row sums of the first n
+ * columns of E, one row per work-item. */
+__kernel void
+clf_rowsum(__global const float *e, const uint rows, const uint n,
+           const uint ld, __global float *out)
+{
+    const size_t r = get_global_id(0);
+    if (r >= rows)
+        return;
+    __global const float *row = e + r * ld;
+    float acc = 0.0f;
+    for (uint j = 0; j < n; j++)
+        acc += row[j];
+    out[r] = acc;
+}
+
+/* kbar is (batch, slots, heads*head_dim).  Adds rowsum[slot] * bias[col],
+ * with rowsum per head (nE = heads) or shared, and the bias per head or one
+ * head wide (one_kv_head). */
+__kernel void
+clf_add_rowsum_bias(__global float *kbar, const uint batch, const uint slots,
+                    const uint heads, const uint head_dim,
+                    __global const float *rowsum, const uint rowsum_per_head,
+                    __global const float *bias, const uint bias_per_head)
+{
+    const size_t gid = get_global_id(0);
+    const size_t width = (size_t)heads * head_dim;
+    if (gid >= (size_t)batch * slots * width)
+        return;
+    const size_t col = gid % width;
+    const size_t slot = (gid / width) % slots;
+    const size_t head = col / head_dim;
+    const size_t e = col % head_dim;
+    const float rs = rowsum[(rowsum_per_head ? head * slots : 0) + slot];
+    const float b = bias[(bias_per_head ? head * head_dim : 0) + e];
+    kbar[gid] += rs * b;
+}

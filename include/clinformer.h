@@ -1,0 +1,326 @@
+/*
+ * clinformer: Linformer attention on any OpenCL 1.2 device.
+ *
+ * One head of Linformer attention, with sequence length n, head width d and
+ * k compressed slots, computes
+ *
+ *     Kbar = E K,  Vbar = F V,  Y = softmax(Q Kbar^T / sqrt(d)) Vbar
+ *
+ * where E and F (k x n) mix sequence positions.  This is an approximation of
+ * full attention, not an equal; the "full" mode runs ordinary attention
+ * through the same pipeline for comparison.  Its cost is O(n k) per head
+ * only while k is fixed.  Plain Linformer is NOT causal: every compressed
+ * slot mixes past and future positions.
+ *
+ * Conventions:
+ *   - Every fallible function returns int: 0 on success, negative on
+ *     failure.  OpenCL error codes (-1..-999) and CLBlast error codes pass
+ *     through unchanged; clinformer's own codes start at -4000 (see
+ *     CLF_ERRNO_MAP).  clf_last_error() gives a sentence naming the argument
+ *     or stage that failed.
+ *   - Matrices are row-major float32.
+ *   - The library never prints and never exits.
+ *   - Handles are not thread-safe; use one per thread or lock around them.
+ */
+#ifndef CLINFORMER_H
+#define CLINFORMER_H
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+#include <stddef.h>
+
+#include "clinformer/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(CLF_BUILDING_LIBRARY) && defined(__GNUC__)
+#define CLF_EXTERN __attribute__((visibility("default")))
+#else
+#define CLF_EXTERN
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+/* XX(name, value, message).  One table yields the enum, clf_strerror() and
+ * clf_status_name(). */
+#define CLF_ERRNO_MAP(XX)                                                      \
+    XX(INVALID_ARGUMENT, -4000, "invalid argument")                            \
+    XX(NULL_ARGUMENT, -4001, "a required pointer argument is NULL")            \
+    XX(BAD_SIZE, -4002, "a size argument is zero or out of range")             \
+    XX(SIZE_OVERFLOW, -4003, "a size product overflows")                       \
+    XX(SEQ_TOO_LONG, -4004, "sequence length exceeds max_seq_len")             \
+    XX(K_TOO_LARGE, -4005, "k exceeds max_seq_len")                            \
+    XX(SHAPE_MISMATCH, -4006, "dimensions or weight shapes disagree")          \
+    XX(BAD_ENUM, -4007, "unknown mode, sharing or weight identifier")          \
+    XX(WEIGHT_UNSET, -4008, "a weight the layer needs has not been set")       \
+    XX(WEIGHT_UNUSED, -4009, "this layer configuration has no such weight")    \
+    XX(NO_DEVICE, -4010, "no OpenCL platform or device found")                 \
+    XX(DEVICE_NOT_FOUND, -4011, "no device matches the selector")              \
+    XX(NO_MEMORY, -4012, "host memory allocation failed")                      \
+    XX(TOO_LARGE, -4013, "a buffer exceeds what the device can allocate")      \
+    XX(BUFFER_TOO_SMALL, -4014, "a caller buffer is smaller than required")    \
+    XX(WRONG_CONTEXT, -4015, "a caller object belongs to another context")     \
+    XX(UNSUPPORTED, -4016, "the device or queue lacks a required feature")     \
+    XX(IO, -4017, "file input or output failed")
+
+typedef enum clf_status {
+    CLF_OK = 0,
+#define CLF_ERRNO_ENUM(name, value, msg) CLF_E##name = value,
+    CLF_ERRNO_MAP(CLF_ERRNO_ENUM)
+#undef CLF_ERRNO_ENUM
+    CLF_STATUS_END_ = -5000
+} clf_status;
+
+/* A static English sentence for any status: clinformer's own, OpenCL's or
+ * CLBlast's.  Never NULL. */
+CLF_EXTERN const char *clf_strerror(int status);
+
+/* The status's symbolic name ("CLF_EBAD_SIZE", "CL_BUILD_PROGRAM_FAILURE",
+ * "CLBlastInvalidDimension", ...).  Never NULL. */
+CLF_EXTERN const char *clf_status_name(int status);
+
+/* A sentence describing the most recent failure on the calling thread, naming
+ * the argument, weight or stage involved ("seq_len 5000 exceeds max_seq_len
+ * 4096").  Valid until the next failing call on this thread.  Never NULL. */
+CLF_EXTERN const char *clf_last_error(void);
+
+/* The version of the library actually linked (the header's is
+ * CLF_VERSION_STRING). */
+CLF_EXTERN const char *clf_version(void);
+
+/* --------------------------------------------------------------- devices */
+
+typedef struct clf_device_info {
+    unsigned index;          /* flat index across platforms, as selected by
+                                CLINFORMER_DEVICE=<index> */
+    unsigned platform_index; /* index of the platform in ICD order */
+    char platform[128];
+    char name[128];
+    char vendor[128];
+    char driver[64];
+    char version[64];   /* CL_DEVICE_VERSION */
+    char c_version[64]; /* CL_DEVICE_OPENCL_C_VERSION */
+    int is_gpu;
+    int is_cpu;
+    unsigned compute_units;
+    unsigned max_clock_mhz;
+    unsigned long long global_mem;    /* bytes */
+    unsigned long long max_alloc;     /* bytes */
+    unsigned long long local_mem;     /* bytes */
+    int fp16; /* cl_khr_fp16 */
+    int fp64; /* cl_khr_fp64 or a double FP config */
+} clf_device_info;
+
+/* Lists the OpenCL devices of every platform.  Writes up to cap entries into
+ * infos (which may be NULL when cap is 0) and the total count into *count.
+ * Returns CLF_ENO_DEVICE when there is no platform at all. */
+CLF_EXTERN int clf_devices_list(clf_device_info *infos, size_t cap,
+                                size_t *count);
+
+/* --------------------------------------------------------------- context */
+
+typedef struct clf_context clf_context;
+
+/* Creates a context on the device chosen by selector, or when selector is
+ * NULL or empty by the environment variable CLINFORMER_DEVICE, or by default
+ * the first GPU, else the first CPU device, else the first device.
+ *
+ * A selector is a flat device index ("0", "1", ...; see clf_devices_list),
+ * "cpu", "gpu", or a case-insensitive substring of the platform or device
+ * name ("pocl", "nvidia").  Kernels are not built here but on first use or
+ * by clf_context_build().
+ *
+ * On success *out owns a cl_context and an in-order cl_command_queue; free it
+ * with clf_context_destroy().  Errors: CLF_ENULL_ARGUMENT, CLF_ENO_DEVICE,
+ * CLF_EDEVICE_NOT_FOUND, CLF_EUNSUPPORTED (device below OpenCL 1.2),
+ * CLF_ENO_MEMORY, OpenCL codes. */
+CLF_EXTERN int clf_context_create(clf_context **out, const char *selector);
+
+/* Wraps a caller's OpenCL objects for embedding.  The context retains them
+ * (clRetain*) and releases its references on destroy; the caller keeps its
+ * own.  The queue must be in order, belong to ctx and device.
+ * Errors: CLF_ENULL_ARGUMENT, CLF_EWRONG_CONTEXT, CLF_EUNSUPPORTED
+ * (out-of-order queue, OpenCL < 1.2), OpenCL codes. */
+CLF_EXTERN int clf_context_adopt(clf_context **out, cl_context ctx,
+                                 cl_device_id device, cl_command_queue queue);
+
+/* Releases everything the context holds, including CLBlast's program cache
+ * (CLBlastClearCache(), which is process-wide: other live contexts rebuild
+ * their GEMM kernels on next use).  Destroy layers first.  NULL-safe. */
+CLF_EXTERN void clf_context_destroy(clf_context *ctx);
+
+/* Builds (or loads from the binary cache) the kernels now, so that the cost
+ * is paid up front.  Idempotent.  On CL_BUILD_PROGRAM_FAILURE the compiler's
+ * log is kept: see clf_context_build_log().
+ *
+ * Kernel binaries are cached on disk under CLINFORMER_CACHE_DIR, else
+ * $XDG_CACHE_HOME/clinformer, else $HOME/.cache/clinformer, keyed by
+ * platform, device, driver, library version, kernel source and build
+ * options.  CLINFORMER_CACHE_DIR set to "off" disables the cache.  A corrupt
+ * or stale entry is ignored and rebuilt from source.  CLINFORMER_KERNEL_DIR
+ * loads the .cl files from a directory instead of the embedded copies. */
+CLF_EXTERN int clf_context_build(clf_context *ctx);
+
+/* The build log of the last failed kernel build on this context, or "" when
+ * none failed.  Owned by the context. */
+CLF_EXTERN const char *clf_context_build_log(const clf_context *ctx);
+
+typedef struct clf_context_stats {
+    unsigned source_builds; /* programs compiled from source */
+    unsigned cache_loads;   /* programs loaded from the binary cache */
+    unsigned cache_rejects; /* cache entries found corrupt or unusable */
+    unsigned cache_writes;  /* cache entries written */
+} clf_context_stats;
+
+CLF_EXTERN int clf_context_stats_get(const clf_context *ctx,
+                                     clf_context_stats *out);
+
+/* Fills *out with the context's device.  Errors: CLF_ENULL_ARGUMENT. */
+CLF_EXTERN int clf_context_device_info(const clf_context *ctx,
+                                       clf_device_info *out);
+
+/* The underlying OpenCL objects (borrowed; do not release). */
+CLF_EXTERN cl_context clf_context_cl_context(const clf_context *ctx);
+CLF_EXTERN cl_device_id clf_context_cl_device(const clf_context *ctx);
+CLF_EXTERN cl_command_queue clf_context_cl_queue(const clf_context *ctx);
+
+/* Waits until all work enqueued on the context's queue has finished. */
+CLF_EXTERN int clf_context_finish(clf_context *ctx);
+
+/* ------------------------------------------------------------- attention */
+
+/* How E and F are shared (the Linformer paper's section 4). */
+typedef enum clf_sharing {
+    CLF_SHARE_HEADWISE = 0, /* one E and one F for all heads (default; the
+                               lucidrains package's layout) */
+    CLF_SHARE_PER_HEAD = 1, /* each head its own E and F */
+    CLF_SHARE_KEY_VALUE = 2 /* one E, used as F too (E = F) */
+} clf_sharing;
+
+typedef enum clf_mode {
+    CLF_MODE_LINFORMER = 0, /* compressed attention over k slots (default) */
+    CLF_MODE_FULL = 1       /* ordinary attention over all n positions */
+} clf_mode;
+
+/* A layer's shape.  Zero-initialise it and fill in d_model, heads,
+ * max_seq_len and k; the zero defaults mean: head_dim = d_model / heads,
+ * headwise sharing, separate V, one K/V head per query head, no biases. */
+typedef struct clf_attention_desc {
+    size_t d_model;     /* D, width of the layer input and output */
+    size_t heads;       /* h */
+    size_t head_dim;    /* d_h; 0 means d_model / heads */
+    size_t max_seq_len; /* N; calls may use any n <= N */
+    size_t k;           /* compressed length, 1 <= k <= N */
+    clf_sharing sharing;
+    int share_kv;    /* lucidrains share_kv: V = K (no W_v) and F = E */
+    int one_kv_head; /* one K/V head of width d_h shared by all heads */
+    int bias_q, bias_k, bias_v, bias_out; /* which projections have biases */
+} clf_attention_desc;
+
+/* The layer's parameters.  Shapes (rows x cols, row-major), with
+ * hq = heads, hkv = one_kv_head ? 1 : heads, nE = per-head ? heads : 1:
+ *   CLF_WEIGHT_Q    (hq*d_h)  x D       CLF_BIAS_Q    hq*d_h
+ *   CLF_WEIGHT_K    (hkv*d_h) x D       CLF_BIAS_K    hkv*d_h
+ *   CLF_WEIGHT_V    (hkv*d_h) x D       CLF_BIAS_V    hkv*d_h
+ *   CLF_WEIGHT_OUT  D x (hq*d_h)        CLF_BIAS_OUT  D
+ *   CLF_PROJ_E      (nE*k) x N          CLF_PROJ_F    (nE*k) x N
+ * E is stored as used, Kbar = E K (the lucidrains proj_k is its transpose;
+ * fairseq's compress_k.weight is E as stored).  Calls with n < N use the
+ * first n columns. */
+typedef enum clf_weight {
+    CLF_WEIGHT_Q = 0,
+    CLF_WEIGHT_K,
+    CLF_WEIGHT_V,
+    CLF_WEIGHT_OUT,
+    CLF_BIAS_Q,
+    CLF_BIAS_K,
+    CLF_BIAS_V,
+    CLF_BIAS_OUT,
+    CLF_PROJ_E,
+    CLF_PROJ_F,
+    CLF_WEIGHT_COUNT
+} clf_weight;
+
+/* The parameter's name ("W_q", "E", ...), or "?" for an unknown id. */
+CLF_EXTERN const char *clf_weight_name(clf_weight which);
+
+typedef struct clf_attention clf_attention;
+
+/* Creates a layer on ctx (which must outlive it) and builds the kernels if
+ * they are not built yet.  Weights start unset.
+ * Errors: CLF_ENULL_ARGUMENT, CLF_EBAD_SIZE (a zero dimension),
+ * CLF_ESHAPE_MISMATCH (d_model not a multiple of heads with head_dim 0),
+ * CLF_EK_TOO_LARGE, CLF_EBAD_ENUM, CLF_ESIZE_OVERFLOW, CLF_ETOO_LARGE,
+ * CL_BUILD_PROGRAM_FAILURE (log in clf_context_build_log), OpenCL codes. */
+CLF_EXTERN int clf_attention_create(clf_attention **out, clf_context *ctx,
+                                    const clf_attention_desc *desc);
+
+/* Releases the layer's device buffers.  NULL-safe. */
+CLF_EXTERN void clf_attention_destroy(clf_attention *att);
+
+/* The element count a weight must have in this layer's configuration, in
+ * *count.  Errors: CLF_EBAD_ENUM, CLF_EWEIGHT_UNUSED (e.g. a bias the desc
+ * does not enable, W_v with share_kv, F with key-value sharing). */
+CLF_EXTERN int clf_attention_weight_size(const clf_attention *att,
+                                         clf_weight which, size_t *count);
+
+/* Copies count floats from host memory into the layer's weight (blocking).
+ * count must equal clf_attention_weight_size().  Errors: CLF_ENULL_ARGUMENT,
+ * CLF_EBAD_ENUM, CLF_EWEIGHT_UNUSED, CLF_ESHAPE_MISMATCH (wrong count),
+ * OpenCL codes. */
+CLF_EXTERN int clf_attention_set_weight(clf_attention *att, clf_weight which,
+                                        const float *data, size_t count);
+
+/* Fills every weight this layer uses with reproducible pseudo-random values
+ * from seed, initialised as PyTorch does: nn.Linear weights and biases
+ * uniform in +-1/sqrt(fan_in), E and F uniform in +-1/sqrt(k) (the
+ * lucidrains package's init).  For demos, benchmarks and tests.
+ * Errors: CLF_ENULL_ARGUMENT, CLF_ENO_MEMORY, OpenCL codes. */
+CLF_EXTERN int clf_attention_randomize(clf_attention *att,
+                                       unsigned long long seed);
+
+/* Selects Linformer (default) or full attention for later forwards.  Full
+ * mode does not need E or F and materialises B*h*n*n scores.
+ * Errors: CLF_EBAD_ENUM. */
+CLF_EXTERN int clf_attention_set_mode(clf_attention *att, clf_mode mode);
+
+/* Forward from host memory: x holds batch*seq_len rows of D floats, y
+ * receives the same shape (x and y may be the same array).  Blocks until y
+ * is written.  Errors: CLF_ENULL_ARGUMENT, CLF_EBAD_SIZE, CLF_ESEQ_TOO_LONG,
+ * CLF_EWEIGHT_UNSET, CLF_ESIZE_OVERFLOW, CLF_ETOO_LARGE, OpenCL and CLBlast
+ * codes. */
+CLF_EXTERN int clf_attention_forward(clf_attention *att, const float *x,
+                                     size_t batch, size_t seq_len, float *y);
+
+/* Forward between caller buffers of the same cl_context, offsets counted in
+ * floats.  Only enqueues (on the context's in-order queue); nothing is read
+ * back to the host.  Call clf_context_finish() or wait on the queue before
+ * reading y.  x and y may alias.  Errors as clf_attention_forward, plus
+ * CLF_EWRONG_CONTEXT and CLF_EBUFFER_TOO_SMALL. */
+CLF_EXTERN int clf_attention_forward_cl(clf_attention *att, cl_mem x,
+                                        size_t x_offset, cl_mem y,
+                                        size_t y_offset, size_t batch,
+                                        size_t seq_len);
+
+/* Bytes of device memory the layer holds now: weights plus workspaces, which
+ * grow to the largest batch and length seen and are then reused. */
+CLF_EXTERN int clf_attention_device_bytes(const clf_attention *att,
+                                          size_t *bytes);
+
+/* Floating-point operations one forward of this shape performs in the given
+ * mode, counted from the shapes (2 per multiply-add, plus softmax and bias
+ * work), the same way on every device.  Errors: CLF_ENULL_ARGUMENT,
+ * CLF_EBAD_SIZE, CLF_ESEQ_TOO_LONG, CLF_EBAD_ENUM. */
+CLF_EXTERN int clf_attention_flops(const clf_attention *att, clf_mode mode,
+                                   size_t batch, size_t seq_len,
+                                   double *flops);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLINFORMER_H */

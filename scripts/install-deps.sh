@@ -1,0 +1,32 @@
+#!/bin/sh
+# Installs the Debian packages that clinformer's build, tests and default
+# OpenCL device (PoCL, a CPU runtime) need.  Only packages that are missing
+# are installed.  Run as root, or with sudo available.
+set -eu
+
+PKGS="build-essential autoconf automake libtool pkg-config \
+ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers opencl-c-headers \
+pocl-opencl-icd libclblast-dev check oclgrind clinfo"
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+        missing="$missing $p"
+    fi
+done
+
+if [ -z "$missing" ]; then
+    echo "install-deps: all packages present" >&2
+    exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+fi
+
+echo "install-deps: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing

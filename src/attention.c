@@ -1,0 +1,806 @@
+/* The multi-head Linformer attention layer: weights, workspaces and the
+ * forward pipeline of DESIGN.md section 3.
+ *
+ * Shapes (row-major, per batch element b):
+ *   X       n x D                      input rows
+ *   Q       n x (hq*dh)                X W_q^T + b_q
+ *   Kbar    L x (hc*dh)                compressed keys (L = k), or all n
+ *                                      projected keys in full mode (L = n)
+ *   S       hq x n x L                 scores, then probabilities in place
+ *   O       n x (hq*dh)                P Vbar, heads side by side
+ *   Y       n x D                      O W_o^T + b_o
+ * hq query heads; hkv = 1 with one_kv_head, else hq; hc is the number of
+ * distinct compressed K/V heads: hq when E is per head, else hkv.
+ *
+ * Sequence compression is exact in either order:
+ *   E (X W^T + 1 b^T) = (E X) W^T + rowsum(E) b^T.
+ * The order with fewer multiply-adds is chosen from the shapes
+ * ("compress-first" wins whenever one E serves all heads and k < n). */
+#include "internal.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct workspace {
+    cl_mem mem;
+    size_t cap; /* floats */
+};
+
+enum ws_id {
+    WS_X,    /* host-path input staging */
+    WS_Y,    /* host-path output staging */
+    WS_Q,    /* queries */
+    WS_XE,   /* E X (compress-first) or X W_k^T (project-first) */
+    WS_XF,   /* F X or X W_v^T */
+    WS_KBAR, /* compressed (or full) keys */
+    WS_VBAR, /* compressed (or full) values */
+    WS_S,    /* scores / probabilities */
+    WS_O,    /* per-head outputs */
+    WS_RSE,  /* rowsum of E's first n columns */
+    WS_RSF,  /* rowsum of F's first n columns */
+    WS_COUNT
+};
+
+static const char *const ws_names[WS_COUNT] = {
+    "input staging", "output staging", "queries",      "E-side workspace",
+    "F-side workspace", "keys",        "values",       "scores",
+    "head outputs",  "rowsum(E)",      "rowsum(F)"};
+
+struct clf_attention {
+    clf_context *ctx;
+    clf_attention_desc desc;
+    size_t D, hq, hkv, dh, dq, dkv, N, k, nE;
+    clf_mode mode;
+    cl_mem w[CLF_WEIGHT_COUNT];
+    size_t wsize[CLF_WEIGHT_COUNT]; /* floats; 0 = not part of this layer */
+    int wset[CLF_WEIGHT_COUNT];
+    struct workspace ws[WS_COUNT];
+};
+
+/* What one forward of a given shape does and needs. */
+struct plan {
+    size_t B, n, L, hc;
+    int linformer;
+    int compress_first_k, compress_first_v;
+    int v_is_k;        /* share_kv: Vbar = Kbar */
+    int xf_is_xe;      /* key-value sharing, compress-first: F X = E X */
+    size_t need[WS_COUNT];
+    double flops;
+};
+
+static const char *const weight_names[CLF_WEIGHT_COUNT] = {
+    "W_q", "W_k", "W_v", "W_out", "b_q", "b_k", "b_v", "b_out", "E", "F"};
+
+CLF_EXTERN const char *
+clf_weight_name(clf_weight which)
+{
+    if ((int)which < 0 || which >= CLF_WEIGHT_COUNT)
+        return "?";
+    return weight_names[which];
+}
+
+/* ------------------------------------------------------------ creation */
+
+static int
+check_desc(const clf_attention_desc *d, size_t *dh_out)
+{
+    size_t dh;
+
+    if (d->d_model == 0)
+        return clf__fail(CLF_EBAD_SIZE, "d_model is 0");
+    if (d->heads == 0)
+        return clf__fail(CLF_EBAD_SIZE, "heads is 0");
+    if (d->max_seq_len == 0)
+        return clf__fail(CLF_EBAD_SIZE, "max_seq_len is 0");
+    if (d->k == 0)
+        return clf__fail(CLF_EBAD_SIZE, "k is 0");
+    if (d->k > d->max_seq_len)
+        return clf__fail(CLF_EK_TOO_LARGE, "k %zu exceeds max_seq_len %zu",
+                         d->k, d->max_seq_len);
+    if ((int)d->sharing < CLF_SHARE_HEADWISE ||
+        d->sharing > CLF_SHARE_KEY_VALUE)
+        return clf__fail(CLF_EBAD_ENUM, "sharing %d is not a clf_sharing",
+                         (int)d->sharing);
+    dh = d->head_dim;
+    if (dh == 0) {
+        if (d->d_model % d->heads != 0)
+            return clf__fail(CLF_ESHAPE_MISMATCH,
+                             "d_model %zu is not a multiple of heads %zu "
+                             "(set head_dim explicitly)",
+                             d->d_model, d->heads);
+        dh = d->d_model / d->heads;
+    }
+    if (d->share_kv && d->bias_v)
+        return clf__fail(CLF_ESHAPE_MISMATCH,
+                         "bias_v is set but share_kv uses the keys as values "
+                         "(there is no W_v)");
+    /* Every dimension a kernel sees must fit in 32 bits. */
+    if (d->d_model > UINT_MAX || d->heads > UINT_MAX || dh > UINT_MAX ||
+        d->max_seq_len > UINT_MAX)
+        return clf__fail(CLF_ETOO_LARGE, "a dimension exceeds 2^32-1");
+    *dh_out = dh;
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_create(clf_attention **out, clf_context *ctx,
+                     const clf_attention_desc *desc)
+{
+    clf_attention *att = NULL;
+    size_t dh = 0, t;
+    int rc, i;
+
+    if (out == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "out is NULL");
+    *out = NULL;
+    if (ctx == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
+    if (desc == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "desc is NULL");
+    rc = check_desc(desc, &dh);
+    if (rc != 0)
+        return rc;
+    att = calloc(1, sizeof *att);
+    if (att == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    att->ctx = ctx;
+    att->desc = *desc;
+    att->desc.head_dim = dh;
+    att->D = desc->d_model;
+    att->hq = desc->heads;
+    att->hkv = desc->one_kv_head ? 1 : desc->heads;
+    att->dh = dh;
+    att->N = desc->max_seq_len;
+    att->k = desc->k;
+    att->nE = desc->sharing == CLF_SHARE_PER_HEAD ? desc->heads : 1;
+    att->mode = CLF_MODE_LINFORMER;
+    if (clf__mul(att->hq, dh, &att->dq) || clf__mul(att->hkv, dh, &att->dkv) ||
+        clf__mul3(att->dq, att->D, sizeof(float), &t) ||
+        clf__mul3(att->nE, att->k, att->N, &t) ||
+        clf__mul(t, sizeof(float), &t)) {
+        rc = clf__fail(CLF_ESIZE_OVERFLOW,
+                       "weight sizes overflow size_t (d_model %zu, heads "
+                       "%zu, head_dim %zu, k %zu, max_seq_len %zu)",
+                       att->D, att->hq, dh, att->k, att->N);
+        goto fail;
+    }
+    att->wsize[CLF_WEIGHT_Q] = att->dq * att->D;
+    att->wsize[CLF_WEIGHT_K] = att->dkv * att->D;
+    att->wsize[CLF_WEIGHT_V] = desc->share_kv ? 0 : att->dkv * att->D;
+    att->wsize[CLF_WEIGHT_OUT] = att->D * att->dq;
+    att->wsize[CLF_BIAS_Q] = desc->bias_q ? att->dq : 0;
+    att->wsize[CLF_BIAS_K] = desc->bias_k ? att->dkv : 0;
+    att->wsize[CLF_BIAS_V] = desc->bias_v ? att->dkv : 0;
+    att->wsize[CLF_BIAS_OUT] = desc->bias_out ? att->D : 0;
+    att->wsize[CLF_PROJ_E] = att->nE * att->k * att->N;
+    att->wsize[CLF_PROJ_F] =
+        (desc->share_kv || desc->sharing == CLF_SHARE_KEY_VALUE)
+            ? 0
+            : att->nE * att->k * att->N;
+    for (i = 0; i < CLF_WEIGHT_COUNT; i++) {
+        if (att->wsize[i] * sizeof(float) > ctx->info.max_alloc &&
+            ctx->info.max_alloc != 0) {
+            rc = clf__fail(CLF_ETOO_LARGE,
+                           "weight %s needs %zu bytes; the device allocates "
+                           "at most %llu",
+                           weight_names[i], att->wsize[i] * sizeof(float),
+                           ctx->info.max_alloc);
+            goto fail;
+        }
+    }
+    rc = clf_context_build(ctx);
+    if (rc != 0)
+        goto fail;
+    *out = att;
+    return 0;
+fail:
+    clf_attention_destroy(att);
+    return rc;
+}
+
+CLF_EXTERN void
+clf_attention_destroy(clf_attention *att)
+{
+    int i;
+
+    if (att == NULL)
+        return;
+    if (att->ctx != NULL && att->ctx->queue != NULL)
+        clFinish(att->ctx->queue);
+    for (i = 0; i < CLF_WEIGHT_COUNT; i++)
+        if (att->w[i] != NULL)
+            clReleaseMemObject(att->w[i]);
+    for (i = 0; i < WS_COUNT; i++)
+        if (att->ws[i].mem != NULL)
+            clReleaseMemObject(att->ws[i].mem);
+    free(att);
+}
+
+/* ------------------------------------------------------------- weights */
+
+static int
+check_weight_id(const clf_attention *att, clf_weight which)
+{
+    if ((int)which < 0 || which >= CLF_WEIGHT_COUNT)
+        return clf__fail(CLF_EBAD_ENUM, "weight id %d is not a clf_weight",
+                         (int)which);
+    if (att->wsize[which] == 0)
+        return clf__fail(CLF_EWEIGHT_UNUSED,
+                         "weight %s is not part of this layer (%s)",
+                         weight_names[which],
+                         which == CLF_PROJ_F ? "F is E under share_kv or "
+                                               "key-value sharing"
+                         : which == CLF_WEIGHT_V ? "share_kv uses keys as "
+                                                   "values"
+                                                 : "its bias flag is off");
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_weight_size(const clf_attention *att, clf_weight which,
+                          size_t *count)
+{
+    int rc;
+
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    if (count == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "count is NULL");
+    rc = check_weight_id(att, which);
+    if (rc != 0)
+        return rc;
+    *count = att->wsize[which];
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_set_weight(clf_attention *att, clf_weight which,
+                         const float *data, size_t count)
+{
+    cl_int err;
+    int rc;
+
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    rc = check_weight_id(att, which);
+    if (rc != 0)
+        return rc;
+    if (data == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "data for weight %s is NULL",
+                         weight_names[which]);
+    if (count != att->wsize[which])
+        return clf__fail(CLF_ESHAPE_MISMATCH,
+                         "weight %s has %zu elements; this layer needs %zu",
+                         weight_names[which], count, att->wsize[which]);
+    if (att->w[which] == NULL) {
+        att->w[which] = clCreateBuffer(att->ctx->context, CL_MEM_READ_ONLY,
+                                       count * sizeof(float), NULL, &err);
+        if (att->w[which] == NULL)
+            return clf__fail(err, "weight %s: clCreateBuffer of %zu bytes "
+                                  "failed (%d)",
+                             weight_names[which], count * sizeof(float), err);
+    }
+    /* Invalidate first: a failed write leaves the weight unset, never half
+     * written and marked usable. */
+    att->wset[which] = 0;
+    err = clEnqueueWriteBuffer(att->ctx->queue, att->w[which], CL_TRUE, 0,
+                               count * sizeof(float), data, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "weight %s: upload failed (%d)",
+                         weight_names[which], err);
+    att->wset[which] = 1;
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_set_mode(clf_attention *att, clf_mode mode)
+{
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    if (mode != CLF_MODE_LINFORMER && mode != CLF_MODE_FULL)
+        return clf__fail(CLF_EBAD_ENUM, "mode %d is not a clf_mode",
+                         (int)mode);
+    att->mode = mode;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- plan */
+
+/* Multiply-adds of producing one side's Kbar for one sequence. */
+static double
+macs_compress_first(const clf_attention *a, size_t n, size_t hc)
+{
+    double x = (double)a->nE * a->k * n * a->D;
+    if (a->nE == 1)
+        return x + (double)a->k * a->D * a->dkv;
+    return x + (double)hc * a->k * a->D * a->dh;
+}
+
+static double
+macs_project_first(const clf_attention *a, size_t n, size_t hc)
+{
+    return (double)n * a->D * a->dkv + (double)hc * a->k * n * a->dh;
+}
+
+static int
+make_plan(const clf_attention *a, clf_mode mode, size_t B, size_t n,
+          struct plan *p)
+{
+    size_t bn, t;
+    double fb = (double)B;
+    int i;
+
+    if (B == 0)
+        return clf__fail(CLF_EBAD_SIZE, "batch is 0");
+    if (n == 0)
+        return clf__fail(CLF_EBAD_SIZE, "seq_len is 0");
+    if (n > a->N)
+        return clf__fail(CLF_ESEQ_TOO_LONG,
+                         "seq_len %zu exceeds max_seq_len %zu", n, a->N);
+    if (mode != CLF_MODE_LINFORMER && mode != CLF_MODE_FULL)
+        return clf__fail(CLF_EBAD_ENUM, "mode %d is not a clf_mode",
+                         (int)mode);
+    memset(p, 0, sizeof *p);
+    p->B = B;
+    p->n = n;
+    p->linformer = mode == CLF_MODE_LINFORMER;
+    p->L = p->linformer ? a->k : n;
+    p->hc = (p->linformer && a->nE > 1) ? a->hq : a->hkv;
+    p->v_is_k = a->desc.share_kv != 0;
+
+    if (clf__mul(B, n, &bn) || clf__mul3(bn, a->D, sizeof(float), &t) ||
+        clf__mul3(bn, a->hq, p->L, &t) || clf__mul(t, sizeof(float), &t) ||
+        clf__mul3(bn, a->dq, sizeof(float), &t))
+        return clf__fail(CLF_ESIZE_OVERFLOW,
+                         "batch %zu x seq_len %zu overflows size_t", B, n);
+    if (bn > UINT_MAX || bn * a->hq > UINT_MAX)
+        return clf__fail(CLF_ETOO_LARGE,
+                         "batch %zu x seq_len %zu x heads exceeds 2^32-1 rows",
+                         B, n);
+
+    p->need[WS_Q] = bn * a->dq;
+    p->need[WS_O] = bn * a->dq;
+    p->need[WS_S] = bn * a->hq * p->L;
+    p->need[WS_KBAR] = B * p->L * p->hc * a->dh;
+    p->need[WS_VBAR] = p->v_is_k ? 0 : p->need[WS_KBAR];
+
+    /* Q and output projections, with their biases. */
+    p->flops = 2.0 * fb * n * a->D * a->dq * 2.0;
+    if (a->desc.bias_q)
+        p->flops += fb * n * a->dq;
+    if (a->desc.bias_out)
+        p->flops += fb * n * a->D;
+
+    if (p->linformer) {
+        double cf = macs_compress_first(a, n, p->hc);
+        double pf = macs_project_first(a, n, p->hc);
+        int sides = p->v_is_k ? 1 : 2;
+        int s;
+
+        p->compress_first_k = cf <= pf;
+        p->compress_first_v = p->compress_first_k;
+        p->xf_is_xe = p->compress_first_k && !p->v_is_k &&
+                      a->desc.sharing == CLF_SHARE_KEY_VALUE;
+        for (s = 0; s < sides; s++) {
+            int has_bias = s == 0 ? a->desc.bias_k : a->desc.bias_v;
+            enum ws_id x = s == 0 ? WS_XE : WS_XF;
+            enum ws_id rs = s == 0 ? WS_RSE : WS_RSF;
+            if (p->compress_first_k) {
+                if (!(s == 1 && p->xf_is_xe)) {
+                    p->need[x] = B * a->nE * a->k * a->D;
+                    p->flops += 2.0 * fb * a->nE * a->k * n * a->D;
+                }
+                p->flops += 2.0 * fb * (cf - (double)a->nE * a->k * n * a->D);
+                if (has_bias) {
+                    p->need[rs] = a->nE * a->k;
+                    p->flops += (double)a->nE * a->k * n +
+                                2.0 * fb * a->k * p->hc * a->dh;
+                }
+            } else {
+                p->need[x] = bn * a->dkv;
+                p->flops += 2.0 * fb * pf;
+                if (has_bias)
+                    p->flops += fb * n * a->dkv;
+            }
+        }
+    } else {
+        int sides = p->v_is_k ? 1 : 2;
+        p->flops += 2.0 * fb * n * a->D * a->dkv * sides;
+        if (a->desc.bias_k)
+            p->flops += fb * n * a->dkv;
+        if (a->desc.bias_v && !p->v_is_k)
+            p->flops += fb * n * a->dkv;
+    }
+    /* Scores, softmax (max, subtract, exp, sum, scale: 5 per entry) and the
+     * weighted sum. */
+    p->flops += 2.0 * fb * a->hq * n * p->L * a->dh * 2.0;
+    p->flops += 5.0 * fb * a->hq * n * p->L;
+
+    for (i = 0; i < WS_COUNT; i++) {
+        if (p->need[i] > SIZE_MAX / sizeof(float))
+            return clf__fail(CLF_ESIZE_OVERFLOW, "%s size overflows",
+                             ws_names[i]);
+        if (a->ctx->info.max_alloc != 0 &&
+            p->need[i] * sizeof(float) > a->ctx->info.max_alloc)
+            return clf__fail(
+                CLF_ETOO_LARGE,
+                "%s buffer of %zu bytes (batch %zu, seq_len %zu, %s mode) "
+                "exceeds the device's largest allocation, %llu bytes",
+                ws_names[i], p->need[i] * sizeof(float), B, n,
+                p->linformer ? "linformer" : "full", a->ctx->info.max_alloc);
+    }
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_flops(const clf_attention *att, clf_mode mode, size_t batch,
+                    size_t seq_len, double *flops)
+{
+    struct plan p;
+    int rc;
+
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    if (flops == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "flops is NULL");
+    rc = make_plan(att, mode, batch, seq_len, &p);
+    if (rc != 0)
+        return rc;
+    *flops = p.flops;
+    return 0;
+}
+
+/* Grows workspace id to at least `need` floats (contents not kept). */
+static int
+ensure(clf_attention *a, enum ws_id id, size_t need)
+{
+    struct workspace *w = &a->ws[id];
+    cl_int err;
+
+    if (need <= w->cap)
+        return 0;
+    if (w->mem != NULL)
+        clReleaseMemObject(w->mem);
+    w->mem = NULL;
+    w->cap = 0;
+    w->mem = clCreateBuffer(a->ctx->context, CL_MEM_READ_WRITE,
+                            need * sizeof(float), NULL, &err);
+    if (w->mem == NULL)
+        return clf__fail(err, "%s: clCreateBuffer of %zu bytes failed (%d)",
+                         ws_names[id], need * sizeof(float), err);
+    w->cap = need;
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_device_bytes(const clf_attention *att, size_t *bytes)
+{
+    size_t total = 0;
+    int i;
+
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    if (bytes == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "bytes is NULL");
+    for (i = 0; i < CLF_WEIGHT_COUNT; i++)
+        if (att->w[i] != NULL)
+            total += att->wsize[i] * sizeof(float);
+    for (i = 0; i < WS_COUNT; i++)
+        total += att->ws[i].cap * sizeof(float);
+    *bytes = total;
+    return 0;
+}
+
+/* ------------------------------------------------------------- forward */
+
+static int
+check_weights(const clf_attention *a, int linformer)
+{
+    int i;
+
+    for (i = 0; i < CLF_WEIGHT_COUNT; i++) {
+        if (a->wsize[i] == 0 || a->wset[i])
+            continue;
+        if (!linformer && (i == CLF_PROJ_E || i == CLF_PROJ_F))
+            continue;
+        return clf__fail(CLF_EWEIGHT_UNSET, "weight %s has not been set",
+                         weight_names[i]);
+    }
+    return 0;
+}
+
+#define TRY(expr)                                                              \
+    do {                                                                       \
+        int rc_ = (expr);                                                      \
+        if (rc_ != 0)                                                          \
+            return rc_;                                                        \
+    } while (0)
+
+/* Produces one side's compressed matrix (Kbar from E, W_k, b_k, or Vbar
+ * from F, W_v, b_v) for every sequence of the batch. */
+static int
+compress_side(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
+              cl_mem e, cl_mem w, cl_mem bias, enum ws_id work,
+              enum ws_id rowsum, cl_mem out, int reuse_work)
+{
+    clf_context *ctx = a->ctx;
+    const size_t B = p->B, n = p->n, k = a->k, D = a->D, N = a->N;
+    const size_t dh = a->dh, dkv = a->dkv, hc = p->hc, nE = a->nE;
+    const size_t width = hc * dh; /* row width of Kbar */
+    cl_mem ws = a->ws[work].mem;
+    size_t b;
+
+    if (p->compress_first_k) {
+        /* Xbar = E[:, :n] X per sequence (and per head when E is). */
+        if (!reuse_work) {
+            if (nE == 1) {
+                TRY(clf__gemm_batched(ctx, 0, 0, k, D, n, 1.0f, e, 0, N, 0, x,
+                                      xoff, D, n * D, 0.0f, ws, 0, D, k * D,
+                                      B));
+            } else {
+                for (b = 0; b < B; b++)
+                    TRY(clf__gemm_batched(ctx, 0, 0, k, D, n, 1.0f, e, 0, N,
+                                          k * N, x, xoff + b * n * D, D, 0,
+                                          0.0f, ws, b * nE * k * D, D, k * D,
+                                          nE));
+            }
+        }
+        /* Kbar = Xbar W^T. */
+        if (nE == 1) {
+            TRY(clf__gemm(ctx, 0, 1, B * k, dkv, D, 1.0f, ws, 0, D, w, 0, D,
+                          0.0f, out, 0, dkv));
+        } else {
+            for (b = 0; b < B; b++)
+                TRY(clf__gemm_batched(ctx, 0, 1, k, dh, D, 1.0f, ws,
+                                      b * nE * k * D, D, k * D, w, 0, D,
+                                      a->hkv > 1 ? dh * D : 0, 0.0f, out,
+                                      b * k * width, width, dh, hc));
+        }
+        if (bias != NULL) {
+            cl_mem rs = a->ws[rowsum].mem;
+            TRY(clf__rowsum(ctx, e, nE * k, n, N, rs));
+            TRY(clf__add_rowsum_bias(ctx, out, B, k, hc, dh, rs, nE > 1, bias,
+                                     a->hkv > 1));
+        }
+        return 0;
+    }
+
+    /* Project first: P = X W^T + b, then Kbar = E[:, :n] P. */
+    TRY(clf__gemm(ctx, 0, 1, B * n, dkv, D, 1.0f, x, xoff, D, w, 0, D, 0.0f,
+                  ws, 0, dkv));
+    if (bias != NULL)
+        TRY(clf__add_bias(ctx, ws, 0, B * n, dkv, dkv, bias));
+    if (nE == 1) {
+        TRY(clf__gemm_batched(ctx, 0, 0, k, dkv, n, 1.0f, e, 0, N, 0, ws, 0,
+                              dkv, n * dkv, 0.0f, out, 0, dkv, k * dkv, B));
+    } else {
+        for (b = 0; b < B; b++)
+            TRY(clf__gemm_batched(ctx, 0, 0, k, dh, n, 1.0f, e, 0, N, k * N,
+                                  ws, b * n * dkv, dkv,
+                                  a->hkv > 1 ? dh : 0, 0.0f, out,
+                                  b * k * width, width, dh, hc));
+    }
+    return 0;
+}
+
+static int
+run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
+            cl_mem y, size_t yoff)
+{
+    clf_context *ctx = a->ctx;
+    const size_t B = p->B, n = p->n, D = a->D, dh = a->dh, dq = a->dq;
+    const size_t hq = a->hq, hc = p->hc, L = p->L, width = hc * dh;
+    const float scale = (float)(1.0 / sqrt((double)dh));
+    cl_mem q = a->ws[WS_Q].mem, s = a->ws[WS_S].mem, o = a->ws[WS_O].mem;
+    cl_mem kbar = a->ws[WS_KBAR].mem;
+    cl_mem vbar = p->v_is_k ? kbar : a->ws[WS_VBAR].mem;
+    cl_mem *w = a->w;
+    size_t b;
+
+    /* 1. Q = X W_q^T + b_q over all B*n rows. */
+    TRY(clf__gemm(ctx, 0, 1, B * n, dq, D, 1.0f, x, xoff, D, w[CLF_WEIGHT_Q],
+                  0, D, 0.0f, q, 0, dq));
+    if (a->desc.bias_q)
+        TRY(clf__add_bias(ctx, q, 0, B * n, dq, dq, w[CLF_BIAS_Q]));
+
+    /* 2. Keys and values: compressed, or projected in full mode. */
+    if (p->linformer) {
+        TRY(compress_side(a, p, x, xoff, w[CLF_PROJ_E], w[CLF_WEIGHT_K],
+                          a->desc.bias_k ? w[CLF_BIAS_K] : NULL, WS_XE,
+                          WS_RSE, kbar, 0));
+        if (!p->v_is_k) {
+            cl_mem f = a->wsize[CLF_PROJ_F] ? w[CLF_PROJ_F] : w[CLF_PROJ_E];
+            TRY(compress_side(a, p, x, xoff, f, w[CLF_WEIGHT_V],
+                              a->desc.bias_v ? w[CLF_BIAS_V] : NULL,
+                              p->xf_is_xe ? WS_XE : WS_XF, WS_RSF, vbar,
+                              p->xf_is_xe));
+        }
+    } else {
+        TRY(clf__gemm(ctx, 0, 1, B * n, a->dkv, D, 1.0f, x, xoff, D,
+                      w[CLF_WEIGHT_K], 0, D, 0.0f, kbar, 0, a->dkv));
+        if (a->desc.bias_k)
+            TRY(clf__add_bias(ctx, kbar, 0, B * n, a->dkv, a->dkv,
+                              w[CLF_BIAS_K]));
+        if (!p->v_is_k) {
+            TRY(clf__gemm(ctx, 0, 1, B * n, a->dkv, D, 1.0f, x, xoff, D,
+                          w[CLF_WEIGHT_V], 0, D, 0.0f, vbar, 0, a->dkv));
+            if (a->desc.bias_v)
+                TRY(clf__add_bias(ctx, vbar, 0, B * n, a->dkv, a->dkv,
+                                  w[CLF_BIAS_V]));
+        }
+    }
+
+    /* 3. S = Q_h Kbar_h^T / sqrt(d_h), batched over heads. */
+    for (b = 0; b < B; b++)
+        TRY(clf__gemm_batched(ctx, 0, 1, n, L, dh, scale, q, b * n * dq, dq,
+                              dh, kbar, b * L * width, width,
+                              hc > 1 ? dh : 0, 0.0f, s, b * hq * n * L, L,
+                              n * L, hq));
+
+    /* 4. Softmax over the L entries of each row. */
+    TRY(clf__softmax_rows(ctx, s, 0, B * hq * n, L));
+
+    /* 5. O_h = P_h Vbar_h, written into head h's columns of O. */
+    for (b = 0; b < B; b++)
+        TRY(clf__gemm_batched(ctx, 0, 0, n, dh, L, 1.0f, s, b * hq * n * L, L,
+                              n * L, vbar, b * L * width, width,
+                              hc > 1 ? dh : 0, 0.0f, o, b * n * dq, dq, dh,
+                              hq));
+
+    /* 6. Y = O W_o^T + b_o. */
+    TRY(clf__gemm(ctx, 0, 1, B * n, D, dq, 1.0f, o, 0, dq, w[CLF_WEIGHT_OUT],
+                  0, dq, 0.0f, y, yoff, D));
+    if (a->desc.bias_out)
+        TRY(clf__add_bias(ctx, y, yoff, B * n, D, D, w[CLF_BIAS_OUT]));
+    return 0;
+}
+
+static int
+prepare(clf_attention *a, size_t B, size_t n, struct plan *p, int host)
+{
+    int i;
+
+    TRY(make_plan(a, a->mode, B, n, p));
+    TRY(check_weights(a, p->linformer));
+    if (host) {
+        p->need[WS_X] = B * n * a->D;
+        p->need[WS_Y] = B * n * a->D;
+    }
+    for (i = 0; i < WS_COUNT; i++)
+        TRY(ensure(a, (enum ws_id)i, p->need[i]));
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_forward(clf_attention *att, const float *x, size_t batch,
+                      size_t seq_len, float *y)
+{
+    struct plan p;
+    size_t bytes;
+    cl_int err;
+
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    if (x == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "x is NULL");
+    if (y == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "y is NULL");
+    TRY(prepare(att, batch, seq_len, &p, 1));
+    bytes = batch * seq_len * att->D * sizeof(float);
+    err = clEnqueueWriteBuffer(att->ctx->queue, att->ws[WS_X].mem, CL_FALSE,
+                               0, bytes, x, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "input upload of %zu bytes failed (%d)", bytes,
+                         err);
+    TRY(run_forward(att, &p, att->ws[WS_X].mem, 0, att->ws[WS_Y].mem, 0));
+    err = clEnqueueReadBuffer(att->ctx->queue, att->ws[WS_Y].mem, CL_TRUE, 0,
+                              bytes, y, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "output read-back of %zu bytes failed (%d)",
+                         bytes, err);
+    return 0;
+}
+
+static int
+check_caller_buffer(const clf_attention *a, cl_mem m, const char *name,
+                    size_t off, size_t count)
+{
+    cl_context mc = NULL;
+    size_t size = 0, end;
+    cl_int err;
+
+    err = clGetMemObjectInfo(m, CL_MEM_CONTEXT, sizeof mc, &mc, NULL);
+    if (err == CL_SUCCESS)
+        err = clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "%s is not a valid cl_mem (%d)", name, err);
+    if (mc != a->ctx->context)
+        return clf__fail(CLF_EWRONG_CONTEXT,
+                         "%s belongs to another cl_context", name);
+    if (clf__add(off, count, &end) || end > SIZE_MAX / sizeof(float))
+        return clf__fail(CLF_ESIZE_OVERFLOW, "%s offset %zu overflows", name,
+                         off);
+    if (end * sizeof(float) > size)
+        return clf__fail(CLF_EBUFFER_TOO_SMALL,
+                         "%s holds %zu bytes; offset %zu + %zu floats needs "
+                         "%zu",
+                         name, size, off, count, end * sizeof(float));
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_forward_cl(clf_attention *att, cl_mem x, size_t x_offset,
+                         cl_mem y, size_t y_offset, size_t batch,
+                         size_t seq_len)
+{
+    struct plan p;
+
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    if (x == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "x is NULL");
+    if (y == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "y is NULL");
+    TRY(make_plan(att, att->mode, batch, seq_len, &p));
+    TRY(check_caller_buffer(att, x, "x", x_offset, batch * seq_len * att->D));
+    TRY(check_caller_buffer(att, y, "y", y_offset, batch * seq_len * att->D));
+    TRY(prepare(att, batch, seq_len, &p, 0));
+    return run_forward(att, &p, x, x_offset, y, y_offset);
+}
+
+/* ------------------------------------------------------- random weights */
+
+/* splitmix64: small, fast and the same on every platform. */
+static unsigned long long
+next_u64(unsigned long long *state)
+{
+    unsigned long long z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+CLF_EXTERN int
+clf_attention_randomize(clf_attention *att, unsigned long long seed)
+{
+    unsigned long long state = seed;
+    size_t largest = 0, i;
+    float *buf;
+    int w, rc = 0;
+
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    for (w = 0; w < CLF_WEIGHT_COUNT; w++)
+        if (att->wsize[w] > largest)
+            largest = att->wsize[w];
+    buf = malloc(largest * sizeof *buf);
+    if (buf == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    for (w = 0; w < CLF_WEIGHT_COUNT && rc == 0; w++) {
+        double fan_in;
+        if (att->wsize[w] == 0)
+            continue;
+        switch (w) {
+        case CLF_WEIGHT_OUT:
+        case CLF_BIAS_OUT:
+            fan_in = (double)att->dq;
+            break;
+        case CLF_PROJ_E:
+        case CLF_PROJ_F:
+            fan_in = (double)att->k;
+            break;
+        default:
+            fan_in = (double)att->D;
+            break;
+        }
+        for (i = 0; i < att->wsize[w]; i++) {
+            double u = (double)(next_u64(&state) >> 11) * 0x1.0p-53;
+            buf[i] = (float)((2.0 * u - 1.0) / sqrt(fan_in));
+        }
+        rc = clf_attention_set_weight(att, (clf_weight)w, buf, att->wsize[w]);
+    }
+    free(buf);
+    return rc;
+}

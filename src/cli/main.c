@@ -1,0 +1,322 @@
+/* clinformer: the command-line tool. */
+#include "clinformer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char usage[] =
+    "Usage: clinformer COMMAND [OPTIONS]\n"
+    "\n"
+    "Linformer attention on any OpenCL device.\n"
+    "\n"
+    "Commands:\n"
+    "  devices            list OpenCL platforms and devices\n"
+    "  demo               list devices, run the golden example of the design\n"
+    "                     (full 25.7521, compressed 27.2636) on the device,\n"
+    "                     then one layer (D=512, h=8, k=256) in Linformer and\n"
+    "                     full mode, printing times and their relative\n"
+    "                     difference\n"
+    "  help               show this text\n"
+    "  version            print the library version\n"
+    "\n"
+    "Options (demo):\n"
+    "  --device SEL       device index, cpu, gpu, or part of a platform or\n"
+    "                     device name (default: $CLINFORMER_DEVICE, else the\n"
+    "                     first GPU, else the first CPU device)\n"
+    "  --seq-len N        sequence length of the layer (default 4096)\n"
+    "  --repeat R         timed runs per mode after one warm-up (default 3)\n"
+    "\n"
+    "Environment: CLINFORMER_DEVICE, CLINFORMER_CACHE_DIR (\"off\" disables\n"
+    "the kernel binary cache), CLINFORMER_KERNEL_DIR.\n"
+    "Exit status: 0 on success, 1 on a failure (the message names it), 2 on\n"
+    "a usage error.\n";
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int
+fail(const char *what, int rc)
+{
+    fprintf(stderr, "clinformer: %s: %s (%s): %s\n", what, clf_strerror(rc),
+            clf_status_name(rc), clf_last_error());
+    return 1;
+}
+
+static int
+cmd_devices(void)
+{
+    clf_device_info infos[64];
+    size_t count = 0, i;
+    int rc = clf_devices_list(infos, 64, &count);
+
+    if (rc != 0)
+        return fail("listing devices", rc);
+    for (i = 0; i < count && i < 64; i++) {
+        const clf_device_info *d = &infos[i];
+        printf("[%u] %s / %s\n", d->index, d->platform, d->name);
+        printf("    type %s, vendor %s, driver %s\n",
+               d->is_gpu ? "GPU" : d->is_cpu ? "CPU" : "other", d->vendor,
+               d->driver);
+        printf("    %s, %s\n", d->version, d->c_version);
+        printf("    %u compute units at %u MHz, %.2f GiB global memory, "
+               "max allocation %.2f GiB, %llu KiB local\n",
+               d->compute_units, d->max_clock_mhz,
+               (double)d->global_mem / 1073741824.0,
+               (double)d->max_alloc / 1073741824.0, d->local_mem / 1024);
+        printf("    fp16 %s, fp64 %s\n", d->fp16 ? "yes" : "no",
+               d->fp64 ? "yes" : "no");
+    }
+    return 0;
+}
+
+/* The worked example of DESIGN.md section 1, on the device: one query
+ * q = 1 over K = (1,2,3), V = (10,20,30), E = F = [[1/2,1/2,0],[0,0,1]]. */
+static int
+golden(clf_context *ctx, clf_mode mode, double *out)
+{
+    clf_attention_desc d;
+    clf_attention *att = NULL;
+    const float one = 1.0f, ten = 10.0f;
+    const float e[6] = {0.5f, 0.5f, 0.0f, 0.0f, 0.0f, 1.0f};
+    const float x[3] = {1.0f, 2.0f, 3.0f};
+    float y[3];
+    int rc;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = 1;
+    d.heads = 1;
+    d.max_seq_len = 3;
+    d.k = 2;
+    if ((rc = clf_attention_create(&att, ctx, &d)) != 0 ||
+        (rc = clf_attention_set_weight(att, CLF_WEIGHT_Q, &one, 1)) != 0 ||
+        (rc = clf_attention_set_weight(att, CLF_WEIGHT_K, &one, 1)) != 0 ||
+        (rc = clf_attention_set_weight(att, CLF_WEIGHT_V, &ten, 1)) != 0 ||
+        (rc = clf_attention_set_weight(att, CLF_WEIGHT_OUT, &one, 1)) != 0 ||
+        (rc = clf_attention_set_weight(att, CLF_PROJ_E, e, 6)) != 0 ||
+        (rc = clf_attention_set_weight(att, CLF_PROJ_F, e, 6)) != 0 ||
+        (rc = clf_attention_set_mode(att, mode)) != 0 ||
+        (rc = clf_attention_forward(att, x, 1, 3, y)) != 0) {
+        clf_attention_destroy(att);
+        return rc;
+    }
+    *out = y[0];
+    clf_attention_destroy(att);
+    return 0;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Runs one warm-up and `repeat` timed forwards; returns the median. */
+static int
+time_mode(clf_attention *att, clf_mode mode, const float *x, size_t n,
+          float *y, int repeat, double *median, double *first)
+{
+    double t[64], t0;
+    int r, rc;
+
+    if ((rc = clf_attention_set_mode(att, mode)) != 0)
+        return rc;
+    t0 = now_s();
+    if ((rc = clf_attention_forward(att, x, 1, n, y)) != 0)
+        return rc;
+    *first = now_s() - t0;
+    for (r = 0; r < repeat; r++) {
+        t0 = now_s();
+        if ((rc = clf_attention_forward(att, x, 1, n, y)) != 0)
+            return rc;
+        t[r] = now_s() - t0;
+    }
+    qsort(t, (size_t)repeat, sizeof t[0], cmp_double);
+    *median = t[repeat / 2];
+    return 0;
+}
+
+static int
+cmd_demo(const char *device, size_t n, int repeat)
+{
+    clf_context *ctx = NULL;
+    clf_attention *att = NULL;
+    clf_attention_desc d;
+    clf_device_info info;
+    float *x = NULL, *yl = NULL, *yf = NULL;
+    double gl = 0, gf = 0, tl, tf, fl, ff, fll, flf, num = 0, den = 0, t0;
+    size_t i, count;
+    int rc, status = 1;
+
+    printf("== OpenCL devices\n");
+    if (cmd_devices() != 0)
+        return 1;
+    rc = clf_context_create(&ctx, device);
+    if (rc != 0)
+        return fail("creating a context", rc);
+    clf_context_device_info(ctx, &info);
+    printf("\n== Using [%u] %s / %s (driver %s)\n", info.index, info.platform,
+           info.name, info.driver);
+    t0 = now_s();
+    rc = clf_context_build(ctx);
+    if (rc != 0) {
+        fprintf(stderr, "%s\n", clf_context_build_log(ctx));
+        fail("building kernels", rc);
+        goto done;
+    }
+    printf("kernels ready in %.3f s\n", now_s() - t0);
+
+    printf("\n== Golden example (DESIGN.md section 1)\n");
+    if ((rc = golden(ctx, CLF_MODE_FULL, &gf)) != 0 ||
+        (rc = golden(ctx, CLF_MODE_LINFORMER, &gl)) != 0) {
+        fail("golden example", rc);
+        goto done;
+    }
+    printf("full attention       %.4f  (expected 25.7521)\n", gf);
+    printf("compressed attention %.4f  (expected 27.2636)\n", gl);
+    printf("difference           %.4f  (expected 1.5115)\n", gl - gf);
+    if (fabs(gf - 25.7521) > 1e-3 || fabs(gl - 27.2636) > 1e-3) {
+        fprintf(stderr, "clinformer: golden example does not match\n");
+        goto done;
+    }
+
+    printf("\n== One layer: D=512, h=8, k=256, B=1, n=%zu\n", n);
+    memset(&d, 0, sizeof d);
+    d.d_model = 512;
+    d.heads = 8;
+    d.max_seq_len = n;
+    d.k = n < 256 ? n : 256;
+    d.bias_out = 1;
+    if ((rc = clf_attention_create(&att, ctx, &d)) != 0 ||
+        (rc = clf_attention_randomize(att, 42)) != 0) {
+        fail("creating the layer", rc);
+        goto done;
+    }
+    count = n * d.d_model;
+    x = malloc(count * sizeof *x);
+    yl = malloc(count * sizeof *yl);
+    yf = malloc(count * sizeof *yf);
+    if (x == NULL || yl == NULL || yf == NULL) {
+        fprintf(stderr, "clinformer: out of host memory\n");
+        goto done;
+    }
+    srand(7);
+    for (i = 0; i < count; i++)
+        x[i] = (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
+    fprintf(stderr, "running Linformer mode...\n");
+    if ((rc = time_mode(att, CLF_MODE_LINFORMER, x, n, yl, repeat, &tl,
+                        &fll)) != 0) {
+        fail("Linformer forward", rc);
+        goto done;
+    }
+    fprintf(stderr, "running full mode...\n");
+    if ((rc = time_mode(att, CLF_MODE_FULL, x, n, yf, repeat, &tf, &flf)) !=
+        0) {
+        fail("full forward", rc);
+        goto done;
+    }
+    clf_attention_flops(att, CLF_MODE_LINFORMER, 1, n, &fl);
+    clf_attention_flops(att, CLF_MODE_FULL, 1, n, &ff);
+    for (i = 0; i < count; i++) {
+        double dlt = (double)yl[i] - yf[i];
+        num += dlt * dlt;
+        den += (double)yf[i] * yf[i];
+    }
+    printf("mode       first call   median (%d runs)   GFLOP   GFLOP/s\n",
+           repeat);
+    printf("linformer  %8.3f s   %8.3f s          %7.2f  %7.1f\n", fll, tl,
+           fl * 1e-9, fl * 1e-9 / tl);
+    printf("full       %8.3f s   %8.3f s          %7.2f  %7.1f\n", flf, tf,
+           ff * 1e-9, ff * 1e-9 / tf);
+    printf("speed-up of Linformer over full attention: %.2fx\n", tf / tl);
+    printf("relative difference ||Y_lin - Y_full|| / ||Y_full||: %.4f\n",
+           sqrt(num / den));
+    printf("(random weights and E: Linformer approximates full attention "
+           "only as well as E and F are trained to)\n");
+    status = 0;
+done:
+    free(x);
+    free(yl);
+    free(yf);
+    clf_attention_destroy(att);
+    clf_context_destroy(ctx);
+    return status;
+}
+
+static int
+parse_size(const char *s, size_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+
+    if (*s == '\0' || *s == '-' || *end != '\0' || v == 0)
+        return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    const char *cmd, *device = NULL;
+    size_t n = 4096, rep = 3;
+    int i;
+
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    cmd = argv[1];
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
+        strcmp(cmd, "-h") == 0) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("clinformer %s\n", clf_version());
+        return 0;
+    }
+    for (i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+            device = argv[++i];
+        } else if (strcmp(argv[i], "--seq-len") == 0 && i + 1 < argc) {
+            if (parse_size(argv[++i], &n) != 0) {
+                fprintf(stderr, "clinformer: --seq-len wants a positive "
+                                "integer, got \"%s\"\n",
+                        argv[i]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
+            if (parse_size(argv[++i], &rep) != 0 || rep > 64) {
+                fprintf(stderr, "clinformer: --repeat wants 1..64, got "
+                                "\"%s\"\n",
+                        argv[i]);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "clinformer: unknown or incomplete option \"%s\"\n"
+                            "Try 'clinformer help'.\n",
+                    argv[i]);
+            return 2;
+        }
+    }
+    if (strcmp(cmd, "devices") == 0)
+        return cmd_devices();
+    if (strcmp(cmd, "demo") == 0)
+        return cmd_demo(device, n, (int)rep);
+    fprintf(stderr, "clinformer: unknown command \"%s\"\nTry 'clinformer "
+                    "help'.\n",
+            cmd);
+    return 2;
+}

@@ -1,0 +1,96 @@
+/* Private declarations shared by the library's source files. */
+#ifndef CLINFORMER_INTERNAL_H
+#define CLINFORMER_INTERNAL_H
+
+#include "clinformer.h"
+
+#include <stdint.h>
+
+/* From cl_ext.h (cl_khr_icd); the ICD loader returns it with no platform. */
+#ifndef CL_PLATFORM_NOT_FOUND_KHR
+#define CL_PLATFORM_NOT_FOUND_KHR -1001
+#endif
+
+/* The kernels, one program built from common.cl and every stage file. */
+enum clf__kernel_id {
+    CLF_K_ADD_BIAS = 0,
+    CLF_K_ROWSUM,
+    CLF_K_ADD_ROWSUM_BIAS,
+    CLF_K_SOFTMAX_ROWS,
+    CLF_K_COUNT
+};
+
+struct clf_context {
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue;
+    clf_device_info info;
+    cl_program program;
+    cl_kernel kernels[CLF_K_COUNT];
+    size_t kernel_wg[CLF_K_COUNT];       /* CL_KERNEL_WORK_GROUP_SIZE */
+    size_t kernel_multiple[CLF_K_COUNT]; /* preferred multiple */
+    char *build_log;
+    clf_context_stats stats;
+};
+
+/* error.c: set the thread's detail message and return status. */
+int clf__fail(int status, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Checked size arithmetic: return 0 and store the result, or -1 on
+ * overflow. */
+int clf__mul(size_t a, size_t b, size_t *out);
+int clf__mul3(size_t a, size_t b, size_t c, size_t *out);
+int clf__add(size_t a, size_t b, size_t *out);
+
+/* device.c */
+int clf__device_info_fill(cl_platform_id platform, unsigned platform_index,
+                          cl_device_id device, unsigned index,
+                          clf_device_info *info);
+
+/* program.c: build or load the kernels of ctx. */
+int clf__program_build(clf_context *ctx);
+uint64_t clf__hash64(const void *data, size_t len, uint64_t seed);
+
+/* Enqueue one kernel over a 1-D range of `items` work-items, rounding the
+ * global size up to the work-group size (kernels guard their tail). */
+int clf__launch_1d(clf_context *ctx, enum clf__kernel_id id, size_t items);
+
+/* projection.c: host side of cl/projection.cl */
+int clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows,
+                  size_t cols, size_t ld, cl_mem bias);
+int clf__rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
+                cl_mem out);
+int clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
+                         size_t slots, size_t heads, size_t head_dim,
+                         cl_mem rowsum, int rowsum_per_head, cl_mem bias,
+                         int bias_per_head);
+
+/* softmax.c: host side of cl/softmax.cl; rows of `cols` contiguous floats
+ * starting at element `off`. */
+int clf__softmax_rows(clf_context *ctx, cl_mem s, size_t off, size_t rows,
+                      size_t cols);
+
+/* gemm.c: CLBlast wrappers, row-major, on the context's queue.  C = alpha
+ * op(A) op(B) + beta C; batched with element strides (batch 1 uses Sgemm). */
+int clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
+              size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
+              cl_mem b, size_t b_off, size_t ldb, float beta, cl_mem c,
+              size_t c_off, size_t ldc);
+int clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
+                      size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
+                      size_t lda, size_t a_stride, cl_mem b, size_t b_off,
+                      size_t ldb, size_t b_stride, float beta, cl_mem c,
+                      size_t c_off, size_t ldc, size_t c_stride,
+                      size_t batch);
+
+/* The embedded kernel sources (generated from cl/ at build time). */
+extern const char clf__cl_common[];
+extern const char clf__cl_projection[];
+extern const char clf__cl_softmax[];
+
+#endif /* CLINFORMER_INTERNAL_H */

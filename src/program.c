@@ -1,0 +1,420 @@
+/* Building the kernels, and the on-disk cache of program binaries.
+ *
+ * A cache entry is one file named by a 64-bit hash of everything that
+ * determines the binary: platform, device, driver, library version, kernel
+ * source and build options.  The file holds a header (magic, full key hash,
+ * payload length, payload hash) before the binary, so a truncated or
+ * corrupted file is detected before the driver sees it.  Entries are written
+ * to a temporary file and renamed into place, so readers never see a partial
+ * entry. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BUILD_OPTIONS "-cl-std=CL1.2"
+#define CACHE_MAGIC "CLFBIN01"
+
+static const char *const kernel_names[CLF_K_COUNT] = {
+    "clf_add_bias", "clf_rowsum", "clf_add_rowsum_bias", "clf_softmax_rows"};
+
+static const char *const stage_files[] = {"common.cl", "projection.cl",
+                                          "softmax.cl"};
+#define NSTAGES (sizeof stage_files / sizeof stage_files[0])
+
+uint64_t
+clf__hash64(const void *data, size_t len, uint64_t seed)
+{
+    /* FNV-1a, 64-bit. */
+    const unsigned char *p = data;
+    uint64_t h = 1469598103934665603ULL ^ seed;
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static char *
+read_file(const char *path, size_t *len_out)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long len;
+
+    if (f == NULL)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 ||
+        fseek(f, 0, SEEK_SET) != 0)
+        goto done;
+    buf = malloc((size_t)len + 1);
+    if (buf == NULL)
+        goto done;
+    if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        free(buf);
+        buf = NULL;
+        goto done;
+    }
+    buf[len] = '\0';
+    if (len_out != NULL)
+        *len_out = (size_t)len;
+done:
+    fclose(f);
+    return buf;
+}
+
+/* Concatenates the kernel sources, from CLINFORMER_KERNEL_DIR when set. */
+static int
+load_sources(char **out)
+{
+    const char *embedded[NSTAGES] = {clf__cl_common, clf__cl_projection,
+                                     clf__cl_softmax};
+    const char *dir = getenv("CLINFORMER_KERNEL_DIR");
+    char *parts[NSTAGES] = {NULL};
+    size_t total = 1, i;
+    char *src;
+    int rc = 0;
+
+    for (i = 0; i < NSTAGES; i++) {
+        if (dir != NULL && *dir != '\0') {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", dir, stage_files[i]);
+            parts[i] = read_file(path, NULL);
+            if (parts[i] == NULL) {
+                rc = clf__fail(CLF_EIO,
+                               "CLINFORMER_KERNEL_DIR: cannot read %s", path);
+                goto done;
+            }
+        }
+        total += strlen(parts[i] ? parts[i] : embedded[i]) + 1;
+    }
+    src = malloc(total);
+    if (src == NULL) {
+        rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        goto done;
+    }
+    src[0] = '\0';
+    for (i = 0; i < NSTAGES; i++) {
+        strcat(src, parts[i] ? parts[i] : embedded[i]);
+        strcat(src, "\n");
+    }
+    *out = src;
+done:
+    for (i = 0; i < NSTAGES; i++)
+        free(parts[i]);
+    return rc;
+}
+
+static int
+mkdir_p(const char *path)
+{
+    char tmp[4096];
+    size_t len = strlen(path), i;
+
+    if (len == 0 || len >= sizeof tmp)
+        return -1;
+    memcpy(tmp, path, len + 1);
+    for (i = 1; i <= len; i++) {
+        if (tmp[i] == '/' || tmp[i] == '\0') {
+            char c = tmp[i];
+            tmp[i] = '\0';
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+                return -1;
+            tmp[i] = c;
+        }
+    }
+    return 0;
+}
+
+/* The cache directory, or "" when caching is off or no home is known. */
+static void
+cache_dir(char *buf, size_t cap)
+{
+    const char *env = getenv("CLINFORMER_CACHE_DIR");
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+
+    buf[0] = '\0';
+    if (env != NULL && *env != '\0') {
+        if (strcmp(env, "off") != 0)
+            snprintf(buf, cap, "%s", env);
+    } else if (xdg != NULL && *xdg != '\0') {
+        snprintf(buf, cap, "%s/clinformer", xdg);
+    } else if (home != NULL && *home != '\0') {
+        snprintf(buf, cap, "%s/.cache/clinformer", home);
+    }
+}
+
+static uint64_t
+cache_key(const clf_context *ctx, const char *src)
+{
+    uint64_t h = 0;
+    const char *fields[8];
+    size_t i;
+
+    fields[0] = ctx->info.platform;
+    fields[1] = ctx->info.name;
+    fields[2] = ctx->info.vendor;
+    fields[3] = ctx->info.driver;
+    fields[4] = ctx->info.version;
+    fields[5] = CLF_VERSION_STRING;
+    fields[6] = BUILD_OPTIONS;
+    fields[7] = src;
+    for (i = 0; i < 8; i++) {
+        h = clf__hash64(fields[i], strlen(fields[i]) + 1, h);
+    }
+    return h;
+}
+
+struct cache_header {
+    char magic[8];
+    uint64_t key;
+    uint64_t length;
+    uint64_t checksum;
+};
+
+/* Returns a binary for key, or NULL when absent or invalid (counted as a
+ * reject when a file existed). */
+static unsigned char *
+cache_load(clf_context *ctx, const char *path, uint64_t key, size_t *len)
+{
+    size_t flen = 0;
+    char *data = read_file(path, &flen);
+    struct cache_header hdr;
+    unsigned char *bin;
+
+    if (data == NULL)
+        return NULL;
+    if (flen < sizeof hdr)
+        goto reject;
+    memcpy(&hdr, data, sizeof hdr);
+    if (memcmp(hdr.magic, CACHE_MAGIC, 8) != 0 || hdr.key != key ||
+        hdr.length != flen - sizeof hdr || hdr.length == 0 ||
+        hdr.checksum != clf__hash64(data + sizeof hdr, hdr.length, key))
+        goto reject;
+    bin = malloc(hdr.length);
+    if (bin == NULL)
+        goto reject;
+    memcpy(bin, data + sizeof hdr, hdr.length);
+    *len = hdr.length;
+    free(data);
+    return bin;
+reject:
+    ctx->stats.cache_rejects++;
+    free(data);
+    return NULL;
+}
+
+static void
+cache_store(clf_context *ctx, const char *dir, const char *path, uint64_t key)
+{
+    size_t len = 0;
+    unsigned char *bin = NULL;
+    struct cache_header hdr;
+    char tmp[4300];
+    FILE *f;
+    int ok;
+
+    if (clGetProgramInfo(ctx->program, CL_PROGRAM_BINARY_SIZES, sizeof len,
+                         &len, NULL) != CL_SUCCESS ||
+        len == 0)
+        return;
+    bin = malloc(len);
+    if (bin == NULL)
+        return;
+    if (clGetProgramInfo(ctx->program, CL_PROGRAM_BINARIES, sizeof bin, &bin,
+                         NULL) != CL_SUCCESS)
+        goto done;
+    if (mkdir_p(dir) != 0)
+        goto done;
+    memcpy(hdr.magic, CACHE_MAGIC, 8);
+    hdr.key = key;
+    hdr.length = len;
+    hdr.checksum = clf__hash64(bin, len, key);
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >=
+        (int)sizeof tmp)
+        goto done;
+    f = fopen(tmp, "wb");
+    if (f == NULL)
+        goto done;
+    ok = fwrite(&hdr, sizeof hdr, 1, f) == 1 && fwrite(bin, 1, len, f) == len;
+    ok = (fclose(f) == 0) && ok;
+    if (ok && rename(tmp, path) == 0)
+        ctx->stats.cache_writes++;
+    else
+        remove(tmp);
+done:
+    free(bin);
+}
+
+static void
+keep_log(clf_context *ctx, cl_program prog)
+{
+    size_t len = 0;
+    char *log;
+
+    if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0,
+                              NULL, &len) != CL_SUCCESS)
+        return;
+    log = malloc(len + 1);
+    if (log == NULL)
+        return;
+    if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, len,
+                              log, NULL) != CL_SUCCESS)
+        len = 0;
+    log[len] = '\0';
+    free(ctx->build_log);
+    ctx->build_log = log;
+}
+
+static int
+create_kernels(clf_context *ctx)
+{
+    int i;
+    cl_int err;
+
+    for (i = 0; i < CLF_K_COUNT; i++) {
+        ctx->kernels[i] = clCreateKernel(ctx->program, kernel_names[i], &err);
+        if (ctx->kernels[i] == NULL)
+            return clf__fail(err, "kernel %s: clCreateKernel failed (%d)",
+                             kernel_names[i], err);
+        if (clGetKernelWorkGroupInfo(ctx->kernels[i], ctx->device,
+                                     CL_KERNEL_WORK_GROUP_SIZE,
+                                     sizeof ctx->kernel_wg[i],
+                                     &ctx->kernel_wg[i], NULL) != CL_SUCCESS ||
+            ctx->kernel_wg[i] == 0)
+            ctx->kernel_wg[i] = 1;
+        if (clGetKernelWorkGroupInfo(
+                ctx->kernels[i], ctx->device,
+                CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
+                sizeof ctx->kernel_multiple[i], &ctx->kernel_multiple[i],
+                NULL) != CL_SUCCESS ||
+            ctx->kernel_multiple[i] == 0)
+            ctx->kernel_multiple[i] = 1;
+    }
+    return 0;
+}
+
+static void
+release_program(clf_context *ctx)
+{
+    int i;
+
+    for (i = 0; i < CLF_K_COUNT; i++) {
+        if (ctx->kernels[i] != NULL)
+            clReleaseKernel(ctx->kernels[i]);
+        ctx->kernels[i] = NULL;
+    }
+    if (ctx->program != NULL)
+        clReleaseProgram(ctx->program);
+    ctx->program = NULL;
+}
+
+/* Tries the cache entry; returns 0 with ctx->program built, or -1. */
+static int
+try_cached(clf_context *ctx, const char *path, uint64_t key)
+{
+    size_t len = 0;
+    unsigned char *bin = cache_load(ctx, path, key, &len);
+    const unsigned char *binp = bin;
+    cl_int err, status = CL_SUCCESS;
+
+    if (bin == NULL)
+        return -1;
+    ctx->program = clCreateProgramWithBinary(ctx->context, 1, &ctx->device,
+                                             &len, &binp, &status, &err);
+    free(bin);
+    if (ctx->program == NULL || err != CL_SUCCESS || status != CL_SUCCESS ||
+        clBuildProgram(ctx->program, 1, &ctx->device, BUILD_OPTIONS, NULL,
+                       NULL) != CL_SUCCESS ||
+        create_kernels(ctx) != 0) {
+        release_program(ctx);
+        ctx->stats.cache_rejects++;
+        return -1;
+    }
+    ctx->stats.cache_loads++;
+    return 0;
+}
+
+int
+clf__program_build(clf_context *ctx)
+{
+    char *src = NULL;
+    char dir[4096], path[4200];
+    uint64_t key;
+    cl_int err;
+    int rc;
+
+    rc = load_sources(&src);
+    if (rc != 0)
+        return rc;
+    key = cache_key(ctx, src);
+    cache_dir(dir, sizeof dir);
+    if (snprintf(path, sizeof path, "%s/%016llx.clbin", dir,
+                 (unsigned long long)key) >= (int)sizeof path)
+        dir[0] = '\0'; /* a path too long to use: no caching */
+    if (dir[0] != '\0' && try_cached(ctx, path, key) == 0) {
+        free(src);
+        return 0;
+    }
+
+    ctx->program = clCreateProgramWithSource(
+        ctx->context, 1, (const char **)&src, NULL, &err);
+    if (ctx->program == NULL) {
+        rc = clf__fail(err, "clCreateProgramWithSource failed (%d)", err);
+        goto fail;
+    }
+    err = clBuildProgram(ctx->program, 1, &ctx->device, BUILD_OPTIONS, NULL,
+                         NULL);
+    keep_log(ctx, ctx->program);
+    if (err != CL_SUCCESS) {
+        rc = clf__fail(err,
+                       "kernel build failed on \"%s\" (%d); see "
+                       "clf_context_build_log()",
+                       ctx->info.name, err);
+        goto fail;
+    }
+    ctx->build_log[0] = '\0';
+    ctx->stats.source_builds++;
+    rc = create_kernels(ctx);
+    if (rc != 0)
+        goto fail;
+    if (dir[0] != '\0')
+        cache_store(ctx, dir, path, key);
+    free(src);
+    return 0;
+
+fail:
+    free(src);
+    release_program(ctx);
+    return rc;
+}
+
+int
+clf__launch_1d(clf_context *ctx, enum clf__kernel_id id, size_t items)
+{
+    size_t local = ctx->kernel_multiple[id];
+    size_t global;
+    cl_int err;
+
+    if (items == 0)
+        return 0;
+    /* A few multiples per group, never past the kernel's limit. */
+    while (local * 2 <= ctx->kernel_wg[id] && local * 2 <= 256)
+        local *= 2;
+    if (local > ctx->kernel_wg[id])
+        local = ctx->kernel_wg[id];
+    global = (items + local - 1) / local * local;
+    err = clEnqueueNDRangeKernel(ctx->queue, ctx->kernels[id], 1, NULL,
+                                 &global, &local, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "kernel %s: enqueue of %zu items failed (%d)",
+                         kernel_names[id], items, err);
+    return 0;
+}

@@ -1,0 +1,67 @@
+/* Host side of cl/projection.cl. */
+#include "internal.h"
+
+#include <limits.h>
+
+#define SET(k, i, v)                                                           \
+    do {                                                                       \
+        cl_int e_ = clSetKernelArg((k), (i), sizeof(v), &(v));                 \
+        if (e_ != CL_SUCCESS)                                                  \
+            return clf__fail(e_, "clSetKernelArg %d failed (%d)", (i), e_);    \
+    } while (0)
+
+int
+clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows,
+              size_t cols, size_t ld, cl_mem bias)
+{
+    cl_kernel k = ctx->kernels[CLF_K_ADD_BIAS];
+    cl_ulong o = off;
+    cl_uint r = (cl_uint)rows, c = (cl_uint)cols, l = (cl_uint)ld;
+
+    SET(k, 0, y);
+    SET(k, 1, o);
+    SET(k, 2, r);
+    SET(k, 3, c);
+    SET(k, 4, l);
+    SET(k, 5, bias);
+    return clf__launch_1d(ctx, CLF_K_ADD_BIAS, rows * cols);
+}
+
+int
+clf__rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
+            cl_mem out)
+{
+    cl_kernel k = ctx->kernels[CLF_K_ROWSUM];
+    cl_uint r = (cl_uint)rows, nn = (cl_uint)n, l = (cl_uint)ld;
+
+    SET(k, 0, e);
+    SET(k, 1, r);
+    SET(k, 2, nn);
+    SET(k, 3, l);
+    SET(k, 4, out);
+    return clf__launch_1d(ctx, CLF_K_ROWSUM, rows);
+}
+
+int
+clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
+                     size_t slots, size_t heads, size_t head_dim,
+                     cl_mem rowsum, int rowsum_per_head, cl_mem bias,
+                     int bias_per_head)
+{
+    cl_kernel k = ctx->kernels[CLF_K_ADD_ROWSUM_BIAS];
+    cl_uint b = (cl_uint)batch, s = (cl_uint)slots, h = (cl_uint)heads,
+            d = (cl_uint)head_dim, rp = rowsum_per_head != 0,
+            bp = bias_per_head != 0;
+
+    SET(k, 0, kbar);
+    SET(k, 1, b);
+    SET(k, 2, s);
+    SET(k, 3, h);
+    SET(k, 4, d);
+    SET(k, 5, rowsum);
+    SET(k, 6, rp);
+    SET(k, 7, bias);
+    SET(k, 8, bp);
+    return clf__launch_1d(ctx, CLF_K_ADD_ROWSUM_BIAS,
+                          batch * slots * heads * head_dim);
+}

@@ -1,0 +1,130 @@
+#include "reference.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static void
+linear(const float *x, size_t rows, size_t in, const float *w, size_t out,
+       const float *b, double *y)
+{
+    size_t r, o, i;
+
+    for (r = 0; r < rows; r++)
+        for (o = 0; o < out; o++) {
+            double acc = b ? b[o] : 0.0;
+            for (i = 0; i < in; i++)
+                acc += (double)x[r * in + i] * w[o * in + i];
+            y[r * out + o] = acc;
+        }
+}
+
+void
+ref_softmax(const float *s, size_t rows, size_t cols, double *out)
+{
+    size_t r, j;
+
+    for (r = 0; r < rows; r++) {
+        double m = -INFINITY, sum = 0.0;
+        for (j = 0; j < cols; j++)
+            if (s[r * cols + j] > m)
+                m = s[r * cols + j];
+        if (m == -INFINITY) {
+            for (j = 0; j < cols; j++)
+                out[r * cols + j] = 0.0;
+            continue;
+        }
+        for (j = 0; j < cols; j++)
+            sum += exp((double)s[r * cols + j] - m);
+        for (j = 0; j < cols; j++)
+            out[r * cols + j] = exp((double)s[r * cols + j] - m) / sum;
+    }
+}
+
+void
+ref_attention(const ref_layer *l, int full, const float *x, size_t B,
+              size_t n, double *y)
+{
+    const size_t D = l->D, dh = l->dh, dq = l->hq * dh, dkv = l->hkv * dh;
+    const size_t L = full ? n : l->k;
+    double *q = malloc(n * dq * sizeof *q);
+    double *kk = malloc(n * dkv * sizeof *kk);
+    double *vv = malloc(n * dkv * sizeof *vv);
+    double *kb = malloc(L * dh * sizeof *kb);
+    double *vb = malloc(L * dh * sizeof *vb);
+    double *o = malloc(n * dq * sizeof *o);
+    double *sc = malloc(L * sizeof *sc);
+    size_t b, h, i, j, e, t;
+
+    for (b = 0; b < B; b++) {
+        const float *xb = x + b * n * D;
+        linear(xb, n, D, l->wq, dq, l->bq, q);
+        linear(xb, n, D, l->wk, dkv, l->bk, kk);
+        if (l->share_kv) {
+            for (i = 0; i < n * dkv; i++)
+                vv[i] = kk[i];
+        } else {
+            linear(xb, n, D, l->wv, dkv, l->bv, vv);
+        }
+        for (h = 0; h < l->hq; h++) {
+            size_t hk = l->hkv == 1 ? 0 : h;
+            size_t eh = l->per_head_E ? h : 0;
+            const float *E = l->E + eh * l->k * l->N;
+            const float *F = (l->share_kv || l->kv_shared)
+                                 ? E
+                                 : l->F + eh * l->k * l->N;
+            /* Kbar = E[:, :n] K_h, Vbar = F[:, :n] V_h (or K_h, V_h). */
+            for (j = 0; j < L; j++)
+                for (e = 0; e < dh; e++) {
+                    double ak = 0.0, av = 0.0;
+                    if (full) {
+                        ak = kk[j * dkv + hk * dh + e];
+                        av = vv[j * dkv + hk * dh + e];
+                    } else {
+                        for (t = 0; t < n; t++) {
+                            ak += (double)E[j * l->N + t] *
+                                  kk[t * dkv + hk * dh + e];
+                            av += (double)F[j * l->N + t] *
+                                  vv[t * dkv + hk * dh + e];
+                        }
+                    }
+                    kb[j * dh + e] = ak;
+                    vb[j * dh + e] = av;
+                }
+            for (i = 0; i < n; i++) {
+                double m = -INFINITY, sum = 0.0;
+                for (j = 0; j < L; j++) {
+                    double acc = 0.0;
+                    for (e = 0; e < dh; e++)
+                        acc += q[i * dq + h * dh + e] * kb[j * dh + e];
+                    sc[j] = acc / sqrt((double)dh);
+                    if (sc[j] > m)
+                        m = sc[j];
+                }
+                for (j = 0; j < L; j++) {
+                    sc[j] = exp(sc[j] - m);
+                    sum += sc[j];
+                }
+                for (e = 0; e < dh; e++) {
+                    double acc = 0.0;
+                    for (j = 0; j < L; j++)
+                        acc += sc[j] / sum * vb[j * dh + e];
+                    o[i * dq + h * dh + e] = acc;
+                }
+            }
+        }
+        for (i = 0; i < n; i++)
+            for (j = 0; j < D; j++) {
+                double acc = l->bo ? l->bo[j] : 0.0;
+                for (e = 0; e < dq; e++)
+                    acc += o[i * dq + e] * l->wo[j * dq + e];
+                y[(b * n + i) * D + j] = acc;
+            }
+    }
+    free(q);
+    free(kk);
+    free(vv);
+    free(kb);
+    free(vb);
+    free(o);
+    free(sc);
+}

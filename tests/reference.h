@@ -1,0 +1,25 @@
+/* A double-precision host reference of multi-head Linformer attention,
+ * written straight from the equations (project, then compress). */
+#ifndef CLF_TEST_REFERENCE_H
+#define CLF_TEST_REFERENCE_H
+
+#include <stddef.h>
+
+typedef struct ref_layer {
+    size_t D, hq, hkv, dh, N, k;
+    int per_head_E; /* each head its own E (and F) */
+    int share_kv;   /* V = K, F = E */
+    int kv_shared;  /* F = E */
+    const float *wq, *wk, *wv, *wo; /* NULL wv with share_kv */
+    const float *bq, *bk, *bv, *bo; /* NULL = no bias */
+    const float *E, *F;             /* (nE*k) x N */
+} ref_layer;
+
+/* y (B*n x D) = attention of x (B*n x D); full != 0 for full attention. */
+void ref_attention(const ref_layer *l, int full, const float *x, size_t B,
+                   size_t n, double *y);
+
+/* Row softmax in double, for kernel tests. */
+void ref_softmax(const float *s, size_t rows, size_t cols, double *out);
+
+#endif

@@ -9,8 +9,10 @@ clf_add_bias(__global float *y, const ulong off, const uint rows,
     const size_t gid = get_global_id(0);
     if (gid >= (size_t)rows * cols)
         return;
+    /* r and c without '%': oclgrind's uninitialised-value checker cannot
+     * follow the LLVM 'freeze' that a division/remainder pair becomes. */
     const size_t r = gid / cols;
-    const size_t c = gid % cols;
+    const size_t c = gid - r * cols;
     y[off + r * ld + c] += bias[c];
 }
 
@@ -43,10 +45,11 @@ clf_add_rowsum_bias(__global float *kbar, const uint batch, const uint slots,
     const size_t width = (size_t)heads * head_dim;
     if (gid >= (size_t)batch * slots * width)
         return;
-    const size_t col = gid % width;
-    const size_t slot = (gid / width) % slots;
+    const size_t row = gid / width; /* (batch, slot) */
+    const size_t col = gid - row * width;
+    const size_t slot = row - (row / slots) * slots;
     const size_t head = col / head_dim;
-    const size_t e = col % head_dim;
+    const size_t e = col - head * head_dim;
     const float rs = rowsum[(rowsum_per_head ? head * slots : 0) + slot];
     const float b = bias[(bias_per_head ? head * head_dim : 0) + e];
     kbar[gid] += rs * b;

@@ -804,3 +804,15 @@ clf_attention_randomize(clf_attention *att, unsigned long long seed)
     free(buf);
     return rc;
 }
+
+/* For tests: 1 when a Linformer forward of this shape compresses first,
+ * 0 when it projects first, negative on a bad shape. */
+int
+clf__attention_compress_first(const clf_attention *att, size_t batch,
+                              size_t seq_len)
+{
+    struct plan p;
+    int rc = make_plan(att, CLF_MODE_LINFORMER, batch, seq_len, &p);
+
+    return rc != 0 ? rc : p.compress_first_k;
+}

@@ -88,6 +88,10 @@ int clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
                       size_t c_off, size_t ldc, size_t c_stride,
                       size_t batch);
 
+/* attention.c, for tests: the order a Linformer forward of this shape uses. */
+int clf__attention_compress_first(const clf_attention *att, size_t batch,
+                                  size_t seq_len);
+
 /* The embedded kernel sources (generated from cl/ at build time). */
 extern const char clf__cl_common[];
 extern const char clf__cl_projection[];

@@ -1,0 +1,33 @@
+#!/bin/sh
+# Runs every custom kernel under oclgrind, the OpenCL device simulator, and
+# fails on any invalid memory access, data race, uninitialised read or API
+# error it reports.  Output is TAP.
+set -u
+builddir=${top_builddir:-.}
+driver="$builddir/tests/oclgrind_driver"
+
+echo "1..1"
+if ! command -v oclgrind >/dev/null 2>&1; then
+    if [ "${CLINFORMER_REQUIRE_DEVICE:-0}" = 1 ]; then
+        echo "not ok 1 - kernels_clean_under_oclgrind # oclgrind not installed"
+        exit 1
+    fi
+    echo "ok 1 - kernels_clean_under_oclgrind # SKIP oclgrind not installed"
+    exit 0
+fi
+log=$(mktemp)
+CLINFORMER_CACHE_DIR=off oclgrind --check-api --data-races --uninitialized \
+    "$driver" >"$log" 2>&1
+status=$?
+if [ $status -eq 0 ] && ! grep -Eqi \
+    'invalid (read|write)|data race|uninitiali[sz]ed|runtime error|error detected' \
+    "$log"; then
+    echo "ok 1 - kernels_clean_under_oclgrind"
+    rc=0
+else
+    echo "not ok 1 - kernels_clean_under_oclgrind (exit $status)"
+    sed 's/^/# /' "$log" | head -60
+    rc=1
+fi
+rm -f "$log"
+exit $rc

@@ -1,0 +1,476 @@
+/* The attention layer against the double-precision reference.
+ *
+ * Tolerance: max |y - y_ref| <= TOL * max |y_ref| over the whole output, with
+ * TOL = 1e-5: float32 GEMMs with sums of at most a few hundred terms stay
+ * well inside it, while any indexing or layout mistake is of order 1. */
+#include "internal.h"
+#include "reference.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL 1e-5
+
+/* A layer with its host copy of the weights, for the reference. */
+struct layer {
+    clf_attention_desc desc;
+    clf_attention *att;
+    float *w[CLF_WEIGHT_COUNT];
+    ref_layer ref;
+};
+
+static void
+layer_make(struct layer *l, const clf_attention_desc *d,
+           unsigned long long seed)
+{
+    clf_context *ctx = tu_context();
+    size_t count;
+    float amp;
+    int i, rc;
+
+    memset(l, 0, sizeof *l);
+    l->desc = *d;
+    rc = clf_attention_create(&l->att, ctx, d);
+    ck_assert_msg(rc == 0, "create: %s", clf_last_error());
+    for (i = 0; i < CLF_WEIGHT_COUNT; i++) {
+        if (clf_attention_weight_size(l->att, (clf_weight)i, &count) != 0)
+            continue;
+        /* PyTorch-like scales keep logits of realistic size. */
+        amp = (float)(1.0 / sqrt((double)(i == CLF_PROJ_E || i == CLF_PROJ_F
+                                              ? d->k
+                                              : d->d_model)));
+        l->w[i] = tu_malloc(count * sizeof(float));
+        tu_fill(l->w[i], count, seed * 31 + (unsigned long long)i, -amp, amp);
+        rc = clf_attention_set_weight(l->att, (clf_weight)i, l->w[i], count);
+        ck_assert_msg(rc == 0, "set %s: %s", clf_weight_name((clf_weight)i),
+                      clf_last_error());
+    }
+    l->ref.D = d->d_model;
+    l->ref.hq = d->heads;
+    l->ref.hkv = d->one_kv_head ? 1 : d->heads;
+    l->ref.dh = d->head_dim ? d->head_dim : d->d_model / d->heads;
+    l->ref.N = d->max_seq_len;
+    l->ref.k = d->k;
+    l->ref.per_head_E = d->sharing == CLF_SHARE_PER_HEAD;
+    l->ref.share_kv = d->share_kv;
+    l->ref.kv_shared = d->sharing == CLF_SHARE_KEY_VALUE;
+    l->ref.wq = l->w[CLF_WEIGHT_Q];
+    l->ref.wk = l->w[CLF_WEIGHT_K];
+    l->ref.wv = l->w[CLF_WEIGHT_V];
+    l->ref.wo = l->w[CLF_WEIGHT_OUT];
+    l->ref.bq = l->w[CLF_BIAS_Q];
+    l->ref.bk = l->w[CLF_BIAS_K];
+    l->ref.bv = l->w[CLF_BIAS_V];
+    l->ref.bo = l->w[CLF_BIAS_OUT];
+    l->ref.E = l->w[CLF_PROJ_E];
+    l->ref.F = l->w[CLF_PROJ_F];
+}
+
+static void
+layer_free(struct layer *l)
+{
+    int i;
+
+    clf_attention_destroy(l->att);
+    for (i = 0; i < CLF_WEIGHT_COUNT; i++)
+        free(l->w[i]);
+}
+
+/* One host-path forward of (B, n) in mode against the reference. */
+static void
+check_forward(struct layer *l, clf_mode mode, size_t B, size_t n,
+              unsigned long long seed)
+{
+    size_t count = B * n * l->desc.d_model;
+    float *x = tu_malloc(count * sizeof *x);
+    float *y = tu_malloc(count * sizeof *y);
+    double *ref = tu_malloc(count * sizeof *ref);
+    char what[160];
+    size_t i;
+    int rc;
+
+    tu_fill(x, count, seed, -1.0f, 1.0f);
+    for (i = 0; i < count; i++)
+        y[i] = NAN; /* poison: an unwritten element fails the check */
+    ck_assert_int_eq(clf_attention_set_mode(l->att, mode), 0);
+    rc = clf_attention_forward(l->att, x, B, n, y);
+    ck_assert_msg(rc == 0, "forward: %s", clf_last_error());
+    ref_attention(&l->ref, mode == CLF_MODE_FULL, x, B, n, ref);
+    snprintf(what, sizeof what, "%s B=%zu n=%zu N=%zu k=%zu sharing=%d",
+             mode == CLF_MODE_FULL ? "full" : "linformer", B, n,
+             l->desc.max_seq_len, l->desc.k, (int)l->desc.sharing);
+    tu_assert_close(y, ref, count, TOL, what);
+    free(x);
+    free(y);
+    free(ref);
+}
+
+/* Runs a configuration over several lengths and batches, both modes. */
+static void
+sweep(const clf_attention_desc *d, unsigned long long seed)
+{
+    const size_t lens[] = {1, 7, d->max_seq_len - 3, d->max_seq_len};
+    const size_t batches[] = {1, 3};
+    struct layer l;
+    size_t i, j;
+
+    layer_make(&l, d, seed);
+    for (i = 0; i < sizeof lens / sizeof lens[0]; i++)
+        for (j = 0; j < 2; j++) {
+            check_forward(&l, CLF_MODE_LINFORMER, batches[j], lens[i],
+                          seed + 100 * i + j);
+            check_forward(&l, CLF_MODE_FULL, batches[j], lens[i],
+                          seed + 100 * i + j + 50);
+        }
+    layer_free(&l);
+}
+
+static clf_attention_desc
+base_desc(void)
+{
+    clf_attention_desc d;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = 32;
+    d.heads = 4;
+    d.max_seq_len = 40;
+    d.k = 8;
+    return d;
+}
+
+START_TEST(attention_golden_example)
+{
+    clf_attention_desc d;
+    clf_attention *att = NULL;
+    const float one = 1.0f, ten = 10.0f;
+    const float e[6] = {0.5f, 0.5f, 0.0f, 0.0f, 0.0f, 1.0f};
+    const float x[3] = {1.0f, 2.0f, 3.0f};
+    float y[3] = {NAN, NAN, NAN};
+
+    memset(&d, 0, sizeof d);
+    d.d_model = 1;
+    d.heads = 1;
+    d.max_seq_len = 3;
+    d.k = 2;
+    ck_assert_int_eq(clf_attention_create(&att, tu_context(), &d), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_Q, &one, 1), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_K, &one, 1), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_V, &ten, 1), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_OUT, &one, 1),
+                     0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_E, e, 6), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_F, e, 6), 0);
+
+    ck_assert_int_eq(clf_attention_set_mode(att, CLF_MODE_FULL), 0);
+    ck_assert_int_eq(clf_attention_forward(att, x, 1, 3, y), 0);
+    ck_assert_double_eq_tol(y[0], 25.7521, 1e-4);
+
+    ck_assert_int_eq(clf_attention_set_mode(att, CLF_MODE_LINFORMER), 0);
+    ck_assert_int_eq(clf_attention_forward(att, x, 1, 3, y), 0);
+    ck_assert_double_eq_tol(y[0], 27.2636, 1e-4);
+    clf_attention_destroy(att);
+}
+END_TEST
+
+START_TEST(attention_matches_reference_headwise)
+{
+    clf_attention_desc d = base_desc();
+    sweep(&d, 1);
+}
+END_TEST
+
+START_TEST(attention_matches_reference_per_head)
+{
+    clf_attention_desc d = base_desc();
+    d.sharing = CLF_SHARE_PER_HEAD;
+    sweep(&d, 2);
+}
+END_TEST
+
+START_TEST(attention_matches_reference_key_value)
+{
+    clf_attention_desc d = base_desc();
+    d.sharing = CLF_SHARE_KEY_VALUE;
+    sweep(&d, 3);
+}
+END_TEST
+
+START_TEST(attention_matches_reference_share_kv)
+{
+    clf_attention_desc d = base_desc();
+    d.share_kv = 1;
+    sweep(&d, 4);
+    d.sharing = CLF_SHARE_PER_HEAD;
+    sweep(&d, 5);
+}
+END_TEST
+
+START_TEST(attention_matches_reference_one_kv_head)
+{
+    clf_attention_desc d = base_desc();
+    d.one_kv_head = 1;
+    sweep(&d, 6);
+    d.sharing = CLF_SHARE_PER_HEAD;
+    sweep(&d, 7);
+    d.sharing = CLF_SHARE_KEY_VALUE;
+    sweep(&d, 8);
+}
+END_TEST
+
+START_TEST(attention_matches_reference_biases)
+{
+    clf_attention_desc d = base_desc();
+    int s;
+
+    d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
+    for (s = CLF_SHARE_HEADWISE; s <= CLF_SHARE_KEY_VALUE; s++) {
+        d.sharing = (clf_sharing)s;
+        d.one_kv_head = 0;
+        sweep(&d, 10 + (unsigned long long)s);
+        d.one_kv_head = 1;
+        sweep(&d, 20 + (unsigned long long)s);
+    }
+    d.sharing = CLF_SHARE_HEADWISE;
+    d.bias_v = 0;
+    d.share_kv = 1;
+    sweep(&d, 30);
+}
+END_TEST
+
+/* Both sequence-compression orders are exact; make sure each is exercised
+ * with biases (the compress-first rowsum(E) b^T term especially). */
+START_TEST(attention_both_compression_orders)
+{
+    clf_attention_desc d = base_desc();
+    struct layer l;
+
+    d.bias_k = d.bias_v = 1;
+    d.sharing = CLF_SHARE_PER_HEAD;
+    d.d_model = 64;
+    d.heads = 2; /* h*k < D: compress-first wins for long n */
+    layer_make(&l, &d, 40);
+    ck_assert_int_eq(clf__attention_compress_first(l.att, 2, 40), 1);
+    check_forward(&l, CLF_MODE_LINFORMER, 2, 40, 41);
+    ck_assert_int_eq(clf__attention_compress_first(l.att, 2, 2), 0);
+    check_forward(&l, CLF_MODE_LINFORMER, 2, 2, 42);
+    layer_free(&l);
+
+    d.d_model = 16;
+    d.heads = 4; /* h*k > D: project-first wins */
+    layer_make(&l, &d, 43);
+    ck_assert_int_eq(clf__attention_compress_first(l.att, 1, 40), 0);
+    check_forward(&l, CLF_MODE_LINFORMER, 1, 40, 44);
+    layer_free(&l);
+}
+END_TEST
+
+START_TEST(attention_k_at_least_n)
+{
+    clf_attention_desc d = base_desc();
+    struct layer l;
+
+    d.k = 12;
+    d.max_seq_len = 12; /* k == N */
+    d.bias_k = 1;
+    layer_make(&l, &d, 50);
+    check_forward(&l, CLF_MODE_LINFORMER, 2, 12, 51);
+    check_forward(&l, CLF_MODE_LINFORMER, 2, 5, 52); /* k > n */
+    check_forward(&l, CLF_MODE_LINFORMER, 1, 1, 53);
+    layer_free(&l);
+}
+END_TEST
+
+START_TEST(attention_odd_head_dim)
+{
+    clf_attention_desc d = base_desc();
+
+    d.d_model = 30;
+    d.heads = 3;
+    d.head_dim = 7; /* h*d_h != D */
+    d.max_seq_len = 33;
+    d.k = 5;
+    d.bias_q = d.bias_out = 1;
+    sweep(&d, 60);
+}
+END_TEST
+
+/* Workspaces grow and are reused; results must not depend on call order. */
+START_TEST(attention_reuses_workspaces)
+{
+    clf_attention_desc d = base_desc();
+    struct layer l;
+    size_t before = 0, after = 0;
+
+    layer_make(&l, &d, 70);
+    check_forward(&l, CLF_MODE_LINFORMER, 3, 40, 71);
+    ck_assert_int_eq(clf_attention_device_bytes(l.att, &before), 0);
+    check_forward(&l, CLF_MODE_LINFORMER, 1, 9, 72);
+    check_forward(&l, CLF_MODE_LINFORMER, 2, 40, 73);
+    ck_assert_int_eq(clf_attention_device_bytes(l.att, &after), 0);
+    ck_assert_uint_eq(before, after);
+    ck_assert_uint_gt(before, 0);
+    layer_free(&l);
+}
+END_TEST
+
+/* The cl_mem path with offsets: results in place, nothing else touched. */
+START_TEST(attention_cl_mem_path_with_offsets)
+{
+    clf_context *ctx = tu_context();
+    clf_attention_desc d = base_desc();
+    struct layer l;
+    const size_t B = 2, n = 37, xoff = 5, yoff = 11, pad = 13;
+    const size_t count = B * n * d.d_model;
+    const size_t ylen = yoff + count + pad;
+    float *x = tu_malloc(count * sizeof *x);
+    float *y = tu_malloc(ylen * sizeof *y);
+    float *xpad = tu_malloc((xoff + count) * sizeof *xpad);
+    double *ref = tu_malloc(count * sizeof *ref);
+    cl_mem xb, yb;
+    cl_int err;
+    size_t i;
+    int rc;
+
+    d.bias_out = 1;
+    layer_make(&l, &d, 80);
+    tu_fill(x, count, 81, -1.0f, 1.0f);
+    for (i = 0; i < xoff; i++)
+        xpad[i] = 1e30f;
+    memcpy(xpad + xoff, x, count * sizeof *x);
+    for (i = 0; i < ylen; i++)
+        y[i] = -7.0f;
+    xb = clCreateBuffer(clf_context_cl_context(ctx),
+                        CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                        (xoff + count) * sizeof(float), xpad, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    yb = clCreateBuffer(clf_context_cl_context(ctx),
+                        CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                        ylen * sizeof(float), y, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    rc = clf_attention_forward_cl(l.att, xb, xoff, yb, yoff, B, n);
+    ck_assert_msg(rc == 0, "forward_cl: %s", clf_last_error());
+    ck_assert_int_eq(clEnqueueReadBuffer(clf_context_cl_queue(ctx), yb,
+                                         CL_TRUE, 0, ylen * sizeof(float), y,
+                                         0, NULL, NULL),
+                     CL_SUCCESS);
+    ref_attention(&l.ref, 0, x, B, n, ref);
+    tu_assert_close(y + yoff, ref, count, TOL, "cl_mem path");
+    for (i = 0; i < yoff; i++)
+        ck_assert_float_eq(y[i], -7.0f);
+    for (i = yoff + count; i < ylen; i++)
+        ck_assert_float_eq(y[i], -7.0f);
+
+    /* In place: x and y the same region. */
+    rc = clf_attention_forward_cl(l.att, xb, xoff, xb, xoff, B, n);
+    ck_assert_msg(rc == 0, "in-place forward_cl: %s", clf_last_error());
+    ck_assert_int_eq(clEnqueueReadBuffer(clf_context_cl_queue(ctx), xb,
+                                         CL_TRUE, xoff * sizeof(float),
+                                         count * sizeof(float), y, 0, NULL,
+                                         NULL),
+                     CL_SUCCESS);
+    tu_assert_close(y, ref, count, TOL, "in-place cl_mem path");
+
+    clReleaseMemObject(xb);
+    clReleaseMemObject(yb);
+    layer_free(&l);
+    free(x);
+    free(y);
+    free(xpad);
+    free(ref);
+}
+END_TEST
+
+/* A caller's context, device and queue, adopted for embedding. */
+START_TEST(attention_adopted_context)
+{
+    clf_context *own = tu_context(), *adopted = NULL;
+    cl_context cctx = clf_context_cl_context(own);
+    cl_device_id dev = clf_context_cl_device(own);
+    cl_command_queue q;
+    clf_attention_desc d = base_desc();
+    clf_attention *att = NULL;
+    float *x, *y, *y2;
+    size_t count = 2 * 9 * d.d_model;
+    cl_int err;
+
+    q = clCreateCommandQueue(cctx, dev, 0, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    ck_assert_int_eq(clf_context_adopt(&adopted, cctx, dev, q), 0);
+    ck_assert_int_eq(clf_attention_create(&att, adopted, &d), 0);
+    ck_assert_int_eq(clf_attention_randomize(att, 90), 0);
+    x = tu_malloc(count * sizeof *x);
+    y = tu_malloc(count * sizeof *y);
+    y2 = tu_malloc(count * sizeof *y2);
+    tu_fill(x, count, 91, -1.0f, 1.0f);
+    ck_assert_int_eq(clf_attention_forward(att, x, 2, 9, y), 0);
+    clf_attention_destroy(att);
+    clf_context_destroy(adopted);
+    /* The caller's objects survive the adopted context. */
+    ck_assert_int_eq(clFinish(q), CL_SUCCESS);
+    clReleaseCommandQueue(q);
+
+    /* Same seed on the suite's own context gives the same numbers. */
+    ck_assert_int_eq(clf_attention_create(&att, own, &d), 0);
+    ck_assert_int_eq(clf_attention_randomize(att, 90), 0);
+    ck_assert_int_eq(clf_attention_forward(att, x, 2, 9, y2), 0);
+    ck_assert_mem_eq(y, y2, count * sizeof *y);
+    clf_attention_destroy(att);
+    free(x);
+    free(y);
+    free(y2);
+}
+END_TEST
+
+/* A realistic width (D=256, h=4, d_h=64) still meets the tolerance. */
+START_TEST(attention_matches_reference_wide)
+{
+    clf_attention_desc d;
+    struct layer l;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = 256;
+    d.heads = 4;
+    d.max_seq_len = 96;
+    d.k = 32;
+    d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
+    layer_make(&l, &d, 100);
+    check_forward(&l, CLF_MODE_LINFORMER, 2, 96, 101);
+    check_forward(&l, CLF_MODE_LINFORMER, 1, 65, 102);
+    check_forward(&l, CLF_MODE_FULL, 1, 96, 103);
+    layer_free(&l);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("attention");
+    TCase *tc = tcase_create("attention");
+
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, attention_golden_example);
+    tcase_add_test(tc, attention_matches_reference_headwise);
+    tcase_add_test(tc, attention_matches_reference_per_head);
+    tcase_add_test(tc, attention_matches_reference_key_value);
+    tcase_add_test(tc, attention_matches_reference_share_kv);
+    tcase_add_test(tc, attention_matches_reference_one_kv_head);
+    tcase_add_test(tc, attention_matches_reference_biases);
+    tcase_add_test(tc, attention_both_compression_orders);
+    tcase_add_test(tc, attention_k_at_least_n);
+    tcase_add_test(tc, attention_odd_head_dim);
+    tcase_add_test(tc, attention_reuses_workspaces);
+    tcase_add_test(tc, attention_cl_mem_path_with_offsets);
+    tcase_add_test(tc, attention_adopted_context);
+    tcase_add_test(tc, attention_matches_reference_wide);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    return tu_run(suite(), 1);
+}

@@ -1,0 +1,251 @@
+/* The on-disk program binary cache: a second context loads instead of
+ * building, a corrupted or truncated entry is rejected and rebuilt, a
+ * changed kernel source gets its own entry, and "off" writes nothing. */
+#include "internal.h"
+#include "testutil.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/clf-cache-XXXXXX";
+
+/* Path of the only .clbin file in dir, or "" (fails if several). */
+static int
+entries(char *path, size_t cap)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+
+    ck_assert_ptr_nonnull(d);
+    path[0] = '\0';
+    while ((e = readdir(d)) != NULL) {
+        if (strstr(e->d_name, ".clbin") == NULL)
+            continue;
+        ck_assert_msg(strstr(e->d_name, ".tmp") == NULL,
+                      "temporary file %s left behind", e->d_name);
+        snprintf(path, cap, "%s/%s", dir, e->d_name);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static clf_context_stats
+build_once(void)
+{
+    clf_context *ctx = NULL;
+    clf_context_stats st;
+    int rc;
+
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    rc = clf_context_build(ctx);
+    ck_assert_msg(rc == 0, "build: %s", clf_last_error());
+    ck_assert_int_eq(clf_context_build(ctx), 0); /* idempotent */
+    ck_assert_int_eq(clf_context_stats_get(ctx, &st), 0);
+    /* The kernels work, whichever way they were obtained. */
+    {
+        float v[3] = {0.0f, 0.0f, 0.0f};
+        cl_mem m = clCreateBuffer(ctx->context,
+                                  CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                                  sizeof v, v, NULL);
+        ck_assert_ptr_nonnull(m);
+        ck_assert_int_eq(clf__softmax_rows(ctx, m, 0, 1, 3), 0);
+        ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0,
+                                             sizeof v, v, 0, NULL, NULL),
+                         0);
+        ck_assert_double_eq_tol(v[0], 1.0 / 3.0, 1e-6);
+        clReleaseMemObject(m);
+    }
+    clf_context_destroy(ctx);
+    return st;
+}
+
+static void
+corrupt(const char *path, long at, int truncate_file)
+{
+    FILE *f = fopen(path, "r+b");
+    int c;
+
+    ck_assert_ptr_nonnull(f);
+    if (truncate_file) {
+        ck_assert_int_eq(ftruncate(fileno(f), at), 0);
+    } else {
+        ck_assert_int_eq(fseek(f, at, SEEK_SET), 0);
+        c = fgetc(f);
+        ck_assert_int_eq(fseek(f, at, SEEK_SET), 0);
+        fputc(c ^ 0x5a, f);
+    }
+    fclose(f);
+}
+
+START_TEST(cache_second_context_builds_nothing)
+{
+    char path[512];
+    clf_context_stats st;
+
+    st = build_once();
+    ck_assert_uint_eq(st.source_builds, 1);
+    ck_assert_uint_eq(st.cache_loads, 0);
+    ck_assert_uint_eq(st.cache_writes, 1);
+    ck_assert_int_eq(entries(path, sizeof path), 1);
+
+    st = build_once();
+    ck_assert_uint_eq(st.source_builds, 0);
+    ck_assert_uint_eq(st.cache_loads, 1);
+    ck_assert_uint_eq(st.cache_writes, 0);
+}
+END_TEST
+
+START_TEST(cache_corrupted_entry_is_rebuilt)
+{
+    char path[512];
+    clf_context_stats st;
+    long size;
+    FILE *f;
+
+    build_once();
+    ck_assert_int_eq(entries(path, sizeof path), 1);
+    f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    size = ftell(f);
+    fclose(f);
+
+    corrupt(path, size / 2, 0); /* a flipped byte in the binary */
+    st = build_once();
+    ck_assert_uint_eq(st.cache_rejects, 1);
+    ck_assert_uint_eq(st.source_builds, 1);
+    ck_assert_uint_eq(st.cache_writes, 1);
+    st = build_once();
+    ck_assert_uint_eq(st.cache_loads, 1);
+
+    corrupt(path, size / 3, 1); /* truncated */
+    st = build_once();
+    ck_assert_uint_eq(st.cache_rejects, 1);
+    ck_assert_uint_eq(st.source_builds, 1);
+
+    corrupt(path, 3, 0); /* a damaged header */
+    st = build_once();
+    ck_assert_uint_eq(st.cache_rejects, 1);
+    ck_assert_uint_eq(st.source_builds, 1);
+
+    corrupt(path, 0, 1); /* empty file */
+    st = build_once();
+    ck_assert_uint_eq(st.cache_rejects, 1);
+    ck_assert_uint_eq(st.source_builds, 1);
+    st = build_once();
+    ck_assert_uint_eq(st.cache_loads, 1);
+    ck_assert_int_eq(entries(path, sizeof path), 1);
+}
+END_TEST
+
+/* A changed kernel source is a different key: it never loads a stale
+ * binary, and it gets an entry of its own. */
+START_TEST(cache_changed_source_is_a_new_entry)
+{
+    char kdir[] = "/tmp/clf-ksrc-XXXXXX";
+    const char *names[] = {"common.cl", "projection.cl", "softmax.cl"};
+    const char *srcs[] = {clf__cl_common, clf__cl_projection,
+                          clf__cl_softmax};
+    char path[512];
+    clf_context_stats st;
+    size_t i;
+    FILE *f;
+
+    build_once();
+    ck_assert_int_eq(entries(path, sizeof path), 1);
+    ck_assert_ptr_nonnull(mkdtemp(kdir));
+    for (i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", kdir, names[i]);
+        f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(srcs[i], f);
+        if (i == 0)
+            fputs("/* edited */\n", f);
+        fclose(f);
+    }
+    setenv("CLINFORMER_KERNEL_DIR", kdir, 1);
+    st = build_once();
+    ck_assert_uint_eq(st.source_builds, 1);
+    ck_assert_uint_eq(st.cache_loads, 0);
+    ck_assert_int_eq(entries(path, sizeof path), 2);
+    st = build_once();
+    ck_assert_uint_eq(st.cache_loads, 1);
+    unsetenv("CLINFORMER_KERNEL_DIR");
+    for (i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", kdir, names[i]);
+        remove(path);
+    }
+    rmdir(kdir);
+}
+END_TEST
+
+START_TEST(cache_off_writes_nothing)
+{
+    char path[512];
+    clf_context_stats st;
+    int before = entries(path, sizeof path);
+
+    setenv("CLINFORMER_CACHE_DIR", "off", 1);
+    st = build_once();
+    ck_assert_uint_eq(st.source_builds, 1);
+    ck_assert_uint_eq(st.cache_writes, 0);
+    ck_assert_uint_eq(st.cache_loads, 0);
+    setenv("CLINFORMER_CACHE_DIR", dir, 1);
+    ck_assert_int_eq(entries(path, sizeof path), before);
+}
+END_TEST
+
+static void
+clear_dir(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[512];
+
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        remove(path);
+    }
+    closedir(d);
+}
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("cache");
+    TCase *tc = tcase_create("cache");
+
+    tcase_set_timeout(tc, 600);
+    tcase_add_checked_fixture(tc, clear_dir, clear_dir);
+    tcase_add_test(tc, cache_second_context_builds_nothing);
+    tcase_add_test(tc, cache_corrupted_entry_is_rebuilt);
+    tcase_add_test(tc, cache_changed_source_is_a_new_entry);
+    tcase_add_test(tc, cache_off_writes_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    int rc;
+
+    if (mkdtemp(dir) == NULL) {
+        printf("Bail out! cannot create a temporary cache directory\n");
+        return 1;
+    }
+    setenv("CLINFORMER_CACHE_DIR", dir, 1);
+    rc = tu_run(suite(), 1);
+    clear_dir();
+    rmdir(dir);
+    return rc;
+}

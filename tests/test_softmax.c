@@ -1,0 +1,159 @@
+/* The softmax kernel against a double-precision reference.  Tolerance:
+ * 1e-6 absolute on probabilities (float rounding of exp and the sum). */
+#include "internal.h"
+#include "reference.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define TOL 1e-6
+
+/* Runs the kernel on rows x cols values placed after `off` guard floats and
+ * returns the device's result; checks the guard is untouched. */
+static float *
+run_softmax(const float *in, size_t rows, size_t cols, size_t off)
+{
+    clf_context *ctx = tu_context();
+    size_t total = off + rows * cols, i;
+    float *buf = tu_malloc(total * sizeof *buf);
+    float *out = tu_malloc(rows * cols * sizeof *out);
+    cl_mem m;
+    cl_int err;
+
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    for (i = 0; i < off; i++)
+        buf[i] = 123.0f;
+    for (i = 0; i < rows * cols; i++)
+        buf[off + i] = in[i];
+    m = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                       total * sizeof(float), buf, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    ck_assert_int_eq(clf__softmax_rows(ctx, m, off, rows, cols), 0);
+    ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0,
+                                         total * sizeof(float), buf, 0, NULL,
+                                         NULL),
+                     CL_SUCCESS);
+    clReleaseMemObject(m);
+    for (i = 0; i < off; i++)
+        ck_assert_float_eq(buf[i], 123.0f);
+    for (i = 0; i < rows * cols; i++)
+        out[i] = buf[off + i];
+    free(buf);
+    return out;
+}
+
+static void
+check_against_ref(const float *in, size_t rows, size_t cols, size_t off)
+{
+    float *out = run_softmax(in, rows, cols, off);
+    double *ref = tu_malloc(rows * cols * sizeof *ref);
+    size_t i;
+
+    ref_softmax(in, rows, cols, ref);
+    for (i = 0; i < rows * cols; i++) {
+        ck_assert_msg(isfinite(out[i]), "element %zu is %f", i, out[i]);
+        ck_assert_msg(fabs(out[i] - ref[i]) <= TOL,
+                      "element %zu: %.9g vs reference %.9g", i, out[i],
+                      ref[i]);
+    }
+    free(out);
+    free(ref);
+}
+
+START_TEST(softmax_matches_reference)
+{
+    const size_t shapes[][2] = {{1, 1}, {5, 3}, {17, 256}, {64, 257},
+                                {3, 1000}};
+    size_t s;
+
+    for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t n = shapes[s][0] * shapes[s][1];
+        float *in = tu_malloc(n * sizeof *in);
+        tu_fill(in, n, 200 + s, -8.0f, 8.0f);
+        check_against_ref(in, shapes[s][0], shapes[s][1], s * 7);
+        free(in);
+    }
+}
+END_TEST
+
+START_TEST(softmax_huge_logits_are_stable)
+{
+    const size_t rows = 6, cols = 40;
+    float *in = tu_malloc(rows * cols * sizeof *in);
+    size_t r, j;
+
+    tu_fill(in, rows * cols, 300, -1.0f, 1.0f);
+    for (r = 0; r < rows; r++)
+        for (j = 0; j < cols; j++)
+            in[r * cols + j] *= (r % 2 ? -1e4f : 1e4f);
+    in[2 * cols + 5] = 1e4f; /* one dominant entry */
+    check_against_ref(in, rows, cols, 0);
+    free(in);
+}
+END_TEST
+
+START_TEST(softmax_masked_row_is_zero)
+{
+    const size_t rows = 4, cols = 9;
+    float *in = tu_malloc(rows * cols * sizeof *in);
+    float *out;
+    size_t j;
+
+    tu_fill(in, rows * cols, 400, -3.0f, 3.0f);
+    for (j = 0; j < cols; j++)
+        in[1 * cols + j] = -INFINITY; /* fully masked */
+    for (j = 0; j < cols; j += 2)
+        in[2 * cols + j] = -INFINITY; /* partly masked */
+    out = run_softmax(in, rows, cols, 3);
+    for (j = 0; j < cols; j++) {
+        ck_assert_msg(out[cols + j] == 0.0f, "masked row entry %zu is %f", j,
+                      out[cols + j]);
+        if (j % 2 == 0)
+            ck_assert_float_eq(out[2 * cols + j], 0.0f);
+    }
+    free(out);
+    check_against_ref(in, rows, cols, 3);
+    free(in);
+}
+END_TEST
+
+START_TEST(softmax_rows_sum_to_one)
+{
+    const size_t rows = 33, cols = 129;
+    float *in = tu_malloc(rows * cols * sizeof *in);
+    float *out;
+    size_t r, j;
+
+    tu_fill(in, rows * cols, 500, -20.0f, 20.0f);
+    out = run_softmax(in, rows, cols, 0);
+    for (r = 0; r < rows; r++) {
+        double sum = 0.0;
+        for (j = 0; j < cols; j++)
+            sum += out[r * cols + j];
+        ck_assert_double_eq_tol(sum, 1.0, 1e-5);
+    }
+    free(out);
+    free(in);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("softmax");
+    TCase *tc = tcase_create("softmax");
+
+    tcase_add_test(tc, softmax_matches_reference);
+    tcase_add_test(tc, softmax_huge_logits_are_stable);
+    tcase_add_test(tc, softmax_masked_row_is_zero);
+    tcase_add_test(tc, softmax_rows_sum_to_one);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    return tu_run(suite(), 1);
+}

@@ -1,0 +1,33 @@
+/* Helpers shared by the Check suites. */
+#ifndef CLF_TESTUTIL_H
+#define CLF_TESTUTIL_H
+
+#include "clinformer.h"
+
+#include <check.h>
+#include <stddef.h>
+
+/* The suite's device context, created once (tests do not fork, since
+ * OpenCL drivers do not survive fork).  NULL when there is no device. */
+clf_context *tu_context(void);
+
+/* Runs the suite with TAP on stdout and no forking.  With no OpenCL device
+ * it reports the whole suite as skipped, unless CLINFORMER_REQUIRE_DEVICE=1
+ * (set in CI), where that is a failure.  Returns the process exit code. */
+int tu_run(Suite *s, int needs_device);
+
+/* Uniform values in [lo, hi) from a fixed seed. */
+void tu_fill(float *a, size_t n, unsigned long long seed, float lo, float hi);
+
+/* Largest |ref| (at least tiny) and the largest |got - ref|. */
+double tu_scale(const double *ref, size_t n);
+double tu_max_err(const float *got, const double *ref, size_t n);
+
+/* Fails the test unless max |got - ref| <= rtol * max |ref|, and no element
+ * is NaN or infinite. */
+void tu_assert_close(const float *got, const double *ref, size_t n,
+                     double rtol, const char *what);
+
+void *tu_malloc(size_t bytes);
+
+#endif

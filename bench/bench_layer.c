@@ -30,7 +30,10 @@ static const char usage[] =
     "  --k K            compressed length (default 256)\n"
     "  --batch B        batch size (default 1)\n"
     "  --repeat R       timed runs per mode, after one warm-up (default 5)\n"
-    "  --no-full        time Linformer only\n";
+    "  --no-full        time Linformer only\n"
+    "  --causal         causal mode: prefix-safe Linformer with block b, a\n"
+    "                   power of two near sqrt(n) (k rounded to a multiple\n"
+    "                   of the n/b blocks), against causal full attention\n";
 
 static double
 now_s(void)
@@ -64,7 +67,7 @@ die(const char *what, int rc)
 
 static int
 timed(clf_context *ctx, clf_attention *att, clf_mode mode, cl_mem x, cl_mem y,
-      size_t B, size_t n, double *secs)
+      size_t B, size_t n, const clf_forward_opts *opts, double *secs)
 {
     double t0;
     int rc;
@@ -72,7 +75,7 @@ timed(clf_context *ctx, clf_attention *att, clf_mode mode, cl_mem x, cl_mem y,
     if ((rc = clf_attention_set_mode(att, mode)) != 0)
         return rc;
     t0 = now_s();
-    if ((rc = clf_attention_forward_cl(att, x, 0, y, 0, B, n)) != 0)
+    if ((rc = clf_attention_forward_cl_ex(att, x, 0, y, 0, B, n, opts)) != 0)
         return rc;
     if ((rc = clf_context_finish(ctx)) != 0)
         return rc;
@@ -98,7 +101,8 @@ main(int argc, char **argv)
     const char *device = NULL;
     size_t lens[MAX_LENS] = {1024, 4096}, nlens = 2;
     size_t D = 512, h = 8, k = 256, B = 1, repeat = 5, i, li;
-    int with_full = 1, rc, a;
+    int with_full = 1, causal = 0, rc, a;
+    clf_forward_opts fo;
     clf_context *ctx = NULL;
     clf_device_info info;
 
@@ -110,6 +114,9 @@ main(int argc, char **argv)
             return 0;
         } else if (strcmp(opt, "--no-full") == 0) {
             with_full = 0;
+            continue;
+        } else if (strcmp(opt, "--causal") == 0) {
+            causal = 1;
             continue;
         } else if (a + 1 >= argc) {
             fprintf(stderr, "bench_layer: %s needs a value\n%s", opt, usage);
@@ -162,11 +169,13 @@ main(int argc, char **argv)
     clf_context_device_info(ctx, &info);
     printf("device: %s / %s (driver %s)\n", info.platform, info.name,
            info.driver);
-    printf("layer: D=%zu h=%zu k=%zu B=%zu, %zu warm runs per mode "
+    memset(&fo, 0, sizeof fo);
+    fo.causal = causal;
+    printf("layer: D=%zu h=%zu k=%zu B=%zu%s, %zu warm runs per mode "
            "(alternating), medians\n\n",
-           D, h, k, B, repeat);
-    printf("%7s  %-9s  %10s  %21s  %8s  %8s  %9s\n", "n", "mode",
-           "median ms", "spread ms", "GFLOP", "GFLOP/s", "full/lin");
+           D, h, k, B, causal ? ", causal" : "", repeat);
+    printf("%7s  %-9s %5s %5s  %10s  %21s  %8s  %8s  %9s\n", "n", "mode", "k",
+           "b", "median ms", "spread ms", "GFLOP", "GFLOP/s", "full/lin");
 
     for (li = 0; li < nlens; li++) {
         size_t n = lens[li], count;
@@ -184,6 +193,18 @@ main(int argc, char **argv)
         d.max_seq_len = n;
         d.k = k < n ? k : n;
         d.bias_out = 1;
+        if (causal) {
+            /* b: the power of two nearest sqrt(n); k: a multiple of the
+             * ceil(n / b) blocks. */
+            size_t blk = 1, nb;
+            while (blk * blk * 2 < n)
+                blk *= 2;
+            nb = (n + blk - 1) / blk;
+            d.causal_block = blk;
+            d.k = nb * (d.k / nb > 0 ? d.k / nb : 1);
+            if (d.k > n)
+                d.k = nb;
+        }
         if ((rc = clf_attention_create(&att, ctx, &d)) != 0 ||
             (rc = clf_attention_randomize(att, 1234)) != 0) {
             clf_attention_destroy(att);
@@ -210,14 +231,14 @@ main(int argc, char **argv)
             return 1;
         }
         fprintf(stderr, "n=%zu: warm-up...\n", n);
-        rc = timed(ctx, att, CLF_MODE_LINFORMER, x, y, B, n, &first_l);
+        rc = timed(ctx, att, CLF_MODE_LINFORMER, x, y, B, n, &fo, &first_l);
         if (rc == 0 && with_full)
-            rc = timed(ctx, att, CLF_MODE_FULL, x, y, B, n, &first_f);
+            rc = timed(ctx, att, CLF_MODE_FULL, x, y, B, n, &fo, &first_f);
         for (i = 0; rc == 0 && i < repeat; i++) {
             fprintf(stderr, "n=%zu: run %zu/%zu\n", n, i + 1, repeat);
-            rc = timed(ctx, att, CLF_MODE_LINFORMER, x, y, B, n, &tl[i]);
+            rc = timed(ctx, att, CLF_MODE_LINFORMER, x, y, B, n, &fo, &tl[i]);
             if (rc == 0 && with_full)
-                rc = timed(ctx, att, CLF_MODE_FULL, x, y, B, n, &tf[i]);
+                rc = timed(ctx, att, CLF_MODE_FULL, x, y, B, n, &fo, &tf[i]);
         }
         if (rc != 0) {
             clReleaseMemObject(x);
@@ -226,19 +247,21 @@ main(int argc, char **argv)
             clf_context_destroy(ctx);
             return die("forward", rc);
         }
-        clf_attention_flops(att, CLF_MODE_LINFORMER, B, n, &fl);
+        clf_attention_flops_ex(att, CLF_MODE_LINFORMER, B, n, &fo, &fl);
         ml = median(tl, (int)repeat);
-        printf("%7zu  %-9s  %10.1f  %9.1f .. %9.1f  %8.2f  %8.1f  %9s\n", n,
-               "linformer", ml * 1e3, tl[0] * 1e3, tl[repeat - 1] * 1e3,
-               fl * 1e-9, fl * 1e-9 / ml, "");
+        printf("%7zu  %-9s %5zu %5zu  %10.1f  %9.1f .. %9.1f  %8.2f  %8.1f  "
+               "%9s\n",
+               n, "linformer", d.k, d.causal_block, ml * 1e3, tl[0] * 1e3,
+               tl[repeat - 1] * 1e3, fl * 1e-9, fl * 1e-9 / ml, "");
         if (with_full) {
             char ratio[32];
-            clf_attention_flops(att, CLF_MODE_FULL, B, n, &ff);
+            clf_attention_flops_ex(att, CLF_MODE_FULL, B, n, &fo, &ff);
             mf = median(tf, (int)repeat);
             snprintf(ratio, sizeof ratio, "%.2fx", mf / ml);
-            printf("%7zu  %-9s  %10.1f  %9.1f .. %9.1f  %8.2f  %8.1f  %9s\n",
-                   n, "full", mf * 1e3, tf[0] * 1e3, tf[repeat - 1] * 1e3,
-                   ff * 1e-9, ff * 1e-9 / mf, ratio);
+            printf("%7zu  %-9s %5s %5s  %10.1f  %9.1f .. %9.1f  %8.2f  %8.1f  "
+                   "%9s\n",
+                   n, "full", "-", "-", mf * 1e3, tf[0] * 1e3,
+                   tf[repeat - 1] * 1e3, ff * 1e-9, ff * 1e-9 / mf, ratio);
         }
         fprintf(stderr, "n=%zu: first calls %.3f s (linformer), %.3f s "
                         "(full)\n",

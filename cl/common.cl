@@ -3,3 +3,7 @@
 #ifndef CLF_SOFTMAX_VEC
 #define CLF_SOFTMAX_VEC 1
 #endif
+
+/* Index arithmetic in these kernels avoids '%': oclgrind's uninitialised-
+ * value checker cannot follow the LLVM 'freeze' that a division/remainder
+ * pair compiles to, and oclgrind runs in the test suite. */

@@ -9,8 +9,6 @@ clf_add_bias(__global float *y, const ulong off, const uint rows,
     const size_t gid = get_global_id(0);
     if (gid >= (size_t)rows * cols)
         return;
-    /* r and c without '%': oclgrind's uninitialised-value checker cannot
-     * follow the LLVM 'freeze' that a division/remainder pair becomes. */
     const size_t r = gid / cols;
     const size_t c = gid - r * cols;
     y[off + r * ld + c] += bias[c];
@@ -33,13 +31,15 @@ clf_rowsum(__global const float *e, const uint rows, const uint n,
 }
 
 /* kbar is (batch, slots, heads*head_dim).  Adds rowsum[slot] * bias[col],
- * with rowsum per head (nE = heads) or shared, and the bias per head or one
- * head wide (one_kv_head). */
+ * with rowsum per head (nE = heads) or shared, per sequence (a batch stride,
+ * when a padding mask makes rowsum(E diag(mask)) differ) or shared (stride
+ * 0), and the bias per head or one head wide (one_kv_head). */
 __kernel void
 clf_add_rowsum_bias(__global float *kbar, const uint batch, const uint slots,
                     const uint heads, const uint head_dim,
                     __global const float *rowsum, const uint rowsum_per_head,
-                    __global const float *bias, const uint bias_per_head)
+                    __global const float *bias, const uint bias_per_head,
+                    const uint rowsum_batch_stride)
 {
     const size_t gid = get_global_id(0);
     const size_t width = (size_t)heads * head_dim;
@@ -50,7 +50,9 @@ clf_add_rowsum_bias(__global float *kbar, const uint batch, const uint slots,
     const size_t slot = row - (row / slots) * slots;
     const size_t head = col / head_dim;
     const size_t e = col - head * head_dim;
-    const float rs = rowsum[(rowsum_per_head ? head * slots : 0) + slot];
-    const float b = bias[(bias_per_head ? head * head_dim : 0) + e];
-    kbar[gid] += rs * b;
+    const size_t seq = row / slots;
+    const float rs = rowsum[seq * rowsum_batch_stride +
+                            (rowsum_per_head ? head * slots : 0) + slot];
+    const float bv = bias[(bias_per_head ? head * head_dim : 0) + e];
+    kbar[gid] += rs * bv;
 }

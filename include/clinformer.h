@@ -219,6 +219,9 @@ typedef struct clf_attention_desc {
     int share_kv;    /* lucidrains share_kv: V = K (no W_v) and F = E */
     int one_kv_head; /* one K/V head of width d_h shared by all heads */
     int bias_q, bias_k, bias_v, bias_out; /* which projections have biases */
+    size_t causal_block; /* b for prefix-safe causal Linformer; 0 = none.
+                            With nb = ceil(max_seq_len / b) blocks, k must
+                            be a multiple of nb: c = k / nb slots a block */
 } clf_attention_desc;
 
 /* The layer's parameters.  Shapes (rows x cols, row-major), with
@@ -288,6 +291,31 @@ CLF_EXTERN int clf_attention_randomize(clf_attention *att,
  * Errors: CLF_EBAD_ENUM. */
 CLF_EXTERN int clf_attention_set_mode(clf_attention *att, clf_mode mode);
 
+/* Options of one forward; zero-initialised means no mask, not causal.
+ *
+ * Padding: positions whose mask byte is 0 (or at index >= lengths[b]) are
+ * padding.  They take no part in compression (E is used as E diag(mask),
+ * exactly) nor in full-mode scores, and their output rows are zeros.  A
+ * right-padded sequence gives what the same sequence alone gives at its own
+ * length.
+ *
+ * Causal: in full mode, the ordinary lower-triangular mask.  In Linformer
+ * mode, the prefix-safe construction: positions are cut into blocks of
+ * desc.causal_block = b; the c slots of block j use only E's entries over
+ * block j's positions (other entries of E are ignored); a query at t in
+ * block m attends to the slots of blocks 0..m-1 and exactly to positions
+ * m*b..t, under one softmax.  Nothing after t reaches the output at t.
+ * Cost per head: O(n (k + b)) with k >= N/b, i.e. O(n (N/b + b)), smallest
+ * near b = sqrt(N): O(n sqrt(N)), not linear.  Plain (non-causal) Linformer
+ * mixes future positions into every slot and must not be used causally. */
+typedef struct clf_forward_opts {
+    const unsigned *lengths;        /* batch entries, each 1..seq_len, or
+                                       NULL: right padding */
+    const unsigned char *key_mask;  /* batch*seq_len bytes, nonzero = real,
+                                       or NULL; not with lengths */
+    int causal;                     /* nonzero: causal, as above */
+} clf_forward_opts;
+
 /* Forward from host memory: x holds batch*seq_len rows of D floats, y
  * receives the same shape (x and y may be the same array).  Blocks until y
  * is written.  Errors: CLF_ENULL_ARGUMENT, CLF_EBAD_SIZE, CLF_ESEQ_TOO_LONG,
@@ -306,6 +334,42 @@ CLF_EXTERN int clf_attention_forward_cl(clf_attention *att, cl_mem x,
                                         size_t y_offset, size_t batch,
                                         size_t seq_len);
 
+/* The same with options (opts may be NULL).  Errors as above, plus
+ * CLF_EINVALID_ARGUMENT (lengths and key_mask both given), CLF_EBAD_SIZE
+ * (a length of 0 or above seq_len; causal Linformer with causal_block 0). */
+CLF_EXTERN int clf_attention_forward_ex(clf_attention *att, const float *x,
+                                        size_t batch, size_t seq_len,
+                                        float *y,
+                                        const clf_forward_opts *opts);
+CLF_EXTERN int clf_attention_forward_cl_ex(clf_attention *att, cl_mem x,
+                                           size_t x_offset, cl_mem y,
+                                           size_t y_offset, size_t batch,
+                                           size_t seq_len,
+                                           const clf_forward_opts *opts);
+
+/* The look-ahead audit: for each query position t in positions, replaces
+ * every input row after t with fresh random values (from seed) and checks
+ * that the outputs at positions 0..t are unchanged, bit for bit.  One
+ * sequence (batch 1) of seq_len rows from x, with the layer's current mode
+ * and the given options (a key_mask, if any, is left as given).  On return
+ * result->passed is 1 when nothing moved; otherwise result->t is the first
+ * perturbation point that moved an output, result->moved the first output
+ * position that changed and result->change the largest absolute change at
+ * positions <= t.  Errors as clf_attention_forward_ex, plus CLF_EBAD_SIZE
+ * for a position >= seq_len. */
+typedef struct clf_lookahead_result {
+    int passed;
+    size_t checked; /* perturbation points tried */
+    size_t t;
+    size_t moved;
+    double change;
+} clf_lookahead_result;
+
+CLF_EXTERN int clf_attention_check_lookahead(
+    clf_attention *att, const float *x, size_t seq_len,
+    const clf_forward_opts *opts, const size_t *positions, size_t npositions,
+    unsigned long long seed, clf_lookahead_result *result);
+
 /* Bytes of device memory the layer holds now: weights plus workspaces, which
  * grow to the largest batch and length seen and are then reused. */
 CLF_EXTERN int clf_attention_device_bytes(const clf_attention *att,
@@ -318,6 +382,13 @@ CLF_EXTERN int clf_attention_device_bytes(const clf_attention *att,
 CLF_EXTERN int clf_attention_flops(const clf_attention *att, clf_mode mode,
                                    size_t batch, size_t seq_len,
                                    double *flops);
+
+/* The same for a forward with options (causal changes the work; masks do
+ * not change the count).  opts may be NULL. */
+CLF_EXTERN int clf_attention_flops_ex(const clf_attention *att, clf_mode mode,
+                                      size_t batch, size_t seq_len,
+                                      const clf_forward_opts *opts,
+                                      double *flops);
 
 #ifdef __cplusplus
 }

@@ -40,13 +40,16 @@ enum ws_id {
     WS_O,    /* per-head outputs */
     WS_RSE,  /* rowsum of E's first n columns */
     WS_RSF,  /* rowsum of F's first n columns */
+    WS_XM,   /* input with padding rows zeroed */
+    WS_MASK, /* batch x n mask bytes (capacity counted in floats) */
     WS_COUNT
 };
 
 static const char *const ws_names[WS_COUNT] = {
     "input staging", "output staging", "queries",      "E-side workspace",
     "F-side workspace", "keys",        "values",       "scores",
-    "head outputs",  "rowsum(E)",      "rowsum(F)"};
+    "head outputs",  "rowsum(E)",      "rowsum(F)",    "masked input",
+    "mask"};
 
 struct clf_attention {
     clf_context *ctx;
@@ -57,11 +60,17 @@ struct clf_attention {
     size_t wsize[CLF_WEIGHT_COUNT]; /* floats; 0 = not part of this layer */
     int wset[CLF_WEIGHT_COUNT];
     struct workspace ws[WS_COUNT];
+    unsigned char *host_mask; /* lengths turned into a mask */
+    size_t host_mask_cap;
 };
 
 /* What one forward of a given shape does and needs. */
 struct plan {
     size_t B, n, L, hc;
+    size_t ld;    /* score row stride: L, or k + block in causal Linformer */
+    size_t c;     /* causal Linformer: slots per block */
+    int masked;   /* a padding mask applies */
+    int causal;
     int linformer;
     int compress_first_k, compress_first_v;
     int v_is_k;        /* share_kv: Vbar = Kbar */
@@ -116,6 +125,19 @@ check_desc(const clf_attention_desc *d, size_t *dh_out)
         return clf__fail(CLF_ESHAPE_MISMATCH,
                          "bias_v is set but share_kv uses the keys as values "
                          "(there is no W_v)");
+    if (d->causal_block > d->max_seq_len)
+        return clf__fail(CLF_EBAD_SIZE,
+                         "causal_block %zu exceeds max_seq_len %zu",
+                         d->causal_block, d->max_seq_len);
+    if (d->causal_block > 0) {
+        size_t nb = (d->max_seq_len + d->causal_block - 1) / d->causal_block;
+        if (d->k % nb != 0)
+            return clf__fail(CLF_ESHAPE_MISMATCH,
+                             "causal mode needs k a multiple of the %zu "
+                             "blocks ceil(max_seq_len / causal_block); k is "
+                             "%zu",
+                             nb, d->k);
+    }
     /* Every dimension a kernel sees must fit in 32 bits. */
     if (d->d_model > UINT_MAX || d->heads > UINT_MAX || dh > UINT_MAX ||
         d->max_seq_len > UINT_MAX)
@@ -215,6 +237,7 @@ clf_attention_destroy(clf_attention *att)
     for (i = 0; i < WS_COUNT; i++)
         if (att->ws[i].mem != NULL)
             clReleaseMemObject(att->ws[i].mem);
+    free(att->host_mask);
     free(att);
 }
 
@@ -326,7 +349,7 @@ macs_project_first(const clf_attention *a, size_t n, size_t hc)
 
 static int
 make_plan(const clf_attention *a, clf_mode mode, size_t B, size_t n,
-          struct plan *p)
+          const clf_forward_opts *opts, struct plan *p)
 {
     size_t bn, t;
     double fb = (double)B;
@@ -346,13 +369,29 @@ make_plan(const clf_attention *a, clf_mode mode, size_t B, size_t n,
     p->B = B;
     p->n = n;
     p->linformer = mode == CLF_MODE_LINFORMER;
+    p->causal = opts != NULL && opts->causal;
+    p->masked = opts != NULL && (opts->lengths || opts->key_mask);
+    if (opts != NULL && opts->lengths && opts->key_mask)
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "give lengths or key_mask, not both");
+    if (p->causal && p->linformer && a->desc.causal_block == 0)
+        return clf__fail(CLF_EBAD_SIZE,
+                         "causal Linformer needs causal_block > 0 in the "
+                         "layer's desc (causal_block is 0)");
     p->L = p->linformer ? a->k : n;
+    p->ld = p->L;
+    if (p->causal && p->linformer) {
+        p->ld = a->k + a->desc.causal_block;
+        p->c = a->k / ((a->N + a->desc.causal_block - 1) /
+                       a->desc.causal_block);
+    }
     p->hc = (p->linformer && a->nE > 1) ? a->hq : a->hkv;
     p->v_is_k = a->desc.share_kv != 0;
 
     if (clf__mul(B, n, &bn) || clf__mul3(bn, a->D, sizeof(float), &t) ||
-        clf__mul3(bn, a->hq, p->L, &t) || clf__mul(t, sizeof(float), &t) ||
-        clf__mul3(bn, a->dq, sizeof(float), &t))
+        clf__mul3(bn, a->hq, p->ld, &t) || clf__mul(t, sizeof(float), &t) ||
+        clf__mul3(bn, a->dq, sizeof(float), &t) ||
+        clf__mul3(bn, a->dkv, sizeof(float), &t))
         return clf__fail(CLF_ESIZE_OVERFLOW,
                          "batch %zu x seq_len %zu overflows size_t", B, n);
     if (bn > UINT_MAX || bn * a->hq > UINT_MAX)
@@ -362,9 +401,11 @@ make_plan(const clf_attention *a, clf_mode mode, size_t B, size_t n,
 
     p->need[WS_Q] = bn * a->dq;
     p->need[WS_O] = bn * a->dq;
-    p->need[WS_S] = bn * a->hq * p->L;
+    p->need[WS_S] = bn * a->hq * p->ld;
     p->need[WS_KBAR] = B * p->L * p->hc * a->dh;
     p->need[WS_VBAR] = p->v_is_k ? 0 : p->need[WS_KBAR];
+    if (p->masked)
+        p->need[WS_MASK] = (bn + sizeof(float) - 1) / sizeof(float);
 
     /* Q and output projections, with their biases. */
     p->flops = 2.0 * fb * n * a->D * a->dq * 2.0;
@@ -373,7 +414,28 @@ make_plan(const clf_attention *a, clf_mode mode, size_t B, size_t n,
     if (a->desc.bias_out)
         p->flops += fb * n * a->D;
 
-    if (p->linformer) {
+    if (p->linformer && p->causal) {
+        /* Exact keys and values for the window, then block compression of
+         * the complete blocks before the last query's block. */
+        size_t nbq = (n - 1) / a->desc.causal_block;
+        int sides = p->v_is_k ? 1 : 2;
+        double win = 0.0;
+        size_t q;
+
+        p->need[WS_XE] = bn * a->dkv;
+        p->need[WS_XF] = p->v_is_k ? 0 : bn * a->dkv;
+        p->flops += 2.0 * fb * n * a->D * a->dkv * sides;
+        if (a->desc.bias_k)
+            p->flops += fb * n * a->dkv;
+        if (a->desc.bias_v && !p->v_is_k)
+            p->flops += fb * n * a->dkv;
+        p->flops += 2.0 * fb * nbq * p->c * a->desc.causal_block *
+                    p->hc * a->dh * sides;
+        for (q = 0; q < n; q++)
+            win += (double)(q % a->desc.causal_block + 1);
+        /* window scores and window weighted sum */
+        p->flops += 2.0 * 2.0 * fb * a->hq * win * a->dh;
+    } else if (p->linformer) {
         double cf = macs_compress_first(a, n, p->hc);
         double pf = macs_project_first(a, n, p->hc);
         int sides = p->v_is_k ? 1 : 2;
@@ -383,6 +445,8 @@ make_plan(const clf_attention *a, clf_mode mode, size_t B, size_t n,
         p->compress_first_v = p->compress_first_k;
         p->xf_is_xe = p->compress_first_k && !p->v_is_k &&
                       a->desc.sharing == CLF_SHARE_KEY_VALUE;
+        if (p->compress_first_k && p->masked)
+            p->need[WS_XM] = bn * a->D;
         for (s = 0; s < sides; s++) {
             int has_bias = s == 0 ? a->desc.bias_k : a->desc.bias_v;
             enum ws_id x = s == 0 ? WS_XE : WS_XF;
@@ -394,8 +458,9 @@ make_plan(const clf_attention *a, clf_mode mode, size_t B, size_t n,
                 }
                 p->flops += 2.0 * fb * (cf - (double)a->nE * a->k * n * a->D);
                 if (has_bias) {
-                    p->need[rs] = a->nE * a->k;
-                    p->flops += (double)a->nE * a->k * n +
+                    p->need[rs] = (p->masked ? B : 1) * a->nE * a->k;
+                    p->flops += (double)(p->masked ? B : 1) * a->nE * a->k *
+                                    n +
                                 2.0 * fb * a->k * p->hc * a->dh;
                 }
             } else {
@@ -414,9 +479,9 @@ make_plan(const clf_attention *a, clf_mode mode, size_t B, size_t n,
             p->flops += fb * n * a->dkv;
     }
     /* Scores, softmax (max, subtract, exp, sum, scale: 5 per entry) and the
-     * weighted sum. */
+     * weighted sum over the L compressed slots (or n positions). */
     p->flops += 2.0 * fb * a->hq * n * p->L * a->dh * 2.0;
-    p->flops += 5.0 * fb * a->hq * n * p->L;
+    p->flops += 5.0 * fb * a->hq * n * p->ld;
 
     for (i = 0; i < WS_COUNT; i++) {
         if (p->need[i] > SIZE_MAX / sizeof(float))
@@ -435,21 +500,32 @@ make_plan(const clf_attention *a, clf_mode mode, size_t B, size_t n,
 }
 
 CLF_EXTERN int
-clf_attention_flops(const clf_attention *att, clf_mode mode, size_t batch,
-                    size_t seq_len, double *flops)
+clf_attention_flops_ex(const clf_attention *att, clf_mode mode, size_t batch,
+                       size_t seq_len, const clf_forward_opts *opts,
+                       double *flops)
 {
     struct plan p;
+    clf_forward_opts o;
     int rc;
 
     if (att == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
     if (flops == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "flops is NULL");
-    rc = make_plan(att, mode, batch, seq_len, &p);
+    memset(&o, 0, sizeof o);
+    o.causal = opts != NULL && opts->causal;
+    rc = make_plan(att, mode, batch, seq_len, &o, &p);
     if (rc != 0)
         return rc;
     *flops = p.flops;
     return 0;
+}
+
+CLF_EXTERN int
+clf_attention_flops(const clf_attention *att, clf_mode mode, size_t batch,
+                    size_t seq_len, double *flops)
+{
+    return clf_attention_flops_ex(att, mode, batch, seq_len, NULL, flops);
 }
 
 /* Grows workspace id to at least `need` floats (contents not kept). */
@@ -519,7 +595,9 @@ check_weights(const clf_attention *a, int linformer)
     } while (0)
 
 /* Produces one side's compressed matrix (Kbar from E, W_k, b_k, or Vbar
- * from F, W_v, b_v) for every sequence of the batch. */
+ * from F, W_v, b_v) for every sequence of the batch.  With a padding mask,
+ * x is already masked (compress-first), or the projection is masked after
+ * it is made (project-first): either way E diag(mask). */
 static int
 compress_side(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
               cl_mem e, cl_mem w, cl_mem bias, enum ws_id work,
@@ -530,6 +608,7 @@ compress_side(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     const size_t dh = a->dh, dkv = a->dkv, hc = p->hc, nE = a->nE;
     const size_t width = hc * dh; /* row width of Kbar */
     cl_mem ws = a->ws[work].mem;
+    cl_mem mask = a->ws[WS_MASK].mem;
     size_t b;
 
     if (p->compress_first_k) {
@@ -560,18 +639,25 @@ compress_side(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
         }
         if (bias != NULL) {
             cl_mem rs = a->ws[rowsum].mem;
-            TRY(clf__rowsum(ctx, e, nE * k, n, N, rs));
-            TRY(clf__add_rowsum_bias(ctx, out, B, k, hc, dh, rs, nE > 1, bias,
+            if (p->masked)
+                TRY(clf__masked_rowsum(ctx, e, nE * k, n, N, B, mask, rs));
+            else
+                TRY(clf__rowsum(ctx, e, nE * k, n, N, rs));
+            TRY(clf__add_rowsum_bias(ctx, out, B, k, hc, dh, rs,
+                                     p->masked ? nE * k : 0, nE > 1, bias,
                                      a->hkv > 1));
         }
         return 0;
     }
 
-    /* Project first: P = X W^T + b, then Kbar = E[:, :n] P. */
+    /* Project first: P = X W^T + b (padding rows zeroed), then
+     * Kbar = E[:, :n] P. */
     TRY(clf__gemm(ctx, 0, 1, B * n, dkv, D, 1.0f, x, xoff, D, w, 0, D, 0.0f,
                   ws, 0, dkv));
     if (bias != NULL)
         TRY(clf__add_bias(ctx, ws, 0, B * n, dkv, dkv, bias));
+    if (p->masked)
+        TRY(clf__mask_rows(ctx, ws, 0, ws, 0, B * n, dkv, mask));
     if (nE == 1) {
         TRY(clf__gemm_batched(ctx, 0, 0, k, dkv, n, 1.0f, e, 0, N, 0, ws, 0,
                               dkv, n * dkv, 0.0f, out, 0, dkv, k * dkv, B));
@@ -585,18 +671,81 @@ compress_side(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     return 0;
 }
 
+/* P = X W^T + b over all rows, padding rows zeroed: the exact keys or values
+ * of full mode and of the causal window. */
+static int
+project(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
+        cl_mem w, cl_mem bias, cl_mem out)
+{
+    const size_t rows = p->B * p->n;
+
+    TRY(clf__gemm(a->ctx, 0, 1, rows, a->dkv, a->D, 1.0f, x, xoff, a->D, w, 0,
+                  a->D, 0.0f, out, 0, a->dkv));
+    if (bias != NULL)
+        TRY(clf__add_bias(a->ctx, out, 0, rows, a->dkv, a->dkv, bias));
+    if (p->masked)
+        TRY(clf__mask_rows(a->ctx, out, 0, out, 0, rows, a->dkv,
+                           a->ws[WS_MASK].mem));
+    return 0;
+}
+
+/* Causal Linformer compression: the c slots of block m come from block m's
+ * positions only, Kbar[m*c + i] = sum over s in block m of E[m*c + i, s]
+ * P[s].  Only blocks before the last query's block are ever seen; the rest
+ * of Kbar is zero (and masked out of every softmax). */
+static int
+compress_blocks(clf_attention *a, const struct plan *p, cl_mem e, cl_mem pk,
+                cl_mem out)
+{
+    clf_context *ctx = a->ctx;
+    const size_t blk = a->desc.causal_block, c = p->c, N = a->N;
+    const size_t n = p->n, nbq = (n - 1) / blk, dh = a->dh, dkv = a->dkv;
+    const size_t width = p->hc * dh;
+    const float zero = 0.0f;
+    size_t b, h;
+    cl_int err;
+
+    err = clEnqueueFillBuffer(ctx->queue, out, &zero, sizeof zero, 0,
+                              p->B * a->k * width * sizeof(float), 0, NULL,
+                              NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "clearing compressed keys failed (%d)", err);
+    if (nbq == 0 || c == 0)
+        return 0;
+    for (b = 0; b < p->B; b++) {
+        if (a->nE == 1) {
+            TRY(clf__gemm_batched(ctx, 0, 0, c, dkv, blk, 1.0f, e, 0, N,
+                                  c * N + blk, pk, b * n * dkv, dkv,
+                                  blk * dkv, 0.0f, out, b * a->k * dkv, dkv,
+                                  c * dkv, nbq));
+            continue;
+        }
+        for (h = 0; h < p->hc; h++)
+            TRY(clf__gemm_batched(
+                ctx, 0, 0, c, dh, blk, 1.0f, e, h * a->k * N, N, c * N + blk,
+                pk, b * n * dkv + (a->hkv > 1 ? h * dh : 0), dkv, blk * dkv,
+                0.0f, out, b * a->k * width + h * dh, width, c * width, nbq));
+    }
+    return 0;
+}
+
 static int
 run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
             cl_mem y, size_t yoff)
 {
     clf_context *ctx = a->ctx;
     const size_t B = p->B, n = p->n, D = a->D, dh = a->dh, dq = a->dq;
-    const size_t hq = a->hq, hc = p->hc, L = p->L, width = hc * dh;
+    const size_t hq = a->hq, hc = p->hc, L = p->L, ld = p->ld;
+    const size_t width = hc * dh;
     const float scale = (float)(1.0 / sqrt((double)dh));
     cl_mem q = a->ws[WS_Q].mem, s = a->ws[WS_S].mem, o = a->ws[WS_O].mem;
     cl_mem kbar = a->ws[WS_KBAR].mem;
     cl_mem vbar = p->v_is_k ? kbar : a->ws[WS_VBAR].mem;
+    cl_mem mask = p->masked ? a->ws[WS_MASK].mem : NULL;
     cl_mem *w = a->w;
+    cl_mem bk = a->desc.bias_k ? w[CLF_BIAS_K] : NULL;
+    cl_mem bv = a->desc.bias_v ? w[CLF_BIAS_V] : NULL;
+    cl_mem f = a->wsize[CLF_PROJ_F] ? w[CLF_PROJ_F] : w[CLF_PROJ_E];
     size_t b;
 
     /* 1. Q = X W_q^T + b_q over all B*n rows. */
@@ -606,63 +755,143 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
         TRY(clf__add_bias(ctx, q, 0, B * n, dq, dq, w[CLF_BIAS_Q]));
 
     /* 2. Keys and values: compressed, or projected in full mode. */
-    if (p->linformer) {
-        TRY(compress_side(a, p, x, xoff, w[CLF_PROJ_E], w[CLF_WEIGHT_K],
-                          a->desc.bias_k ? w[CLF_BIAS_K] : NULL, WS_XE,
-                          WS_RSE, kbar, 0));
+    if (p->linformer && p->causal) {
+        cl_mem pk = a->ws[WS_XE].mem;
+        cl_mem pv = p->v_is_k ? pk : a->ws[WS_XF].mem;
+        TRY(project(a, p, x, xoff, w[CLF_WEIGHT_K], bk, pk));
+        TRY(compress_blocks(a, p, w[CLF_PROJ_E], pk, kbar));
         if (!p->v_is_k) {
-            cl_mem f = a->wsize[CLF_PROJ_F] ? w[CLF_PROJ_F] : w[CLF_PROJ_E];
-            TRY(compress_side(a, p, x, xoff, f, w[CLF_WEIGHT_V],
-                              a->desc.bias_v ? w[CLF_BIAS_V] : NULL,
+            TRY(project(a, p, x, xoff, w[CLF_WEIGHT_V], bv, pv));
+            TRY(compress_blocks(a, p, f, pv, vbar));
+        }
+    } else if (p->linformer) {
+        cl_mem xc = x;
+        size_t xcoff = xoff;
+        if (p->masked && p->compress_first_k) {
+            xc = a->ws[WS_XM].mem;
+            xcoff = 0;
+            TRY(clf__mask_rows(ctx, x, xoff, xc, 0, B * n, D, mask));
+        }
+        TRY(compress_side(a, p, xc, xcoff, w[CLF_PROJ_E], w[CLF_WEIGHT_K],
+                          bk, WS_XE, WS_RSE, kbar, 0));
+        if (!p->v_is_k)
+            TRY(compress_side(a, p, xc, xcoff, f, w[CLF_WEIGHT_V], bv,
                               p->xf_is_xe ? WS_XE : WS_XF, WS_RSF, vbar,
                               p->xf_is_xe));
-        }
     } else {
-        TRY(clf__gemm(ctx, 0, 1, B * n, a->dkv, D, 1.0f, x, xoff, D,
-                      w[CLF_WEIGHT_K], 0, D, 0.0f, kbar, 0, a->dkv));
-        if (a->desc.bias_k)
-            TRY(clf__add_bias(ctx, kbar, 0, B * n, a->dkv, a->dkv,
-                              w[CLF_BIAS_K]));
-        if (!p->v_is_k) {
-            TRY(clf__gemm(ctx, 0, 1, B * n, a->dkv, D, 1.0f, x, xoff, D,
-                          w[CLF_WEIGHT_V], 0, D, 0.0f, vbar, 0, a->dkv));
-            if (a->desc.bias_v)
-                TRY(clf__add_bias(ctx, vbar, 0, B * n, a->dkv, a->dkv,
-                                  w[CLF_BIAS_V]));
-        }
+        TRY(project(a, p, x, xoff, w[CLF_WEIGHT_K], bk, kbar));
+        if (!p->v_is_k)
+            TRY(project(a, p, x, xoff, w[CLF_WEIGHT_V], bv, vbar));
     }
 
     /* 3. S = Q_h Kbar_h^T / sqrt(d_h), batched over heads. */
     for (b = 0; b < B; b++)
         TRY(clf__gemm_batched(ctx, 0, 1, n, L, dh, scale, q, b * n * dq, dq,
                               dh, kbar, b * L * width, width,
-                              hc > 1 ? dh : 0, 0.0f, s, b * hq * n * L, L,
-                              n * L, hq));
+                              hc > 1 ? dh : 0, 0.0f, s, b * hq * n * ld, ld,
+                              n * ld, hq));
 
-    /* 4. Softmax over the L entries of each row. */
-    TRY(clf__softmax_rows(ctx, s, 0, B * hq * n, L));
+    /* Masks: the causal window and unfinished blocks, or full-mode key
+     * padding and the causal triangle. */
+    if (p->linformer && p->causal) {
+        struct clf__causal_shape sh;
+        sh.batch = B;
+        sh.heads = hq;
+        sh.n = n;
+        sh.dh = dh;
+        sh.dq = dq;
+        sh.dkv = a->dkv;
+        sh.k = a->k;
+        sh.c = p->c;
+        sh.block = a->desc.causal_block;
+        sh.kv_per_head = a->hkv > 1;
+        sh.scale = scale;
+        TRY(clf__causal_scores(ctx, &sh, s, q, a->ws[WS_XE].mem, mask));
+    } else if (!p->linformer && (p->masked || p->causal)) {
+        TRY(clf__mask_scores(ctx, s, B, hq, n, mask, p->causal));
+    }
+
+    /* 4. Softmax over each score row. */
+    TRY(clf__softmax_rows(ctx, s, 0, B * hq * n, ld));
 
     /* 5. O_h = P_h Vbar_h, written into head h's columns of O. */
     for (b = 0; b < B; b++)
-        TRY(clf__gemm_batched(ctx, 0, 0, n, dh, L, 1.0f, s, b * hq * n * L, L,
-                              n * L, vbar, b * L * width, width,
+        TRY(clf__gemm_batched(ctx, 0, 0, n, dh, L, 1.0f, s, b * hq * n * ld,
+                              ld, n * ld, vbar, b * L * width, width,
                               hc > 1 ? dh : 0, 0.0f, o, b * n * dq, dq, dh,
                               hq));
+    if (p->linformer && p->causal) {
+        struct clf__causal_shape sh;
+        memset(&sh, 0, sizeof sh);
+        sh.batch = B;
+        sh.heads = hq;
+        sh.n = n;
+        sh.dh = dh;
+        sh.dq = dq;
+        sh.dkv = a->dkv;
+        sh.k = a->k;
+        sh.block = a->desc.causal_block;
+        sh.kv_per_head = a->hkv > 1;
+        TRY(clf__causal_apply(ctx, &sh, o, s,
+                              p->v_is_k ? a->ws[WS_XE].mem
+                                        : a->ws[WS_XF].mem));
+    }
 
-    /* 6. Y = O W_o^T + b_o. */
+    /* 6. Y = O W_o^T + b_o; padding rows are zeros. */
     TRY(clf__gemm(ctx, 0, 1, B * n, D, dq, 1.0f, o, 0, dq, w[CLF_WEIGHT_OUT],
                   0, dq, 0.0f, y, yoff, D));
     if (a->desc.bias_out)
         TRY(clf__add_bias(ctx, y, yoff, B * n, D, D, w[CLF_BIAS_OUT]));
+    if (p->masked)
+        TRY(clf__mask_rows(ctx, y, yoff, y, yoff, B * n, D, mask));
+    return 0;
+}
+
+/* Checks the options against the shape and uploads the mask (blocking, so
+ * the caller's arrays may go away when the call returns). */
+static int
+upload_mask(clf_attention *a, const struct plan *p,
+            const clf_forward_opts *opts)
+{
+    const size_t B = p->B, n = p->n;
+    const unsigned char *bytes = opts->key_mask;
+    cl_int err;
+    size_t b, j;
+
+    if (opts->lengths != NULL) {
+        if (a->host_mask_cap < B * n) {
+            unsigned char *m = realloc(a->host_mask, B * n);
+            if (m == NULL)
+                return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+            a->host_mask = m;
+            a->host_mask_cap = B * n;
+        }
+        for (b = 0; b < B; b++) {
+            unsigned len = opts->lengths[b];
+            if (len == 0 || len > n)
+                return clf__fail(CLF_EBAD_SIZE,
+                                 "lengths[%zu] = %u is outside 1..seq_len "
+                                 "(%zu)",
+                                 b, len, n);
+            for (j = 0; j < n; j++)
+                a->host_mask[b * n + j] = j < len;
+        }
+        bytes = a->host_mask;
+    }
+    err = clEnqueueWriteBuffer(a->ctx->queue, a->ws[WS_MASK].mem, CL_TRUE, 0,
+                               B * n, bytes, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "mask upload failed (%d)", err);
     return 0;
 }
 
 static int
-prepare(clf_attention *a, size_t B, size_t n, struct plan *p, int host)
+prepare(clf_attention *a, size_t B, size_t n, const clf_forward_opts *opts,
+        struct plan *p, int host)
 {
     int i;
 
-    TRY(make_plan(a, a->mode, B, n, p));
+    TRY(make_plan(a, a->mode, B, n, opts, p));
     TRY(check_weights(a, p->linformer));
     if (host) {
         p->need[WS_X] = B * n * a->D;
@@ -670,12 +899,15 @@ prepare(clf_attention *a, size_t B, size_t n, struct plan *p, int host)
     }
     for (i = 0; i < WS_COUNT; i++)
         TRY(ensure(a, (enum ws_id)i, p->need[i]));
+    if (p->masked)
+        TRY(upload_mask(a, p, opts));
     return 0;
 }
 
 CLF_EXTERN int
-clf_attention_forward(clf_attention *att, const float *x, size_t batch,
-                      size_t seq_len, float *y)
+clf_attention_forward_ex(clf_attention *att, const float *x, size_t batch,
+                         size_t seq_len, float *y,
+                         const clf_forward_opts *opts)
 {
     struct plan p;
     size_t bytes;
@@ -687,7 +919,7 @@ clf_attention_forward(clf_attention *att, const float *x, size_t batch,
         return clf__fail(CLF_ENULL_ARGUMENT, "x is NULL");
     if (y == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "y is NULL");
-    TRY(prepare(att, batch, seq_len, &p, 1));
+    TRY(prepare(att, batch, seq_len, opts, &p, 1));
     bytes = batch * seq_len * att->D * sizeof(float);
     err = clEnqueueWriteBuffer(att->ctx->queue, att->ws[WS_X].mem, CL_FALSE,
                                0, bytes, x, 0, NULL, NULL);
@@ -701,6 +933,13 @@ clf_attention_forward(clf_attention *att, const float *x, size_t batch,
         return clf__fail(err, "output read-back of %zu bytes failed (%d)",
                          bytes, err);
     return 0;
+}
+
+CLF_EXTERN int
+clf_attention_forward(clf_attention *att, const float *x, size_t batch,
+                      size_t seq_len, float *y)
+{
+    return clf_attention_forward_ex(att, x, batch, seq_len, y, NULL);
 }
 
 static int
@@ -731,9 +970,9 @@ check_caller_buffer(const clf_attention *a, cl_mem m, const char *name,
 }
 
 CLF_EXTERN int
-clf_attention_forward_cl(clf_attention *att, cl_mem x, size_t x_offset,
-                         cl_mem y, size_t y_offset, size_t batch,
-                         size_t seq_len)
+clf_attention_forward_cl_ex(clf_attention *att, cl_mem x, size_t x_offset,
+                            cl_mem y, size_t y_offset, size_t batch,
+                            size_t seq_len, const clf_forward_opts *opts)
 {
     struct plan p;
 
@@ -743,11 +982,20 @@ clf_attention_forward_cl(clf_attention *att, cl_mem x, size_t x_offset,
         return clf__fail(CLF_ENULL_ARGUMENT, "x is NULL");
     if (y == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "y is NULL");
-    TRY(make_plan(att, att->mode, batch, seq_len, &p));
+    TRY(make_plan(att, att->mode, batch, seq_len, opts, &p));
     TRY(check_caller_buffer(att, x, "x", x_offset, batch * seq_len * att->D));
     TRY(check_caller_buffer(att, y, "y", y_offset, batch * seq_len * att->D));
-    TRY(prepare(att, batch, seq_len, &p, 0));
+    TRY(prepare(att, batch, seq_len, opts, &p, 0));
     return run_forward(att, &p, x, x_offset, y, y_offset);
+}
+
+CLF_EXTERN int
+clf_attention_forward_cl(clf_attention *att, cl_mem x, size_t x_offset,
+                         cl_mem y, size_t y_offset, size_t batch,
+                         size_t seq_len)
+{
+    return clf_attention_forward_cl_ex(att, x, x_offset, y, y_offset, batch,
+                                       seq_len, NULL);
 }
 
 /* ------------------------------------------------------- random weights */
@@ -812,7 +1060,14 @@ clf__attention_compress_first(const clf_attention *att, size_t batch,
                               size_t seq_len)
 {
     struct plan p;
-    int rc = make_plan(att, CLF_MODE_LINFORMER, batch, seq_len, &p);
+    int rc = make_plan(att, CLF_MODE_LINFORMER, batch, seq_len, NULL, &p);
 
     return rc != 0 ? rc : p.compress_first_k;
+}
+
+/* The layer's resolved desc (head_dim filled in). */
+void
+clf__attention_desc(const clf_attention *att, clf_attention_desc *out)
+{
+    *out = att->desc;
 }

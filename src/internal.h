@@ -17,6 +17,11 @@ enum clf__kernel_id {
     CLF_K_ROWSUM,
     CLF_K_ADD_ROWSUM_BIAS,
     CLF_K_SOFTMAX_ROWS,
+    CLF_K_MASK_ROWS,
+    CLF_K_MASKED_ROWSUM,
+    CLF_K_MASK_SCORES,
+    CLF_K_CAUSAL_SCORES,
+    CLF_K_CAUSAL_APPLY,
     CLF_K_COUNT
 };
 
@@ -67,8 +72,36 @@ int clf__rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
                 cl_mem out);
 int clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
                          size_t slots, size_t heads, size_t head_dim,
-                         cl_mem rowsum, int rowsum_per_head, cl_mem bias,
-                         int bias_per_head);
+                         cl_mem rowsum, size_t rowsum_batch_stride,
+                         int rowsum_per_head, cl_mem bias, int bias_per_head);
+
+/* Sets kernel argument i from a variable; returns from the caller on
+ * failure. */
+#define CLF_SET_ARG(kernel, i, var)                                            \
+    do {                                                                       \
+        cl_int e_ = clSetKernelArg((kernel), (i), sizeof(var), &(var));        \
+        if (e_ != CL_SUCCESS)                                                  \
+            return clf__fail(e_, "clSetKernelArg %d failed (%d)", (i), e_);    \
+    } while (0)
+
+/* mask.c: host side of cl/mask.cl; mask is a batch x n byte buffer. */
+int clf__mask_rows(clf_context *ctx, cl_mem src, size_t src_off, cl_mem dst,
+                   size_t dst_off, size_t rows, size_t cols, cl_mem mask);
+int clf__masked_rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n,
+                       size_t ld, size_t batch, cl_mem mask, cl_mem out);
+int clf__mask_scores(clf_context *ctx, cl_mem s, size_t batch, size_t heads,
+                     size_t n, cl_mem mask, int causal);
+
+/* causal.c: host side of cl/causal.cl. */
+struct clf__causal_shape {
+    size_t batch, heads, n, dh, dq, dkv, k, c, block;
+    int kv_per_head;
+    float scale;
+};
+int clf__causal_scores(clf_context *ctx, const struct clf__causal_shape *sh,
+                       cl_mem s, cl_mem q, cl_mem kp, cl_mem mask);
+int clf__causal_apply(clf_context *ctx, const struct clf__causal_shape *sh,
+                      cl_mem o, cl_mem s, cl_mem vp);
 
 /* softmax.c: host side of cl/softmax.cl; rows of `cols` contiguous floats
  * starting at element `off`. */
@@ -92,9 +125,13 @@ int clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
 int clf__attention_compress_first(const clf_attention *att, size_t batch,
                                   size_t seq_len);
 
+void clf__attention_desc(const clf_attention *att, clf_attention_desc *out);
+
 /* The embedded kernel sources (generated from cl/ at build time). */
 extern const char clf__cl_common[];
 extern const char clf__cl_projection[];
 extern const char clf__cl_softmax[];
+extern const char clf__cl_mask[];
+extern const char clf__cl_causal[];
 
 #endif /* CLINFORMER_INTERNAL_H */

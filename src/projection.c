@@ -3,12 +3,7 @@
 
 #include <limits.h>
 
-#define SET(k, i, v)                                                           \
-    do {                                                                       \
-        cl_int e_ = clSetKernelArg((k), (i), sizeof(v), &(v));                 \
-        if (e_ != CL_SUCCESS)                                                  \
-            return clf__fail(e_, "clSetKernelArg %d failed (%d)", (i), e_);    \
-    } while (0)
+#define SET CLF_SET_ARG
 
 int
 clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows,
@@ -45,13 +40,13 @@ clf__rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
 int
 clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
                      size_t slots, size_t heads, size_t head_dim,
-                     cl_mem rowsum, int rowsum_per_head, cl_mem bias,
-                     int bias_per_head)
+                     cl_mem rowsum, size_t rowsum_batch_stride,
+                     int rowsum_per_head, cl_mem bias, int bias_per_head)
 {
     cl_kernel k = ctx->kernels[CLF_K_ADD_ROWSUM_BIAS];
     cl_uint b = (cl_uint)batch, s = (cl_uint)slots, h = (cl_uint)heads,
             d = (cl_uint)head_dim, rp = rowsum_per_head != 0,
-            bp = bias_per_head != 0;
+            bp = bias_per_head != 0, rbs = (cl_uint)rowsum_batch_stride;
 
     SET(k, 0, kbar);
     SET(k, 1, b);
@@ -62,6 +57,7 @@ clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
     SET(k, 6, rp);
     SET(k, 7, bias);
     SET(k, 8, bp);
+    SET(k, 9, rbs);
     return clf__launch_1d(ctx, CLF_K_ADD_ROWSUM_BIAS,
                           batch * slots * heads * head_dim);
 }

@@ -56,6 +56,149 @@ fill(float *a, size_t n, unsigned seed)
     }
 }
 
+/* mask_rows (copy and in place), masked_rowsum and mask_scores. */
+static void
+check_masks(clf_context *ctx)
+{
+    enum { B = 2, N = 5, COLS = 3, ROWS = 3, LD = 6, H = 2 };
+    const unsigned char mbytes[B * N] = {1, 1, 0, 1, 0, 0, 1, 1, 1, 1};
+    float src[B * N * COLS], dst[B * N * COLS], e[ROWS * LD], rs[B * ROWS];
+    float sc[B * H * N * N];
+    cl_mem ms, md, mm, me, mr, msc;
+    cl_int err;
+    size_t i, b, r, j;
+
+    fill(src, B * N * COLS, 11);
+    fill(e, ROWS * LD, 12);
+    fill(sc, B * H * N * N, 13);
+    memset(dst, 0, sizeof dst);
+    ms = upload(ctx, src, B * N * COLS);
+    md = upload(ctx, dst, B * N * COLS);
+    mm = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                        sizeof mbytes, (void *)mbytes, &err);
+    me = upload(ctx, e, ROWS * LD);
+    mr = upload(ctx, rs, B * ROWS);
+    msc = upload(ctx, sc, B * H * N * N);
+    clf__mask_rows(ctx, ms, 0, md, 0, B * N, COLS, mm);
+    download(ctx, md, dst, B * N * COLS);
+    for (i = 0; i < B * N * COLS; i++)
+        expect(dst[i] == (mbytes[i / COLS] ? src[i] : 0.0f), "mask_rows");
+    clf__mask_rows(ctx, ms, 0, ms, 0, B * N, COLS, mm);
+    download(ctx, ms, src, B * N * COLS);
+    expect(memcmp(src, dst, sizeof dst) == 0, "mask_rows in place");
+    clf__masked_rowsum(ctx, me, ROWS, N, LD, B, mm, mr);
+    download(ctx, mr, rs, B * ROWS);
+    for (b = 0; b < B; b++)
+        for (r = 0; r < ROWS; r++) {
+            float acc = 0.0f;
+            for (j = 0; j < N; j++)
+                acc += mbytes[b * N + j] ? e[r * LD + j] : 0.0f;
+            expect(fabsf(acc - rs[b * ROWS + r]) < 1e-5f, "masked_rowsum");
+        }
+    clf__mask_scores(ctx, msc, B, H, N, mm, 1);
+    download(ctx, msc, sc, B * H * N * N);
+    for (i = 0; i < B * H * N * N; i++) {
+        size_t jj = i % N, ii = (i / N) % N, bb = i / (H * N * N);
+        int masked = jj > ii || !mbytes[bb * N + jj];
+        expect(masked == (sc[i] == -INFINITY), "mask_scores");
+    }
+    clReleaseMemObject(ms);
+    clReleaseMemObject(md);
+    clReleaseMemObject(mm);
+    clReleaseMemObject(me);
+    clReleaseMemObject(mr);
+    clReleaseMemObject(msc);
+}
+
+/* causal_scores and causal_apply on a partial last block, with padding. */
+static void
+check_causal(clf_context *ctx)
+{
+    enum { B = 2, H = 2, N = 7, DH = 3, K = 4, C = 2, BLK = 3, LD = K + BLK };
+    const unsigned char mbytes[B * N] = {1, 1, 1, 1, 1, 1, 1,
+                                         1, 0, 1, 1, 1, 0, 0};
+    float q[B * N * H * DH], kv[B * N * DH], s[B * H * N * LD];
+    float o[B * N * H * DH], o0[B * N * H * DH];
+    struct clf__causal_shape sh;
+    cl_mem mq, mk, ms, mo, mm;
+    cl_int err;
+    size_t b, h, t, j, e;
+
+    fill(q, sizeof q / sizeof q[0], 21);
+    fill(kv, sizeof kv / sizeof kv[0], 22);
+    fill(s, sizeof s / sizeof s[0], 23);
+    fill(o, sizeof o / sizeof o[0], 24);
+    memcpy(o0, o, sizeof o);
+    mq = upload(ctx, q, sizeof q / sizeof q[0]);
+    mk = upload(ctx, kv, sizeof kv / sizeof kv[0]);
+    ms = upload(ctx, s, sizeof s / sizeof s[0]);
+    mo = upload(ctx, o, sizeof o / sizeof o[0]);
+    mm = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                        sizeof mbytes, (void *)mbytes, &err);
+    memset(&sh, 0, sizeof sh);
+    sh.batch = B;
+    sh.heads = H;
+    sh.n = N;
+    sh.dh = DH;
+    sh.dq = H * DH;
+    sh.dkv = DH; /* one K/V head */
+    sh.k = K;
+    sh.c = C;
+    sh.block = BLK;
+    sh.kv_per_head = 0;
+    sh.scale = 0.5f;
+    clf__causal_scores(ctx, &sh, ms, mq, mk, mm);
+    download(ctx, ms, s, sizeof s / sizeof s[0]);
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++)
+            for (t = 0; t < N; t++) {
+                const float *row = s + ((b * H + h) * N + t) * LD;
+                size_t m = t / BLK;
+                for (j = m * C; j < K; j++)
+                    expect(row[j] == -INFINITY, "causal_scores slots");
+                for (j = 0; j < BLK; j++) {
+                    size_t pos = m * BLK + j;
+                    float want = -INFINITY;
+                    if (pos <= t && mbytes[b * N + pos]) {
+                        float acc = 0.0f;
+                        for (e = 0; e < DH; e++)
+                            acc += q[(b * N + t) * H * DH + h * DH + e] *
+                                   kv[(b * N + pos) * DH + e];
+                        want = acc * 0.5f;
+                    }
+                    expect(want == -INFINITY ? row[K + j] == -INFINITY
+                                             : fabsf(row[K + j] - want) < 1e-5f,
+                           "causal_scores window");
+                }
+            }
+    /* Give the window columns finite weights, then apply. */
+    for (j = 0; j < sizeof s / sizeof s[0]; j++)
+        if (s[j] == -INFINITY)
+            s[j] = 0.0f;
+    clReleaseMemObject(ms);
+    ms = upload(ctx, s, sizeof s / sizeof s[0]);
+    clf__causal_apply(ctx, &sh, mo, ms, mk);
+    download(ctx, mo, o, sizeof o / sizeof o[0]);
+    for (b = 0; b < B; b++)
+        for (t = 0; t < N; t++)
+            for (h = 0; h < H; h++)
+                for (e = 0; e < DH; e++) {
+                    const float *row = s + ((b * H + h) * N + t) * LD + K;
+                    size_t first = (t / BLK) * BLK, pos;
+                    size_t at = (b * N + t) * H * DH + h * DH + e;
+                    float acc = 0.0f;
+                    for (pos = first; pos <= t; pos++)
+                        acc += row[pos - first] * kv[(b * N + pos) * DH + e];
+                    expect(fabsf(o[at] - (o0[at] + acc)) < 1e-5f,
+                           "causal_apply");
+                }
+    clReleaseMemObject(mq);
+    clReleaseMemObject(mk);
+    clReleaseMemObject(ms);
+    clReleaseMemObject(mo);
+    clReleaseMemObject(mm);
+}
+
 int
 main(void)
 {
@@ -111,7 +254,7 @@ main(void)
     fill(kb, sizeof kb / sizeof kb[0], 4);
     memcpy(kb0, kb, sizeof kb);
     mk = upload(ctx, kb, sizeof kb / sizeof kb[0]);
-    clf__add_rowsum_bias(ctx, mk, B, SLOTS, HEADS, DH, mr, 1, mb, 1);
+    clf__add_rowsum_bias(ctx, mk, B, SLOTS, HEADS, DH, mr, 0, 1, mb, 1);
     download(ctx, mk, kb, sizeof kb / sizeof kb[0]);
     for (i = 0; i < sizeof kb / sizeof kb[0]; i++) {
         size_t col = i % (HEADS * DH), slot = (i / (HEADS * DH)) % SLOTS;
@@ -133,6 +276,9 @@ main(void)
     ref_softmax(sref, 6, 5, sm);
     for (i = 0; i < 30; i++)
         expect(fabs(s[3 + i] - sm[i]) < 1e-6, "softmax");
+
+    check_masks(ctx);
+    check_causal(ctx);
 
     clReleaseMemObject(my);
     clReleaseMemObject(mb);

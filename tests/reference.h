@@ -19,6 +19,15 @@ typedef struct ref_layer {
 void ref_attention(const ref_layer *l, int full, const float *x, size_t B,
                    size_t n, double *y);
 
+/* The same with a padding mask (batch x n bytes, nonzero = real; NULL for
+ * none) and causality: full mode masks keys after the query; Linformer mode
+ * (block > 0) builds slot j of block m = j / c (c = k / ceil(N / block))
+ * from block m's positions only, and lets query t in block m see the slots
+ * of blocks before m plus positions m*block..t exactly. */
+void ref_attention_ex(const ref_layer *l, int full, const float *x, size_t B,
+                      size_t n, const unsigned char *mask, int causal,
+                      size_t block, double *y);
+
 /* Row softmax in double, for kernel tests. */
 void ref_softmax(const float *s, size_t rows, size_t cols, double *out);
 

@@ -406,7 +406,8 @@ END_TEST
 START_TEST(kernel_build_failure_keeps_log)
 {
     char dir[] = "/tmp/clf-kernels-XXXXXX";
-    const char *names[] = {"common.cl", "projection.cl", "softmax.cl"};
+    const char *names[] = {"common.cl", "projection.cl", "softmax.cl",
+                           "mask.cl", "causal.cl"};
     char path[256];
     clf_context *ctx = NULL;
     clf_attention *att = NULL;
@@ -415,7 +416,7 @@ START_TEST(kernel_build_failure_keeps_log)
     FILE *f;
 
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         f = fopen(path, "w");
         ck_assert_ptr_nonnull(f);
@@ -442,7 +443,7 @@ START_TEST(kernel_build_failure_keeps_log)
     clf_context_destroy(ctx);
     unsetenv("CLINFORMER_KERNEL_DIR");
     unsetenv("CLINFORMER_CACHE_DIR");
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         remove(path);
     }

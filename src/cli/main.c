@@ -19,6 +19,12 @@ static const char usage[] =
     "                     then one layer (D=512, h=8, k=256) in Linformer and\n"
     "                     full mode, printing times and their relative\n"
     "                     difference\n"
+    "  check-lookahead    audit a layer configuration for look-ahead: for\n"
+    "                     each tested position t, replace every input after t\n"
+    "                     with random values and check that outputs at\n"
+    "                     positions <= t do not change, bit for bit; prints\n"
+    "                     PASS, or FAIL with the first position that moved\n"
+    "                     (random weights of the given shape)\n"
     "  help               show this text\n"
     "  version            print the library version\n"
     "\n"
@@ -29,10 +35,25 @@ static const char usage[] =
     "  --seq-len N        sequence length of the layer (default 4096)\n"
     "  --repeat R         timed runs per mode after one warm-up (default 3)\n"
     "\n"
+    "Options (check-lookahead):\n"
+    "  --device SEL       as above\n"
+    "  --seq-len N        sequence length (default 256)\n"
+    "  --max-seq-len N    the layer's max_seq_len (default: --seq-len)\n"
+    "  --d-model D        model width (default 64)\n"
+    "  --heads H          heads (default 4)\n"
+    "  --k K              compressed length (default 64)\n"
+    "  --block B          causal block size (default 16)\n"
+    "  --sharing S        headwise, per-head or key-value (default headwise)\n"
+    "  --full             audit full attention instead of Linformer\n"
+    "  --no-causal        audit the plain (non-causal) mode, which must FAIL\n"
+    "  --positions P      positions t to test, spread over the sequence\n"
+    "                     (default 32)\n"
+    "  --seed S           seed of weights, input and perturbations (default 1)\n"
+    "\n"
     "Environment: CLINFORMER_DEVICE, CLINFORMER_CACHE_DIR (\"off\" disables\n"
     "the kernel binary cache), CLINFORMER_KERNEL_DIR.\n"
-    "Exit status: 0 on success, 1 on a failure (the message names it), 2 on\n"
-    "a usage error.\n";
+    "Exit status: 0 on success (check-lookahead: PASS), 1 on an error (the\n"
+    "message names it), 2 on a usage error, 3 when check-lookahead FAILs.\n";
 
 static double
 now_s(void)
@@ -251,6 +272,99 @@ done:
     return status;
 }
 
+struct options {
+    const char *device;
+    size_t seq_len, repeat, max_seq_len, d_model, heads, k, block;
+    size_t positions, seed;
+    clf_sharing sharing;
+    int full, causal;
+};
+
+static int
+cmd_check_lookahead(const struct options *o)
+{
+    clf_context *ctx = NULL;
+    clf_attention *att = NULL;
+    clf_attention_desc d;
+    clf_forward_opts fo;
+    clf_lookahead_result r;
+    size_t *pos = NULL, np, i, count;
+    float *x = NULL;
+    unsigned long long st = o->seed;
+    int rc, status = 1;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = o->d_model;
+    d.heads = o->heads;
+    d.max_seq_len = o->max_seq_len ? o->max_seq_len : o->seq_len;
+    d.k = o->k;
+    d.sharing = o->sharing;
+    d.causal_block = o->full ? 0 : o->block;
+    d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
+    memset(&fo, 0, sizeof fo);
+    fo.causal = o->causal;
+    np = o->positions < o->seq_len ? o->positions : o->seq_len;
+    count = o->seq_len * o->d_model;
+    if ((rc = clf_context_create(&ctx, o->device)) != 0)
+        return fail("creating a context", rc);
+    if ((rc = clf_attention_create(&att, ctx, &d)) != 0 ||
+        (rc = clf_attention_randomize(att, o->seed)) != 0 ||
+        (rc = clf_attention_set_mode(
+             att, o->full ? CLF_MODE_FULL : CLF_MODE_LINFORMER)) != 0) {
+        fail("creating the layer", rc);
+        goto done;
+    }
+    x = malloc(count * sizeof *x);
+    pos = malloc(np * sizeof *pos);
+    if (x == NULL || pos == NULL) {
+        fprintf(stderr, "clinformer: out of host memory\n");
+        goto done;
+    }
+    for (i = 0; i < count; i++) {
+        st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = (float)((double)(st >> 11) * 0x1.0p-52 - 1.0);
+    }
+    /* Spread the positions from 0 to seq_len - 1. */
+    for (i = 0; i < np; i++)
+        pos[i] = np == 1 ? 0 : i * (o->seq_len - 1) / (np - 1);
+    printf("layer: D=%zu h=%zu N=%zu k=%zu %s, %s%s, n=%zu\n", d.d_model,
+           d.heads, d.max_seq_len, d.k,
+           o->sharing == CLF_SHARE_PER_HEAD    ? "per-head E/F"
+           : o->sharing == CLF_SHARE_KEY_VALUE ? "key-value E=F"
+                                                : "headwise E/F",
+           o->full ? "full attention" : "Linformer",
+           o->causal ? (o->full ? ", causal" : ", causal (prefix-safe)")
+                     : ", not causal",
+           o->seq_len);
+    if (o->causal && !o->full)
+        printf("causal block b=%zu: %zu slots per block\n", d.causal_block,
+               d.k / ((d.max_seq_len + d.causal_block - 1) / d.causal_block));
+    rc = clf_attention_check_lookahead(att, x, o->seq_len, &fo, pos, np,
+                                       o->seed + 1, &r);
+    if (rc != 0) {
+        fail("look-ahead audit", rc);
+        goto done;
+    }
+    if (r.passed) {
+        printf("PASS: for each of %zu positions t, changing every input "
+               "after t left the outputs at positions 0..t unchanged, bit for "
+               "bit\n",
+               r.checked);
+        status = 0;
+    } else {
+        printf("FAIL: changing the inputs after t=%zu moved the output at "
+               "position %zu (max change at positions <= t: %.6g)\n",
+               r.t, r.moved, r.change);
+        status = 3;
+    }
+done:
+    free(x);
+    free(pos);
+    clf_attention_destroy(att);
+    clf_context_destroy(ctx);
+    return status;
+}
+
 static int
 parse_size(const char *s, size_t *out)
 {
@@ -266,10 +380,11 @@ parse_size(const char *s, size_t *out)
 int
 main(int argc, char **argv)
 {
-    const char *cmd, *device = NULL;
-    size_t n = 4096, rep = 3;
-    int i;
+    struct options o;
+    const char *cmd;
+    int i, demo;
 
+    memset(&o, 0, sizeof o);
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;
@@ -284,37 +399,91 @@ main(int argc, char **argv)
         printf("clinformer %s\n", clf_version());
         return 0;
     }
+    demo = strcmp(cmd, "demo") == 0;
+    o.seq_len = demo ? 4096 : 256;
+    o.repeat = 3;
+    o.d_model = 64;
+    o.heads = 4;
+    o.k = 64;
+    o.block = 16;
+    o.positions = 32;
+    o.seed = 1;
+    o.causal = 1;
     for (i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0) {
+        const char *a = argv[i];
+        size_t *target = NULL;
+        if (strcmp(a, "--help") == 0) {
             fputs(usage, stdout);
             return 0;
-        } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
-            device = argv[++i];
-        } else if (strcmp(argv[i], "--seq-len") == 0 && i + 1 < argc) {
-            if (parse_size(argv[++i], &n) != 0) {
-                fprintf(stderr, "clinformer: --seq-len wants a positive "
-                                "integer, got \"%s\"\n",
-                        argv[i]);
+        } else if (strcmp(a, "--full") == 0 && !demo) {
+            o.full = 1;
+            continue;
+        } else if (strcmp(a, "--no-causal") == 0 && !demo) {
+            o.causal = 0;
+            continue;
+        } else if (i + 1 >= argc) {
+            fprintf(stderr, "clinformer: unknown or incomplete option "
+                            "\"%s\"\nTry 'clinformer help'.\n",
+                    a);
+            return 2;
+        }
+        if (strcmp(a, "--device") == 0) {
+            o.device = argv[++i];
+            continue;
+        } else if (strcmp(a, "--sharing") == 0 && !demo) {
+            const char *v = argv[++i];
+            if (strcmp(v, "headwise") == 0)
+                o.sharing = CLF_SHARE_HEADWISE;
+            else if (strcmp(v, "per-head") == 0)
+                o.sharing = CLF_SHARE_PER_HEAD;
+            else if (strcmp(v, "key-value") == 0)
+                o.sharing = CLF_SHARE_KEY_VALUE;
+            else {
+                fprintf(stderr, "clinformer: --sharing wants headwise, "
+                                "per-head or key-value, got \"%s\"\n",
+                        v);
                 return 2;
             }
-        } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
-            if (parse_size(argv[++i], &rep) != 0 || rep > 64) {
-                fprintf(stderr, "clinformer: --repeat wants 1..64, got "
-                                "\"%s\"\n",
-                        argv[i]);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "clinformer: unknown or incomplete option \"%s\"\n"
-                            "Try 'clinformer help'.\n",
-                    argv[i]);
+            continue;
+        }
+        if (strcmp(a, "--seq-len") == 0)
+            target = &o.seq_len;
+        else if (strcmp(a, "--repeat") == 0 && demo)
+            target = &o.repeat;
+        else if (!demo && strcmp(a, "--max-seq-len") == 0)
+            target = &o.max_seq_len;
+        else if (!demo && strcmp(a, "--d-model") == 0)
+            target = &o.d_model;
+        else if (!demo && strcmp(a, "--heads") == 0)
+            target = &o.heads;
+        else if (!demo && strcmp(a, "--k") == 0)
+            target = &o.k;
+        else if (!demo && strcmp(a, "--block") == 0)
+            target = &o.block;
+        else if (!demo && strcmp(a, "--positions") == 0)
+            target = &o.positions;
+        else if (!demo && strcmp(a, "--seed") == 0)
+            target = &o.seed;
+        if (target == NULL) {
+            fprintf(stderr, "clinformer: unknown or incomplete option "
+                            "\"%s\"\nTry 'clinformer help'.\n",
+                    a);
+            return 2;
+        }
+        if (parse_size(argv[++i], target) != 0 ||
+            (target == &o.repeat && o.repeat > 64)) {
+            fprintf(stderr, "clinformer: %s wants a positive integer%s, got "
+                            "\"%s\"\n",
+                    a, target == &o.repeat ? " up to 64" : "", argv[i]);
             return 2;
         }
     }
     if (strcmp(cmd, "devices") == 0)
         return cmd_devices();
-    if (strcmp(cmd, "demo") == 0)
-        return cmd_demo(device, n, (int)rep);
+    if (demo)
+        return cmd_demo(o.device, o.seq_len, (int)o.repeat);
+    if (strcmp(cmd, "check-lookahead") == 0)
+        return cmd_check_lookahead(&o);
     fprintf(stderr, "clinformer: unknown command \"%s\"\nTry 'clinformer "
                     "help'.\n",
             cmd);

@@ -1,0 +1,75 @@
+/* Prefix-safe causal Linformer (DESIGN.md section 4).  Positions are cut
+ * into blocks of `block`; the c slots of block m are built from block m's
+ * positions only.  Query t in block m = t / block sees the slots of blocks
+ * 0..m-1 and, exactly, positions m*block..t of its own block, under one
+ * softmax.  A score row holds k slot columns then `block` window columns:
+ * row stride ld = k + block. */
+
+/* One (sequence, head, query) per work-item: masks the slots of blocks
+ * m and later, and fills the window columns with exact scores, -INFINITY
+ * past the query, past n, or on padding. */
+__kernel void
+clf_causal_scores(__global float *s, const uint ld,
+                  __global const float *q, const uint dq,
+                  __global const float *kp, const uint dkv, const uint batch,
+                  const uint heads, const uint n, const uint dh,
+                  const uint k, const uint c, const uint block,
+                  const uint kv_per_head, const float scale,
+                  __global const uchar *mask, const uint has_mask)
+{
+    const size_t gid = get_global_id(0);
+    if (gid >= (size_t)batch * heads * n)
+        return;
+    const size_t bh = gid / n;
+    const size_t t = gid - bh * n;
+    const size_t b = bh / heads;
+    const size_t h = bh - b * heads;
+    const size_t m = t / block;
+    const size_t first = m * block;
+    __global float *row = s + gid * ld;
+    __global const float *qt = q + (b * n + t) * dq + h * dh;
+    const size_t hk = kv_per_head ? h : 0;
+
+    for (size_t j = m * c; j < k; j++)
+        row[j] = -INFINITY;
+    for (size_t w = 0; w < block; w++) {
+        const size_t pos = first + w;
+        float v = -INFINITY;
+        if (pos <= t && (!has_mask || mask[b * n + pos])) {
+            __global const float *kr = kp + (b * n + pos) * dkv + hk * dh;
+            float acc = 0.0f;
+            for (uint e = 0; e < dh; e++)
+                acc += qt[e] * kr[e];
+            v = acc * scale;
+        }
+        row[k + w] = v;
+    }
+}
+
+/* One (sequence, query, head, channel) per work-item: adds the window part
+ * of the weighted sum, sum over the window of p * V, to o. */
+__kernel void
+clf_causal_apply(__global float *o, const uint dq, __global const float *s,
+                 const uint ld, __global const float *vp, const uint dkv,
+                 const uint batch, const uint heads, const uint n,
+                 const uint dh, const uint k, const uint block,
+                 const uint kv_per_head)
+{
+    const size_t gid = get_global_id(0);
+    if (gid >= (size_t)batch * n * heads * dh)
+        return;
+    const size_t bth = gid / dh; /* (b, t, h) */
+    const size_t e = gid - bth * dh;
+    const size_t bt = bth / heads;
+    const size_t h = bth - bt * heads;
+    const size_t b = bt / n;
+    const size_t t = bt - b * n;
+    const size_t first = (t / block) * block;
+    __global const float *row = s + ((b * heads + h) * n + t) * ld + k;
+    const size_t hk = kv_per_head ? h : 0;
+    float acc = 0.0f;
+
+    for (size_t pos = first; pos <= t; pos++)
+        acc += row[pos - first] * vp[(b * n + pos) * dkv + hk * dh + e];
+    o[(b * n + t) * dq + h * dh + e] += acc;
+}

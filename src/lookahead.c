@@ -1,0 +1,95 @@
+/* The look-ahead audit: does anything after position t reach the output at
+ * positions <= t? */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static unsigned long long
+next_u64(unsigned long long *state)
+{
+    unsigned long long z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+CLF_EXTERN int
+clf_attention_check_lookahead(clf_attention *att, const float *x,
+                              size_t seq_len, const clf_forward_opts *opts,
+                              const size_t *positions, size_t npositions,
+                              unsigned long long seed,
+                              clf_lookahead_result *result)
+{
+    unsigned long long state = seed;
+    size_t D, count, i, p, r, c;
+    clf_attention_desc desc;
+    float *y0 = NULL, *y1 = NULL, *xp = NULL;
+    int rc = 0;
+
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    if (x == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "x is NULL");
+    if (result == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "result is NULL");
+    if (positions == NULL && npositions > 0)
+        return clf__fail(CLF_ENULL_ARGUMENT, "positions is NULL");
+    if (npositions == 0)
+        return clf__fail(CLF_EBAD_SIZE, "npositions is 0");
+    for (p = 0; p < npositions; p++)
+        if (positions[p] >= seq_len)
+            return clf__fail(CLF_EBAD_SIZE,
+                             "positions[%zu] = %zu is not below seq_len %zu",
+                             p, positions[p], seq_len);
+    memset(result, 0, sizeof *result);
+    clf__attention_desc(att, &desc);
+    D = desc.d_model;
+    if (clf__mul(seq_len, D, &count) || count > SIZE_MAX / sizeof(float))
+        return clf__fail(CLF_ESIZE_OVERFLOW, "seq_len %zu overflows",
+                         seq_len);
+    y0 = malloc(count * sizeof *y0);
+    y1 = malloc(count * sizeof *y1);
+    xp = malloc(count * sizeof *xp);
+    if (y0 == NULL || y1 == NULL || xp == NULL) {
+        rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        goto done;
+    }
+    rc = clf_attention_forward_ex(att, x, 1, seq_len, y0, opts);
+    if (rc != 0)
+        goto done;
+    result->passed = 1;
+    for (p = 0; p < npositions; p++) {
+        size_t t = positions[p];
+        memcpy(xp, x, count * sizeof *xp);
+        for (i = (t + 1) * D; i < count; i++)
+            xp[i] = (float)((double)(next_u64(&state) >> 11) * 0x1.0p-51 -
+                            2.0);
+        rc = clf_attention_forward_ex(att, xp, 1, seq_len, y1, opts);
+        if (rc != 0)
+            goto done;
+        result->checked++;
+        if (memcmp(y0, y1, (t + 1) * D * sizeof *y0) == 0)
+            continue;
+        result->passed = 0;
+        result->t = t;
+        result->moved = t + 1;
+        result->change = 0.0;
+        for (r = 0; r <= t; r++)
+            for (c = 0; c < D; c++) {
+                double d = fabs((double)y1[r * D + c] - y0[r * D + c]);
+                if (memcmp(&y0[r * D + c], &y1[r * D + c], sizeof *y0) != 0 &&
+                    result->moved > t)
+                    result->moved = r;
+                if (d > result->change || isnan(d))
+                    result->change = d;
+            }
+        break;
+    }
+done:
+    free(y0);
+    free(y1);
+    free(xp);
+    return rc;
+}

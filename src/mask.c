@@ -1,0 +1,57 @@
+/* Host side of cl/mask.cl: key padding masks. */
+#include "internal.h"
+
+int
+clf__mask_rows(clf_context *ctx, cl_mem src, size_t src_off, cl_mem dst,
+               size_t dst_off, size_t rows, size_t cols, cl_mem mask)
+{
+    cl_kernel k = ctx->kernels[CLF_K_MASK_ROWS];
+    cl_ulong so = src_off, d = dst_off;
+    cl_uint r = (cl_uint)rows, c = (cl_uint)cols;
+
+    CLF_SET_ARG(k, 0, src);
+    CLF_SET_ARG(k, 1, so);
+    CLF_SET_ARG(k, 2, dst);
+    CLF_SET_ARG(k, 3, d);
+    CLF_SET_ARG(k, 4, r);
+    CLF_SET_ARG(k, 5, c);
+    CLF_SET_ARG(k, 6, mask);
+    return clf__launch_1d(ctx, CLF_K_MASK_ROWS, rows * cols);
+}
+
+int
+clf__masked_rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n,
+                   size_t ld, size_t batch, cl_mem mask, cl_mem out)
+{
+    cl_kernel k = ctx->kernels[CLF_K_MASKED_ROWSUM];
+    cl_uint r = (cl_uint)rows, nn = (cl_uint)n, l = (cl_uint)ld,
+            b = (cl_uint)batch;
+
+    CLF_SET_ARG(k, 0, e);
+    CLF_SET_ARG(k, 1, r);
+    CLF_SET_ARG(k, 2, nn);
+    CLF_SET_ARG(k, 3, l);
+    CLF_SET_ARG(k, 4, b);
+    CLF_SET_ARG(k, 5, mask);
+    CLF_SET_ARG(k, 6, out);
+    return clf__launch_1d(ctx, CLF_K_MASKED_ROWSUM, batch * rows);
+}
+
+int
+clf__mask_scores(clf_context *ctx, cl_mem s, size_t batch, size_t heads,
+                 size_t n, cl_mem mask, int causal)
+{
+    cl_kernel k = ctx->kernels[CLF_K_MASK_SCORES];
+    cl_uint b = (cl_uint)batch, h = (cl_uint)heads, nn = (cl_uint)n,
+            has = mask != NULL, c = causal != 0;
+    cl_mem m = mask != NULL ? mask : s; /* any valid buffer when unused */
+
+    CLF_SET_ARG(k, 0, s);
+    CLF_SET_ARG(k, 1, b);
+    CLF_SET_ARG(k, 2, h);
+    CLF_SET_ARG(k, 3, nn);
+    CLF_SET_ARG(k, 4, m);
+    CLF_SET_ARG(k, 5, has);
+    CLF_SET_ARG(k, 6, c);
+    return clf__launch_1d(ctx, CLF_K_MASK_SCORES, batch * heads * n * n);
+}

@@ -1,0 +1,576 @@
+/* Padding masks, variable-length batches and prefix-safe causal mode.
+ *
+ * Tolerance for comparisons with the double-precision reference:
+ * max |y - y_ref| <= 1e-5 * max |y_ref|, as in test_attention.  The
+ * look-ahead tests compare bit for bit. */
+#include "internal.h"
+#include "reference.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL 1e-5
+
+struct layer {
+    clf_attention_desc desc;
+    clf_attention *att;
+    float *w[CLF_WEIGHT_COUNT];
+    ref_layer ref;
+};
+
+static void
+layer_make(struct layer *l, const clf_attention_desc *d,
+           unsigned long long seed)
+{
+    size_t count;
+    float amp;
+    int i, rc;
+
+    memset(l, 0, sizeof *l);
+    l->desc = *d;
+    rc = clf_attention_create(&l->att, tu_context(), d);
+    ck_assert_msg(rc == 0, "create: %s", clf_last_error());
+    for (i = 0; i < CLF_WEIGHT_COUNT; i++) {
+        if (clf_attention_weight_size(l->att, (clf_weight)i, &count) != 0)
+            continue;
+        amp = (float)(1.0 / sqrt((double)(i == CLF_PROJ_E || i == CLF_PROJ_F
+                                              ? d->k
+                                              : d->d_model)));
+        l->w[i] = tu_malloc(count * sizeof(float));
+        tu_fill(l->w[i], count, seed * 37 + (unsigned long long)i, -amp, amp);
+        ck_assert_int_eq(
+            clf_attention_set_weight(l->att, (clf_weight)i, l->w[i], count),
+            0);
+    }
+    l->ref.D = d->d_model;
+    l->ref.hq = d->heads;
+    l->ref.hkv = d->one_kv_head ? 1 : d->heads;
+    l->ref.dh = d->head_dim ? d->head_dim : d->d_model / d->heads;
+    l->ref.N = d->max_seq_len;
+    l->ref.k = d->k;
+    l->ref.per_head_E = d->sharing == CLF_SHARE_PER_HEAD;
+    l->ref.share_kv = d->share_kv;
+    l->ref.kv_shared = d->sharing == CLF_SHARE_KEY_VALUE;
+    l->ref.wq = l->w[CLF_WEIGHT_Q];
+    l->ref.wk = l->w[CLF_WEIGHT_K];
+    l->ref.wv = l->w[CLF_WEIGHT_V];
+    l->ref.wo = l->w[CLF_WEIGHT_OUT];
+    l->ref.bq = l->w[CLF_BIAS_Q];
+    l->ref.bk = l->w[CLF_BIAS_K];
+    l->ref.bv = l->w[CLF_BIAS_V];
+    l->ref.bo = l->w[CLF_BIAS_OUT];
+    l->ref.E = l->w[CLF_PROJ_E];
+    l->ref.F = l->w[CLF_PROJ_F];
+}
+
+static void
+layer_free(struct layer *l)
+{
+    int i;
+
+    clf_attention_destroy(l->att);
+    for (i = 0; i < CLF_WEIGHT_COUNT; i++)
+        free(l->w[i]);
+}
+
+static clf_attention_desc
+desc_of(clf_sharing sharing, size_t N, size_t k, size_t block)
+{
+    clf_attention_desc d;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = 24;
+    d.heads = 3;
+    d.max_seq_len = N;
+    d.k = k;
+    d.sharing = sharing;
+    d.causal_block = block;
+    d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
+    return d;
+}
+
+/* One forward with options against the reference; returns nothing, fails
+ * the test on a mismatch. */
+static void
+check(struct layer *l, clf_mode mode, size_t B, size_t n,
+      const clf_forward_opts *o, unsigned long long seed)
+{
+    size_t count = B * n * l->desc.d_model, i, b, j;
+    float *x = tu_malloc(count * sizeof *x), *y = tu_malloc(count * sizeof *y);
+    double *ref = tu_malloc(count * sizeof *ref);
+    unsigned char *mask = NULL;
+    char what[200];
+    int rc;
+
+    tu_fill(x, count, seed, -1.0f, 1.0f);
+    for (i = 0; i < count; i++)
+        y[i] = NAN;
+    if (o->lengths != NULL) {
+        mask = tu_malloc(B * n);
+        for (b = 0; b < B; b++)
+            for (j = 0; j < n; j++)
+                mask[b * n + j] = j < o->lengths[b];
+    }
+    ck_assert_int_eq(clf_attention_set_mode(l->att, mode), 0);
+    rc = clf_attention_forward_ex(l->att, x, B, n, y, o);
+    ck_assert_msg(rc == 0, "forward: %s", clf_last_error());
+    ref_attention_ex(&l->ref, mode == CLF_MODE_FULL, x, B, n,
+                     mask ? mask : o->key_mask, o->causal,
+                     l->desc.causal_block, ref);
+    snprintf(what, sizeof what,
+             "%s%s B=%zu n=%zu N=%zu k=%zu b=%zu sharing=%d mask=%s",
+             mode == CLF_MODE_FULL ? "full" : "linformer",
+             o->causal ? " causal" : "", B, n, l->desc.max_seq_len,
+             l->desc.k, l->desc.causal_block, (int)l->desc.sharing,
+             o->lengths ? "lengths" : o->key_mask ? "bytes" : "none");
+    tu_assert_close(y, ref, count, TOL, what);
+    free(x);
+    free(y);
+    free(ref);
+    free(mask);
+}
+
+/* For each sequence of a right-padded batch: the batch's output rows equal
+ * the sequence alone at its own length, and padding rows are zeros. */
+static void
+padded_equals_alone(struct layer *l, clf_mode mode, size_t B, size_t n,
+                    const unsigned *lens, int causal, unsigned long long seed)
+{
+    const size_t D = l->desc.d_model, count = B * n * D;
+    float *x = tu_malloc(count * sizeof *x), *y = tu_malloc(count * sizeof *y);
+    float *ya = tu_malloc(n * D * sizeof *ya);
+    clf_forward_opts o;
+    size_t b, i;
+    double scale = 1e-30, err = 0.0;
+
+    memset(&o, 0, sizeof o);
+    o.lengths = lens;
+    o.causal = causal;
+    tu_fill(x, count, seed, -1.0f, 1.0f);
+    ck_assert_int_eq(clf_attention_set_mode(l->att, mode), 0);
+    ck_assert_msg(clf_attention_forward_ex(l->att, x, B, n, y, &o) == 0,
+                  "%s", clf_last_error());
+    o.lengths = NULL;
+    for (b = 0; b < B; b++) {
+        size_t len = lens[b];
+        ck_assert_msg(clf_attention_forward_ex(l->att, x + b * n * D, 1, len,
+                                               ya, &o) == 0,
+                      "%s", clf_last_error());
+        for (i = 0; i < len * D; i++) {
+            double d = fabs((double)y[b * n * D + i] - ya[i]);
+            err = d > err || isnan(d) ? (isnan(d) ? INFINITY : d) : err;
+            if (fabs(ya[i]) > scale)
+                scale = fabs(ya[i]);
+        }
+        for (i = len * D; i < n * D; i++)
+            ck_assert_msg(y[b * n * D + i] == 0.0f,
+                          "padding output row %zu of sequence %zu is %g",
+                          i / D, b, y[b * n * D + i]);
+    }
+    ck_assert_msg(err <= TOL * scale,
+                  "padded vs alone (%s%s): error %.3g, scale %.3g",
+                  mode == CLF_MODE_FULL ? "full" : "linformer",
+                  causal ? " causal" : "", err, scale);
+    free(x);
+    free(y);
+    free(ya);
+}
+
+START_TEST(padding_right_padded_batch_equals_each_alone)
+{
+    static const unsigned mixes[][4] = {
+        {30, 1, 17, 29}, {5, 30, 30, 2}, {12, 13, 1, 1}, {30, 30, 30, 30}};
+    int s, m;
+
+    for (s = CLF_SHARE_HEADWISE; s <= CLF_SHARE_KEY_VALUE; s++) {
+        clf_attention_desc d = desc_of((clf_sharing)s, 30, 6, 5);
+        struct layer l;
+        layer_make(&l, &d, 10 + (unsigned long long)s);
+        for (m = 0; m < 4; m++) {
+            padded_equals_alone(&l, CLF_MODE_LINFORMER, 4, 30, mixes[m], 0,
+                                100 + (unsigned long long)m);
+            padded_equals_alone(&l, CLF_MODE_FULL, 4, 30, mixes[m], 0,
+                                200 + (unsigned long long)m);
+            padded_equals_alone(&l, CLF_MODE_LINFORMER, 4, 30, mixes[m], 1,
+                                300 + (unsigned long long)m);
+            padded_equals_alone(&l, CLF_MODE_FULL, 4, 30, mixes[m], 1,
+                                400 + (unsigned long long)m);
+        }
+        layer_free(&l);
+    }
+}
+END_TEST
+
+START_TEST(padding_lengths_match_reference)
+{
+    const unsigned lens[3] = {9, 30, 1}, lens12[3] = {9, 12, 1};
+    clf_forward_opts o;
+    int s;
+
+    memset(&o, 0, sizeof o);
+    o.lengths = lens;
+    for (s = CLF_SHARE_HEADWISE; s <= CLF_SHARE_KEY_VALUE; s++) {
+        clf_attention_desc d = desc_of((clf_sharing)s, 30, 6, 0);
+        struct layer l;
+        layer_make(&l, &d, 20 + (unsigned long long)s);
+        check(&l, CLF_MODE_LINFORMER, 3, 30, &o, 21);
+        o.lengths = lens12;
+        check(&l, CLF_MODE_LINFORMER, 3, 12, &o, 22);
+        o.lengths = lens;
+        check(&l, CLF_MODE_FULL, 3, 30, &o, 23);
+        layer_free(&l);
+    }
+}
+END_TEST
+
+START_TEST(padding_arbitrary_mask_matches_reference)
+{
+    const size_t B = 3, n = 23;
+    unsigned char *mask = tu_malloc(B * n);
+    float r[3 * 23];
+    clf_forward_opts o;
+    size_t i;
+    int s, one;
+
+    tu_fill(r, B * n, 31, 0.0f, 1.0f);
+    for (i = 0; i < B * n; i++)
+        mask[i] = r[i] < 0.6f ? 1 : 0;
+    mask[5] = 2; /* any nonzero byte means "real" */
+    memset(&o, 0, sizeof o);
+    o.key_mask = mask;
+    for (s = CLF_SHARE_HEADWISE; s <= CLF_SHARE_KEY_VALUE; s++)
+        for (one = 0; one < 2; one++) {
+            clf_attention_desc d = desc_of((clf_sharing)s, 25, 5, 0);
+            struct layer l;
+            d.one_kv_head = one;
+            layer_make(&l, &d, 30 + (unsigned long long)(s * 2 + one));
+            check(&l, CLF_MODE_LINFORMER, B, n, &o, 32);
+            check(&l, CLF_MODE_FULL, B, n, &o, 33);
+            layer_free(&l);
+        }
+    /* share_kv, and a layer long enough that compress-first runs. */
+    {
+        clf_attention_desc d = desc_of(CLF_SHARE_HEADWISE, 25, 5, 0);
+        struct layer l;
+        d.share_kv = 1;
+        d.bias_v = 0;
+        layer_make(&l, &d, 34);
+        ck_assert_int_eq(clf__attention_compress_first(l.att, B, n), 1);
+        check(&l, CLF_MODE_LINFORMER, B, n, &o, 35);
+        layer_free(&l);
+    }
+    {
+        clf_attention_desc d = desc_of(CLF_SHARE_PER_HEAD, 25, 5, 0);
+        struct layer l;
+        d.d_model = 8;
+        d.heads = 4; /* h*k > D: project-first */
+        layer_make(&l, &d, 36);
+        ck_assert_int_eq(clf__attention_compress_first(l.att, B, n), 0);
+        check(&l, CLF_MODE_LINFORMER, B, n, &o, 37);
+        layer_free(&l);
+    }
+    free(mask);
+}
+END_TEST
+
+/* A sequence with every position masked gives zeros, never NaN. */
+START_TEST(padding_fully_masked_sequence_is_zero)
+{
+    const size_t B = 2, n = 10, D = 24;
+    unsigned char mask[2 * 10];
+    float x[2 * 10 * 24], y[2 * 10 * 24];
+    clf_forward_opts o;
+    clf_attention_desc d = desc_of(CLF_SHARE_HEADWISE, 10, 4, 5);
+    struct layer l;
+    size_t i;
+    int mode, causal;
+
+    memset(mask, 1, sizeof mask);
+    memset(mask + n, 0, n); /* second sequence all padding */
+    memset(&o, 0, sizeof o);
+    o.key_mask = mask;
+    layer_make(&l, &d, 40);
+    tu_fill(x, B * n * D, 41, -1.0f, 1.0f);
+    for (mode = 0; mode < 2; mode++)
+        for (causal = 0; causal < 2; causal++) {
+            o.causal = causal;
+            ck_assert_int_eq(clf_attention_set_mode(l.att, (clf_mode)mode), 0);
+            ck_assert_int_eq(clf_attention_forward_ex(l.att, x, B, n, y, &o),
+                             0);
+            for (i = 0; i < B * n * D; i++)
+                ck_assert_msg(isfinite(y[i]), "y[%zu] = %f", i, y[i]);
+            for (i = n * D; i < B * n * D; i++)
+                ck_assert_float_eq(y[i], 0.0f);
+        }
+    layer_free(&l);
+}
+END_TEST
+
+START_TEST(causal_matches_reference)
+{
+    /* (N, k, b, n): n not a multiple of b, partial last blocks, b = 1,
+     * b = N. */
+    static const size_t cases[][4] = {{20, 8, 5, 20}, {20, 8, 5, 17},
+                                      {21, 12, 4, 21}, {21, 12, 4, 9},
+                                      {12, 12, 1, 12}, {16, 3, 16, 16},
+                                      {16, 8, 4, 1},   {16, 8, 4, 4}};
+    size_t c;
+    int s;
+
+    for (s = CLF_SHARE_HEADWISE; s <= CLF_SHARE_KEY_VALUE; s++)
+        for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            clf_attention_desc d = desc_of((clf_sharing)s, cases[c][0],
+                                           cases[c][1], cases[c][2]);
+            clf_forward_opts o;
+            struct layer l;
+            memset(&o, 0, sizeof o);
+            o.causal = 1;
+            layer_make(&l, &d, 50 + c);
+            check(&l, CLF_MODE_LINFORMER, 2, cases[c][3], &o, 51 + c);
+            check(&l, CLF_MODE_FULL, 2, cases[c][3], &o, 52 + c);
+            layer_free(&l);
+        }
+}
+END_TEST
+
+START_TEST(causal_variants_match_reference)
+{
+    const unsigned lens[2] = {13, 6};
+    clf_forward_opts o;
+    clf_attention_desc d;
+    struct layer l;
+
+    memset(&o, 0, sizeof o);
+    o.causal = 1;
+    d = desc_of(CLF_SHARE_HEADWISE, 20, 8, 5);
+    d.one_kv_head = 1;
+    layer_make(&l, &d, 60);
+    check(&l, CLF_MODE_LINFORMER, 2, 18, &o, 61);
+    layer_free(&l);
+    d = desc_of(CLF_SHARE_PER_HEAD, 20, 8, 5);
+    d.one_kv_head = 1;
+    layer_make(&l, &d, 62);
+    check(&l, CLF_MODE_LINFORMER, 2, 18, &o, 63);
+    layer_free(&l);
+    d = desc_of(CLF_SHARE_HEADWISE, 20, 8, 5);
+    d.share_kv = 1;
+    d.bias_v = 0;
+    layer_make(&l, &d, 64);
+    check(&l, CLF_MODE_LINFORMER, 2, 18, &o, 65);
+    /* causal with right padding */
+    o.lengths = lens;
+    check(&l, CLF_MODE_LINFORMER, 2, 18, &o, 66);
+    check(&l, CLF_MODE_FULL, 2, 18, &o, 67);
+    layer_free(&l);
+}
+END_TEST
+
+/* Changing every input after t must leave outputs up to t unchanged, bit
+ * for bit, for many t, several b and n not multiples of b. */
+START_TEST(causal_lookahead_is_bit_exact)
+{
+    static const size_t cases[][4] = {
+        {40, 8, 5, 37}, {40, 10, 4, 40}, {33, 9, 11, 29}, {30, 30, 1, 30}};
+    size_t c, t;
+
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        clf_attention_desc d = desc_of(
+            c % 2 ? CLF_SHARE_PER_HEAD : CLF_SHARE_HEADWISE, cases[c][0],
+            cases[c][1], cases[c][2]);
+        const size_t n = cases[c][3];
+        size_t positions[64], np = 0;
+        float *x = tu_malloc(n * d.d_model * sizeof *x);
+        clf_lookahead_result r;
+        clf_forward_opts o;
+        struct layer l;
+        int mode;
+
+        for (t = 0; t < n; t++)
+            positions[np++] = t;
+        tu_fill(x, n * d.d_model, 70 + c, -1.0f, 1.0f);
+        memset(&o, 0, sizeof o);
+        o.causal = 1;
+        layer_make(&l, &d, 71 + c);
+        for (mode = 0; mode < 2; mode++) {
+            ck_assert_int_eq(clf_attention_set_mode(l.att, (clf_mode)mode),
+                             0);
+            ck_assert_int_eq(clf_attention_check_lookahead(
+                                 l.att, x, n, &o, positions, np, 72 + c, &r),
+                             0);
+            ck_assert_msg(r.passed,
+                          "%s causal N=%zu b=%zu n=%zu: perturbing after "
+                          "t=%zu moved position %zu by %g",
+                          mode ? "full" : "linformer", cases[c][0],
+                          cases[c][2], n, r.t, r.moved, r.change);
+            ck_assert_uint_eq(r.checked, np);
+        }
+        layer_free(&l);
+        free(x);
+    }
+}
+END_TEST
+
+/* The same audit must catch plain Linformer (and plain full attention):
+ * the test can fail. */
+START_TEST(lookahead_fails_without_causal)
+{
+    clf_attention_desc d = desc_of(CLF_SHARE_HEADWISE, 20, 4, 5);
+    const size_t n = 20;
+    size_t positions[3] = {0, 7, 18};
+    float *x = tu_malloc(n * d.d_model * sizeof *x);
+    clf_lookahead_result r;
+    struct layer l;
+    int mode;
+
+    tu_fill(x, n * d.d_model, 80, -1.0f, 1.0f);
+    layer_make(&l, &d, 81);
+    for (mode = 0; mode < 2; mode++) {
+        ck_assert_int_eq(clf_attention_set_mode(l.att, (clf_mode)mode), 0);
+        ck_assert_int_eq(clf_attention_check_lookahead(l.att, x, n, NULL,
+                                                       positions, 3, 82, &r),
+                         0);
+        ck_assert_msg(!r.passed, "non-causal %s passed the look-ahead audit",
+                      mode ? "full" : "linformer");
+        ck_assert_uint_eq(r.t, 0);
+        ck_assert_uint_eq(r.moved, 0);
+        ck_assert(r.change > 0.0);
+    }
+    layer_free(&l);
+    free(x);
+}
+END_TEST
+
+START_TEST(masks_reject_bad_input)
+{
+    clf_attention_desc d = desc_of(CLF_SHARE_HEADWISE, 20, 8, 5);
+    struct layer l;
+    float x[2 * 20 * 24] = {0}, y[2 * 20 * 24];
+    unsigned lens[2] = {20, 0};
+    unsigned char mask[40];
+    clf_forward_opts o;
+    clf_attention *att = NULL;
+    size_t pos = 20;
+    clf_lookahead_result r;
+    int rc;
+
+    layer_make(&l, &d, 90);
+    memset(&o, 0, sizeof o);
+    memset(mask, 1, sizeof mask);
+    o.lengths = lens;
+    rc = clf_attention_forward_ex(l.att, x, 2, 20, y, &o);
+    ck_assert_int_eq(rc, CLF_EBAD_SIZE);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "lengths[1] = 0"));
+    lens[1] = 21;
+    rc = clf_attention_forward_ex(l.att, x, 2, 20, y, &o);
+    ck_assert_int_eq(rc, CLF_EBAD_SIZE);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "lengths[1] = 21"));
+    lens[1] = 12;
+    rc = clf_attention_forward_ex(l.att, x, 2, 10, y, &o); /* 20 > n = 10 */
+    ck_assert_int_eq(rc, CLF_EBAD_SIZE);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "lengths[0] = 20"));
+    o.key_mask = mask;
+    rc = clf_attention_forward_ex(l.att, x, 2, 20, y, &o);
+    ck_assert_int_eq(rc, CLF_EINVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "not both"));
+    rc = clf_attention_check_lookahead(l.att, x, 20, NULL, &pos, 1, 1, &r);
+    ck_assert_int_eq(rc, CLF_EBAD_SIZE);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "positions[0] = 20"));
+    layer_free(&l);
+
+    /* causal Linformer with causal_block 0; b > N; k not a multiple. */
+    d = desc_of(CLF_SHARE_HEADWISE, 20, 8, 0);
+    layer_make(&l, &d, 91);
+    memset(&o, 0, sizeof o);
+    o.causal = 1;
+    rc = clf_attention_forward_ex(l.att, x, 1, 20, y, &o);
+    ck_assert_int_eq(rc, CLF_EBAD_SIZE);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "causal_block is 0"));
+    ck_assert_int_eq(clf_attention_set_mode(l.att, CLF_MODE_FULL), 0);
+    ck_assert_int_eq(clf_attention_forward_ex(l.att, x, 1, 20, y, &o), 0);
+    layer_free(&l);
+    d = desc_of(CLF_SHARE_HEADWISE, 20, 8, 21);
+    rc = clf_attention_create(&att, tu_context(), &d);
+    ck_assert_int_eq(rc, CLF_EBAD_SIZE);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "causal_block 21"));
+    d = desc_of(CLF_SHARE_HEADWISE, 20, 8, 6); /* 4 blocks; 8 % 4 == 0 */
+    ck_assert_int_eq(clf_attention_create(&att, tu_context(), &d), 0);
+    clf_attention_destroy(att);
+    d = desc_of(CLF_SHARE_HEADWISE, 20, 6, 5); /* 4 blocks; 6 % 4 != 0 */
+    rc = clf_attention_create(&att, tu_context(), &d);
+    ck_assert_int_eq(rc, CLF_ESHAPE_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "multiple of the 4"));
+    ck_assert_ptr_null(att);
+}
+END_TEST
+
+/* The cl_mem path honours masks and causality too. */
+START_TEST(masks_on_cl_mem_path)
+{
+    clf_context *ctx = tu_context();
+    clf_attention_desc d = desc_of(CLF_SHARE_HEADWISE, 20, 8, 5);
+    const unsigned lens[2] = {20, 7};
+    const size_t B = 2, n = 20, count = B * n * 24;
+    float *x = tu_malloc(count * sizeof *x), *y = tu_malloc(count * sizeof *y);
+    float *yh = tu_malloc(count * sizeof *yh);
+    clf_forward_opts o;
+    struct layer l;
+    cl_mem xb, yb;
+    cl_int err;
+
+    layer_make(&l, &d, 95);
+    tu_fill(x, count, 96, -1.0f, 1.0f);
+    memset(&o, 0, sizeof o);
+    o.lengths = lens;
+    o.causal = 1;
+    ck_assert_int_eq(clf_attention_forward_ex(l.att, x, B, n, yh, &o), 0);
+    xb = clCreateBuffer(clf_context_cl_context(ctx),
+                        CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                        count * sizeof(float), x, &err);
+    yb = clCreateBuffer(clf_context_cl_context(ctx), CL_MEM_READ_WRITE,
+                        count * sizeof(float), NULL, &err);
+    ck_assert_int_eq(clf_attention_forward_cl_ex(l.att, xb, 0, yb, 0, B, n,
+                                                 &o),
+                     0);
+    ck_assert_int_eq(clEnqueueReadBuffer(clf_context_cl_queue(ctx), yb,
+                                         CL_TRUE, 0, count * sizeof(float), y,
+                                         0, NULL, NULL),
+                     CL_SUCCESS);
+    ck_assert_mem_eq(y, yh, count * sizeof *y);
+    clReleaseMemObject(xb);
+    clReleaseMemObject(yb);
+    layer_free(&l);
+    free(x);
+    free(y);
+    free(yh);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("masks");
+    TCase *tc = tcase_create("masks");
+
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, padding_right_padded_batch_equals_each_alone);
+    tcase_add_test(tc, padding_lengths_match_reference);
+    tcase_add_test(tc, padding_arbitrary_mask_matches_reference);
+    tcase_add_test(tc, padding_fully_masked_sequence_is_zero);
+    tcase_add_test(tc, causal_matches_reference);
+    tcase_add_test(tc, causal_variants_match_reference);
+    tcase_add_test(tc, causal_lookahead_is_bit_exact);
+    tcase_add_test(tc, lookahead_fails_without_causal);
+    tcase_add_test(tc, masks_reject_bad_input);
+    tcase_add_test(tc, masks_on_cl_mem_path);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    return tu_run(suite(), 1);
+}

@@ -33,13 +33,15 @@ clf_rowsum(__global const float *e, const uint rows, const uint n,
 /* kbar is (batch, slots, heads*head_dim).  Adds rowsum[slot] * bias[col],
  * with rowsum per head (nE = heads) or shared, per sequence (a batch stride,
  * when a padding mask makes rowsum(E diag(mask)) differ) or shared (stride
- * 0), and the bias per head or one head wide (one_kv_head). */
+ * 0), and the bias per head or one head wide (one_kv_head).  With
+ * unit_rowsum the rowsum is taken as 1 (fairseq's compressed bias) and the
+ * rowsum buffer is not read. */
 __kernel void
 clf_add_rowsum_bias(__global float *kbar, const uint batch, const uint slots,
                     const uint heads, const uint head_dim,
                     __global const float *rowsum, const uint rowsum_per_head,
                     __global const float *bias, const uint bias_per_head,
-                    const uint rowsum_batch_stride)
+                    const uint rowsum_batch_stride, const uint unit_rowsum)
 {
     const size_t gid = get_global_id(0);
     const size_t width = (size_t)heads * head_dim;
@@ -51,8 +53,11 @@ clf_add_rowsum_bias(__global float *kbar, const uint batch, const uint slots,
     const size_t head = col / head_dim;
     const size_t e = col - head * head_dim;
     const size_t seq = row / slots;
-    const float rs = rowsum[seq * rowsum_batch_stride +
-                            (rowsum_per_head ? head * slots : 0) + slot];
+    const float rs = unit_rowsum ? 1.0f
+                                 : rowsum[seq * rowsum_batch_stride +
+                                          (rowsum_per_head ? head * slots
+                                                           : 0) +
+                                          slot];
     const float bv = bias[(bias_per_head ? head * head_dim : 0) + e];
     kbar[gid] += rs * bv;
 }

@@ -65,7 +65,10 @@ extern "C" {
     XX(BUFFER_TOO_SMALL, -4014, "a caller buffer is smaller than required")    \
     XX(WRONG_CONTEXT, -4015, "a caller object belongs to another context")     \
     XX(UNSUPPORTED, -4016, "the device or queue lacks a required feature")     \
-    XX(IO, -4017, "file input or output failed")
+    XX(IO, -4017, "file input or output failed")                              \
+    XX(FORMAT, -4018, "a file is malformed")                                   \
+    XX(NOT_FOUND, -4019, "no tensor or entry of that name")                    \
+    XX(DTYPE, -4020, "unsupported data type")
 
 typedef enum clf_status {
     CLF_OK = 0,
@@ -139,6 +142,16 @@ typedef struct clf_context clf_context;
  * CLF_EDEVICE_NOT_FOUND, CLF_EUNSUPPORTED (device below OpenCL 1.2),
  * CLF_ENO_MEMORY, OpenCL codes. */
 CLF_EXTERN int clf_context_create(clf_context **out, const char *selector);
+
+/* Flags for clf_context_create_ex(). */
+#define CLF_CONTEXT_PROFILING 1u /* profiling queue: per-stage times */
+
+/* clf_context_create() with flags (0 or CLF_CONTEXT_PROFILING).  Profiling
+ * is never on by default; it makes clf_attention_stage_times() work.
+ * Errors as clf_context_create, plus CLF_EINVALID_ARGUMENT for unknown
+ * flags. */
+CLF_EXTERN int clf_context_create_ex(clf_context **out, const char *selector,
+                                     unsigned flags);
 
 /* Wraps a caller's OpenCL objects for embedding.  The context retains them
  * (clRetain*) and releases its references on destroy; the caller keeps its
@@ -219,6 +232,10 @@ typedef struct clf_attention_desc {
     int share_kv;    /* lucidrains share_kv: V = K (no W_v) and F = E */
     int one_kv_head; /* one K/V head of width d_h shared by all heads */
     int bias_q, bias_k, bias_v, bias_out; /* which projections have biases */
+    int compressed_bias; /* fairseq's order: K/V biases added once per
+                            compressed slot, Kbar = (E X) W_k^T + b_k,
+                            instead of E (X W_k^T + b_k).  Not with
+                            causal Linformer */
     size_t causal_block; /* b for prefix-safe causal Linformer; 0 = none.
                             With nb = ceil(max_seq_len / b) blocks, k must
                             be a multiple of nb: c = k / nb slots a block */
@@ -370,6 +387,31 @@ CLF_EXTERN int clf_attention_check_lookahead(
     const clf_forward_opts *opts, const size_t *positions, size_t npositions,
     unsigned long long seed, clf_lookahead_result *result);
 
+/* Stages of one forward, as timed by clf_attention_stage_times(). */
+typedef enum clf_stage {
+    CLF_STAGE_PROJECTION = 0, /* Q = X W_q^T + b_q */
+    CLF_STAGE_COMPRESSION,    /* Kbar, Vbar: compression (and K/V
+                                 projection), or K/V projection in full
+                                 mode */
+    CLF_STAGE_SCORES,         /* Q Kbar^T / sqrt(d_h) (and causal window) */
+    CLF_STAGE_SOFTMAX,        /* masks and row softmax */
+    CLF_STAGE_WEIGHTED_SUM,   /* P Vbar (and causal window) */
+    CLF_STAGE_OUTPUT,         /* O W_o^T + b_o, padding rows zeroed */
+    CLF_STAGE_COUNT
+} clf_stage;
+
+/* The stage's name ("projection", "softmax", ...), or "?". */
+CLF_EXTERN const char *clf_stage_name(clf_stage stage);
+
+/* Seconds each stage of the layer's most recent forward took on the device,
+ * from profiling marker events between stages (CLBlast's own event would
+ * cover only its last kernel).  Waits for that forward to finish.  Needs a
+ * context made with CLF_CONTEXT_PROFILING (or an adopted queue with
+ * profiling enabled).  Errors: CLF_ENULL_ARGUMENT, CLF_EUNSUPPORTED (no
+ * profiling, or no forward yet), OpenCL codes. */
+CLF_EXTERN int clf_attention_stage_times(clf_attention *att,
+                                         double seconds[CLF_STAGE_COUNT]);
+
 /* Bytes of device memory the layer holds now: weights plus workspaces, which
  * grow to the largest batch and length seen and are then reused. */
 CLF_EXTERN int clf_attention_device_bytes(const clf_attention *att,
@@ -389,6 +431,163 @@ CLF_EXTERN int clf_attention_flops_ex(const clf_attention *att, clf_mode mode,
                                       size_t batch, size_t seq_len,
                                       const clf_forward_opts *opts,
                                       double *flops);
+
+/* ---------------------------------------------------------------- models */
+
+/* Weight layouts of trained models (DESIGN.md section 2). */
+typedef enum clf_layout {
+    CLF_LAYOUT_AUTO = 0,            /* detect from the tensor names */
+    CLF_LAYOUT_LUCIDRAINS_ATTENTION, /* linformer.LinformerSelfAttention */
+    CLF_LAYOUT_LUCIDRAINS_ENCODER,   /* linformer.Linformer (sequential or
+                                        reversible) */
+    CLF_LAYOUT_LUCIDRAINS_LM,        /* linformer.LinformerLM */
+    CLF_LAYOUT_FAIRSEQ_ATTENTION,    /* fairseq's Linformer attention */
+    CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER /* fairseq's post-LN encoder layer */
+} clf_layout;
+
+/* "auto", "lucidrains-attention", "lucidrains-encoder", "lucidrains-lm",
+ * "fairseq-attention", "fairseq-encoder-layer"; "?" for others. */
+CLF_EXTERN const char *clf_layout_name(clf_layout layout);
+
+/* Parses a layout name as printed by clf_layout_name().  Errors:
+ * CLF_EBAD_ENUM. */
+CLF_EXTERN int clf_layout_parse(const char *name, clf_layout *out);
+
+/* Loading options; zero-initialised means: detect the layout, take heads
+ * from the file's metadata, no causal block, each layer its own E/F. */
+typedef struct clf_model_opts {
+    clf_layout layout;
+    size_t heads;        /* 0: from the "heads" metadata entry */
+    size_t causal_block; /* for causal Linformer forwards; 0 = none */
+    int layerwise;       /* share layer 0's E and F with every layer (the
+                            paper's layerwise sharing) */
+} clf_model_opts;
+
+typedef struct clf_model_info {
+    clf_layout layout;
+    size_t d_model, heads, head_dim, max_seq_len, k;
+    size_t layers;  /* attention layers (1 for a bare attention layer) */
+    size_t ffn_dim; /* 0 without feed-forward blocks */
+    size_t vocab;   /* LM: input token ids, output logits of this width */
+    int reversible, share_kv, one_kv_head, layerwise;
+} clf_model_info;
+
+typedef struct clf_model clf_model;
+
+/* Loads a model from a safetensors file (what safetensors.torch.save_file
+ * writes from a state_dict) onto ctx, which must outlive it.  Every tensor
+ * the layout needs must be present with the shape the hyperparameters
+ * imply; errors name the tensor: CLF_ENOT_FOUND, CLF_ESHAPE_MISMATCH,
+ * CLF_EDTYPE, CLF_EFORMAT, CLF_EIO, CLF_EINVALID_ARGUMENT (heads unknown or
+ * contradicting the metadata; a layout that cannot be detected), plus the
+ * errors of clf_attention_create. */
+CLF_EXTERN int clf_model_load(clf_model **out, clf_context *ctx,
+                              const char *path, const clf_model_opts *opts);
+
+CLF_EXTERN void clf_model_destroy(clf_model *m); /* NULL-safe */
+
+CLF_EXTERN int clf_model_info_get(const clf_model *m, clf_model_info *out);
+
+/* Linformer (default) or full attention in every layer. */
+CLF_EXTERN int clf_model_set_mode(clf_model *m, clf_mode mode);
+
+/* Runs the model on batch*seq_len rows of d_model floats; y receives
+ * batch*seq_len rows of d_model floats.  Not for LM layouts.  Padding
+ * (opts) applies to every attention layer, and output rows at padding
+ * positions are zeros.  Errors as clf_attention_forward_ex, plus
+ * CLF_EINVALID_ARGUMENT for an LM. */
+CLF_EXTERN int clf_model_forward(clf_model *m, const float *x, size_t batch,
+                                 size_t seq_len, float *y,
+                                 const clf_forward_opts *opts);
+
+/* Runs an LM on batch*seq_len token ids; logits receives batch*seq_len rows
+ * of vocab floats.  Errors as clf_model_forward, plus CLF_EBAD_SIZE for a
+ * token id outside the vocabulary (naming its index) and
+ * CLF_EINVALID_ARGUMENT for a model that is not an LM. */
+CLF_EXTERN int clf_model_forward_tokens(clf_model *m, const long long *ids,
+                                        size_t batch, size_t seq_len,
+                                        float *logits,
+                                        const clf_forward_opts *opts);
+
+/* ------------------------------------------------------- files: .npy */
+
+/* An n-dimensional array read from a NumPy .npy file.  Exactly one of data
+ * (float32 files) and ids (int32 or int64 files, widened) is non-NULL; both
+ * are owned by the array: free with clf_array_free(). */
+typedef struct clf_array {
+    float *data;
+    long long *ids;
+    size_t ndim;
+    size_t shape[8];
+    size_t count; /* product of shape (1 for a 0-d array) */
+} clf_array;
+
+/* Reads a version 1, 2 or 3 .npy file holding little-endian '<f4', '<i4'
+ * or '<i8' in C order.  Anything else is an error naming the field: a
+ * bad magic or header (CLF_EFORMAT), another dtype or Fortran order
+ * (CLF_EDTYPE), a shape that overflows (CLF_ESIZE_OVERFLOW), a file shorter
+ * or longer than its header says (CLF_EFORMAT), an unreadable file
+ * (CLF_EIO).  On failure *out is left empty. */
+CLF_EXTERN int clf_npy_load(const char *path, clf_array *out);
+
+/* Writes a version 1 .npy file of little-endian float32 in C order,
+ * atomically (a temporary file renamed into place), so an existing file is
+ * never left half written.  Errors: CLF_ENULL_ARGUMENT, CLF_EBAD_SIZE
+ * (ndim 0 or > 8), CLF_ESIZE_OVERFLOW, CLF_EIO. */
+CLF_EXTERN int clf_npy_save(const char *path, const float *data,
+                            const size_t *shape, size_t ndim);
+
+/* Frees the array's data and empties it.  NULL-safe. */
+CLF_EXTERN void clf_array_free(clf_array *a);
+
+/* ------------------------------------------------ files: safetensors */
+
+/* A safetensors file, as written by safetensors.torch.save_file: an 8-byte
+ * little-endian header length, a JSON header naming each tensor's dtype,
+ * shape and byte range, then the raw little-endian data. */
+typedef struct clf_safetensors clf_safetensors;
+
+typedef struct clf_tensor_info {
+    const char *name; /* owned by the file handle */
+    const char *dtype; /* "F32", "F16", "BF16", ... (owned likewise) */
+    size_t ndim;
+    size_t shape[8];
+    size_t count; /* elements */
+} clf_tensor_info;
+
+/* Opens and validates the whole file: header length against the file size,
+ * well-formed UTF-8 JSON, each tensor's dtype and shape, shape products
+ * against byte ranges, ranges inside the data area and not overlapping,
+ * no duplicate names.  Tensors of dtypes other than F32, F16 and BF16 are
+ * listed but cannot be read.  Errors name the tensor or field: CLF_EIO,
+ * CLF_EFORMAT, CLF_ESIZE_OVERFLOW, CLF_ENO_MEMORY. */
+CLF_EXTERN int clf_safetensors_open(clf_safetensors **out, const char *path);
+
+/* The same from memory (the bytes are copied). */
+CLF_EXTERN int clf_safetensors_open_memory(clf_safetensors **out,
+                                           const void *bytes, size_t size);
+
+CLF_EXTERN void clf_safetensors_close(clf_safetensors *st); /* NULL-safe */
+
+/* Number of tensors, and the index-th one's description (file order). */
+CLF_EXTERN size_t clf_safetensors_count(const clf_safetensors *st);
+CLF_EXTERN int clf_safetensors_info(const clf_safetensors *st, size_t index,
+                                    clf_tensor_info *out);
+
+/* Looks a tensor up by name.  Errors: CLF_ENOT_FOUND (naming it). */
+CLF_EXTERN int clf_safetensors_find(const clf_safetensors *st,
+                                    const char *name, clf_tensor_info *out);
+
+/* Copies a tensor into dst as float32, converting F16 and BF16.  count must
+ * equal the tensor's element count.  Errors: CLF_ENOT_FOUND,
+ * CLF_ESHAPE_MISMATCH (count), CLF_EDTYPE (naming tensor and dtype). */
+CLF_EXTERN int clf_safetensors_read_f32(const clf_safetensors *st,
+                                        const char *name, float *dst,
+                                        size_t count);
+
+/* A string from the header's __metadata__ map, or NULL when absent. */
+CLF_EXTERN const char *clf_safetensors_metadata(const clf_safetensors *st,
+                                                const char *key);
 
 #ifdef __cplusplus
 }

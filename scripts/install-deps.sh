@@ -6,7 +6,7 @@ set -eu
 
 PKGS="build-essential autoconf automake libtool pkg-config \
 ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers opencl-c-headers \
-pocl-opencl-icd libclblast-dev check oclgrind clinfo"
+pocl-opencl-icd libclblast-dev libjansson-dev check oclgrind clinfo"
 
 missing=""
 for p in $PKGS; do

@@ -62,6 +62,7 @@ struct clf_attention {
     struct workspace ws[WS_COUNT];
     unsigned char *host_mask; /* lengths turned into a mask */
     size_t host_mask_cap;
+    cl_event marks[CLF_STAGE_COUNT + 1]; /* stage boundaries, profiling */
 };
 
 /* What one forward of a given shape does and needs. */
@@ -237,6 +238,9 @@ clf_attention_destroy(clf_attention *att)
     for (i = 0; i < WS_COUNT; i++)
         if (att->ws[i].mem != NULL)
             clReleaseMemObject(att->ws[i].mem);
+    for (i = 0; i <= CLF_STAGE_COUNT; i++)
+        if (att->marks[i] != NULL)
+            clReleaseEvent(att->marks[i]);
     free(att->host_mask);
     free(att);
 }
@@ -378,6 +382,10 @@ make_plan(const clf_attention *a, clf_mode mode, size_t B, size_t n,
         return clf__fail(CLF_EBAD_SIZE,
                          "causal Linformer needs causal_block > 0 in the "
                          "layer's desc (causal_block is 0)");
+    if (p->causal && p->linformer && a->desc.compressed_bias)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "causal Linformer does not support compressed_bias "
+                         "(fairseq's bias order)");
     p->L = p->linformer ? a->k : n;
     p->ld = p->L;
     if (p->causal && p->linformer) {
@@ -457,7 +465,9 @@ make_plan(const clf_attention *a, clf_mode mode, size_t B, size_t n,
                     p->flops += 2.0 * fb * a->nE * a->k * n * a->D;
                 }
                 p->flops += 2.0 * fb * (cf - (double)a->nE * a->k * n * a->D);
-                if (has_bias) {
+                if (has_bias && a->desc.compressed_bias) {
+                    p->flops += fb * a->k * p->hc * a->dh;
+                } else if (has_bias) {
                     p->need[rs] = (p->masked ? B : 1) * a->nE * a->k;
                     p->flops += (double)(p->masked ? B : 1) * a->nE * a->k *
                                     n +
@@ -467,7 +477,9 @@ make_plan(const clf_attention *a, clf_mode mode, size_t B, size_t n,
                 p->need[x] = bn * a->dkv;
                 p->flops += 2.0 * fb * pf;
                 if (has_bias)
-                    p->flops += fb * n * a->dkv;
+                    p->flops += a->desc.compressed_bias
+                                    ? fb * a->k * p->hc * a->dh
+                                    : fb * n * a->dkv;
             }
         }
     } else {
@@ -637,7 +649,10 @@ compress_side(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
                                       a->hkv > 1 ? dh * D : 0, 0.0f, out,
                                       b * k * width, width, dh, hc));
         }
-        if (bias != NULL) {
+        if (bias != NULL && a->desc.compressed_bias) {
+            TRY(clf__add_rowsum_bias(ctx, out, B, k, hc, dh, NULL, 0, 0, bias,
+                                     a->hkv > 1));
+        } else if (bias != NULL) {
             cl_mem rs = a->ws[rowsum].mem;
             if (p->masked)
                 TRY(clf__masked_rowsum(ctx, e, nE * k, n, N, B, mask, rs));
@@ -654,7 +669,7 @@ compress_side(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
      * Kbar = E[:, :n] P. */
     TRY(clf__gemm(ctx, 0, 1, B * n, dkv, D, 1.0f, x, xoff, D, w, 0, D, 0.0f,
                   ws, 0, dkv));
-    if (bias != NULL)
+    if (bias != NULL && !a->desc.compressed_bias)
         TRY(clf__add_bias(ctx, ws, 0, B * n, dkv, dkv, bias));
     if (p->masked)
         TRY(clf__mask_rows(ctx, ws, 0, ws, 0, B * n, dkv, mask));
@@ -668,6 +683,9 @@ compress_side(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
                                   a->hkv > 1 ? dh : 0, 0.0f, out,
                                   b * k * width, width, dh, hc));
     }
+    if (bias != NULL && a->desc.compressed_bias)
+        TRY(clf__add_rowsum_bias(ctx, out, B, k, hc, dh, NULL, 0, 0, bias,
+                                 a->hkv > 1));
     return 0;
 }
 
@@ -729,6 +747,68 @@ compress_blocks(clf_attention *a, const struct plan *p, cl_mem e, cl_mem pk,
     return 0;
 }
 
+static const char *const stage_names[CLF_STAGE_COUNT] = {
+    "projection", "compression", "scores", "softmax", "weighted_sum",
+    "output"};
+
+CLF_EXTERN const char *
+clf_stage_name(clf_stage stage)
+{
+    if ((int)stage < 0 || stage >= CLF_STAGE_COUNT)
+        return "?";
+    return stage_names[stage];
+}
+
+/* Ends stage i - 1 and starts stage i with a marker event, when the queue
+ * profiles. */
+static int
+mark(clf_attention *a, int i)
+{
+    cl_int err;
+
+    if (!a->ctx->profiling)
+        return 0;
+    if (a->marks[i] != NULL)
+        clReleaseEvent(a->marks[i]);
+    a->marks[i] = NULL;
+    err = clEnqueueMarkerWithWaitList(a->ctx->queue, 0, NULL, &a->marks[i]);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "profiling marker failed (%d)", err);
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_stage_times(clf_attention *att, double seconds[CLF_STAGE_COUNT])
+{
+    cl_ulong t[CLF_STAGE_COUNT + 1];
+    cl_int err;
+    int i;
+
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    if (seconds == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "seconds is NULL");
+    if (!att->ctx->profiling)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "the context's queue does not profile (create it "
+                         "with CLF_CONTEXT_PROFILING)");
+    for (i = 0; i <= CLF_STAGE_COUNT; i++)
+        if (att->marks[i] == NULL)
+            return clf__fail(CLF_EUNSUPPORTED, "no forward has run yet");
+    err = clWaitForEvents(1, &att->marks[CLF_STAGE_COUNT]);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "waiting for the forward failed (%d)", err);
+    for (i = 0; i <= CLF_STAGE_COUNT; i++) {
+        err = clGetEventProfilingInfo(att->marks[i], CL_PROFILING_COMMAND_END,
+                                      sizeof t[i], &t[i], NULL);
+        if (err != CL_SUCCESS)
+            return clf__fail(err, "reading profiling info failed (%d)", err);
+    }
+    for (i = 0; i < CLF_STAGE_COUNT; i++)
+        seconds[i] = t[i + 1] > t[i] ? (double)(t[i + 1] - t[i]) * 1e-9 : 0.0;
+    return 0;
+}
+
 static int
 run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
             cl_mem y, size_t yoff)
@@ -749,12 +829,14 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     size_t b;
 
     /* 1. Q = X W_q^T + b_q over all B*n rows. */
+    TRY(mark(a, CLF_STAGE_PROJECTION));
     TRY(clf__gemm(ctx, 0, 1, B * n, dq, D, 1.0f, x, xoff, D, w[CLF_WEIGHT_Q],
                   0, D, 0.0f, q, 0, dq));
     if (a->desc.bias_q)
         TRY(clf__add_bias(ctx, q, 0, B * n, dq, dq, w[CLF_BIAS_Q]));
 
     /* 2. Keys and values: compressed, or projected in full mode. */
+    TRY(mark(a, CLF_STAGE_COMPRESSION));
     if (p->linformer && p->causal) {
         cl_mem pk = a->ws[WS_XE].mem;
         cl_mem pv = p->v_is_k ? pk : a->ws[WS_XF].mem;
@@ -785,14 +867,14 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     }
 
     /* 3. S = Q_h Kbar_h^T / sqrt(d_h), batched over heads. */
+    TRY(mark(a, CLF_STAGE_SCORES));
     for (b = 0; b < B; b++)
         TRY(clf__gemm_batched(ctx, 0, 1, n, L, dh, scale, q, b * n * dq, dq,
                               dh, kbar, b * L * width, width,
                               hc > 1 ? dh : 0, 0.0f, s, b * hq * n * ld, ld,
                               n * ld, hq));
 
-    /* Masks: the causal window and unfinished blocks, or full-mode key
-     * padding and the causal triangle. */
+    /* The causal window and the slots of unfinished blocks. */
     if (p->linformer && p->causal) {
         struct clf__causal_shape sh;
         sh.batch = B;
@@ -807,14 +889,16 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
         sh.kv_per_head = a->hkv > 1;
         sh.scale = scale;
         TRY(clf__causal_scores(ctx, &sh, s, q, a->ws[WS_XE].mem, mask));
-    } else if (!p->linformer && (p->masked || p->causal)) {
-        TRY(clf__mask_scores(ctx, s, B, hq, n, mask, p->causal));
     }
 
-    /* 4. Softmax over each score row. */
+    /* 4. Masks (full mode) and the softmax over each score row. */
+    TRY(mark(a, CLF_STAGE_SOFTMAX));
+    if (!p->linformer && (p->masked || p->causal))
+        TRY(clf__mask_scores(ctx, s, B, hq, n, mask, p->causal));
     TRY(clf__softmax_rows(ctx, s, 0, B * hq * n, ld));
 
     /* 5. O_h = P_h Vbar_h, written into head h's columns of O. */
+    TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
     for (b = 0; b < B; b++)
         TRY(clf__gemm_batched(ctx, 0, 0, n, dh, L, 1.0f, s, b * hq * n * ld,
                               ld, n * ld, vbar, b * L * width, width,
@@ -838,12 +922,14 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     }
 
     /* 6. Y = O W_o^T + b_o; padding rows are zeros. */
+    TRY(mark(a, CLF_STAGE_OUTPUT));
     TRY(clf__gemm(ctx, 0, 1, B * n, D, dq, 1.0f, o, 0, dq, w[CLF_WEIGHT_OUT],
                   0, dq, 0.0f, y, yoff, D));
     if (a->desc.bias_out)
         TRY(clf__add_bias(ctx, y, yoff, B * n, D, D, w[CLF_BIAS_OUT]));
     if (p->masked)
         TRY(clf__mask_rows(ctx, y, yoff, y, yoff, B * n, D, mask));
+    TRY(mark(a, CLF_STAGE_COUNT));
     return 0;
 }
 

@@ -179,6 +179,13 @@ context_alloc(void)
 CLF_EXTERN int
 clf_context_create(clf_context **out, const char *selector)
 {
+    return clf_context_create_ex(out, selector, 0);
+}
+
+CLF_EXTERN int
+clf_context_create_ex(clf_context **out, const char *selector,
+                      unsigned flags)
+{
     struct candidate *cands = NULL;
     size_t ncand = 0, chosen = 0;
     clf_context *ctx = NULL;
@@ -189,6 +196,9 @@ clf_context_create(clf_context **out, const char *selector)
     if (out == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "out is NULL");
     *out = NULL;
+    if (flags & ~CLF_CONTEXT_PROFILING)
+        return clf__fail(CLF_EINVALID_ARGUMENT, "unknown flags 0x%x",
+                         flags & ~CLF_CONTEXT_PROFILING);
     if (selector == NULL || *selector == '\0')
         selector = getenv("CLINFORMER_DEVICE");
     rc = gather(&cands, &ncand);
@@ -217,7 +227,10 @@ clf_context_create(clf_context **out, const char *selector)
                        ctx->info.name, err);
         goto fail;
     }
-    ctx->queue = clCreateCommandQueue(ctx->context, ctx->device, 0, &err);
+    ctx->profiling = (flags & CLF_CONTEXT_PROFILING) != 0;
+    ctx->queue = clCreateCommandQueue(
+        ctx->context, ctx->device,
+        ctx->profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
     if (ctx->queue == NULL) {
         rc = clf__fail(err, "clCreateCommandQueue on \"%s\" failed (%d)",
                        ctx->info.name, err);
@@ -307,6 +320,7 @@ clf_context_adopt(clf_context **out, cl_context context, cl_device_id device,
     ctx->context = context;
     clRetainCommandQueue(queue);
     ctx->queue = queue;
+    ctx->profiling = (qprops & CL_QUEUE_PROFILING_ENABLE) != 0;
     *out = ctx;
     return 0;
 }

@@ -22,6 +22,10 @@ enum clf__kernel_id {
     CLF_K_MASK_SCORES,
     CLF_K_CAUSAL_SCORES,
     CLF_K_CAUSAL_APPLY,
+    CLF_K_LAYERNORM,
+    CLF_K_GELU,
+    CLF_K_ADD,
+    CLF_K_EMBED,
     CLF_K_COUNT
 };
 
@@ -37,6 +41,7 @@ struct clf_context {
     size_t kernel_multiple[CLF_K_COUNT]; /* preferred multiple */
     char *build_log;
     clf_context_stats stats;
+    int profiling; /* the queue has CL_QUEUE_PROFILING_ENABLE */
 };
 
 /* error.c: set the thread's detail message and return status. */
@@ -70,6 +75,7 @@ int clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows,
                   size_t cols, size_t ld, cl_mem bias);
 int clf__rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
                 cl_mem out);
+/* rowsum NULL: add the bias once per slot (rowsum taken as 1). */
 int clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
                          size_t slots, size_t heads, size_t head_dim,
                          cl_mem rowsum, size_t rowsum_batch_stride,
@@ -91,6 +97,16 @@ int clf__masked_rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n,
                        size_t ld, size_t batch, cl_mem mask, cl_mem out);
 int clf__mask_scores(clf_context *ctx, cl_mem s, size_t batch, size_t heads,
                      size_t n, cl_mem mask, int causal);
+
+/* encoder.c: host side of cl/encoder.cl. */
+int clf__layernorm(clf_context *ctx, cl_mem x, size_t x_off, cl_mem y,
+                   size_t y_off, size_t rows, size_t cols, cl_mem gamma,
+                   cl_mem beta, float eps);
+int clf__gelu(clf_context *ctx, cl_mem y, size_t off, size_t count);
+int clf__residual_add(clf_context *ctx, cl_mem y, size_t y_off, cl_mem x,
+                      size_t x_off, size_t count);
+int clf__embed(clf_context *ctx, cl_mem ids, size_t rows, size_t n,
+               size_t dim, cl_mem tokens, cl_mem positions, cl_mem out);
 
 /* causal.c: host side of cl/causal.cl. */
 struct clf__causal_shape {
@@ -133,5 +149,6 @@ extern const char clf__cl_projection[];
 extern const char clf__cl_softmax[];
 extern const char clf__cl_mask[];
 extern const char clf__cl_causal[];
+extern const char clf__cl_encoder[];
 
 #endif /* CLINFORMER_INTERNAL_H */

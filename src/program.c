@@ -22,10 +22,13 @@
 static const char *const kernel_names[CLF_K_COUNT] = {
     "clf_add_bias",      "clf_rowsum",        "clf_add_rowsum_bias",
     "clf_softmax_rows",  "clf_mask_rows",     "clf_masked_rowsum",
-    "clf_mask_scores",   "clf_causal_scores", "clf_causal_apply"};
+    "clf_mask_scores",   "clf_causal_scores", "clf_causal_apply",
+    "clf_layernorm",     "clf_gelu",          "clf_add",
+    "clf_embed"};
 
 static const char *const stage_files[] = {
-    "common.cl", "projection.cl", "softmax.cl", "mask.cl", "causal.cl"};
+    "common.cl", "projection.cl", "softmax.cl",
+    "mask.cl",   "causal.cl",     "encoder.cl"};
 #define NSTAGES (sizeof stage_files / sizeof stage_files[0])
 
 uint64_t
@@ -77,7 +80,7 @@ load_sources(char **out)
 {
     const char *embedded[NSTAGES] = {clf__cl_common, clf__cl_projection,
                                      clf__cl_softmax, clf__cl_mask,
-                                     clf__cl_causal};
+                                     clf__cl_causal, clf__cl_encoder};
     const char *dir = getenv("CLINFORMER_KERNEL_DIR");
     char *parts[NSTAGES] = {NULL};
     size_t total = 1, i;

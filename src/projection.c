@@ -43,6 +43,7 @@ clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
                      cl_mem rowsum, size_t rowsum_batch_stride,
                      int rowsum_per_head, cl_mem bias, int bias_per_head)
 {
+    cl_uint unit = rowsum == NULL;
     cl_kernel k = ctx->kernels[CLF_K_ADD_ROWSUM_BIAS];
     cl_uint b = (cl_uint)batch, s = (cl_uint)slots, h = (cl_uint)heads,
             d = (cl_uint)head_dim, rp = rowsum_per_head != 0,
@@ -53,11 +54,14 @@ clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
     SET(k, 2, s);
     SET(k, 3, h);
     SET(k, 4, d);
+    if (rowsum == NULL)
+        rowsum = bias; /* not read */
     SET(k, 5, rowsum);
     SET(k, 6, rp);
     SET(k, 7, bias);
     SET(k, 8, bp);
     SET(k, 9, rbs);
+    SET(k, 10, unit);
     return clf__launch_1d(ctx, CLF_K_ADD_ROWSUM_BIAS,
                           batch * slots * heads * head_dim);
 }

@@ -199,6 +199,74 @@ check_causal(clf_context *ctx)
     clReleaseMemObject(mm);
 }
 
+/* layernorm, gelu, residual add and embedding. */
+static void
+check_encoder(clf_context *ctx)
+{
+    enum { ROWS = 5, COLS = 6, V = 4, N = 3 };
+    float x[2 + ROWS * COLS], y[ROWS * COLS], g[COLS], b[COLS];
+    float tok[V * COLS], pos[N * COLS], emb[2 * N * COLS];
+    const int ids[2 * N] = {0, 3, 1, 2, 2, 0};
+    cl_mem mx, my, mg, mb, mt, mp, me, mi;
+    cl_int err;
+    size_t r, c, i;
+
+    fill(x, 2 + ROWS * COLS, 31);
+    fill(g, COLS, 32);
+    fill(b, COLS, 33);
+    fill(tok, V * COLS, 34);
+    fill(pos, N * COLS, 35);
+    mx = upload(ctx, x, 2 + ROWS * COLS);
+    my = upload(ctx, x, ROWS * COLS);
+    mg = upload(ctx, g, COLS);
+    mb = upload(ctx, b, COLS);
+    clf__layernorm(ctx, mx, 2, my, 0, ROWS, COLS, mg, mb, 1e-5f);
+    download(ctx, my, y, ROWS * COLS);
+    for (r = 0; r < ROWS; r++) {
+        double mean = 0.0, var = 0.0;
+        for (c = 0; c < COLS; c++)
+            mean += x[2 + r * COLS + c];
+        mean /= COLS;
+        for (c = 0; c < COLS; c++)
+            var += (x[2 + r * COLS + c] - mean) * (x[2 + r * COLS + c] - mean);
+        var /= COLS;
+        for (c = 0; c < COLS; c++) {
+            double want = (x[2 + r * COLS + c] - mean) / sqrt(var + 1e-5) *
+                              g[c] +
+                          b[c];
+            expect(fabs(y[r * COLS + c] - want) < 1e-4, "layernorm");
+        }
+    }
+    clf__gelu(ctx, my, 1, ROWS * COLS - 1);
+    download(ctx, my, x, ROWS * COLS);
+    for (i = 1; i < ROWS * COLS; i++) {
+        double want = 0.5 * y[i] * (1.0 + erf(y[i] / sqrt(2.0)));
+        expect(fabs(x[i] - want) < 1e-6, "gelu");
+    }
+    expect(x[0] == y[0], "gelu offset");
+    clf__residual_add(ctx, my, 0, mx, 2, ROWS * COLS);
+    mt = upload(ctx, tok, V * COLS);
+    mp = upload(ctx, pos, N * COLS);
+    me = upload(ctx, emb, 2 * N * COLS);
+    mi = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                        sizeof ids, (void *)ids, &err);
+    clf__embed(ctx, mi, 2 * N, N, COLS, mt, mp, me);
+    download(ctx, me, emb, 2 * N * COLS);
+    for (r = 0; r < 2 * N; r++)
+        for (c = 0; c < COLS; c++)
+            expect(emb[r * COLS + c] ==
+                       tok[ids[r] * COLS + c] + pos[(r % N) * COLS + c],
+                   "embed");
+    clReleaseMemObject(mx);
+    clReleaseMemObject(my);
+    clReleaseMemObject(mg);
+    clReleaseMemObject(mb);
+    clReleaseMemObject(mt);
+    clReleaseMemObject(mp);
+    clReleaseMemObject(me);
+    clReleaseMemObject(mi);
+}
+
 int
 main(void)
 {
@@ -279,6 +347,7 @@ main(void)
 
     check_masks(ctx);
     check_causal(ctx);
+    check_encoder(ctx);
 
     clReleaseMemObject(my);
     clReleaseMemObject(mb);

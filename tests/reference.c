@@ -65,12 +65,16 @@ ref_attention_ex(const ref_layer *l, int full, const float *x, size_t B,
         const float *xb = x + b * n * D;
         const unsigned char *mb = mask ? mask + b * n : NULL;
         linear(xb, n, D, l->wq, dq, l->bq, q);
-        linear(xb, n, D, l->wk, dkv, l->bk, kk);
-        if (l->share_kv) {
-            for (i = 0; i < n * dkv; i++)
-                vv[i] = kk[i];
-        } else {
-            linear(xb, n, D, l->wv, dkv, l->bv, vv);
+        {
+            /* fairseq adds the K/V biases after compression. */
+            int late = l->compressed_bias && !full;
+            linear(xb, n, D, l->wk, dkv, late ? NULL : l->bk, kk);
+            if (l->share_kv) {
+                for (i = 0; i < n * dkv; i++)
+                    vv[i] = kk[i];
+            } else {
+                linear(xb, n, D, l->wv, dkv, late ? NULL : l->bv, vv);
+            }
         }
         if (mb != NULL) /* padding keys take no part: E diag(mask) */
             for (t = 0; t < n; t++)
@@ -104,6 +108,11 @@ ref_attention_ex(const ref_layer *l, int full, const float *x, size_t B,
                               kk[t * dkv + hk * dh + e];
                         av += (double)F[j * l->N + t] *
                               vv[t * dkv + hk * dh + e];
+                    }
+                    if (l->compressed_bias) {
+                        const float *bv = l->share_kv ? l->bk : l->bv;
+                        ak += l->bk ? l->bk[hk * dh + e] : 0.0;
+                        av += bv ? bv[hk * dh + e] : 0.0;
                     }
                     kb[j * dh + e] = ak;
                     vb[j * dh + e] = av;

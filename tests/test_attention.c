@@ -57,6 +57,7 @@ layer_make(struct layer *l, const clf_attention_desc *d,
     l->ref.per_head_E = d->sharing == CLF_SHARE_PER_HEAD;
     l->ref.share_kv = d->share_kv;
     l->ref.kv_shared = d->sharing == CLF_SHARE_KEY_VALUE;
+    l->ref.compressed_bias = d->compressed_bias;
     l->ref.wq = l->w[CLF_WEIGHT_Q];
     l->ref.wk = l->w[CLF_WEIGHT_K];
     l->ref.wv = l->w[CLF_WEIGHT_V];
@@ -424,6 +425,36 @@ START_TEST(attention_adopted_context)
 }
 END_TEST
 
+/* fairseq's order: K/V biases once per compressed slot. */
+START_TEST(attention_compressed_bias_matches_reference)
+{
+    clf_attention_desc d = base_desc();
+    struct layer l;
+    int s;
+
+    d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
+    d.compressed_bias = 1;
+    for (s = CLF_SHARE_HEADWISE; s <= CLF_SHARE_KEY_VALUE; s++) {
+        d.sharing = (clf_sharing)s;
+        sweep(&d, 110 + (unsigned long long)s);
+    }
+    /* Both compression orders. */
+    d.sharing = CLF_SHARE_PER_HEAD;
+    d.d_model = 16;
+    d.heads = 4;
+    layer_make(&l, &d, 120);
+    ck_assert_int_eq(clf__attention_compress_first(l.att, 1, 40), 0);
+    check_forward(&l, CLF_MODE_LINFORMER, 2, 40, 121);
+    layer_free(&l);
+    d.sharing = CLF_SHARE_HEADWISE;
+    d.d_model = 32;
+    layer_make(&l, &d, 122);
+    ck_assert_int_eq(clf__attention_compress_first(l.att, 1, 40), 1);
+    check_forward(&l, CLF_MODE_LINFORMER, 2, 40, 123);
+    layer_free(&l);
+}
+END_TEST
+
 /* A realistic width (D=256, h=4, d_h=64) still meets the tolerance. */
 START_TEST(attention_matches_reference_wide)
 {
@@ -465,6 +496,7 @@ suite(void)
     tcase_add_test(tc, attention_cl_mem_path_with_offsets);
     tcase_add_test(tc, attention_adopted_context);
     tcase_add_test(tc, attention_matches_reference_wide);
+    tcase_add_test(tc, attention_compressed_bias_matches_reference);
     suite_add_tcase(s, tc);
     return s;
 }

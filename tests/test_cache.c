@@ -149,9 +149,10 @@ START_TEST(cache_changed_source_is_a_new_entry)
 {
     char kdir[] = "/tmp/clf-ksrc-XXXXXX";
     const char *names[] = {"common.cl", "projection.cl", "softmax.cl",
-                           "mask.cl", "causal.cl"};
+                           "mask.cl", "causal.cl", "encoder.cl"};
     const char *srcs[] = {clf__cl_common, clf__cl_projection,
-                          clf__cl_softmax, clf__cl_mask, clf__cl_causal};
+                          clf__cl_softmax, clf__cl_mask, clf__cl_causal,
+                          clf__cl_encoder};
     char path[512];
     clf_context_stats st;
     size_t i;

@@ -29,7 +29,7 @@ run() { # expected-status, args...
     test $? -eq "$want"
 }
 
-echo "1..13"
+echo "1..20"
 check cli_help_exits_zero run 0 help
 check cli_help_lists_commands grep -q "devices" "$out"
 check cli_version_prints_version sh -c "'$cli' version | grep -Eq '^clinformer [0-9]+\.[0-9]+\.[0-9]+$'"
@@ -43,5 +43,15 @@ check cli_lookahead_causal_passes run 0 check-lookahead --seq-len 70 --max-seq-l
 check cli_lookahead_reports_pass grep -q '^PASS: for each of 70 positions' "$out"
 check cli_lookahead_plain_fails sh -c "'$cli' check-lookahead --seq-len 40 --k 8 --block 5 --no-causal >'$out' 2>'$err'; test \$? -eq 3 && grep -q '^FAIL: changing the inputs after t=0 moved the output at position 0' '$out'"
 check cli_lookahead_bad_k_is_named sh -c "'$cli' check-lookahead --k 60 >'$out' 2>'$err'; test \$? -eq 1 && grep -q 'multiple of the 16 blocks' '$err'"
+data="${top_srcdir:-.}/tests/data"
+tmp=$(mktemp -d)
+for case in lucidrains_encoder_reversible lucidrains_lm fairseq_encoder_layer; do
+    check "cli_run_${case}_matches_torch" sh -c "'$cli' run --weights '$data/$case.safetensors' --input '$data/${case}_x.npy' --output '$tmp/$case.npy' >'$out' 2>'$err' && '$cli' compare '$tmp/$case.npy' '$data/${case}_y.npy' --tol 1e-5 >>'$out' 2>>'$err'"
+done
+check cli_run_prints_what_it_loaded grep -q 'layout fairseq-encoder-layer, 1 layer, d_model 16, heads 2' "$out"
+check cli_compare_detects_difference sh -c "'$cli' compare '$data/lucidrains_encoder_x.npy' '$data/lucidrains_encoder_y.npy' >'$out' 2>'$err'; test \$? -eq 3 && grep -q DIFFER '$out'"
+check cli_run_lengths_and_bad_input sh -c "'$cli' run --weights '$data/lucidrains_encoder.safetensors' --input '$data/lucidrains_encoder_x.npy' --output '$tmp/p.npy' --lengths 3,10 >'$out' 2>'$err' && ! '$cli' run --weights '$data/lucidrains_encoder.safetensors' --input '$data/lucidrains_lm_x.npy' --output '$tmp/q.npy' >'$out' 2>'$err' && grep -q 'expected float32' '$err' && test ! -e '$tmp/q.npy'"
+check cli_run_missing_weights_named sh -c "'$cli' run --weights '$tmp/none.safetensors' --input '$data/lucidrains_encoder_x.npy' --output '$tmp/r.npy' >'$out' 2>'$err'; test \$? -eq 1 && grep -q 'none.safetensors' '$err'"
+rm -rf "$tmp"
 rm -f "$out" "$err"
 test $failed -eq 0

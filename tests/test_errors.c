@@ -407,7 +407,7 @@ START_TEST(kernel_build_failure_keeps_log)
 {
     char dir[] = "/tmp/clf-kernels-XXXXXX";
     const char *names[] = {"common.cl", "projection.cl", "softmax.cl",
-                           "mask.cl", "causal.cl"};
+                           "mask.cl", "causal.cl", "encoder.cl"};
     char path[256];
     clf_context *ctx = NULL;
     clf_attention *att = NULL;

@@ -1,5 +1,6 @@
 /* clinformer: the command-line tool. */
 #include "clinformer.h"
+#include "suite.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +26,13 @@ static const char usage[] =
     "                     positions <= t do not change, bit for bit; prints\n"
     "                     PASS, or FAIL with the first position that moved\n"
     "                     (random weights of the given shape)\n"
+    "  run                run a trained model: --weights M.safetensors\n"
+    "                     --input X.npy --output Y.npy (float32 (B, n, D) or\n"
+    "                     (n, D); an LM takes int token ids (B, n) and writes\n"
+    "                     logits (B, n, vocab))\n"
+    "  compare A.npy B.npy  max |A - B| relative to max |B|; exit 0 when\n"
+    "                     within --tol (default 1e-5), 3 otherwise\n"
+    "  bench              the bench suite (clinformer bench --help)\n"
     "  help               show this text\n"
     "  version            print the library version\n"
     "\n"
@@ -49,6 +57,22 @@ static const char usage[] =
     "  --positions P      positions t to test, spread over the sequence\n"
     "                     (default 32)\n"
     "  --seed S           seed of weights, input and perturbations (default 1)\n"
+    "\n"
+    "Options (run):\n"
+    "  --weights FILE     safetensors file (safetensors.torch.save_file of a\n"
+    "                     state_dict)\n"
+    "  --input FILE       input .npy;  --output FILE  output .npy\n"
+    "  --layout L         auto (default), lucidrains-attention,\n"
+    "                     lucidrains-encoder, lucidrains-lm, fairseq-attention,\n"
+    "                     fairseq-encoder-layer\n"
+    "  --heads H          heads, when the file's metadata lacks \"heads\"\n"
+    "  --lengths L1,L2,.. per-sequence lengths (right padding)\n"
+    "  --mask FILE        (B, n) .npy key mask, nonzero = real position\n"
+    "  --causal           causal mode (Linformer needs --block)\n"
+    "  --block B          causal block size b\n"
+    "  --full             full attention instead of Linformer\n"
+    "  --layerwise        share layer 0's E and F with every layer\n"
+    "  --device SEL       as above\n"
     "\n"
     "Environment: CLINFORMER_DEVICE, CLINFORMER_CACHE_DIR (\"off\" disables\n"
     "the kernel binary cache), CLINFORMER_KERNEL_DIR.\n"
@@ -274,11 +298,33 @@ done:
 
 struct options {
     const char *device;
+    const char *weights, *input, *output, *mask, *lengths, *layout;
+    int layerwise, heads_set, block_set, causal_flag;
+    double tol;
     size_t seq_len, repeat, max_seq_len, d_model, heads, k, block;
     size_t positions, seed;
     clf_sharing sharing;
     int full, causal;
 };
+
+/* String-valued options of `run`. */
+static const char **
+string_option(struct options *o, const char *name)
+{
+    if (strcmp(name, "--weights") == 0)
+        return &o->weights;
+    if (strcmp(name, "--input") == 0)
+        return &o->input;
+    if (strcmp(name, "--output") == 0)
+        return &o->output;
+    if (strcmp(name, "--mask") == 0)
+        return &o->mask;
+    if (strcmp(name, "--lengths") == 0)
+        return &o->lengths;
+    if (strcmp(name, "--layout") == 0)
+        return &o->layout;
+    return NULL;
+}
 
 static int
 cmd_check_lookahead(const struct options *o)
@@ -365,6 +411,234 @@ done:
     return status;
 }
 
+static void
+print_shape(const char *what, const clf_array *a)
+{
+    size_t i;
+
+    printf("%s: (", what);
+    for (i = 0; i < a->ndim; i++)
+        printf("%s%zu", i ? ", " : "", a->shape[i]);
+    printf(") %s\n", a->data ? "float32" : "int");
+}
+
+static int
+cmd_run(const struct options *o)
+{
+    clf_context *ctx = NULL;
+    clf_model *m = NULL;
+    clf_model_opts mo;
+    clf_model_info info;
+    clf_forward_opts fo;
+    clf_array x, mask;
+    unsigned *lens = NULL;
+    unsigned char *mbytes = NULL;
+    float *y = NULL;
+    size_t B, n, cols, shape[3], i;
+    double t0, t_load, t_fwd;
+    int rc, status = 1;
+
+    memset(&x, 0, sizeof x);
+    memset(&mask, 0, sizeof mask);
+    memset(&mo, 0, sizeof mo);
+    memset(&fo, 0, sizeof fo);
+    if (o->weights == NULL || o->input == NULL || o->output == NULL) {
+        fprintf(stderr, "clinformer run: --weights, --input and --output are "
+                        "required\n");
+        return 2;
+    }
+    if (o->layout != NULL && clf_layout_parse(o->layout, &mo.layout) != 0) {
+        fprintf(stderr, "clinformer run: %s\n", clf_last_error());
+        return 2;
+    }
+    mo.heads = o->heads_set ? o->heads : 0;
+    mo.causal_block = o->block_set ? o->block : 0;
+    mo.layerwise = o->layerwise;
+    if ((rc = clf_context_create(&ctx, o->device)) != 0)
+        return fail("creating a context", rc);
+    t0 = now_s();
+    if ((rc = clf_model_load(&m, ctx, o->weights, &mo)) != 0) {
+        fail(o->weights, rc);
+        goto done;
+    }
+    t_load = now_s() - t0;
+    clf_model_info_get(m, &info);
+    printf("loaded %s: layout %s, %zu layer%s%s, d_model %zu, heads %zu "
+           "(head_dim %zu), max_seq_len %zu, k %zu",
+           o->weights, clf_layout_name(info.layout), info.layers,
+           info.layers == 1 ? "" : "s", info.reversible ? " (reversible)" : "",
+           info.d_model, info.heads, info.head_dim, info.max_seq_len, info.k);
+    if (info.ffn_dim)
+        printf(", ffn %zu", info.ffn_dim);
+    if (info.vocab)
+        printf(", vocab %zu", info.vocab);
+    if (info.share_kv)
+        printf(", share_kv");
+    if (info.one_kv_head)
+        printf(", one_kv_head");
+    printf(" (%.3f s)\n", t_load);
+
+    if ((rc = clf_npy_load(o->input, &x)) != 0) {
+        fail(o->input, rc);
+        goto done;
+    }
+    print_shape("input", &x);
+    if (info.vocab != 0) {
+        if (x.ids == NULL || x.ndim < 1 || x.ndim > 2) {
+            fprintf(stderr, "clinformer run: %s: an LM takes an int array of "
+                            "token ids shaped (B, n) or (n)\n",
+                    o->input);
+            goto done;
+        }
+        B = x.ndim == 2 ? x.shape[0] : 1;
+        n = x.shape[x.ndim - 1];
+        cols = info.vocab;
+    } else {
+        if (x.data == NULL || x.ndim < 2 || x.ndim > 3 ||
+            x.shape[x.ndim - 1] != info.d_model) {
+            fprintf(stderr, "clinformer run: %s: expected float32 shaped "
+                            "(B, n, %zu) or (n, %zu)\n",
+                    o->input, info.d_model, info.d_model);
+            goto done;
+        }
+        B = x.ndim == 3 ? x.shape[0] : 1;
+        n = x.shape[x.ndim - 2];
+        cols = info.d_model;
+    }
+    if (B == 0 || n == 0) {
+        fprintf(stderr, "clinformer run: %s is empty\n", o->input);
+        goto done;
+    }
+    if (o->lengths != NULL) {
+        const char *p = o->lengths;
+        lens = calloc(B, sizeof *lens);
+        if (lens == NULL)
+            goto done;
+        for (i = 0; i < B; i++) {
+            char *end;
+            unsigned long v = strtoul(p, &end, 10);
+            if (end == p || (*end != ',' && *end != '\0') ||
+                (*end == '\0' && i + 1 < B) || v > 0xffffffffUL) {
+                fprintf(stderr, "clinformer run: --lengths needs %zu "
+                                "comma-separated lengths\n",
+                        B);
+                goto done;
+            }
+            lens[i] = (unsigned)v;
+            p = *end ? end + 1 : end;
+        }
+        if (*p != '\0') {
+            fprintf(stderr, "clinformer run: --lengths has more than %zu "
+                            "entries\n",
+                    B);
+            goto done;
+        }
+        fo.lengths = lens;
+    }
+    if (o->mask != NULL) {
+        if ((rc = clf_npy_load(o->mask, &mask)) != 0) {
+            fail(o->mask, rc);
+            goto done;
+        }
+        if (mask.count != B * n) {
+            fprintf(stderr, "clinformer run: %s has %zu entries; the input "
+                            "needs %zu x %zu\n",
+                    o->mask, mask.count, B, n);
+            goto done;
+        }
+        mbytes = malloc(B * n);
+        if (mbytes == NULL)
+            goto done;
+        for (i = 0; i < B * n; i++)
+            mbytes[i] = mask.data ? mask.data[i] != 0.0f : mask.ids[i] != 0;
+        fo.key_mask = mbytes;
+    }
+    fo.causal = o->causal_flag;
+    if (o->full && (rc = clf_model_set_mode(m, CLF_MODE_FULL)) != 0) {
+        fail("--full", rc);
+        goto done;
+    }
+    y = malloc(B * n * cols * sizeof *y);
+    if (y == NULL) {
+        fprintf(stderr, "clinformer run: out of host memory\n");
+        goto done;
+    }
+    t0 = now_s();
+    rc = info.vocab ? clf_model_forward_tokens(m, x.ids, B, n, y, &fo)
+                    : clf_model_forward(m, x.data, B, n, y, &fo);
+    t_fwd = now_s() - t0;
+    if (rc != 0) {
+        fail("forward", rc);
+        goto done;
+    }
+    shape[0] = B;
+    shape[1] = n;
+    shape[2] = cols;
+    if ((rc = clf_npy_save(o->output, y, shape, 3)) != 0) {
+        fail(o->output, rc);
+        goto done;
+    }
+    printf("forward: batch %zu, seq_len %zu, %s%s in %.3f s (first call "
+           "includes kernel compilation)\n",
+           B, n, o->full ? "full attention" : "Linformer",
+           o->causal_flag ? ", causal" : "", t_fwd);
+    printf("wrote %s: (%zu, %zu, %zu) float32\n", o->output, B, n, cols);
+    status = 0;
+done:
+    clf_array_free(&x);
+    clf_array_free(&mask);
+    free(lens);
+    free(mbytes);
+    free(y);
+    clf_model_destroy(m);
+    clf_context_destroy(ctx);
+    return status;
+}
+
+static int
+cmd_compare(const char *a_path, const char *b_path, double tol)
+{
+    clf_array a, b;
+    double scale = 0.0, err = 0.0;
+    size_t i, worst = 0;
+    int rc, status = 1;
+
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    if ((rc = clf_npy_load(a_path, &a)) != 0)
+        return fail(a_path, rc);
+    if ((rc = clf_npy_load(b_path, &b)) != 0) {
+        clf_array_free(&a);
+        return fail(b_path, rc);
+    }
+    if (a.data == NULL || b.data == NULL || a.count != b.count ||
+        a.ndim != b.ndim || memcmp(a.shape, b.shape, a.ndim * sizeof a.shape[0])) {
+        fprintf(stderr, "clinformer compare: the arrays differ in shape or "
+                        "type\n");
+        goto done;
+    }
+    for (i = 0; i < a.count; i++) {
+        double d = fabs((double)a.data[i] - b.data[i]);
+        if (fabs(b.data[i]) > scale)
+            scale = fabs(b.data[i]);
+        if (!(d <= err)) {
+            err = isnan(d) ? INFINITY : d;
+            worst = i;
+        }
+    }
+    if (scale == 0.0)
+        scale = 1.0;
+    printf("max |A - B| = %.3g at element %zu; max |B| = %.3g; relative "
+           "%.3g (tolerance %.3g)\n",
+           err, worst, scale, err / scale, tol);
+    status = err <= tol * scale ? 0 : 3;
+    printf("%s\n", status == 0 ? "MATCH" : "DIFFER");
+done:
+    clf_array_free(&a);
+    clf_array_free(&b);
+    return status;
+}
+
 static int
 parse_size(const char *s, size_t *out)
 {
@@ -382,7 +656,7 @@ main(int argc, char **argv)
 {
     struct options o;
     const char *cmd;
-    int i, demo;
+    int i, demo, run, first;
 
     memset(&o, 0, sizeof o);
     if (argc < 2) {
@@ -399,7 +673,18 @@ main(int argc, char **argv)
         printf("clinformer %s\n", clf_version());
         return 0;
     }
+    if (strcmp(cmd, "bench") == 0)
+        return clf_bench_main(argc - 1, argv + 1);
     demo = strcmp(cmd, "demo") == 0;
+    run = strcmp(cmd, "run") == 0;
+    first = 2;
+    if (strcmp(cmd, "compare") == 0) {
+        if (argc < 4) {
+            fprintf(stderr, "clinformer compare: needs two .npy files\n");
+            return 2;
+        }
+        first = 4;
+    }
     o.seq_len = demo ? 4096 : 256;
     o.repeat = 3;
     o.d_model = 64;
@@ -409,8 +694,10 @@ main(int argc, char **argv)
     o.positions = 32;
     o.seed = 1;
     o.causal = 1;
-    for (i = 2; i < argc; i++) {
+    o.tol = 1e-5;
+    for (i = first; i < argc; i++) {
         const char *a = argv[i];
+        const char **str = run ? string_option(&o, a) : NULL;
         size_t *target = NULL;
         if (strcmp(a, "--help") == 0) {
             fputs(usage, stdout);
@@ -418,8 +705,14 @@ main(int argc, char **argv)
         } else if (strcmp(a, "--full") == 0 && !demo) {
             o.full = 1;
             continue;
-        } else if (strcmp(a, "--no-causal") == 0 && !demo) {
+        } else if (strcmp(a, "--no-causal") == 0 && !demo && !run) {
             o.causal = 0;
+            continue;
+        } else if (strcmp(a, "--causal") == 0 && run) {
+            o.causal_flag = 1;
+            continue;
+        } else if (strcmp(a, "--layerwise") == 0 && run) {
+            o.layerwise = 1;
             continue;
         } else if (i + 1 >= argc) {
             fprintf(stderr, "clinformer: unknown or incomplete option "
@@ -427,10 +720,25 @@ main(int argc, char **argv)
                     a);
             return 2;
         }
+        if (str != NULL) {
+            *str = argv[++i];
+            continue;
+        }
+        if (strcmp(a, "--tol") == 0 && first == 4) {
+            char *end;
+            o.tol = strtod(argv[++i], &end);
+            if (*argv[i] == '\0' || *end != '\0' || !(o.tol >= 0.0)) {
+                fprintf(stderr, "clinformer: --tol wants a non-negative "
+                                "number, got \"%s\"\n",
+                        argv[i]);
+                return 2;
+            }
+            continue;
+        }
         if (strcmp(a, "--device") == 0) {
             o.device = argv[++i];
             continue;
-        } else if (strcmp(a, "--sharing") == 0 && !demo) {
+        } else if (strcmp(a, "--sharing") == 0 && !demo && !run) {
             const char *v = argv[++i];
             if (strcmp(v, "headwise") == 0)
                 o.sharing = CLF_SHARE_HEADWISE;
@@ -446,23 +754,25 @@ main(int argc, char **argv)
             }
             continue;
         }
-        if (strcmp(a, "--seq-len") == 0)
+        if (strcmp(a, "--seq-len") == 0 && !run)
             target = &o.seq_len;
         else if (strcmp(a, "--repeat") == 0 && demo)
             target = &o.repeat;
-        else if (!demo && strcmp(a, "--max-seq-len") == 0)
+        else if (!demo && !run && strcmp(a, "--max-seq-len") == 0)
             target = &o.max_seq_len;
-        else if (!demo && strcmp(a, "--d-model") == 0)
+        else if (!demo && !run && strcmp(a, "--d-model") == 0)
             target = &o.d_model;
-        else if (!demo && strcmp(a, "--heads") == 0)
+        else if (!demo && strcmp(a, "--heads") == 0) {
             target = &o.heads;
-        else if (!demo && strcmp(a, "--k") == 0)
+            o.heads_set = 1;
+        } else if (!demo && !run && strcmp(a, "--k") == 0)
             target = &o.k;
-        else if (!demo && strcmp(a, "--block") == 0)
+        else if (!demo && strcmp(a, "--block") == 0) {
             target = &o.block;
-        else if (!demo && strcmp(a, "--positions") == 0)
+            o.block_set = 1;
+        } else if (!demo && !run && strcmp(a, "--positions") == 0)
             target = &o.positions;
-        else if (!demo && strcmp(a, "--seed") == 0)
+        else if (!demo && !run && strcmp(a, "--seed") == 0)
             target = &o.seed;
         if (target == NULL) {
             fprintf(stderr, "clinformer: unknown or incomplete option "
@@ -478,6 +788,10 @@ main(int argc, char **argv)
             return 2;
         }
     }
+    if (run)
+        return cmd_run(&o);
+    if (first == 4)
+        return cmd_compare(argv[2], argv[3], o.tol);
     if (strcmp(cmd, "devices") == 0)
         return cmd_devices();
     if (demo)

@@ -1,0 +1,361 @@
+/* Trained-model layouts against PyTorch: each fixture in tests/data/ holds
+ * the weights (safetensors.torch.save_file of a state_dict), an input and
+ * the output PyTorch computed (tests/data/gen_fixtures.py).  Tolerance:
+ * max |y - y_torch| <= 1e-5 * max |y_torch|. */
+#include "internal.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TOL 1e-5
+
+static char data_dir[1024];
+
+static void
+path_of(char *buf, size_t cap, const char *name)
+{
+    snprintf(buf, cap, "%s/%s", data_dir, name);
+}
+
+/* Loads case `name`, runs it, compares with the stored output. */
+static void
+check_case(const char *name, clf_layout layout, clf_layout expect)
+{
+    char p[1200];
+    clf_model *m = NULL;
+    clf_model_opts mo;
+    clf_model_info info;
+    clf_array x, y;
+    float *out;
+    double *ref;
+    size_t i, B, n;
+    int rc;
+
+    memset(&mo, 0, sizeof mo);
+    mo.layout = layout;
+    path_of(p, sizeof p, name);
+    strcat(p, ".safetensors");
+    rc = clf_model_load(&m, tu_context(), p, &mo);
+    ck_assert_msg(rc == 0, "%s: %s", name, clf_last_error());
+    ck_assert_int_eq(clf_model_info_get(m, &info), 0);
+    ck_assert_str_eq(clf_layout_name(info.layout), clf_layout_name(expect));
+    path_of(p, sizeof p, name);
+    strcat(p, "_x.npy");
+    ck_assert_msg(clf_npy_load(p, &x) == 0, "%s", clf_last_error());
+    path_of(p, sizeof p, name);
+    strcat(p, "_y.npy");
+    ck_assert_msg(clf_npy_load(p, &y) == 0, "%s", clf_last_error());
+    ck_assert_ptr_nonnull(y.data);
+    B = x.shape[0];
+    n = x.shape[1];
+    out = tu_malloc(y.count * sizeof *out);
+    ref = tu_malloc(y.count * sizeof *ref);
+    for (i = 0; i < y.count; i++) {
+        out[i] = NAN;
+        ref[i] = y.data[i];
+    }
+    if (info.vocab) {
+        ck_assert_ptr_nonnull(x.ids);
+        rc = clf_model_forward_tokens(m, x.ids, B, n, out, NULL);
+    } else {
+        ck_assert_ptr_nonnull(x.data);
+        rc = clf_model_forward(m, x.data, B, n, out, NULL);
+    }
+    ck_assert_msg(rc == 0, "%s forward: %s", name, clf_last_error());
+    tu_assert_close(out, ref, y.count, TOL, name);
+    free(out);
+    free(ref);
+    clf_array_free(&x);
+    clf_array_free(&y);
+    clf_model_destroy(m);
+}
+
+START_TEST(model_lucidrains_attention_matches_torch)
+{
+    check_case("lucidrains_attention", CLF_LAYOUT_AUTO,
+               CLF_LAYOUT_LUCIDRAINS_ATTENTION);
+    check_case("lucidrains_attention", CLF_LAYOUT_LUCIDRAINS_ATTENTION,
+               CLF_LAYOUT_LUCIDRAINS_ATTENTION);
+}
+END_TEST
+
+START_TEST(model_lucidrains_share_kv_one_kv_head_matches_torch)
+{
+    check_case("lucidrains_attention_sharekv_onekv", CLF_LAYOUT_AUTO,
+               CLF_LAYOUT_LUCIDRAINS_ATTENTION);
+}
+END_TEST
+
+START_TEST(model_lucidrains_encoder_matches_torch)
+{
+    check_case("lucidrains_encoder", CLF_LAYOUT_AUTO,
+               CLF_LAYOUT_LUCIDRAINS_ENCODER);
+    check_case("lucidrains_encoder_full_len", CLF_LAYOUT_AUTO,
+               CLF_LAYOUT_LUCIDRAINS_ENCODER);
+}
+END_TEST
+
+START_TEST(model_lucidrains_reversible_matches_torch)
+{
+    check_case("lucidrains_encoder_reversible", CLF_LAYOUT_AUTO,
+               CLF_LAYOUT_LUCIDRAINS_ENCODER);
+}
+END_TEST
+
+START_TEST(model_lucidrains_lm_matches_torch)
+{
+    check_case("lucidrains_lm", CLF_LAYOUT_AUTO, CLF_LAYOUT_LUCIDRAINS_LM);
+}
+END_TEST
+
+START_TEST(model_fairseq_attention_matches_reference)
+{
+    check_case("fairseq_attention", CLF_LAYOUT_AUTO,
+               CLF_LAYOUT_FAIRSEQ_ATTENTION);
+}
+END_TEST
+
+START_TEST(model_fairseq_encoder_layer_matches_reference)
+{
+    check_case("fairseq_encoder_layer", CLF_LAYOUT_AUTO,
+               CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER);
+}
+END_TEST
+
+/* A right-padded batch through the whole encoder equals each sequence
+ * alone; padding rows of the output are zeros. */
+START_TEST(model_padded_batch_equals_each_alone)
+{
+    char p[1200];
+    clf_model *m = NULL;
+    clf_array x;
+    const unsigned lens[2] = {4, 10};
+    clf_forward_opts o;
+    float *y, *ya;
+    size_t b, i, n, D;
+    double err = 0.0, scale = 1e-30;
+
+    path_of(p, sizeof p, "lucidrains_encoder.safetensors");
+    ck_assert_int_eq(clf_model_load(&m, tu_context(), p, NULL), 0);
+    path_of(p, sizeof p, "lucidrains_encoder_x.npy");
+    ck_assert_int_eq(clf_npy_load(p, &x), 0);
+    n = x.shape[1];
+    D = x.shape[2];
+    y = tu_malloc(x.count * sizeof *y);
+    ya = tu_malloc(n * D * sizeof *ya);
+    memset(&o, 0, sizeof o);
+    o.lengths = lens;
+    ck_assert_int_eq(clf_model_forward(m, x.data, 2, n, y, &o), 0);
+    for (b = 0; b < 2; b++) {
+        ck_assert_int_eq(
+            clf_model_forward(m, x.data + b * n * D, 1, lens[b], ya, NULL), 0);
+        for (i = 0; i < lens[b] * D; i++) {
+            double d = fabs((double)y[b * n * D + i] - ya[i]);
+            err = d > err ? d : err;
+            scale = fabs(ya[i]) > scale ? fabs(ya[i]) : scale;
+        }
+        for (i = lens[b] * D; i < n * D; i++)
+            ck_assert_float_eq(y[b * n * D + i], 0.0f);
+    }
+    ck_assert_msg(err <= TOL * scale, "error %.3g, scale %.3g", err, scale);
+    free(y);
+    free(ya);
+    clf_array_free(&x);
+    clf_model_destroy(m);
+}
+END_TEST
+
+/* Writes a safetensors file of F32 tensors: names[i] with shapes. */
+static void
+write_st(const char *path, size_t count, const char *const *names,
+         const size_t (*shapes)[2], const char *metadata)
+{
+    char header[4096];
+    size_t len = 0, off = 0, i, j, total = 0;
+    unsigned char lenbytes[8];
+    FILE *f;
+
+    len += (size_t)snprintf(header + len, sizeof header - len, "{%s%s",
+                            metadata ? metadata : "", metadata ? "," : "");
+    for (i = 0; i < count; i++) {
+        size_t elems = shapes[i][0] * (shapes[i][1] ? shapes[i][1] : 1);
+        if (shapes[i][1])
+            len += (size_t)snprintf(
+                header + len, sizeof header - len,
+                "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu,%zu],"
+                "\"data_offsets\":[%zu,%zu]}",
+                i ? "," : "", names[i], shapes[i][0], shapes[i][1], off,
+                off + elems * 4);
+        else
+            len += (size_t)snprintf(header + len, sizeof header - len,
+                                    "%s\"%s\":{\"dtype\":\"F32\",\"shape\":"
+                                    "[%zu],\"data_offsets\":[%zu,%zu]}",
+                                    i ? "," : "", names[i], shapes[i][0], off,
+                                    off + elems * 4);
+        off += elems * 4;
+    }
+    len += (size_t)snprintf(header + len, sizeof header - len, "}");
+    total = off;
+    for (j = 0; j < 8; j++)
+        lenbytes[j] = (unsigned char)((len >> (8 * j)) & 0xff);
+    f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fwrite(lenbytes, 1, 8, f);
+    fwrite(header, 1, len, f);
+    for (i = 0; i < total / 4; i++) {
+        float v = 0.01f * (float)(i % 17);
+        fwrite(&v, 4, 1, f);
+    }
+    fclose(f);
+}
+
+START_TEST(model_rejects_bad_files)
+{
+    char dir[] = "/tmp/clf-model-XXXXXX", p[256], fx[1200];
+    static const char *const names[] = {"to_q.weight",   "to_k.weight",
+                                        "to_v.weight",   "proj_k",
+                                        "to_out.weight", "to_out.bias",
+                                        "proj_v"};
+    size_t shapes[7][2] = {{8, 8}, {8, 8}, {8, 8}, {6, 2},
+                           {8, 8}, {8, 0}, {6, 2}};
+    clf_model_opts mo;
+    clf_model *m = NULL;
+    int rc;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(p, sizeof p, "%s/m.safetensors", dir);
+
+    /* A well-formed file loads. */
+    write_st(p, 7, names, (const size_t(*)[2])shapes,
+             "\"__metadata__\":{\"heads\":\"2\"}");
+    rc = clf_model_load(&m, tu_context(), p, NULL);
+    ck_assert_msg(rc == 0, "%s", clf_last_error());
+    clf_model_destroy(m);
+    m = NULL;
+
+    /* No heads anywhere. */
+    write_st(p, 7, names, (const size_t(*)[2])shapes, NULL);
+    rc = clf_model_load(&m, tu_context(), p, NULL);
+    ck_assert_int_eq(rc, CLF_EINVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "heads"));
+    memset(&mo, 0, sizeof mo);
+    mo.heads = 2;
+    ck_assert_int_eq(clf_model_load(&m, tu_context(), p, &mo), 0);
+    clf_model_destroy(m);
+    m = NULL;
+    /* heads contradicting the metadata */
+    write_st(p, 7, names, (const size_t(*)[2])shapes,
+             "\"__metadata__\":{\"heads\":\"2\"}");
+    mo.heads = 4;
+    rc = clf_model_load(&m, tu_context(), p, &mo);
+    ck_assert_int_eq(rc, CLF_EINVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "disagrees"));
+    /* heads that do not divide the width */
+    mo.heads = 3;
+    write_st(p, 7, names, (const size_t(*)[2])shapes, NULL);
+    rc = clf_model_load(&m, tu_context(), p, &mo);
+    ck_assert_int_eq(rc, CLF_ESHAPE_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "to_q.weight"));
+
+    /* A tensor of the wrong shape is named. */
+    shapes[4][1] = 7;
+    write_st(p, 7, names, (const size_t(*)[2])shapes,
+             "\"__metadata__\":{\"heads\":\"2\"}");
+    rc = clf_model_load(&m, tu_context(), p, NULL);
+    ck_assert_int_eq(rc, CLF_ESHAPE_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "to_out.weight"));
+    shapes[4][1] = 8;
+
+    /* A missing tensor is named (proj_v while to_v is there). */
+    write_st(p, 6, names, (const size_t(*)[2])shapes,
+             "\"__metadata__\":{\"heads\":\"2\"}");
+    rc = clf_model_load(&m, tu_context(), p, NULL);
+    ck_assert_int_eq(rc, CLF_ENOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "proj_v"));
+
+    /* A forced layout the file does not hold. */
+    write_st(p, 7, names, (const size_t(*)[2])shapes,
+             "\"__metadata__\":{\"heads\":\"2\"}");
+    mo.heads = 0;
+    mo.layout = CLF_LAYOUT_FAIRSEQ_ATTENTION;
+    rc = clf_model_load(&m, tu_context(), p, &mo);
+    ck_assert_int_eq(rc, CLF_ENOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "q_proj.weight"));
+
+    /* An unrecognisable file, and a missing one. */
+    write_st(p, 1, names + 3, (const size_t(*)[2])(shapes + 3), NULL);
+    rc = clf_model_load(&m, tu_context(), p, NULL);
+    ck_assert_int_eq(rc, CLF_EINVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "layout"));
+    snprintf(p, sizeof p, "%s/absent.safetensors", dir);
+    rc = clf_model_load(&m, tu_context(), p, NULL);
+    ck_assert_int_eq(rc, CLF_EIO);
+    ck_assert_ptr_null(m);
+
+    /* Wrong use of the forward calls. */
+    path_of(fx, sizeof fx, "lucidrains_lm.safetensors");
+    ck_assert_int_eq(clf_model_load(&m, tu_context(), fx, NULL), 0);
+    {
+        float x[16], y[20];
+        long long ids[2] = {3, 20};
+        ck_assert_int_eq(clf_model_forward(m, x, 1, 1, y, NULL),
+                         CLF_EINVALID_ARGUMENT);
+        rc = clf_model_forward_tokens(m, ids, 1, 2, y, NULL);
+        ck_assert_int_eq(rc, CLF_EBAD_SIZE);
+        ck_assert_ptr_nonnull(strstr(clf_last_error(), "index 1"));
+    }
+    clf_model_destroy(m);
+    snprintf(p, sizeof p, "%s/m.safetensors", dir);
+    remove(p);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(model_layout_names_round_trip)
+{
+    clf_layout l;
+    int i;
+
+    for (i = 0; i <= CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER; i++) {
+        ck_assert_int_eq(clf_layout_parse(clf_layout_name((clf_layout)i), &l),
+                         0);
+        ck_assert_int_eq((int)l, i);
+    }
+    ck_assert_int_eq(clf_layout_parse("pytorch", &l), CLF_EBAD_ENUM);
+    ck_assert_str_eq(clf_layout_name((clf_layout)42), "?");
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("model");
+    TCase *tc = tcase_create("model");
+
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, model_lucidrains_attention_matches_torch);
+    tcase_add_test(tc, model_lucidrains_share_kv_one_kv_head_matches_torch);
+    tcase_add_test(tc, model_lucidrains_encoder_matches_torch);
+    tcase_add_test(tc, model_lucidrains_reversible_matches_torch);
+    tcase_add_test(tc, model_lucidrains_lm_matches_torch);
+    tcase_add_test(tc, model_fairseq_attention_matches_reference);
+    tcase_add_test(tc, model_fairseq_encoder_layer_matches_reference);
+    tcase_add_test(tc, model_padded_batch_equals_each_alone);
+    tcase_add_test(tc, model_rejects_bad_files);
+    tcase_add_test(tc, model_layout_names_round_trip);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    const char *top = getenv("top_srcdir");
+
+    snprintf(data_dir, sizeof data_dir, "%s/tests/data", top ? top : ".");
+    return tu_run(suite(), 1);
+}

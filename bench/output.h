@@ -1,4 +1,113 @@
-/* Bench output (placeholder). */
+/*
+ * Output of the bench suite: the readable tables on stdout, JSON (jansson)
+ * and CSV for machines, SVG plots written directly, and the comparison with
+ * an earlier run's JSON.
+ *
+ * The JSON document (schema "clinformer-bench/1"):
+ *
+ *   { "schema": "clinformer-bench/1", "clinformer_version", "started",
+ *     "host", "command": strings,
+ *     "settings": { "repeat": int, "budget_s": real, "seed": int,
+ *                   "quick": bool },
+ *     "wall_s": real,
+ *     "devices": [ { "index", "platform", "device", "driver", "version",
+ *                    "is_gpu", "compute_units", "global_mem", "max_alloc",
+ *                    "build_s", "source_builds", "cache_loads" } ],
+ *     "results": [ { "device_index", "platform", "device", "driver",
+ *                    "config": { "mode", "n", "k", "k_requested",
+ *                                "d_model", "heads", "batch",
+ *                                "causal_block" },
+ *                    "status", "note", "first_call_s",
+ *                    "wall_s": STATS, "device_s": STATS,
+ *                    "stages": { "<stage>": STATS, ... },
+ *                    "flops", "stage_flops": { "<stage>": real, ... },
+ *                    "gflops", "device_bytes", "io_bytes",
+ *                    "rel_error" } ],
+ *     "crossovers": [ { "device_index", "platform", "device", "driver",
+ *                       "d_model", "heads", "batch", "k", "pair",
+ *                       "points", "n", "n_estimate" } ],
+ *     "accuracy": [ { "device_index", "platform", "device", "driver",
+ *                     "n", "k", "d_model", "heads", "batch", "status",
+ *                     "note", "linformer_s": STATS, "full_s": STATS,
+ *                     "rel_error": { "lucidrains", "fairseq" },
+ *                     "decisive": { "full_weight", "trials",
+ *                                   "host_max_diff",
+ *                                   "lucidrains": WEIGHT,
+ *                                   "fairseq": WEIGHT } } ] }
+ *
+ *   STATS  = { "median", "min", "max": seconds, "runs": int }
+ *   WEIGHT = { "mean", "mean_abs", "max_abs" }
+ *
+ * Stage names are clf_stage_name()'s.  A quantity that was not measured is
+ * null, never a made-up number.  Results are keyed by platform, device,
+ * driver and config.
+ */
 #ifndef CLF_BENCH_OUTPUT_H
 #define CLF_BENCH_OUTPUT_H
+
+#include "suite.h"
+
+#include <jansson.h>
+#include <stdio.h>
+
+#define CLF_BENCH_SCHEMA "clinformer-bench/1"
+
+/* The report as a new JSON document (the caller owns the reference), or
+ * NULL when out of memory. */
+json_t *clf_bench_report_to_json(const clf_bench_report *r);
+
+/* Reads a document written by clf_bench_report_to_json into *out (which it
+ * initialises), checking the schema as it goes: every field above present
+ * with its type, enumerations known, indices in range.  Returns 0, or -1
+ * with a sentence naming the offending field in why (why_len bytes). */
+int clf_bench_report_from_json(const json_t *root, clf_bench_report *out,
+                               char *why, size_t why_len);
+
+/* Writes the report's JSON to path (atomically: a temporary file renamed
+ * into place).  Returns 0, or -1 with errno set. */
+int clf_bench_json_write(const clf_bench_report *r, const char *path);
+
+/* Loads and checks a JSON file; returns 0, or -1 with the reason in why. */
+int clf_bench_json_read(const char *path, clf_bench_report *out, char *why,
+                        size_t why_len);
+
+/* The CSV header line (no newline) of the matrix rows, and of the accuracy
+ * rows. */
+const char *clf_bench_csv_header(void);
+const char *clf_bench_csv_accuracy_header(void);
+
+/* Writes the header and one line per matrix result (or per accuracy row).
+ * Unmeasured values are empty fields; text fields are quoted as RFC 4180
+ * asks.  Returns 0, or -1 on a write error. */
+int clf_bench_csv_write(FILE *f, const clf_bench_report *r);
+int clf_bench_csv_accuracy_write(FILE *f, const clf_bench_report *r);
+
+/* Writes an SVG document: for each (device, D, h, B, k) group of the
+ * matrix, median time against n on log-log axes, one line per mode, the
+ * spread as whiskers, and the crossover n (where Linformer starts to win)
+ * marked.  Returns 0, or -1 on a write error or when there is nothing to
+ * plot. */
+int clf_bench_svg_write(FILE *f, const clf_bench_report *r);
+
+/* The readable tables: matrix rows, per-stage medians, crossovers. */
+void clf_bench_print_matrix(FILE *f, const clf_bench_report *r);
+/* The accuracy-vs-k table with the decisive-token weights. */
+void clf_bench_print_accuracy(FILE *f, const clf_bench_report *r);
+/* The short summary that ends a quick run. */
+void clf_bench_print_summary(FILE *f, const clf_bench_report *r);
+
+/* The row of base that result i of r is compared with: the same config and
+ * mode on the same platform, device and driver; failing that, the same
+ * config and mode when base holds a single device (*other_device is then
+ * set).  Returns the index, or -1 when there is none. */
+long clf_bench_compare_match(const clf_bench_report *r, size_t i,
+                             const clf_bench_report *base,
+                             int *other_device);
+
+/* Prints, for each result with a match in base, both medians and their
+ * ratio (now / baseline: above 1 is slower now).  Returns how many rows
+ * matched. */
+size_t clf_bench_print_compare(FILE *f, const clf_bench_report *r,
+                               const clf_bench_report *base);
+
 #endif

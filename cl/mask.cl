@@ -38,20 +38,22 @@ clf_masked_rowsum(__global const float *e, const uint rows, const uint n,
     out[gid] = acc;
 }
 
-/* Full-mode scores (batch, heads, n, n): -INFINITY where the key is padding
- * (has_mask) or lies after the query (causal). */
+/* Full-mode scores, (batch, heads, rows, n) for query rows row0.. of each
+ * sequence: -INFINITY where the key is padding (has_mask; the mask of
+ * sequence b starts at mask_off + b*n) or lies after the query (causal). */
 __kernel void
 clf_mask_scores(__global float *s, const uint batch, const uint heads,
-                const uint n, __global const uchar *mask, const uint has_mask,
-                const uint causal)
+                const uint rows, const uint n, const uint row0,
+                __global const uchar *mask, const ulong mask_off,
+                const uint has_mask, const uint causal)
 {
     const size_t gid = get_global_id(0);
-    if (gid >= (size_t)batch * heads * n * n)
+    if (gid >= (size_t)batch * heads * rows * n)
         return;
     const size_t row = gid / n; /* (b, h, i) */
     const size_t j = gid - row * n;
-    const size_t i = row - (row / n) * n;
-    const size_t b = gid / ((size_t)heads * n * n);
-    if ((causal && j > i) || (has_mask && !mask[b * n + j]))
+    const size_t i = row0 + (row - (row / rows) * rows);
+    const size_t b = gid / ((size_t)heads * rows * n);
+    if ((causal && j > i) || (has_mask && !mask[mask_off + b * n + j]))
         s[gid] = -INFINITY;
 }

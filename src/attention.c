@@ -23,6 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Bytes of scores made at once before query rows are chunked. */
+#define SCORE_LIMIT ((size_t)512 << 20)
+
 struct workspace {
     cl_mem mem;
     size_t cap; /* floats */
@@ -62,7 +65,10 @@ struct clf_attention {
     struct workspace ws[WS_COUNT];
     unsigned char *host_mask; /* lengths turned into a mask */
     size_t host_mask_cap;
-    cl_event marks[CLF_STAGE_COUNT + 1]; /* stage boundaries, profiling */
+    size_t score_limit; /* SCORE_LIMIT; tests lower it to force chunks */
+    cl_event *marks;    /* stage boundaries of the last forward (profiling) */
+    int *mark_stage;    /* the stage each mark starts */
+    size_t nmarks, cap_marks;
 };
 
 /* What one forward of a given shape does and needs. */
@@ -70,6 +76,7 @@ struct plan {
     size_t B, n, L, hc;
     size_t ld;    /* score row stride: L, or k + block in causal Linformer */
     size_t c;     /* causal Linformer: slots per block */
+    size_t chunk; /* query rows per score chunk; n: one pass for the batch */
     int masked;   /* a padding mask applies */
     int causal;
     int linformer;
@@ -179,6 +186,7 @@ clf_attention_create(clf_attention **out, clf_context *ctx,
     att->k = desc->k;
     att->nE = desc->sharing == CLF_SHARE_PER_HEAD ? desc->heads : 1;
     att->mode = CLF_MODE_LINFORMER;
+    att->score_limit = SCORE_LIMIT;
     if (clf__mul(att->hq, dh, &att->dq) || clf__mul(att->hkv, dh, &att->dkv) ||
         clf__mul3(att->dq, att->D, sizeof(float), &t) ||
         clf__mul3(att->nE, att->k, att->N, &t) ||
@@ -238,9 +246,10 @@ clf_attention_destroy(clf_attention *att)
     for (i = 0; i < WS_COUNT; i++)
         if (att->ws[i].mem != NULL)
             clReleaseMemObject(att->ws[i].mem);
-    for (i = 0; i <= CLF_STAGE_COUNT; i++)
-        if (att->marks[i] != NULL)
-            clReleaseEvent(att->marks[i]);
+    for (i = 0; i < (int)att->nmarks; i++)
+        clReleaseEvent(att->marks[i]);
+    free(att->marks);
+    free(att->mark_stage);
     free(att->host_mask);
     free(att);
 }
@@ -409,7 +418,27 @@ make_plan(const clf_attention *a, clf_mode mode, size_t B, size_t n,
 
     p->need[WS_Q] = bn * a->dq;
     p->need[WS_O] = bn * a->dq;
+    /* Scores are made in chunks of query rows when the whole batch's would
+     * pass SCORE_LIMIT bytes (full mode at large n): memory then stays
+     * bounded while every row is still computed exactly.  Causal Linformer
+     * runs in one pass. */
+    p->chunk = n;
     p->need[WS_S] = bn * a->hq * p->ld;
+    {
+        size_t limit = a->score_limit;
+        if (a->ctx->info.max_alloc != 0 && a->ctx->info.max_alloc < limit)
+            limit = (size_t)a->ctx->info.max_alloc;
+        if (!(p->causal && p->linformer) &&
+            (double)p->need[WS_S] * sizeof(float) > (double)limit) {
+            size_t per_row = a->hq * p->ld * sizeof(float);
+            p->chunk = limit / per_row;
+            if (p->chunk == 0)
+                p->chunk = 1;
+            if (p->chunk > n)
+                p->chunk = n;
+            p->need[WS_S] = a->hq * p->chunk * p->ld;
+        }
+    }
     p->need[WS_KBAR] = B * p->L * p->hc * a->dh;
     p->need[WS_VBAR] = p->v_is_k ? 0 : p->need[WS_KBAR];
     if (p->masked)
@@ -759,30 +788,49 @@ clf_stage_name(clf_stage stage)
     return stage_names[stage];
 }
 
-/* Ends stage i - 1 and starts stage i with a marker event, when the queue
- * profiles. */
+/* Ends the running stage and starts `stage` (CLF_STAGE_COUNT: the end of
+ * the forward) with a marker event, when the queue profiles.  Stages may
+ * repeat (one set per score chunk); their times add up. */
 static int
-mark(clf_attention *a, int i)
+mark(clf_attention *a, int stage)
 {
     cl_int err;
 
     if (!a->ctx->profiling)
         return 0;
-    if (a->marks[i] != NULL)
-        clReleaseEvent(a->marks[i]);
-    a->marks[i] = NULL;
-    err = clEnqueueMarkerWithWaitList(a->ctx->queue, 0, NULL, &a->marks[i]);
+    if (stage == CLF_STAGE_PROJECTION) { /* a new forward */
+        size_t i;
+        for (i = 0; i < a->nmarks; i++)
+            clReleaseEvent(a->marks[i]);
+        a->nmarks = 0;
+    }
+    if (a->nmarks == a->cap_marks) {
+        size_t cap = a->cap_marks ? 2 * a->cap_marks : 16;
+        cl_event *ev = realloc(a->marks, cap * sizeof *ev);
+        int *st;
+        if (ev == NULL)
+            return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        a->marks = ev;
+        st = realloc(a->mark_stage, cap * sizeof *st);
+        if (st == NULL)
+            return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        a->mark_stage = st;
+        a->cap_marks = cap;
+    }
+    err = clEnqueueMarkerWithWaitList(a->ctx->queue, 0, NULL,
+                                      &a->marks[a->nmarks]);
     if (err != CL_SUCCESS)
         return clf__fail(err, "profiling marker failed (%d)", err);
+    a->mark_stage[a->nmarks++] = stage;
     return 0;
 }
 
 CLF_EXTERN int
 clf_attention_stage_times(clf_attention *att, double seconds[CLF_STAGE_COUNT])
 {
-    cl_ulong t[CLF_STAGE_COUNT + 1];
+    cl_ulong prev = 0, t;
     cl_int err;
-    int i;
+    size_t i;
 
     if (att == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
@@ -792,20 +840,23 @@ clf_attention_stage_times(clf_attention *att, double seconds[CLF_STAGE_COUNT])
         return clf__fail(CLF_EUNSUPPORTED,
                          "the context's queue does not profile (create it "
                          "with CLF_CONTEXT_PROFILING)");
-    for (i = 0; i <= CLF_STAGE_COUNT; i++)
-        if (att->marks[i] == NULL)
-            return clf__fail(CLF_EUNSUPPORTED, "no forward has run yet");
-    err = clWaitForEvents(1, &att->marks[CLF_STAGE_COUNT]);
+    if (att->nmarks < 2 ||
+        att->mark_stage[att->nmarks - 1] != CLF_STAGE_COUNT)
+        return clf__fail(CLF_EUNSUPPORTED, "no complete forward has run");
+    err = clWaitForEvents(1, &att->marks[att->nmarks - 1]);
     if (err != CL_SUCCESS)
         return clf__fail(err, "waiting for the forward failed (%d)", err);
-    for (i = 0; i <= CLF_STAGE_COUNT; i++) {
+    for (i = 0; i < CLF_STAGE_COUNT; i++)
+        seconds[i] = 0.0;
+    for (i = 0; i < att->nmarks; i++) {
         err = clGetEventProfilingInfo(att->marks[i], CL_PROFILING_COMMAND_END,
-                                      sizeof t[i], &t[i], NULL);
+                                      sizeof t, &t, NULL);
         if (err != CL_SUCCESS)
             return clf__fail(err, "reading profiling info failed (%d)", err);
+        if (i > 0 && t > prev)
+            seconds[att->mark_stage[i - 1]] += (double)(t - prev) * 1e-9;
+        prev = t;
     }
-    for (i = 0; i < CLF_STAGE_COUNT; i++)
-        seconds[i] = t[i + 1] > t[i] ? (double)(t[i + 1] - t[i]) * 1e-9 : 0.0;
     return 0;
 }
 
@@ -866,6 +917,32 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
             TRY(project(a, p, x, xoff, w[CLF_WEIGHT_V], bv, vbar));
     }
 
+    if (p->chunk < n) {
+        /* Steps 3 to 5 for one chunk of query rows of one sequence at a
+         * time, so the scores never exceed SCORE_LIMIT bytes. */
+        size_t r0, rows;
+        for (b = 0; b < B; b++)
+            for (r0 = 0; r0 < n; r0 += rows) {
+                rows = n - r0 < p->chunk ? n - r0 : p->chunk;
+                TRY(mark(a, CLF_STAGE_SCORES));
+                TRY(clf__gemm_batched(ctx, 0, 1, rows, L, dh, scale, q,
+                                      (b * n + r0) * dq, dq, dh, kbar,
+                                      b * L * width, width, hc > 1 ? dh : 0,
+                                      0.0f, s, 0, ld, rows * ld, hq));
+                TRY(mark(a, CLF_STAGE_SOFTMAX));
+                if (!p->linformer && (p->masked || p->causal))
+                    TRY(clf__mask_scores(ctx, s, 1, hq, rows, n, r0, mask,
+                                         b * n, p->causal));
+                TRY(clf__softmax_rows(ctx, s, 0, hq * rows, ld));
+                TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
+                TRY(clf__gemm_batched(ctx, 0, 0, rows, dh, L, 1.0f, s, 0, ld,
+                                      rows * ld, vbar, b * L * width, width,
+                                      hc > 1 ? dh : 0, 0.0f, o,
+                                      (b * n + r0) * dq, dq, dh, hq));
+            }
+        goto output;
+    }
+
     /* 3. S = Q_h Kbar_h^T / sqrt(d_h), batched over heads. */
     TRY(mark(a, CLF_STAGE_SCORES));
     for (b = 0; b < B; b++)
@@ -894,7 +971,7 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     /* 4. Masks (full mode) and the softmax over each score row. */
     TRY(mark(a, CLF_STAGE_SOFTMAX));
     if (!p->linformer && (p->masked || p->causal))
-        TRY(clf__mask_scores(ctx, s, B, hq, n, mask, p->causal));
+        TRY(clf__mask_scores(ctx, s, B, hq, n, n, 0, mask, 0, p->causal));
     TRY(clf__softmax_rows(ctx, s, 0, B * hq * n, ld));
 
     /* 5. O_h = P_h Vbar_h, written into head h's columns of O. */
@@ -921,6 +998,7 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
                                         : a->ws[WS_XF].mem));
     }
 
+output:
     /* 6. Y = O W_o^T + b_o; padding rows are zeros. */
     TRY(mark(a, CLF_STAGE_OUTPUT));
     TRY(clf__gemm(ctx, 0, 1, B * n, D, dq, 1.0f, o, 0, dq, w[CLF_WEIGHT_OUT],
@@ -1156,4 +1234,11 @@ void
 clf__attention_desc(const clf_attention *att, clf_attention_desc *out)
 {
     *out = att->desc;
+}
+
+/* For tests: scores above `bytes` are made in chunks of query rows. */
+void
+clf__attention_set_score_limit(clf_attention *att, size_t bytes)
+{
+    att->score_limit = bytes;
 }

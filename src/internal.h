@@ -96,7 +96,8 @@ int clf__mask_rows(clf_context *ctx, cl_mem src, size_t src_off, cl_mem dst,
 int clf__masked_rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n,
                        size_t ld, size_t batch, cl_mem mask, cl_mem out);
 int clf__mask_scores(clf_context *ctx, cl_mem s, size_t batch, size_t heads,
-                     size_t n, cl_mem mask, int causal);
+                     size_t rows, size_t n, size_t row0, cl_mem mask,
+                     size_t mask_off, int causal);
 
 /* encoder.c: host side of cl/encoder.cl. */
 int clf__layernorm(clf_context *ctx, cl_mem x, size_t x_off, cl_mem y,
@@ -142,6 +143,7 @@ int clf__attention_compress_first(const clf_attention *att, size_t batch,
                                   size_t seq_len);
 
 void clf__attention_desc(const clf_attention *att, clf_attention_desc *out);
+void clf__attention_set_score_limit(clf_attention *att, size_t bytes);
 
 /* The embedded kernel sources (generated from cl/ at build time). */
 extern const char clf__cl_common[];

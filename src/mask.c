@@ -39,19 +39,25 @@ clf__masked_rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n,
 
 int
 clf__mask_scores(clf_context *ctx, cl_mem s, size_t batch, size_t heads,
-                 size_t n, cl_mem mask, int causal)
+                 size_t rows, size_t n, size_t row0, cl_mem mask,
+                 size_t mask_off, int causal)
 {
     cl_kernel k = ctx->kernels[CLF_K_MASK_SCORES];
-    cl_uint b = (cl_uint)batch, h = (cl_uint)heads, nn = (cl_uint)n,
-            has = mask != NULL, c = causal != 0;
+    cl_uint b = (cl_uint)batch, h = (cl_uint)heads, r = (cl_uint)rows,
+            nn = (cl_uint)n, r0 = (cl_uint)row0, has = mask != NULL,
+            c = causal != 0;
+    cl_ulong mo = mask_off;
     cl_mem m = mask != NULL ? mask : s; /* any valid buffer when unused */
 
     CLF_SET_ARG(k, 0, s);
     CLF_SET_ARG(k, 1, b);
     CLF_SET_ARG(k, 2, h);
-    CLF_SET_ARG(k, 3, nn);
-    CLF_SET_ARG(k, 4, m);
-    CLF_SET_ARG(k, 5, has);
-    CLF_SET_ARG(k, 6, c);
-    return clf__launch_1d(ctx, CLF_K_MASK_SCORES, batch * heads * n * n);
+    CLF_SET_ARG(k, 3, r);
+    CLF_SET_ARG(k, 4, nn);
+    CLF_SET_ARG(k, 5, r0);
+    CLF_SET_ARG(k, 6, m);
+    CLF_SET_ARG(k, 7, mo);
+    CLF_SET_ARG(k, 8, has);
+    CLF_SET_ARG(k, 9, c);
+    return clf__launch_1d(ctx, CLF_K_MASK_SCORES, batch * heads * rows * n);
 }

@@ -95,7 +95,18 @@ check_masks(clf_context *ctx)
                 acc += mbytes[b * N + j] ? e[r * LD + j] : 0.0f;
             expect(fabsf(acc - rs[b * ROWS + r]) < 1e-5f, "masked_rowsum");
         }
-    clf__mask_scores(ctx, msc, B, H, N, mm, 1);
+    /* rows 2..4 of sequence 1 alone, then the whole batch */
+    clf__mask_scores(ctx, msc, 1, H, 3, N, 2, mm, N, 1);
+    download(ctx, msc, sc, B * H * N * N);
+    for (i = 0; i < H * 3 * N; i++) {
+        size_t jj = i % N, ii = 2 + (i / N) % 3;
+        int masked = jj > ii || !mbytes[N + jj];
+        expect(masked == (sc[i] == -INFINITY), "mask_scores chunk");
+    }
+    fill(sc, B * H * N * N, 13);
+    clReleaseMemObject(msc);
+    msc = upload(ctx, sc, B * H * N * N);
+    clf__mask_scores(ctx, msc, B, H, N, N, 0, mm, 0, 1);
     download(ctx, msc, sc, B * H * N * N);
     for (i = 0; i < B * H * N * N; i++) {
         size_t jj = i % N, ii = (i / N) % N, bb = i / (H * N * N);

@@ -548,6 +548,42 @@ START_TEST(masks_on_cl_mem_path)
 }
 END_TEST
 
+/* Scores made in chunks of query rows (as full mode does at large n) give
+ * the same results as one pass: force tiny chunks. */
+START_TEST(chunked_scores_match_reference)
+{
+    const unsigned lens[3] = {17, 5, 20};
+    unsigned char mask[3 * 20];
+    float r[3 * 20];
+    clf_forward_opts o;
+    clf_attention_desc d = desc_of(CLF_SHARE_PER_HEAD, 20, 8, 5);
+    struct layer l;
+    size_t i;
+
+    tu_fill(r, 60, 130, 0.0f, 1.0f);
+    for (i = 0; i < 60; i++)
+        mask[i] = r[i] < 0.7f;
+    layer_make(&l, &d, 131);
+    clf__attention_set_score_limit(l.att, 3 * 20 * sizeof(float) * 3);
+    memset(&o, 0, sizeof o);
+    check(&l, CLF_MODE_FULL, 3, 20, &o, 132);
+    check(&l, CLF_MODE_LINFORMER, 3, 20, &o, 133);
+    o.causal = 1;
+    check(&l, CLF_MODE_FULL, 3, 19, &o, 134);
+    o.lengths = lens;
+    check(&l, CLF_MODE_FULL, 3, 20, &o, 135);
+    o.causal = 0;
+    check(&l, CLF_MODE_LINFORMER, 3, 20, &o, 136);
+    o.lengths = NULL;
+    o.key_mask = mask;
+    check(&l, CLF_MODE_FULL, 3, 20, &o, 137);
+    check(&l, CLF_MODE_LINFORMER, 3, 20, &o, 138);
+    clf__attention_set_score_limit(l.att, 1); /* one row at a time */
+    check(&l, CLF_MODE_FULL, 3, 20, &o, 139);
+    layer_free(&l);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -565,6 +601,7 @@ suite(void)
     tcase_add_test(tc, lookahead_fails_without_causal);
     tcase_add_test(tc, masks_reject_bad_input);
     tcase_add_test(tc, masks_on_cl_mem_path);
+    tcase_add_test(tc, chunked_scores_match_reference);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,8 +1,1600 @@
+/* Output of the bench suite: tables, JSON, CSV, SVG and the comparison with
+ * an earlier run.  See output.h for the JSON schema. */
+#define _POSIX_C_SOURCE 200809L
+
 #include "output.h"
 
-int clf_bench_output_placeholder(void);
-int
-clf_bench_output_placeholder(void)
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------- JSON: write */
+
+/* A number, or null for a value that was not measured (JSON has no NaN). */
+static json_t *
+jnum(double v)
 {
+    return isnan(v) || isinf(v) ? json_null() : json_real(v);
+}
+
+static json_t *
+jstats(const clf_bench_stats *s)
+{
+    return json_pack("{s:o, s:o, s:o, s:I}", "median", jnum(s->median), "min",
+                     jnum(s->min), "max", jnum(s->max), "runs",
+                     (json_int_t)s->runs);
+}
+
+static json_t *
+jweight(const clf_bench_weight *w)
+{
+    return json_pack("{s:o, s:o, s:o}", "mean", jnum(w->mean), "mean_abs",
+                     jnum(w->mean_abs), "max_abs", jnum(w->max_abs));
+}
+
+/* Adds the device's identity, the key of every row. */
+static int
+add_identity(json_t *o, const clf_bench_report *r, size_t dev)
+{
+    const clf_bench_device *d = &r->devices[dev];
+
+    return json_object_set_new(o, "device_index",
+                               json_integer((json_int_t)dev)) ||
+           json_object_set_new(o, "platform", json_string(d->platform)) ||
+           json_object_set_new(o, "device", json_string(d->name)) ||
+           json_object_set_new(o, "driver", json_string(d->driver));
+}
+
+static json_t *
+result_to_json(const clf_bench_report *r, const clf_bench_result *x)
+{
+    json_t *o = json_object(), *stages = json_object(), *sf = json_object();
+    json_t *config;
+    int i, bad = o == NULL || stages == NULL || sf == NULL;
+
+    if (bad) {
+        json_decref(o);
+        json_decref(stages);
+        json_decref(sf);
+        return NULL;
+    }
+    for (i = 0; i < CLF_STAGE_COUNT; i++) {
+        bad |= json_object_set_new(stages, clf_stage_name((clf_stage)i),
+                                   jstats(&x->stage[i]));
+        bad |= json_object_set_new(sf, clf_stage_name((clf_stage)i),
+                                   jnum(x->stage_flops[i]));
+    }
+    config = json_pack(
+        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "mode",
+        clf_bench_mode_name(x->mode), "n", (json_int_t)x->n, "k",
+        (json_int_t)x->k, "k_requested", (json_int_t)x->k_requested, "d_model",
+        (json_int_t)x->d_model, "heads", (json_int_t)x->heads, "batch",
+        (json_int_t)x->batch, "causal_block", (json_int_t)x->causal_block);
+    bad |= add_identity(o, r, x->device);
+    bad |= json_object_set_new(o, "config", config);
+    bad |= json_object_set_new(o, "status",
+                               json_string(clf_bench_status_name(x->status)));
+    bad |= json_object_set_new(o, "note", json_string(x->note));
+    bad |= json_object_set_new(o, "first_call_s", jnum(x->first_call_s));
+    bad |= json_object_set_new(o, "wall_s", jstats(&x->wall));
+    bad |= json_object_set_new(o, "device_s", jstats(&x->device_s));
+    bad |= json_object_set_new(o, "stages", stages);
+    bad |= json_object_set_new(o, "flops", jnum(x->flops));
+    bad |= json_object_set_new(o, "stage_flops", sf);
+    bad |= json_object_set_new(o, "gflops", jnum(x->gflops));
+    bad |= json_object_set_new(o, "device_bytes", jnum(x->device_bytes));
+    bad |= json_object_set_new(o, "io_bytes", jnum(x->io_bytes));
+    bad |= json_object_set_new(o, "rel_error", jnum(x->rel_error));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *
+accuracy_to_json(const clf_bench_report *r, const clf_bench_accuracy *a)
+{
+    json_t *o = json_object();
+    int bad = o == NULL;
+
+    if (bad)
+        return NULL;
+    bad |= add_identity(o, r, a->device);
+    bad |= json_object_set_new(o, "n", json_integer((json_int_t)a->n));
+    bad |= json_object_set_new(o, "k", json_integer((json_int_t)a->k));
+    bad |=
+        json_object_set_new(o, "d_model", json_integer((json_int_t)a->d_model));
+    bad |= json_object_set_new(o, "heads", json_integer((json_int_t)a->heads));
+    bad |= json_object_set_new(o, "batch", json_integer((json_int_t)a->batch));
+    bad |= json_object_set_new(o, "status",
+                               json_string(clf_bench_status_name(a->status)));
+    bad |= json_object_set_new(o, "note", json_string(a->note));
+    bad |= json_object_set_new(o, "linformer_s", jstats(&a->linformer));
+    bad |= json_object_set_new(o, "full_s", jstats(&a->full));
+    bad |= json_object_set_new(
+        o, "rel_error",
+        json_pack("{s:o, s:o}", "lucidrains",
+                  jnum(a->rel_error[CLF_BENCH_INIT_LUCIDRAINS]), "fairseq",
+                  jnum(a->rel_error[CLF_BENCH_INIT_FAIRSEQ])));
+    bad |= json_object_set_new(
+        o, "decisive",
+        json_pack("{s:o, s:I, s:o, s:o, s:o}", "full_weight",
+                  jnum(a->full_weight), "trials", (json_int_t)a->trials,
+                  "host_max_diff", jnum(a->host_max_diff), "lucidrains",
+                  jweight(&a->weight[CLF_BENCH_INIT_LUCIDRAINS]), "fairseq",
+                  jweight(&a->weight[CLF_BENCH_INIT_FAIRSEQ])));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+json_t *
+clf_bench_report_to_json(const clf_bench_report *r)
+{
+    json_t *root, *devs, *res, *cross, *acc;
+    clf_bench_crossing *cs = NULL;
+    size_t i, nc = 0;
+    int bad = 0;
+
+    root = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:{s:I, s:o, s:I, s:b}, s:o}", "schema",
+        CLF_BENCH_SCHEMA, "clinformer_version", r->version, "started",
+        r->started, "host", r->host, "command", r->command, "settings",
+        "repeat", (json_int_t)r->repeat, "budget_s", jnum(r->budget_s), "seed",
+        (json_int_t)r->seed, "quick", r->quick, "wall_s", jnum(r->wall_s));
+    devs = json_array();
+    res = json_array();
+    cross = json_array();
+    acc = json_array();
+    if (root == NULL || devs == NULL || res == NULL || cross == NULL ||
+        acc == NULL) {
+        bad = 1;
+        goto done;
+    }
+    for (i = 0; i < r->ndevices; i++) {
+        const clf_bench_device *d = &r->devices[i];
+        bad |= json_array_append_new(
+            devs,
+            json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:o, "
+                      "s:I, s:I}",
+                      "index", (json_int_t)d->index, "platform", d->platform,
+                      "device", d->name, "driver", d->driver, "version",
+                      d->version, "is_gpu", d->is_gpu, "compute_units",
+                      (json_int_t)d->compute_units, "global_mem",
+                      (json_int_t)d->global_mem, "max_alloc",
+                      (json_int_t)d->max_alloc, "build_s", jnum(d->build_s),
+                      "source_builds", (json_int_t)d->source_builds,
+                      "cache_loads", (json_int_t)d->cache_loads));
+    }
+    for (i = 0; i < r->nresults; i++)
+        bad |= json_array_append_new(res, result_to_json(r, &r->results[i]));
+    if (clf_bench_report_crossings(r, NULL, 0, &nc) != 0 ||
+        (nc > 0 && (cs = malloc(nc * sizeof *cs)) == NULL) ||
+        clf_bench_report_crossings(r, cs, nc, &nc) != 0) {
+        bad = 1;
+        goto done;
+    }
+    for (i = 0; i < nc; i++) {
+        json_t *o =
+            json_pack("{s:I, s:I, s:I, s:I, s:s, s:I, s:o, s:o}", "d_model",
+                      (json_int_t)cs[i].d_model, "heads",
+                      (json_int_t)cs[i].heads, "batch", (json_int_t)cs[i].batch,
+                      "k", (json_int_t)cs[i].k_requested, "pair",
+                      cs[i].causal ? "causal/causal-full" : "linformer/full",
+                      "points", (json_int_t)cs[i].points, "n",
+                      cs[i].n ? json_integer((json_int_t)cs[i].n) : json_null(),
+                      "n_estimate", jnum(cs[i].n_estimate));
+        if (o == NULL || add_identity(o, r, cs[i].device)) {
+            json_decref(o);
+            bad = 1;
+            break;
+        }
+        bad |= json_array_append_new(cross, o);
+    }
+    for (i = 0; i < r->naccuracy; i++)
+        bad |= json_array_append_new(acc, accuracy_to_json(r, &r->accuracy[i]));
+done:
+    free(cs);
+    if (!bad) {
+        bad |= json_object_set_new(root, "devices", devs);
+        bad |= json_object_set_new(root, "results", res);
+        bad |= json_object_set_new(root, "crossovers", cross);
+        bad |= json_object_set_new(root, "accuracy", acc);
+        if (!bad)
+            return root;
+        json_decref(root);
+        return NULL;
+    }
+    json_decref(root);
+    json_decref(devs);
+    json_decref(res);
+    json_decref(cross);
+    json_decref(acc);
+    return NULL;
+}
+
+int
+clf_bench_json_write(const clf_bench_report *r, const char *path)
+{
+    json_t *root = clf_bench_report_to_json(r);
+    char *tmp;
+    size_t len = strlen(path) + 16;
+    int rc;
+
+    if (root == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    tmp = malloc(len);
+    if (tmp == NULL) {
+        json_decref(root);
+        errno = ENOMEM;
+        return -1;
+    }
+    /* A reader never sees a half-written file. */
+    snprintf(tmp, len, "%s.tmp%ld", path, (long)getpid());
+    rc = json_dump_file(root, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    json_decref(root);
+    if (rc != 0 || rename(tmp, path) != 0) {
+        int e = errno ? errno : EIO;
+        remove(tmp);
+        free(tmp);
+        errno = e;
+        return -1;
+    }
+    free(tmp);
     return 0;
+}
+
+/* ----------------------------------------------------------- JSON: read */
+
+/* Reading state: the first problem found, with the field's path. */
+struct jr {
+    char *why;
+    size_t len;
+    int bad;
+};
+
+static void
+jr_fail(struct jr *j, const char *path, const char *key, const char *what)
+{
+    if (j->bad)
+        return;
+    j->bad = 1;
+    snprintf(j->why, j->len, "%s%s%s: %s", path, *path ? "." : "", key, what);
+}
+
+static json_t *
+jr_get(struct jr *j, const json_t *o, const char *path, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+
+    if (v == NULL)
+        jr_fail(j, path, key, "missing");
+    return v;
+}
+
+static void
+jr_string(struct jr *j, const json_t *o, const char *path, const char *key,
+          char *out, size_t len)
+{
+    json_t *v = jr_get(j, o, path, key);
+
+    out[0] = '\0';
+    if (v == NULL)
+        return;
+    if (!json_is_string(v)) {
+        jr_fail(j, path, key, "not a string");
+        return;
+    }
+    snprintf(out, len, "%s", json_string_value(v));
+}
+
+static size_t
+jr_size(struct jr *j, const json_t *o, const char *path, const char *key)
+{
+    json_t *v = jr_get(j, o, path, key);
+
+    if (v == NULL)
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        jr_fail(j, path, key, "not a non-negative integer");
+        return 0;
+    }
+    return (size_t)json_integer_value(v);
+}
+
+/* A number, or null for "not measured" (NaN). */
+static double
+jr_num(struct jr *j, const json_t *o, const char *path, const char *key)
+{
+    json_t *v = jr_get(j, o, path, key);
+
+    if (v == NULL || json_is_null(v))
+        return NAN;
+    if (!json_is_number(v)) {
+        jr_fail(j, path, key, "not a number or null");
+        return NAN;
+    }
+    return json_number_value(v);
+}
+
+static int
+jr_bool(struct jr *j, const json_t *o, const char *path, const char *key)
+{
+    json_t *v = jr_get(j, o, path, key);
+
+    if (v == NULL)
+        return 0;
+    if (!json_is_boolean(v)) {
+        jr_fail(j, path, key, "not a boolean");
+        return 0;
+    }
+    return json_is_true(v);
+}
+
+static json_t *
+jr_object(struct jr *j, const json_t *o, const char *path, const char *key)
+{
+    json_t *v = jr_get(j, o, path, key);
+
+    if (v != NULL && !json_is_object(v)) {
+        jr_fail(j, path, key, "not an object");
+        return NULL;
+    }
+    return v;
+}
+
+static json_t *
+jr_array(struct jr *j, const json_t *o, const char *path, const char *key)
+{
+    json_t *v = jr_get(j, o, path, key);
+
+    if (v != NULL && !json_is_array(v)) {
+        jr_fail(j, path, key, "not an array");
+        return NULL;
+    }
+    return v;
+}
+
+static clf_bench_stats
+jr_stats(struct jr *j, const json_t *o, const char *path, const char *key)
+{
+    clf_bench_stats s = {NAN, NAN, NAN, 0};
+    json_t *v = jr_object(j, o, path, key);
+    char p[160];
+
+    if (v == NULL)
+        return s;
+    snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
+    s.median = jr_num(j, v, p, "median");
+    s.min = jr_num(j, v, p, "min");
+    s.max = jr_num(j, v, p, "max");
+    s.runs = jr_size(j, v, p, "runs");
+    return s;
+}
+
+static clf_bench_weight
+jr_weight(struct jr *j, const json_t *o, const char *path, const char *key)
+{
+    clf_bench_weight w = {NAN, NAN, NAN};
+    json_t *v = jr_object(j, o, path, key);
+    char p[160];
+
+    if (v == NULL)
+        return w;
+    snprintf(p, sizeof p, "%s.%s", path, key);
+    w.mean = jr_num(j, v, p, "mean");
+    w.mean_abs = jr_num(j, v, p, "mean_abs");
+    w.max_abs = jr_num(j, v, p, "max_abs");
+    return w;
+}
+
+/* The row's device_index, checked against the devices read and against
+ * the identity strings the row repeats. */
+static size_t
+jr_device(struct jr *j, const json_t *o, const char *path,
+          const clf_bench_report *r)
+{
+    size_t dev = jr_size(j, o, path, "device_index");
+    char s[128];
+
+    if (j->bad)
+        return 0;
+    if (dev >= r->ndevices) {
+        jr_fail(j, path, "device_index", "out of range");
+        return 0;
+    }
+    jr_string(j, o, path, "platform", s, sizeof s);
+    if (!j->bad && strcmp(s, r->devices[dev].platform) != 0)
+        jr_fail(j, path, "platform", "differs from its device entry");
+    jr_string(j, o, path, "device", s, sizeof s);
+    if (!j->bad && strcmp(s, r->devices[dev].name) != 0)
+        jr_fail(j, path, "device", "differs from its device entry");
+    jr_string(j, o, path, "driver", s, sizeof s);
+    if (!j->bad && strcmp(s, r->devices[dev].driver) != 0)
+        jr_fail(j, path, "driver", "differs from its device entry");
+    return dev;
+}
+
+static void
+jr_status(struct jr *j, const json_t *o, const char *path,
+          clf_bench_status *out)
+{
+    char s[32];
+
+    jr_string(j, o, path, "status", s, sizeof s);
+    if (!j->bad && clf_bench_status_parse(s, out) != 0)
+        jr_fail(j, path, "status", "unknown status");
+}
+
+static void
+read_result(struct jr *j, const json_t *o, const char *path,
+            clf_bench_report *r)
+{
+    clf_bench_result *x;
+    json_t *config, *stages, *sf;
+    char p[96], mode[32];
+    int i;
+
+    if (!json_is_object(o)) {
+        jr_fail(j, path, "", "not an object");
+        return;
+    }
+    x = clf_bench_report_add_result(r);
+    if (x == NULL) {
+        jr_fail(j, path, "", "out of memory");
+        return;
+    }
+    x->device = jr_device(j, o, path, r);
+    config = jr_object(j, o, path, "config");
+    if (config != NULL) {
+        snprintf(p, sizeof p, "%s.config", path);
+        jr_string(j, config, p, "mode", mode, sizeof mode);
+        if (!j->bad && clf_bench_mode_parse(mode, &x->mode) != 0)
+            jr_fail(j, p, "mode", "unknown mode");
+        x->n = jr_size(j, config, p, "n");
+        x->k = jr_size(j, config, p, "k");
+        x->k_requested = jr_size(j, config, p, "k_requested");
+        x->d_model = jr_size(j, config, p, "d_model");
+        x->heads = jr_size(j, config, p, "heads");
+        x->batch = jr_size(j, config, p, "batch");
+        x->causal_block = jr_size(j, config, p, "causal_block");
+    }
+    jr_status(j, o, path, &x->status);
+    jr_string(j, o, path, "note", x->note, sizeof x->note);
+    x->first_call_s = jr_num(j, o, path, "first_call_s");
+    x->wall = jr_stats(j, o, path, "wall_s");
+    x->device_s = jr_stats(j, o, path, "device_s");
+    stages = jr_object(j, o, path, "stages");
+    sf = jr_object(j, o, path, "stage_flops");
+    snprintf(p, sizeof p, "%s.stages", path);
+    for (i = 0; stages != NULL && i < CLF_STAGE_COUNT; i++)
+        x->stage[i] = jr_stats(j, stages, p, clf_stage_name((clf_stage)i));
+    snprintf(p, sizeof p, "%s.stage_flops", path);
+    for (i = 0; sf != NULL && i < CLF_STAGE_COUNT; i++)
+        x->stage_flops[i] = jr_num(j, sf, p, clf_stage_name((clf_stage)i));
+    x->flops = jr_num(j, o, path, "flops");
+    x->gflops = jr_num(j, o, path, "gflops");
+    x->device_bytes = jr_num(j, o, path, "device_bytes");
+    x->io_bytes = jr_num(j, o, path, "io_bytes");
+    x->rel_error = jr_num(j, o, path, "rel_error");
+}
+
+static void
+read_accuracy(struct jr *j, const json_t *o, const char *path,
+              clf_bench_report *r)
+{
+    clf_bench_accuracy *a;
+    json_t *err, *dec;
+    char p[96];
+
+    if (!json_is_object(o)) {
+        jr_fail(j, path, "", "not an object");
+        return;
+    }
+    a = clf_bench_report_add_accuracy(r);
+    if (a == NULL) {
+        jr_fail(j, path, "", "out of memory");
+        return;
+    }
+    a->device = jr_device(j, o, path, r);
+    a->n = jr_size(j, o, path, "n");
+    a->k = jr_size(j, o, path, "k");
+    a->d_model = jr_size(j, o, path, "d_model");
+    a->heads = jr_size(j, o, path, "heads");
+    a->batch = jr_size(j, o, path, "batch");
+    jr_status(j, o, path, &a->status);
+    jr_string(j, o, path, "note", a->note, sizeof a->note);
+    a->linformer = jr_stats(j, o, path, "linformer_s");
+    a->full = jr_stats(j, o, path, "full_s");
+    err = jr_object(j, o, path, "rel_error");
+    if (err != NULL) {
+        snprintf(p, sizeof p, "%s.rel_error", path);
+        a->rel_error[CLF_BENCH_INIT_LUCIDRAINS] =
+            jr_num(j, err, p, "lucidrains");
+        a->rel_error[CLF_BENCH_INIT_FAIRSEQ] = jr_num(j, err, p, "fairseq");
+    }
+    dec = jr_object(j, o, path, "decisive");
+    if (dec != NULL) {
+        snprintf(p, sizeof p, "%s.decisive", path);
+        a->full_weight = jr_num(j, dec, p, "full_weight");
+        a->trials = jr_size(j, dec, p, "trials");
+        a->host_max_diff = jr_num(j, dec, p, "host_max_diff");
+        a->weight[CLF_BENCH_INIT_LUCIDRAINS] =
+            jr_weight(j, dec, p, "lucidrains");
+        a->weight[CLF_BENCH_INIT_FAIRSEQ] = jr_weight(j, dec, p, "fairseq");
+    }
+}
+
+int
+clf_bench_report_from_json(const json_t *root, clf_bench_report *out, char *why,
+                           size_t why_len)
+{
+    struct jr j;
+    json_t *settings, *arr, *v;
+    char schema[64];
+    size_t i;
+
+    j.why = why;
+    j.len = why_len;
+    j.bad = 0;
+    clf_bench_report_init(out);
+    if (!json_is_object(root)) {
+        snprintf(why, why_len, "the document is not a JSON object");
+        return -1;
+    }
+    jr_string(&j, root, "", "schema", schema, sizeof schema);
+    if (!j.bad && strcmp(schema, CLF_BENCH_SCHEMA) != 0)
+        jr_fail(&j, "", "schema", "not " CLF_BENCH_SCHEMA);
+    jr_string(&j, root, "", "clinformer_version", out->version,
+              sizeof out->version);
+    jr_string(&j, root, "", "started", out->started, sizeof out->started);
+    jr_string(&j, root, "", "host", out->host, sizeof out->host);
+    jr_string(&j, root, "", "command", out->command, sizeof out->command);
+    settings = jr_object(&j, root, "", "settings");
+    if (settings != NULL) {
+        out->repeat = jr_size(&j, settings, "settings", "repeat");
+        out->budget_s = jr_num(&j, settings, "settings", "budget_s");
+        out->seed = jr_size(&j, settings, "settings", "seed");
+        out->quick = jr_bool(&j, settings, "settings", "quick");
+    }
+    out->wall_s = jr_num(&j, root, "", "wall_s");
+
+    arr = jr_array(&j, root, "", "devices");
+    json_array_foreach (arr, i, v) {
+        char p[48];
+        clf_bench_device *d;
+        snprintf(p, sizeof p, "devices[%zu]", i);
+        if (j.bad)
+            break;
+        if (!json_is_object(v)) {
+            jr_fail(&j, p, "", "not an object");
+            break;
+        }
+        if ((d = clf_bench_report_add_device(out)) == NULL) {
+            jr_fail(&j, p, "", "out of memory");
+            break;
+        }
+        d->index = (unsigned)jr_size(&j, v, p, "index");
+        jr_string(&j, v, p, "platform", d->platform, sizeof d->platform);
+        jr_string(&j, v, p, "device", d->name, sizeof d->name);
+        jr_string(&j, v, p, "driver", d->driver, sizeof d->driver);
+        jr_string(&j, v, p, "version", d->version, sizeof d->version);
+        d->is_gpu = jr_bool(&j, v, p, "is_gpu");
+        d->compute_units = (unsigned)jr_size(&j, v, p, "compute_units");
+        d->global_mem = jr_size(&j, v, p, "global_mem");
+        d->max_alloc = jr_size(&j, v, p, "max_alloc");
+        d->build_s = jr_num(&j, v, p, "build_s");
+        d->source_builds = (unsigned)jr_size(&j, v, p, "source_builds");
+        d->cache_loads = (unsigned)jr_size(&j, v, p, "cache_loads");
+    }
+    arr = jr_array(&j, root, "", "results");
+    json_array_foreach (arr, i, v) {
+        char p[48];
+        if (j.bad)
+            break;
+        snprintf(p, sizeof p, "results[%zu]", i);
+        read_result(&j, v, p, out);
+    }
+    /* Crossovers are derived from the results; only their shape is
+     * checked. */
+    arr = jr_array(&j, root, "", "crossovers");
+    json_array_foreach (arr, i, v) {
+        char p[48];
+        if (j.bad)
+            break;
+        snprintf(p, sizeof p, "crossovers[%zu]", i);
+        if (!json_is_object(v)) {
+            jr_fail(&j, p, "", "not an object");
+            break;
+        }
+        (void)jr_device(&j, v, p, out);
+        (void)jr_size(&j, v, p, "points");
+        (void)jr_num(&j, v, p, "n");
+        (void)jr_num(&j, v, p, "n_estimate");
+    }
+    arr = jr_array(&j, root, "", "accuracy");
+    json_array_foreach (arr, i, v) {
+        char p[48];
+        if (j.bad)
+            break;
+        snprintf(p, sizeof p, "accuracy[%zu]", i);
+        read_accuracy(&j, v, p, out);
+    }
+    if (j.bad) {
+        clf_bench_report_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+int
+clf_bench_json_read(const char *path, clf_bench_report *out, char *why,
+                    size_t why_len)
+{
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    int rc;
+
+    clf_bench_report_init(out);
+    if (root == NULL) {
+        snprintf(why, why_len, "line %d: %s", err.line, err.text);
+        return -1;
+    }
+    rc = clf_bench_report_from_json(root, out, why, why_len);
+    json_decref(root);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ CSV */
+
+static const char csv_header[] =
+    "platform,device,driver,mode,n,k,k_requested,d_model,heads,batch,"
+    "causal_block,status,runs,first_call_s,median_s,min_s,max_s,"
+    "device_median_s,projection_s,compression_s,scores_s,softmax_s,"
+    "weighted_sum_s,output_s,flops,gflops,device_bytes,io_bytes,rel_error,"
+    "note";
+
+static const char csv_accuracy_header[] =
+    "platform,device,driver,n,k,d_model,heads,batch,status,"
+    "linformer_median_s,linformer_min_s,linformer_max_s,full_median_s,"
+    "rel_error_lucidrains,rel_error_fairseq,full_weight,trials,"
+    "lucidrains_mean,lucidrains_mean_abs,lucidrains_max_abs,fairseq_mean,"
+    "fairseq_mean_abs,fairseq_max_abs,host_max_diff,note";
+
+const char *
+clf_bench_csv_header(void)
+{
+    return csv_header;
+}
+
+const char *
+clf_bench_csv_accuracy_header(void)
+{
+    return csv_accuracy_header;
+}
+
+/* A text field, quoted when it holds a comma, quote or line break. */
+static void
+csv_text(FILE *f, const char *s, int last)
+{
+    if (strpbrk(s, ",\"\r\n") != NULL) {
+        fputc('"', f);
+        for (; *s; s++) {
+            if (*s == '"')
+                fputc('"', f);
+            fputc(*s, f);
+        }
+        fputc('"', f);
+    } else {
+        fputs(s, f);
+    }
+    fputc(last ? '\n' : ',', f);
+}
+
+/* A number; empty when not measured. */
+static void
+csv_num(FILE *f, double v)
+{
+    if (!isnan(v))
+        fprintf(f, "%.9g", v);
+    fputc(',', f);
+}
+
+int
+clf_bench_csv_write(FILE *f, const clf_bench_report *r)
+{
+    size_t i;
+    int s;
+
+    fprintf(f, "%s\n", csv_header);
+    for (i = 0; i < r->nresults; i++) {
+        const clf_bench_result *x = &r->results[i];
+        const clf_bench_device *d = &r->devices[x->device];
+        csv_text(f, d->platform, 0);
+        csv_text(f, d->name, 0);
+        csv_text(f, d->driver, 0);
+        fprintf(f, "%s,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%s,%zu,",
+                clf_bench_mode_name(x->mode), x->n, x->k, x->k_requested,
+                x->d_model, x->heads, x->batch, x->causal_block,
+                clf_bench_status_name(x->status), x->wall.runs);
+        csv_num(f, x->first_call_s);
+        csv_num(f, x->wall.median);
+        csv_num(f, x->wall.min);
+        csv_num(f, x->wall.max);
+        csv_num(f, x->device_s.median);
+        for (s = 0; s < CLF_STAGE_COUNT; s++)
+            csv_num(f, x->stage[s].median);
+        csv_num(f, x->flops);
+        csv_num(f, x->gflops);
+        csv_num(f, x->device_bytes);
+        csv_num(f, x->io_bytes);
+        csv_num(f, x->rel_error);
+        csv_text(f, x->note, 1);
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+int
+clf_bench_csv_accuracy_write(FILE *f, const clf_bench_report *r)
+{
+    size_t i;
+    int w;
+
+    fprintf(f, "%s\n", csv_accuracy_header);
+    for (i = 0; i < r->naccuracy; i++) {
+        const clf_bench_accuracy *a = &r->accuracy[i];
+        const clf_bench_device *d = &r->devices[a->device];
+        csv_text(f, d->platform, 0);
+        csv_text(f, d->name, 0);
+        csv_text(f, d->driver, 0);
+        fprintf(f, "%zu,%zu,%zu,%zu,%zu,%s,", a->n, a->k, a->d_model, a->heads,
+                a->batch, clf_bench_status_name(a->status));
+        csv_num(f, a->linformer.median);
+        csv_num(f, a->linformer.min);
+        csv_num(f, a->linformer.max);
+        csv_num(f, a->full.median);
+        csv_num(f, a->rel_error[CLF_BENCH_INIT_LUCIDRAINS]);
+        csv_num(f, a->rel_error[CLF_BENCH_INIT_FAIRSEQ]);
+        csv_num(f, a->full_weight);
+        fprintf(f, "%zu,", a->trials);
+        for (w = 0; w < CLF_BENCH_INIT_COUNT; w++) {
+            csv_num(f, a->weight[w].mean);
+            csv_num(f, a->weight[w].mean_abs);
+            csv_num(f, a->weight[w].max_abs);
+        }
+        csv_num(f, a->host_max_diff);
+        csv_text(f, a->note, 1);
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ SVG */
+
+static void
+xml_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        default:
+            fputc(*s, f);
+        }
+    }
+}
+
+static const char *const mode_colors[CLF_BENCH_MODE_COUNT] = {
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e"};
+
+#define PANEL_W 820
+#define PANEL_H 440
+#define PLOT_L 80
+#define PLOT_R 580
+#define PLOT_T 50
+#define PLOT_B 380
+
+static int
+same_panel(const clf_bench_result *a, const clf_bench_result *b)
+{
+    return a->device == b->device && a->d_model == b->d_model &&
+           a->heads == b->heads && a->batch == b->batch &&
+           a->k_requested == b->k_requested;
+}
+
+struct axes {
+    double x0, x1, y0, y1; /* log2 n and log10 ms ranges */
+    double top;            /* panel's y offset */
+};
+
+static double
+ax_x(const struct axes *a, double n)
+{
+    return PLOT_L + (log2(n) - a->x0) / (a->x1 - a->x0) * (PLOT_R - PLOT_L);
+}
+
+static double
+ax_y(const struct axes *a, double ms)
+{
+    return a->top + PLOT_B -
+           (log10(ms) - a->y0) / (a->y1 - a->y0) * (PLOT_B - PLOT_T);
+}
+
+/* Marks a crossover in the plot and explains it in the legend column,
+ * below the modes (legend row `row`). */
+static void
+svg_crossing(FILE *f, const struct axes *a, const clf_bench_crossing *c,
+             int row)
+{
+    const char *who = c->causal ? "causal" : "Linformer";
+    const char *ref = c->causal ? "causal-full" : "full";
+    double ly = a->top + PLOT_T + 14 + 20.0 * row;
+    double x;
+
+    if (c->n == 0) {
+        fprintf(f,
+                "<text x=\"%d\" y=\"%.1f\" font-size=\"11\">%s never faster "
+                "than %s</text>\n"
+                "<text x=\"%d\" y=\"%.1f\" font-size=\"11\">(%zu lengths "
+                "measured)</text>\n",
+                PLOT_R + 20, ly, who, ref, PLOT_R + 20, ly + 14, c->points);
+        return;
+    }
+    x = ax_x(a, (double)c->n);
+    fprintf(f,
+            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+            "stroke=\"#444\" stroke-dasharray=\"6,4\"/>\n",
+            x, a->top + PLOT_T, x, a->top + PLOT_B);
+    fprintf(f,
+            "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+            "text-anchor=\"end\">%s: n = %zu</text>\n",
+            x - 4, a->top + PLOT_T + 14.0 + 14.0 * c->causal, who, c->n);
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+            "stroke=\"#444\" stroke-dasharray=\"6,4\"/>\n"
+            "<text x=\"%d\" y=\"%.1f\" font-size=\"11\">crossover n = "
+            "%zu:</text>\n"
+            "<text x=\"%d\" y=\"%.1f\" font-size=\"11\">%s faster than "
+            "%s</text>\n"
+            "<text x=\"%d\" y=\"%.1f\" font-size=\"11\">from there "
+            "on</text>\n",
+            PLOT_R + 20, ly - 4, PLOT_R + 44, ly - 4, PLOT_R + 50, ly, c->n,
+            PLOT_R + 50, ly + 14, who, ref, PLOT_R + 50, ly + 28);
+    if (!isnan(c->n_estimate) && c->n_estimate >= pow(2.0, a->x0) &&
+        c->n_estimate <= pow(2.0, a->x1)) {
+        double xe = ax_x(a, c->n_estimate);
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                "stroke=\"#999\" stroke-dasharray=\"2,3\"/>\n",
+                xe, a->top + PLOT_T, xe, a->top + PLOT_B);
+        fprintf(f,
+                "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+                "stroke=\"#999\" stroke-dasharray=\"2,3\"/>\n"
+                "<text x=\"%d\" y=\"%.1f\" font-size=\"11\">medians cross "
+                "near</text>\n"
+                "<text x=\"%d\" y=\"%.1f\" font-size=\"11\">n = %.0f "
+                "(interpolated)</text>\n",
+                PLOT_R + 20, ly + 44, PLOT_R + 44, ly + 44, PLOT_R + 50,
+                ly + 48, PLOT_R + 50, ly + 62, c->n_estimate);
+    }
+}
+
+/* log10 of the largest 1, 2 or 5 times a power of ten at or below v, and
+ * of the smallest at or above it: the plot's range ends on a grid line. */
+static double
+nice_below(double v)
+{
+    double e = floor(log10(v)), p = pow(10.0, e);
+
+    return v >= 5 * p ? log10(5 * p) : v >= 2 * p ? log10(2 * p) : e;
+}
+
+static double
+nice_above(double v)
+{
+    double e = floor(log10(v)), p = pow(10.0, e);
+
+    if (v <= p * (1 + 1e-12))
+        return e;
+    return v <= 2 * p ? log10(2 * p) : v <= 5 * p ? log10(5 * p) : e + 1;
+}
+
+static void
+svg_panel(FILE *f, const clf_bench_report *r, const clf_bench_result *g,
+          double top, const clf_bench_crossing *cs, size_t nc)
+{
+    const clf_bench_device *d = &r->devices[g->device];
+    struct axes a;
+    double nmin = INFINITY, nmax = 0, tmin = INFINITY, tmax = 0, e;
+    size_t i, c;
+    int m, legend = 0, line = 0;
+    char title[512];
+
+    for (i = 0; i < r->nresults; i++) {
+        const clf_bench_result *x = &r->results[i];
+        if (!same_panel(x, g))
+            continue;
+        if ((double)x->n < nmin)
+            nmin = (double)x->n;
+        if ((double)x->n > nmax)
+            nmax = (double)x->n;
+        if (x->status == CLF_BENCH_OK && x->wall.runs > 0) {
+            if (x->wall.min * 1e3 < tmin)
+                tmin = x->wall.min * 1e3;
+            if (x->wall.max * 1e3 > tmax)
+                tmax = x->wall.max * 1e3;
+        }
+    }
+    a.top = top;
+    a.x0 = log2(nmin);
+    a.x1 = log2(nmax);
+    if (a.x1 - a.x0 < 1e-9) {
+        a.x0 -= 0.5;
+        a.x1 += 0.5;
+    } else {
+        a.x0 -= 0.15 * (a.x1 - a.x0);
+        a.x1 += 0.15 * (a.x1 - a.x0) / 1.15;
+    }
+    if (!(tmax > 0)) {
+        tmin = 1;
+        tmax = 10;
+    }
+    a.y0 = nice_below(tmin);
+    a.y1 = nice_above(tmax);
+    if (a.y1 - a.y0 < 0.3)
+        a.y1 = a.y0 + 0.3;
+
+    snprintf(title, sizeof title, "%s / %s (driver %s)", d->platform, d->name,
+             d->driver);
+    fprintf(f,
+            "<text x=\"%d\" y=\"%.1f\" font-size=\"13\" "
+            "font-weight=\"bold\">",
+            PLOT_L, top + 20);
+    xml_text(f, title);
+    fputs("</text>\n", f);
+    fprintf(f,
+            "<text x=\"%d\" y=\"%.1f\" font-size=\"12\">D=%zu h=%zu "
+            "B=%zu k=%zu: median time of one forward against n</text>\n",
+            PLOT_L, top + 38, g->d_model, g->heads, g->batch, g->k_requested);
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\" "
+            "fill=\"none\" stroke=\"#000\"/>\n",
+            PLOT_L, top + PLOT_T, PLOT_R - PLOT_L, PLOT_B - PLOT_T);
+    /* y grid: 1, 2, 5 of each decade */
+    for (e = floor(a.y0); e < a.y1 + 1e-9; e += 1.0) {
+        static const double sub[] = {1, 2, 5};
+        int s;
+        for (s = 0; s < 3; s++) {
+            double v = sub[s] * pow(10.0, e), y;
+            if (log10(v) < a.y0 - 1e-9)
+                continue;
+            if (log10(v) > a.y1 + 1e-9)
+                break;
+            y = ax_y(&a, v);
+            fprintf(f,
+                    "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+                    "stroke=\"%s\"/>\n",
+                    PLOT_L, y, PLOT_R, y, s == 0 ? "#bbb" : "#e4e4e4");
+            fprintf(f,
+                    "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" "
+                    "text-anchor=\"end\">%g</text>\n",
+                    PLOT_L - 6, y + 4, v);
+        }
+    }
+    fprintf(f,
+            "<text x=\"20\" y=\"%.1f\" font-size=\"12\" "
+            "transform=\"rotate(-90 20 %.1f)\" text-anchor=\"middle\">"
+            "median forward time, ms (whiskers: min..max)</text>\n",
+            top + (PLOT_T + PLOT_B) / 2.0, top + (PLOT_T + PLOT_B) / 2.0);
+    /* x ticks at each measured n */
+    for (i = 0; i < r->nresults; i++) {
+        const clf_bench_result *x = &r->results[i];
+        size_t j;
+        int dup = 0;
+        if (!same_panel(x, g))
+            continue;
+        for (j = 0; j < i; j++)
+            if (same_panel(&r->results[j], g) && r->results[j].n == x->n)
+                dup = 1;
+        if (dup)
+            continue;
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                "stroke=\"#e4e4e4\"/>\n",
+                ax_x(&a, (double)x->n), top + PLOT_T, ax_x(&a, (double)x->n),
+                top + PLOT_B);
+        fprintf(f,
+                "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                "text-anchor=\"middle\">%zu</text>\n",
+                ax_x(&a, (double)x->n), top + PLOT_B + 16, x->n);
+    }
+    fprintf(f,
+            "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
+            "text-anchor=\"middle\">sequence length n (log scale)</text>\n",
+            (PLOT_L + PLOT_R) / 2.0, top + PLOT_B + 36);
+
+    for (m = 0; m < CLF_BENCH_MODE_COUNT; m++) {
+        int any = 0, first = 1;
+        size_t order[256], no = 0, p, q;
+        for (i = 0; i < r->nresults && no < 256; i++)
+            if (same_panel(&r->results[i], g) && (int)r->results[i].mode == m)
+                order[no++] = i;
+        if (no == 0)
+            continue;
+        /* by n, for the polyline */
+        for (p = 1; p < no; p++)
+            for (q = p;
+                 q > 0 && r->results[order[q]].n < r->results[order[q - 1]].n;
+                 q--) {
+                size_t t = order[q];
+                order[q] = order[q - 1];
+                order[q - 1] = t;
+            }
+        for (p = 0; p < no; p++) {
+            const clf_bench_result *x = &r->results[order[p]];
+            if (x->status != CLF_BENCH_OK || x->wall.runs == 0)
+                continue;
+            if (first) {
+                fprintf(f,
+                        "<polyline fill=\"none\" stroke=\"%s\" "
+                        "stroke-width=\"2\" points=\"",
+                        mode_colors[m]);
+                first = 0;
+            }
+            fprintf(f, "%.1f,%.1f ", ax_x(&a, (double)x->n),
+                    ax_y(&a, x->wall.median * 1e3));
+            any = 1;
+        }
+        if (any)
+            fputs("\"/>\n", f);
+        for (p = 0; p < no; p++) {
+            const clf_bench_result *x = &r->results[order[p]];
+            double px = ax_x(&a, (double)x->n);
+            if (x->status != CLF_BENCH_OK || x->wall.runs == 0) {
+                /* a row that did not run: a hollow marker on the axis */
+                fprintf(f,
+                        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" "
+                        "fill=\"%s\" text-anchor=\"middle\">%s: %s</text>\n",
+                        px, top + PLOT_T + 14.0 + 12.0 * m, mode_colors[m],
+                        clf_bench_mode_name((clf_bench_mode)m),
+                        x->status == CLF_BENCH_TOO_LARGE     ? "too large"
+                        : x->status == CLF_BENCH_OVER_BUDGET ? "over budget"
+                                                             : "failed");
+                continue;
+            }
+            fprintf(f,
+                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                    "stroke=\"%s\"/>\n",
+                    px, ax_y(&a, x->wall.min * 1e3), px,
+                    ax_y(&a, x->wall.max * 1e3), mode_colors[m]);
+            fprintf(f,
+                    "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
+                    px, ax_y(&a, x->wall.median * 1e3), mode_colors[m]);
+        }
+        fprintf(f,
+                "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+                "stroke=\"%s\" stroke-width=\"2\"/>\n",
+                PLOT_R + 20, top + PLOT_T + 10 + 20.0 * legend, PLOT_R + 44,
+                top + PLOT_T + 10 + 20.0 * legend, mode_colors[m]);
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\">%s</text>\n",
+                PLOT_R + 50, top + PLOT_T + 14 + 20.0 * legend,
+                clf_bench_mode_name((clf_bench_mode)m));
+        legend++;
+    }
+    for (c = 0; c < nc; c++)
+        if (cs[c].device == g->device && cs[c].d_model == g->d_model &&
+            cs[c].heads == g->heads && cs[c].batch == g->batch &&
+            cs[c].k_requested == g->k_requested)
+            svg_crossing(f, &a, &cs[c], legend + 4 * line++);
+}
+
+int
+clf_bench_svg_write(FILE *f, const clf_bench_report *r)
+{
+    clf_bench_crossing *cs = NULL;
+    size_t i, j, panels = 0, nc = 0;
+
+    for (i = 0; i < r->nresults; i++) {
+        int seen = 0;
+        for (j = 0; j < i; j++)
+            if (same_panel(&r->results[j], &r->results[i]))
+                seen = 1;
+        panels += !seen;
+    }
+    if (panels == 0)
+        return -1;
+    if (clf_bench_report_crossings(r, NULL, 0, &nc) != 0 ||
+        (nc > 0 && (cs = malloc(nc * sizeof *cs)) == NULL) ||
+        clf_bench_report_crossings(r, cs, nc, &nc) != 0) {
+        free(cs);
+        return -1;
+    }
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+            "height=\"%zu\" viewBox=\"0 0 %d %zu\" "
+            "font-family=\"sans-serif\">\n"
+            "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
+            PANEL_W, panels * PANEL_H, PANEL_W, panels * PANEL_H);
+    panels = 0;
+    for (i = 0; i < r->nresults; i++) {
+        int seen = 0;
+        for (j = 0; j < i; j++)
+            if (same_panel(&r->results[j], &r->results[i]))
+                seen = 1;
+        if (seen)
+            continue;
+        svg_panel(f, r, &r->results[i], (double)(panels * PANEL_H), cs, nc);
+        panels++;
+    }
+    fputs("</svg>\n", f);
+    free(cs);
+    return ferror(f) ? -1 : 0;
+}
+
+/* --------------------------------------------------------------- tables */
+
+static void
+fmt_ms(char *buf, size_t len, double s)
+{
+    if (isnan(s))
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, "%.1f", s * 1e3);
+}
+
+static void
+fmt_g(char *buf, size_t len, const char *fmt, double v)
+{
+    if (isnan(v))
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, fmt, v);
+}
+
+/* The same configuration's row of mode m, or NULL. */
+static const clf_bench_result *
+find_mode(const clf_bench_report *r, const clf_bench_result *x,
+          clf_bench_mode m)
+{
+    size_t i;
+
+    for (i = 0; i < r->nresults; i++) {
+        const clf_bench_result *y = &r->results[i];
+        if (y->mode == m && y->n == x->n && same_panel(x, y))
+            return y;
+    }
+    return NULL;
+}
+
+static double
+speedup(const clf_bench_report *r, const clf_bench_result *x)
+{
+    clf_bench_mode ref = clf_bench_mode_reference(x->mode);
+    const clf_bench_result *y;
+
+    if (ref == x->mode || x->status != CLF_BENCH_OK)
+        return NAN;
+    y = find_mode(r, x, ref);
+    if (y == NULL || y->status != CLF_BENCH_OK || !(x->wall.median > 0))
+        return NAN;
+    return y->wall.median / x->wall.median;
+}
+
+static void
+print_device_head(FILE *f, const clf_bench_report *r, size_t dev)
+{
+    const clf_bench_device *d = &r->devices[dev];
+
+    fprintf(f, "\n== device %u: %s / %s (driver %s, %s) ==\n", d->index,
+            d->platform, d->name, d->driver, d->version);
+    fprintf(f,
+            "kernels ready in %.3f s (programs: %u built from source, %u "
+            "loaded from the binary cache)\n",
+            d->build_s, d->source_builds, d->cache_loads);
+}
+
+static void
+print_crossings(FILE *f, const clf_bench_report *r, size_t dev)
+{
+    clf_bench_crossing *cs = NULL;
+    size_t nc = 0, i;
+
+    if (clf_bench_report_crossings(r, NULL, 0, &nc) != 0 || nc == 0 ||
+        (cs = malloc(nc * sizeof *cs)) == NULL ||
+        clf_bench_report_crossings(r, cs, nc, &nc) != 0) {
+        free(cs);
+        return;
+    }
+    fputc('\n', f);
+    for (i = 0; i < nc; i++) {
+        const clf_bench_crossing *c = &cs[i];
+        if (c->device != dev)
+            continue;
+        fprintf(f, "crossover, %s (D=%zu h=%zu B=%zu k=%zu): ",
+                c->causal ? "causal vs causal-full" : "linformer vs full",
+                c->d_model, c->heads, c->batch, c->k_requested);
+        if (c->n == 0)
+            fprintf(f, "none measured (%zu lengths with both modes)\n",
+                    c->points);
+        else if (!isnan(c->n_estimate))
+            fprintf(f,
+                    "n = %zu (faster from there on; the medians cross near "
+                    "n = %.0f)\n",
+                    c->n, c->n_estimate);
+        else
+            fprintf(f,
+                    "n = %zu, the smallest measured (faster at every "
+                    "measured n)\n",
+                    c->n);
+    }
+    free(cs);
+}
+
+void
+clf_bench_print_matrix(FILE *f, const clf_bench_report *r)
+{
+    size_t dev, i;
+    int s;
+
+    for (dev = 0; dev < r->ndevices; dev++) {
+        int notes = 0, any = 0;
+        for (i = 0; i < r->nresults; i++)
+            any |= r->results[i].device == dev;
+        if (!any)
+            continue;
+        print_device_head(f, r, dev);
+        fprintf(f, "warm runs: median and spread (min..max); first s = the "
+                   "first forward of a fresh layer\n(the first on this "
+                   "context includes CLBlast's GEMM compile, unless the "
+                   "OpenCL driver\ncached it)\n\n");
+        fprintf(f,
+                "%6s %5s %4s %5s %3s %3s  %-11s %8s %9s %19s %9s %7s %7s "
+                "%7s %9s %8s\n",
+                "n", "k", "b", "D", "h", "B", "mode", "first s", "median ms",
+                "spread ms", "device ms", "GFLOP", "GFLOP/s", "MiB", "rel.err",
+                "speed-up");
+        for (i = 0; i < r->nresults; i++) {
+            const clf_bench_result *x = &r->results[i];
+            char k[24], b[24], first[16], med[16], spr[40], devm[16];
+            char gf[16], rate[16], mib[16], err[16], sp[16], lo[16], hi[16];
+            if (x->device != dev)
+                continue;
+            if (x->k)
+                snprintf(k, sizeof k, "%zu", x->k);
+            else
+                snprintf(k, sizeof k, "-");
+            if (x->causal_block)
+                snprintf(b, sizeof b, "%zu", x->causal_block);
+            else
+                snprintf(b, sizeof b, "-");
+            fprintf(f, "%6zu %5s %4s %5zu %3zu %3zu  %-11s ", x->n, k, b,
+                    x->d_model, x->heads, x->batch,
+                    clf_bench_mode_name(x->mode));
+            if (x->status != CLF_BENCH_OK || x->wall.runs == 0) {
+                fprintf(f, "%s\n",
+                        x->status == CLF_BENCH_TOO_LARGE ? "not run (too large)"
+                        : x->status == CLF_BENCH_OVER_BUDGET
+                            ? "not run (over the time budget)"
+                        : x->status == CLF_BENCH_FAILED ? "failed (see notes)"
+                                                        : "no warm run");
+                notes++;
+                continue;
+            }
+            if (x->note[0] != '\0')
+                notes++;
+            fmt_g(first, sizeof first, "%.3f", x->first_call_s);
+            fmt_ms(med, sizeof med, x->wall.median);
+            fmt_ms(lo, sizeof lo, x->wall.min);
+            fmt_ms(hi, sizeof hi, x->wall.max);
+            snprintf(spr, sizeof spr, "%s .. %s", lo, hi);
+            fmt_ms(devm, sizeof devm, x->device_s.median);
+            fmt_g(gf, sizeof gf, "%.2f", x->flops * 1e-9);
+            fmt_g(rate, sizeof rate, "%.1f", x->gflops);
+            fmt_g(mib, sizeof mib, "%.1f", x->device_bytes / 1048576.0);
+            fmt_g(err, sizeof err, "%.3g", x->rel_error);
+            fmt_g(sp, sizeof sp, "%.2fx", speedup(r, x));
+            fprintf(f, "%8s %9s %19s %9s %7s %7s %7s %9s %8s\n", first, med,
+                    spr, devm, gf, rate, mib, err, sp);
+        }
+        fprintf(f,
+                "\nMiB: device memory the layer holds after its forward "
+                "(weights + workspaces);\nrel.err: ||Y - Y_full||/||Y_full|| "
+                "on the same weights and input; speed-up: full median / "
+                "this median\n");
+
+        fprintf(f,
+                "\nper stage, median ms (GFLOP/s), from profiling "
+                "markers:\n%6s %-11s",
+                "n", "mode");
+        for (s = 0; s < CLF_STAGE_COUNT; s++)
+            fprintf(f, " %16s", clf_stage_name((clf_stage)s));
+        fputc('\n', f);
+        for (i = 0; i < r->nresults; i++) {
+            const clf_bench_result *x = &r->results[i];
+            if (x->device != dev || x->status != CLF_BENCH_OK ||
+                x->wall.runs == 0)
+                continue;
+            fprintf(f, "%6zu %-11s", x->n, clf_bench_mode_name(x->mode));
+            for (s = 0; s < CLF_STAGE_COUNT; s++) {
+                char cell[40], ms[16], g[16];
+                fmt_ms(ms, sizeof ms, x->stage[s].median);
+                fmt_g(g, sizeof g, "%.1f",
+                      clf_bench_gflops(x->stage_flops[s], x->stage[s].median));
+                snprintf(cell, sizeof cell, "%s (%s)", ms, g);
+                fprintf(f, " %16s", cell);
+            }
+            fputc('\n', f);
+        }
+        print_crossings(f, r, dev);
+        if (notes) {
+            fprintf(f, "\nnotes:\n");
+            for (i = 0; i < r->nresults; i++) {
+                const clf_bench_result *x = &r->results[i];
+                if (x->device != dev || x->note[0] == '\0')
+                    continue;
+                fprintf(f, "  n=%zu k=%zu D=%zu h=%zu B=%zu %s: %s\n", x->n,
+                        x->k_requested, x->d_model, x->heads, x->batch,
+                        clf_bench_mode_name(x->mode), x->note);
+            }
+        }
+    }
+}
+
+static int
+same_study(const clf_bench_accuracy *a, const clf_bench_accuracy *b)
+{
+    return a->device == b->device && a->n == b->n && a->d_model == b->d_model &&
+           a->heads == b->heads && a->batch == b->batch;
+}
+
+void
+clf_bench_print_accuracy(FILE *f, const clf_bench_report *r)
+{
+    size_t i, j;
+
+    for (i = 0; i < r->naccuracy; i++) {
+        const clf_bench_accuracy *g = &r->accuracy[i];
+        const clf_bench_device *d = &r->devices[g->device];
+        int seen = 0, w;
+        char med[16];
+        for (j = 0; j < i; j++)
+            seen |= same_study(&r->accuracy[j], g);
+        if (seen)
+            continue;
+        fprintf(f,
+                "\n== accuracy against full attention: device %u (%s / %s), "
+                "n=%zu D=%zu h=%zu B=%zu ==\n",
+                d->index, d->platform, d->name, g->n, g->d_model, g->heads,
+                g->batch);
+        fmt_ms(med, sizeof med, g->full.median);
+        fprintf(f, "full attention: median %s ms (%zu warm runs)\n\n", med,
+                g->full.runs);
+        fprintf(f, "%6s %10s %19s %9s %14s %14s\n", "k", "lin ms", "spread ms",
+                "speed-up", "err lucidrains", "err fairseq");
+        for (j = i; j < r->naccuracy; j++) {
+            const clf_bench_accuracy *a = &r->accuracy[j];
+            char m[16], lo[16], hi[16], spr[40], sp[16], e0[16], e1[16];
+            if (!same_study(a, g))
+                continue;
+            if (a->status != CLF_BENCH_OK) {
+                fprintf(f, "%6zu %s: %s\n", a->k,
+                        clf_bench_status_name(a->status), a->note);
+                continue;
+            }
+            fmt_ms(m, sizeof m, a->linformer.median);
+            fmt_ms(lo, sizeof lo, a->linformer.min);
+            fmt_ms(hi, sizeof hi, a->linformer.max);
+            snprintf(spr, sizeof spr, "%s .. %s", lo, hi);
+            fmt_g(sp, sizeof sp, "%.2fx", a->full.median / a->linformer.median);
+            fmt_g(e0, sizeof e0, "%.4f", a->rel_error[0]);
+            fmt_g(e1, sizeof e1, "%.4f", a->rel_error[1]);
+            fprintf(f, "%6zu %10s %19s %9s %14s %14s\n", a->k, m, spr, sp, e0,
+                    e1);
+        }
+        fprintf(f, "\nerr: ||Y_lin - Y_full||_F / ||Y_full||_F on the same "
+                   "weights and input, with E and F drawn\nas lucidrains "
+                   "(uniform +-1/sqrt(k)) or as fairseq (xavier_uniform, gain "
+                   "1/sqrt(2), on (k, n))\n");
+
+        fprintf(f,
+                "\ndecisive token: one key that every query scores sharply; "
+                "full attention puts %.4f\nof each query's weight on it.  "
+                "Weight that reaches it through Linformer,\nsum_s P[i,s] "
+                "F[s,j], over %zu positions j (device pipeline; host double "
+                "check):\n\n",
+                g->full_weight, g->trials);
+        fprintf(f, "%6s", "k");
+        for (w = 0; w < CLF_BENCH_INIT_COUNT; w++)
+            fprintf(f, "   %10s mean %8s %8s", clf_bench_init_name(w),
+                    "mean|w|", "max|w|");
+        fprintf(f, " %10s\n", "host diff");
+        for (j = i; j < r->naccuracy; j++) {
+            const clf_bench_accuracy *a = &r->accuracy[j];
+            char hd[16];
+            if (!same_study(a, g) || a->status != CLF_BENCH_OK)
+                continue;
+            fprintf(f, "%6zu", a->k);
+            for (w = 0; w < CLF_BENCH_INIT_COUNT; w++)
+                fprintf(f, "   %15.5f %8.5f %8.5f", a->weight[w].mean,
+                        a->weight[w].mean_abs, a->weight[w].max_abs);
+            fmt_g(hd, sizeof hd, "%.1e", a->host_max_diff);
+            fprintf(f, " %10s\n", hd);
+        }
+    }
+}
+
+void
+clf_bench_print_summary(FILE *f, const clf_bench_report *r)
+{
+    size_t dev, i;
+
+    fprintf(f, "\n== summary ==\n");
+    for (dev = 0; dev < r->ndevices; dev++) {
+        const clf_bench_device *d = &r->devices[dev];
+        int header = 0;
+        fprintf(f, "\n%s / %s (driver %s)\n", d->platform, d->name, d->driver);
+        for (i = 0; i < r->nresults; i++) {
+            const clf_bench_result *x = &r->results[i];
+            const clf_bench_result *y;
+            char a[16], b[16], sp[16], e[16];
+            if (x->device != dev || x->mode != CLF_BENCH_LINFORMER)
+                continue;
+            if (!header) {
+                fprintf(f, "%6s %6s %14s %10s %15s %10s\n", "n", "k",
+                        "Linformer ms", "full ms", "full/Linformer", "rel.err");
+                header = 1;
+            }
+            y = find_mode(r, x, CLF_BENCH_FULL);
+            fmt_ms(a, sizeof a,
+                   x->status == CLF_BENCH_OK ? x->wall.median : NAN);
+            fmt_ms(b, sizeof b,
+                   y != NULL && y->status == CLF_BENCH_OK ? y->wall.median
+                                                          : NAN);
+            if (y != NULL && y->status == CLF_BENCH_TOO_LARGE)
+                snprintf(b, sizeof b, "too large");
+            fmt_g(sp, sizeof sp, "%.2fx", speedup(r, x));
+            fmt_g(e, sizeof e, "%.3g", x->rel_error);
+            fprintf(f, "%6zu %6zu %14s %10s %15s %10s\n", x->n, x->k, a, b, sp,
+                    e);
+        }
+        print_crossings(f, r, dev);
+        header = 0;
+        for (i = 0; i < r->naccuracy; i++) {
+            const clf_bench_accuracy *a = &r->accuracy[i];
+            char sp[16], e0[16], e1[16], w0[16], w1[16], m[16];
+            char ee[40], ww[40];
+            if (a->device != dev)
+                continue;
+            if (!header) {
+                fprintf(f,
+                        "\naccuracy at n=%zu D=%zu h=%zu (full attention %.1f "
+                        "ms; it puts %.3f of a query's\nweight on the "
+                        "decisive key; err and kept weight with E, F drawn as "
+                        "lucidrains / fairseq)\n",
+                        a->n, a->d_model, a->heads, a->full.median * 1e3,
+                        a->full_weight);
+                fprintf(f, "%6s %13s %15s %17s %23s\n", "k", "Linformer ms",
+                        "full/Linformer", "rel.err", "decisive mean|w|");
+                header = 1;
+            }
+            if (a->status != CLF_BENCH_OK) {
+                fprintf(f, "%6zu %s\n", a->k, clf_bench_status_name(a->status));
+                continue;
+            }
+            fmt_ms(m, sizeof m, a->linformer.median);
+            fmt_g(sp, sizeof sp, "%.2fx", a->full.median / a->linformer.median);
+            fmt_g(e0, sizeof e0, "%.3f", a->rel_error[0]);
+            fmt_g(e1, sizeof e1, "%.3f", a->rel_error[1]);
+            fmt_g(w0, sizeof w0, "%.4f", a->weight[0].mean_abs);
+            fmt_g(w1, sizeof w1, "%.4f", a->weight[1].mean_abs);
+            snprintf(ee, sizeof ee, "%s / %s", e0, e1);
+            snprintf(ww, sizeof ww, "%s / %s", w0, w1);
+            fprintf(f, "%6zu %13s %15s %17s %23s\n", a->k, m, sp, ee, ww);
+        }
+    }
+    fprintf(f, "\ntotal %.1f s (budget %.0f s)\n", r->wall_s, r->budget_s);
+}
+
+/* -------------------------------------------------------------- compare */
+
+static int
+same_config(const clf_bench_result *a, const clf_bench_result *b)
+{
+    return a->mode == b->mode && a->n == b->n && a->k == b->k &&
+           a->k_requested == b->k_requested && a->d_model == b->d_model &&
+           a->heads == b->heads && a->batch == b->batch &&
+           a->causal_block == b->causal_block;
+}
+
+static int
+same_device(const clf_bench_device *a, const clf_bench_device *b)
+{
+    return strcmp(a->platform, b->platform) == 0 &&
+           strcmp(a->name, b->name) == 0 && strcmp(a->driver, b->driver) == 0;
+}
+
+long
+clf_bench_compare_match(const clf_bench_report *r, size_t i,
+                        const clf_bench_report *base, int *other_device)
+{
+    const clf_bench_result *x = &r->results[i];
+    size_t j;
+
+    *other_device = 0;
+    for (j = 0; j < base->nresults; j++) {
+        const clf_bench_result *y = &base->results[j];
+        if (same_config(x, y) &&
+            same_device(&r->devices[x->device], &base->devices[y->device]))
+            return (long)j;
+    }
+    if (base->ndevices != 1)
+        return -1;
+    for (j = 0; j < base->nresults; j++)
+        if (same_config(x, &base->results[j])) {
+            *other_device = 1;
+            return (long)j;
+        }
+    return -1;
+}
+
+size_t
+clf_bench_print_compare(FILE *f, const clf_bench_report *r,
+                        const clf_bench_report *base)
+{
+    size_t i, matched = 0;
+
+    for (i = 0; i < r->nresults; i++) {
+        const clf_bench_result *x = &r->results[i];
+        const clf_bench_result *y;
+        char a[16], b[16], ratio[16];
+        int other;
+        long j = clf_bench_compare_match(r, i, base, &other);
+        if (j < 0)
+            continue;
+        y = &base->results[j];
+        if (matched == 0) {
+            fprintf(f,
+                    "\n== compared with the baseline run of %s (%s) ==\n"
+                    "now/baseline above 1 means slower now\n\n",
+                    base->started, base->command);
+            fprintf(f, "%6s %5s %5s %3s %3s  %-11s %12s %10s %13s\n", "n", "k",
+                    "D", "h", "B", "mode", "baseline ms", "now ms",
+                    "now/baseline");
+        }
+        matched++;
+        fmt_ms(a, sizeof a, y->status == CLF_BENCH_OK ? y->wall.median : NAN);
+        fmt_ms(b, sizeof b, x->status == CLF_BENCH_OK ? x->wall.median : NAN);
+        fmt_g(ratio, sizeof ratio, "%.3f",
+              x->status == CLF_BENCH_OK && y->status == CLF_BENCH_OK
+                  ? x->wall.median / y->wall.median
+                  : NAN);
+        fprintf(f, "%6zu %5zu %5zu %3zu %3zu  %-11s %12s %10s %13s", x->n,
+                x->k_requested, x->d_model, x->heads, x->batch,
+                clf_bench_mode_name(x->mode), a, b, ratio);
+        if (other)
+            fprintf(f, "  (baseline on %s / %s)",
+                    base->devices[y->device].platform,
+                    base->devices[y->device].name);
+        fputc('\n', f);
+    }
+    return matched;
 }

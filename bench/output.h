@@ -36,6 +36,11 @@
  *                                   "fairseq": WEIGHT } } ] }
  *
  *   STATS  = { "median", "min", "max": seconds, "runs": int }
+ *
+ * config.k is the k the layer used (0 for the full modes, which do not
+ * compress; rounded for causal), k_requested the matrix's k, the key that
+ * groups a Linformer row with its full-attention row.  Times are seconds,
+ * memory bytes; rel_error is against full (causal: causal-full) attention.
  *   WEIGHT = { "mean", "mean_abs", "max_abs" }
  *
  * Stage names are clf_stage_name()'s.  A quantity that was not measured is
@@ -101,8 +106,7 @@ void clf_bench_print_summary(FILE *f, const clf_bench_report *r);
  * config and mode when base holds a single device (*other_device is then
  * set).  Returns the index, or -1 when there is none. */
 long clf_bench_compare_match(const clf_bench_report *r, size_t i,
-                             const clf_bench_report *base,
-                             int *other_device);
+                             const clf_bench_report *base, int *other_device);
 
 /* Prints, for each result with a match in base, both medians and their
  * ratio (now / baseline: above 1 is slower now).  Returns how many rows

@@ -98,16 +98,16 @@ typedef struct clf_bench_result {
     clf_bench_mode mode;
     size_t n, k, k_requested, d_model, heads, batch, causal_block;
     clf_bench_status status;
-    char note[256]; /* why a row is not ok, or what was cut short */
-    double first_call_s; /* the first forward of a fresh layer: includes
-                            CLBlast's GEMM compile on a fresh context */
+    char note[256];           /* why a row is not ok, or what was cut short */
+    double first_call_s;      /* the first forward of a fresh layer: includes
+                                 CLBlast's GEMM compile on a fresh context */
     clf_bench_stats wall;     /* warm forwards, host clock around
                                  enqueue + clFinish */
     clf_bench_stats device_s; /* sum of the stage times */
     clf_bench_stats stage[CLF_STAGE_COUNT];
-    double flops;                      /* the library's count */
+    double flops;                        /* the library's count */
     double stage_flops[CLF_STAGE_COUNT]; /* clf_bench_flops_model's split */
-    double gflops;                     /* flops / wall.median */
+    double gflops;                       /* flops / wall.median */
     double device_bytes; /* weights + workspaces after the forward */
     double io_bytes;     /* the bench's own input and output buffers */
     double rel_error;    /* ||Y - Y_ref||_F / ||Y_ref||_F; NaN: none */
@@ -197,8 +197,7 @@ double clf_bench_flops_model(const clf_bench_shape *shape,
  * with 2 b^2 >= n (within a factor sqrt(2) of sqrt(n), where the cost
  * O(n (n/b + b)) is smallest); k clamped to n and rounded down to a
  * multiple of the ceil(n / b) blocks, at least one slot a block. */
-void clf_bench_causal_shape(size_t n, size_t k, size_t *block,
-                            size_t *k_out);
+void clf_bench_causal_shape(size_t n, size_t k, size_t *block, size_t *k_out);
 
 /* Half-width of the uniform distribution of E and F under an init:
  * 1/sqrt(k) (lucidrains) or sqrt(6 / (k + N)) / sqrt(2) (fairseq). */
@@ -233,10 +232,10 @@ size_t clf_bench_crossover(const size_t *n, const double *linformer,
 /* One crossover group of a report. */
 typedef struct clf_bench_crossing {
     size_t device, d_model, heads, batch, k_requested;
-    int causal;         /* causal against causal-full */
-    size_t points;      /* lengths where both modes were measured */
-    size_t n;           /* 0: none measured */
-    double n_estimate;  /* NaN when not bracketed */
+    int causal;        /* causal against causal-full */
+    size_t points;     /* lengths where both modes were measured */
+    size_t n;          /* 0: none measured */
+    double n_estimate; /* NaN when not bracketed */
 } clf_bench_crossing;
 
 /* The crossovers of every group of the report's results that has both

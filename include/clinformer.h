@@ -178,6 +178,31 @@ CLF_EXTERN void clf_context_destroy(clf_context *ctx);
  * loads the .cl files from a directory instead of the embedded copies. */
 CLF_EXTERN int clf_context_build(clf_context *ctx);
 
+/* GEMM tuning per device.  CLBlast's default parameters for a device it
+ * does not know can be several times slower than good ones.  clf_tune()
+ * times real forwards of the given layer shape under candidate parameters
+ * of CLBlast's Xgemm kernel (CLBlastOverrideParameters) and stores the
+ * fastest, keyed by platform, device and driver, in the cache directory
+ * (see clf_context_build).  Every context later created on that device
+ * applies it (CLINFORMER_TUNE=off disables that).  Tuning is explicit, never
+ * automatic; it stops at the time budget and a later call resumes where it
+ * stopped.  A device never tuned runs with CLBlast's defaults. */
+typedef struct clf_tune_opts {
+    size_t d_model, heads, k, seq_len; /* the layer to time; 0 = 512, 8,
+                                          256, 2048 */
+    double budget_s;                    /* seconds; 0 = 120 */
+    void (*progress)(const char *line, void *user); /* or NULL */
+    void *user;
+} clf_tune_opts;
+
+/* Errors: CLF_ENULL_ARGUMENT, CLF_EIO (no cache directory, or it cannot be
+ * written), CLF_ENO_MEMORY, and those of a forward. */
+CLF_EXTERN int clf_tune(clf_context *ctx, const clf_tune_opts *opts);
+
+/* The stored tuning this context applied ("Xgemm MWG=64 ..."), or "" for
+ * CLBlast's defaults.  Owned by the context. */
+CLF_EXTERN const char *clf_context_tuning(const clf_context *ctx);
+
 /* The build log of the last failed kernel build on this context, or "" when
  * none failed.  Owned by the context. */
 CLF_EXTERN const char *clf_context_build_log(const clf_context *ctx);
@@ -304,7 +329,8 @@ CLF_EXTERN int clf_attention_randomize(clf_attention *att,
                                        unsigned long long seed);
 
 /* Selects Linformer (default) or full attention for later forwards.  Full
- * mode does not need E or F and materialises B*h*n*n scores.
+ * mode does not need E or F; its n x n scores are made in chunks of query
+ * rows when a batch's would pass 512 MiB.
  * Errors: CLF_EBAD_ENUM. */
 CLF_EXTERN int clf_attention_set_mode(clf_attention *att, clf_mode mode);
 

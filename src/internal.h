@@ -42,6 +42,7 @@ struct clf_context {
     char *build_log;
     clf_context_stats stats;
     int profiling; /* the queue has CL_QUEUE_PROFILING_ENABLE */
+    char tuned[512]; /* the stored GEMM tuning applied, or "" */
 };
 
 /* error.c: set the thread's detail message and return status. */
@@ -65,6 +66,11 @@ int clf__device_info_fill(cl_platform_id platform, unsigned platform_index,
 /* program.c: build or load the kernels of ctx. */
 int clf__program_build(clf_context *ctx);
 uint64_t clf__hash64(const void *data, size_t len, uint64_t seed);
+void clf__cache_dir(char *buf, size_t cap);
+int clf__mkdir_p(const char *path);
+
+/* tune.c: applies the stored GEMM tuning of ctx's device, if any. */
+int clf__tune_apply(clf_context *ctx);
 
 /* Enqueue one kernel over a 1-D range of `items` work-items, rounding the
  * global size up to the work-group size (kernels guard their tail). */

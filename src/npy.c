@@ -221,8 +221,8 @@ parse_value(struct cursor *c, const char *path, const char *key, size_t klen,
                              "only '<f4', '<i4' and '<i8' are supported",
                              path);
         if (parse_string(c, &s, &len) != 0)
-            return clf__fail(CLF_EFORMAT,
-                             "%s: header 'descr' is not a string", path);
+            return clf__fail(CLF_EFORMAT, "%s: header 'descr' is not a string",
+                             path);
         snprintf(h->descr, sizeof h->descr, "%.*s", (int)len, s);
         if (word_is(s, len, "<f4")) {
             h->kind = NPY_F4;
@@ -264,8 +264,8 @@ parse_value(struct cursor *c, const char *path, const char *key, size_t klen,
         h->have_shape = 1;
         return parse_shape(c, path, h);
     }
-    return clf__fail(CLF_EFORMAT, "%s: header has an unknown key '%.*s'",
-                     path, (int)(klen > 40 ? 40 : klen), key);
+    return clf__fail(CLF_EFORMAT, "%s: header has an unknown key '%.*s'", path,
+                     (int)(klen > 40 ? 40 : klen), key);
 repeated:
     return clf__fail(CLF_EFORMAT, "%s: header repeats the key '%.*s'", path,
                      (int)klen, key);
@@ -283,8 +283,7 @@ parse_header(const char *text, size_t len, const char *path,
 
     memset(h, 0, sizeof *h);
     if (!take(&c, '{'))
-        return clf__fail(CLF_EFORMAT, "%s: header is not a Python dict",
-                         path);
+        return clf__fail(CLF_EFORMAT, "%s: header is not a Python dict", path);
     for (;;) {
         const char *key;
         size_t klen;
@@ -292,8 +291,8 @@ parse_header(const char *text, size_t len, const char *path,
         if (take(&c, '}'))
             break;
         if (parse_string(&c, &key, &klen) != 0)
-            return clf__fail(CLF_EFORMAT,
-                             "%s: header dict key is not a string", path);
+            return clf__fail(CLF_EFORMAT, "%s: header dict key is not a string",
+                             path);
         if (!take(&c, ':'))
             return clf__fail(CLF_EFORMAT,
                              "%s: header lacks ':' after the key '%.*s'", path,
@@ -318,8 +317,7 @@ parse_header(const char *text, size_t len, const char *path,
     if (!h->have_descr)
         return clf__fail(CLF_EFORMAT, "%s: header lacks 'descr'", path);
     if (!h->have_fortran)
-        return clf__fail(CLF_EFORMAT, "%s: header lacks 'fortran_order'",
-                         path);
+        return clf__fail(CLF_EFORMAT, "%s: header lacks 'fortran_order'", path);
     if (!h->have_shape)
         return clf__fail(CLF_EFORMAT, "%s: header lacks 'shape'", path);
     if (h->itemsize == 0)
@@ -383,8 +381,8 @@ convert(void *buf, size_t count, enum npy_kind kind)
         long long *dst = buf;
         for (i = count; i-- > 0;) {
             uint32_t u = (uint32_t)load_le(raw + 4 * i, 4);
-            long long v = u > 0x7fffffffu ? (long long)u - 0x100000000LL
-                                          : (long long)u;
+            long long v =
+                u > 0x7fffffffu ? (long long)u - 0x100000000LL : (long long)u;
             dst[i] = v;
         }
     }
@@ -411,8 +409,7 @@ clf_npy_load(const char *path, clf_array *out)
         return clf__fail(CLF_ENULL_ARGUMENT, "path is NULL");
     f = fopen(path, "rb");
     if (f == NULL)
-        return clf__fail(CLF_EIO, "%s: cannot open: %s", path,
-                         strerror(errno));
+        return clf__fail(CLF_EIO, "%s: cannot open: %s", path, strerror(errno));
     if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode))
         file_size = (long long)sb.st_size;
 
@@ -459,8 +456,8 @@ clf_npy_load(const char *path, clf_array *out)
     }
     if (hlen > NPY_HEADER_MAX) {
         rc = clf__fail(CLF_EFORMAT,
-                       "%s: header length %zu exceeds the %u-byte limit",
-                       path, hlen, NPY_HEADER_MAX);
+                       "%s: header length %zu exceeds the %u-byte limit", path,
+                       hlen, NPY_HEADER_MAX);
         goto fail;
     }
     text = malloc(hlen + 1);
@@ -501,8 +498,7 @@ clf_npy_load(const char *path, clf_array *out)
     /* Checking the size first keeps a lying shape from allocating more
      * than the file holds. */
     if (file_size >= 0) {
-        unsigned long long avail =
-            (unsigned long long)file_size - start - hlen;
+        unsigned long long avail = (unsigned long long)file_size - start - hlen;
         if (avail < nbytes) {
             rc = clf__fail(CLF_EFORMAT,
                            "%s: data truncated: shape %s of '%s' needs %zu "
@@ -591,8 +587,7 @@ write_npy(FILE *f, const char *header, size_t hlen, const float *data,
     pre[7] = 0;
     pre[8] = (unsigned char)(hlen & 0xff);
     pre[9] = (unsigned char)(hlen >> 8);
-    if (write_all(f, pre, sizeof pre) != 0 ||
-        write_all(f, header, hlen) != 0)
+    if (write_all(f, pre, sizeof pre) != 0 || write_all(f, header, hlen) != 0)
         return -1;
     n = 0;
     for (i = 0; i < count; i++) {
@@ -672,8 +667,8 @@ clf_npy_save(const char *path, const float *data, const size_t *shape,
             break;
     }
     if (fd < 0) {
-        rc = clf__fail(CLF_EIO, "%s: cannot create a temporary file: %s",
-                       path, strerror(errno));
+        rc = clf__fail(CLF_EIO, "%s: cannot create a temporary file: %s", path,
+                       strerror(errno));
         free(tmp);
         return rc;
     }
@@ -702,7 +697,8 @@ clf_npy_save(const char *path, const float *data, const size_t *shape,
 fail:
     remove(tmp);
     free(tmp);
-    return clf__fail(CLF_EIO, "%s: write failed: %s", path, strerror(err));
+    return clf__fail(CLF_EIO, "%s: write failed: %s", path,
+                     strerror(err != 0 ? err : EIO));
 }
 
 CLF_EXTERN void

@@ -117,8 +117,8 @@ done:
     return rc;
 }
 
-static int
-mkdir_p(const char *path)
+int
+clf__mkdir_p(const char *path)
 {
     char tmp[4096];
     size_t len = strlen(path), i;
@@ -139,8 +139,8 @@ mkdir_p(const char *path)
 }
 
 /* The cache directory, or "" when caching is off or no home is known. */
-static void
-cache_dir(char *buf, size_t cap)
+void
+clf__cache_dir(char *buf, size_t cap)
 {
     const char *env = getenv("CLINFORMER_CACHE_DIR");
     const char *xdg = getenv("XDG_CACHE_HOME");
@@ -237,7 +237,7 @@ cache_store(clf_context *ctx, const char *dir, const char *path, uint64_t key)
     if (clGetProgramInfo(ctx->program, CL_PROGRAM_BINARIES, sizeof bin, &bin,
                          NULL) != CL_SUCCESS)
         goto done;
-    if (mkdir_p(dir) != 0)
+    if (clf__mkdir_p(dir) != 0)
         goto done;
     memcpy(hdr.magic, CACHE_MAGIC, 8);
     hdr.key = key;
@@ -361,7 +361,7 @@ clf__program_build(clf_context *ctx)
     if (rc != 0)
         return rc;
     key = cache_key(ctx, src);
-    cache_dir(dir, sizeof dir);
+    clf__cache_dir(dir, sizeof dir);
     if (snprintf(path, sizeof path, "%s/%016llx.clbin", dir,
                  (unsigned long long)key) >= (int)sizeof path)
         dir[0] = '\0'; /* a path too long to use: no caching */

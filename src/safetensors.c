@@ -63,10 +63,10 @@ static const struct {
     const char *name;
     size_t size;
 } dtype_sizes[] = {
-    {"F64", 8},    {"F32", 4},    {"F16", 2},    {"BF16", 2},
-    {"I64", 8},    {"I32", 4},    {"I16", 2},    {"I8", 1},
-    {"U64", 8},    {"U32", 4},    {"U16", 2},    {"U8", 1},
-    {"BOOL", 1},   {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"F8_E8M0", 1},
+    {"F64", 8},  {"F32", 4},     {"F16", 2},     {"BF16", 2},
+    {"I64", 8},  {"I32", 4},     {"I16", 2},     {"I8", 1},
+    {"U64", 8},  {"U32", 4},     {"U16", 2},     {"U8", 1},
+    {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"F8_E8M0", 1},
 };
 
 static size_t
@@ -162,8 +162,7 @@ parse_tensor(clf_safetensors *st, const char *name, json_t *entry,
 
     dtype = json_object_get(entry, "dtype");
     if (!json_is_string(dtype))
-        return clf__fail(CLF_EFORMAT,
-                         "tensor " NAME_FMT ": dtype is %s", name,
+        return clf__fail(CLF_EFORMAT, "tensor " NAME_FMT ": dtype is %s", name,
                          dtype == NULL ? "missing" : "not a string");
     t->dtype = dup_string(json_string_value(dtype), json_string_length(dtype));
     if (t->dtype == NULL)
@@ -171,8 +170,7 @@ parse_tensor(clf_safetensors *st, const char *name, json_t *entry,
 
     shape = json_object_get(entry, "shape");
     if (!json_is_array(shape))
-        return clf__fail(CLF_EFORMAT,
-                         "tensor " NAME_FMT ": shape is %s", name,
+        return clf__fail(CLF_EFORMAT, "tensor " NAME_FMT ": shape is %s", name,
                          shape == NULL ? "missing" : "not an array");
     if (json_array_size(shape) > ST_MAX_DIMS)
         return clf__fail(CLF_EFORMAT,
@@ -180,7 +178,7 @@ parse_tensor(clf_safetensors *st, const char *name, json_t *entry,
                          "most %d are supported",
                          name, json_array_size(shape), ST_MAX_DIMS);
     t->ndim = json_array_size(shape);
-    json_array_foreach(shape, i, v) {
+    json_array_foreach (shape, i, v) {
         rc = json_size(v, &t->shape[i]);
         if (rc == -2)
             return clf__fail(CLF_ESIZE_OVERFLOW,
@@ -203,10 +201,9 @@ parse_tensor(clf_safetensors *st, const char *name, json_t *entry,
 
     offsets = json_object_get(entry, "data_offsets");
     if (!json_is_array(offsets) || json_array_size(offsets) != 2)
-        return clf__fail(CLF_EFORMAT,
-                         "tensor " NAME_FMT ": data_offsets is %s", name,
-                         offsets == NULL ? "missing"
-                                         : "not an array of two integers");
+        return clf__fail(
+            CLF_EFORMAT, "tensor " NAME_FMT ": data_offsets is %s", name,
+            offsets == NULL ? "missing" : "not an array of two integers");
     b = json_array_get(offsets, 0);
     e = json_array_get(offsets, 1);
     rb = json_size(b, &t->begin);
@@ -228,8 +225,7 @@ parse_tensor(clf_safetensors *st, const char *name, json_t *entry,
         return clf__fail(CLF_EFORMAT,
                          "tensor " NAME_FMT ": data_offsets end %lld is past "
                          "the end of the data area (%zu bytes)",
-                         name, (long long)json_integer_value(e),
-                         st->data_size);
+                         name, (long long)json_integer_value(e), st->data_size);
     esize = dtype_size(t->dtype);
     if (esize != 0) {
         span = t->end - t->begin;
@@ -260,13 +256,12 @@ parse_metadata(clf_safetensors *st, json_t *obj)
     st->meta = calloc(n > 0 ? n : 1, sizeof *st->meta);
     if (st->meta == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    json_object_foreach(obj, key, v) {
+    json_object_foreach (obj, key, v) {
         struct meta *m = &st->meta[st->nmeta];
 
         if (!json_is_string(v))
             return clf__fail(CLF_EFORMAT,
-                             METADATA_KEY " entry " NAME_FMT
-                             " is not a string",
+                             METADATA_KEY " entry " NAME_FMT " is not a string",
                              key);
         m->key = dup_string(key, strlen(key));
         m->value = dup_string(json_string_value(v), json_string_length(v));
@@ -358,15 +353,15 @@ parse(clf_safetensors *st)
                          "header length",
                          st->size);
     hlen = load_le(st->bytes, 8);
+    if (hlen > ST_HEADER_MAX)
+        return clf__fail(CLF_EFORMAT,
+                         "header length %llu exceeds the %llu-byte limit", hlen,
+                         ST_HEADER_MAX);
     if (hlen > st->size - 8)
         return clf__fail(CLF_EFORMAT,
                          "header length %llu runs past the end of the file "
                          "(%zu bytes)",
                          hlen, st->size);
-    if (hlen > ST_HEADER_MAX)
-        return clf__fail(CLF_EFORMAT,
-                         "header length %llu exceeds the %llu-byte limit",
-                         hlen, ST_HEADER_MAX);
     st->data = st->bytes + 8 + hlen;
     st->data_size = st->size - 8 - (size_t)hlen;
 
@@ -390,7 +385,7 @@ parse(clf_safetensors *st)
         goto fail;
     }
     /* jansson keeps an object's keys in the order they were read. */
-    json_object_foreach(root, key, v) {
+    json_object_foreach (root, key, v) {
         if (strcmp(key, METADATA_KEY) == 0) {
             rc = parse_metadata(st, v);
         } else {
@@ -449,8 +444,7 @@ read_whole(const char *path, unsigned char **bytes, size_t *size)
 
     f = fopen(path, "rb");
     if (f == NULL)
-        return clf__fail(CLF_EIO, "%s: cannot open: %s", path,
-                         strerror(errno));
+        return clf__fail(CLF_EIO, "%s: cannot open: %s", path, strerror(errno));
     /* One byte beyond the size, so that the read that finds EOF does not
      * need to grow the buffer. */
     if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) &&
@@ -531,8 +525,8 @@ clf_safetensors_open_memory(clf_safetensors **out, const void *bytes,
         return clf__fail(CLF_ENULL_ARGUMENT, "bytes is NULL");
     copy = malloc(size > 0 ? size : 1);
     if (copy == NULL)
-        return clf__fail(CLF_ENO_MEMORY,
-                         "out of host memory for %zu bytes", size);
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory for %zu bytes",
+                         size);
     if (size > 0)
         memcpy(copy, bytes, size);
     return open_bytes(out, copy, size);
@@ -597,16 +591,22 @@ clf_safetensors_info(const clf_safetensors *st, size_t index,
     return 0;
 }
 
+/* bsearch passes the key (a name) first and an element second. */
+static int
+key_cmp(const void *key, const void *elem)
+{
+    const struct tensor *const *t = elem;
+
+    return strcmp(key, (*t)->name);
+}
+
 static const struct tensor *
 lookup(const clf_safetensors *st, const char *name)
 {
-    struct tensor key;
-    const struct tensor *kp = &key;
     const struct tensor *const *hit;
 
-    key.name = (char *)name;
-    hit = bsearch(&kp, st->by_name, st->ntensors, sizeof *st->by_name,
-                  name_cmp);
+    hit =
+        bsearch(name, st->by_name, st->ntensors, sizeof *st->by_name, key_cmp);
     return hit == NULL ? NULL : *hit;
 }
 

@@ -71,8 +71,8 @@ expect_fail2(const unsigned char *bytes, size_t len, int status,
                   what);
     if (what2 != NULL)
         ck_assert_msg(strstr(clf_last_error(), what2) != NULL,
-                      "message \"%s\" does not name \"%s\"",
-                      clf_last_error(), what2);
+                      "message \"%s\" does not name \"%s\"", clf_last_error(),
+                      what2);
 }
 
 static void
@@ -160,12 +160,13 @@ START_TEST(safetensors_lists_tensors_in_file_order)
     clf_safetensors *st;
     size_t n, i;
 
-    n = build(buf,
-              "{\"z\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]},"
-              "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-              "\"m\":{\"dtype\":\"F32\",\"shape\":[1],"
-              "\"data_offsets\":[4,8]}}",
-              data, sizeof data);
+    n = build(
+        buf,
+        "{\"z\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]},"
+        "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"m\":{\"dtype\":\"F32\",\"shape\":[1],"
+        "\"data_offsets\":[4,8]}}",
+        data, sizeof data);
     st = open_ok(buf, n);
     ck_assert_uint_eq(clf_safetensors_count(st), 3);
     for (i = 0; i < 3; i++) {
@@ -215,8 +216,7 @@ START_TEST(safetensors_converts_every_f16_exactly)
         else
             want = sign * ldexp(1.0 + m / 1024.0, (int)e - 15);
         ck_assert_msg(float_bits(got[h]) == float_bits((float)want),
-                      "half 0x%04x gave %a, want %a", h, (double)got[h],
-                      want);
+                      "half 0x%04x gave %a, want %a", h, (double)got[h], want);
     }
     /* Spot values, in case the reference above shared a mistake. */
     ck_assert(got[0x3c00] == 1.0f);
@@ -351,12 +351,10 @@ START_TEST(safetensors_lists_but_does_not_read_other_dtypes)
     ck_assert_int_eq(clf_safetensors_find(st, "odd", &info), 0);
     ck_assert_str_eq(info.dtype, "Q4_K");
     ck_assert_uint_eq(info.count, 1000);
-    ck_assert_int_eq(clf_safetensors_read_f32(st, "ids", got, 2),
-                     CLF_EDTYPE);
+    ck_assert_int_eq(clf_safetensors_read_f32(st, "ids", got, 2), CLF_EDTYPE);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "'ids'"));
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "I64"));
-    ck_assert_int_eq(clf_safetensors_read_f32(st, "odd", got, 4),
-                     CLF_EDTYPE);
+    ck_assert_int_eq(clf_safetensors_read_f32(st, "odd", got, 4), CLF_EDTYPE);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "'odd'"));
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "Q4_K"));
     clf_safetensors_close(st);
@@ -463,8 +461,7 @@ END_TEST
 START_TEST(safetensors_rejects_lying_header_length)
 {
     static const unsigned long long lies[] = {
-        0, 1, 2, 0xffffffffull, 0x8000000000000000ull,
-        0xffffffffffffffffull};
+        0, 1, 2, 0xffffffffull, 0x8000000000000000ull, 0xffffffffffffffffull};
     unsigned char *buf = file_buf();
     float w[6], b[2];
     size_t n = build_two(buf, w, b), i, hlen = n - 8 - 32;
@@ -476,6 +473,14 @@ START_TEST(safetensors_rejects_lying_header_length)
         expect_fail2(buf, n, CLF_EFORMAT,
                      lies[i] < n ? "header JSON" : "header length", NULL);
     }
+    /* The format's limit is checked before the file size, so that it can
+     * be tested without a 100 MB file. */
+    put_le(buf, 100000001, 8);
+    expect_fail2(buf, n, CLF_EFORMAT, "header length 100000001",
+                 "exceeds the 100000000-byte limit");
+    put_le(buf, 100000000, 8);
+    expect_fail2(buf, n, CLF_EFORMAT, "header length 100000000",
+                 "past the end");
     /* Shorter than the JSON: the rest of it lands in the data area and
      * the JSON is cut. */
     put_le(buf, hlen - 1, 8);
@@ -554,7 +559,8 @@ START_TEST(safetensors_rejects_bad_entries)
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],"
          "\"data_offsets\":[0,4]}}",
          "9 dimensions"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}", "data_offsets is missing"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}",
+         "data_offsets is missing"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}",
          "data_offsets is not an array of two"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1],"
@@ -722,8 +728,7 @@ START_TEST(safetensors_rejects_null_arguments)
 
     clf_safetensors_close(NULL);
     ck_assert_uint_eq(clf_safetensors_count(NULL), 0);
-    ck_assert_int_eq(clf_safetensors_info(NULL, 0, &info),
-                     CLF_ENULL_ARGUMENT);
+    ck_assert_int_eq(clf_safetensors_info(NULL, 0, &info), CLF_ENULL_ARGUMENT);
     ck_assert_int_eq(clf_safetensors_find(NULL, "a", &info),
                      CLF_ENULL_ARGUMENT);
     ck_assert_int_eq(clf_safetensors_read_f32(NULL, "a", got, 6),
@@ -731,8 +736,7 @@ START_TEST(safetensors_rejects_null_arguments)
 
     st = open_ok(buf, n);
     ck_assert_int_eq(clf_safetensors_info(st, 0, NULL), CLF_ENULL_ARGUMENT);
-    ck_assert_int_eq(clf_safetensors_find(st, NULL, &info),
-                     CLF_ENULL_ARGUMENT);
+    ck_assert_int_eq(clf_safetensors_find(st, NULL, &info), CLF_ENULL_ARGUMENT);
     ck_assert_int_eq(clf_safetensors_read_f32(st, NULL, got, 6),
                      CLF_ENULL_ARGUMENT);
     ck_assert_int_eq(clf_safetensors_read_f32(st, "layer.weight", NULL, 6),

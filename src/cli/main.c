@@ -33,6 +33,11 @@ static const char usage[] =
     "  compare A.npy B.npy  max |A - B| relative to max |B|; exit 0 when\n"
     "                     within --tol (default 1e-5), 3 otherwise\n"
     "  bench              the bench suite (clinformer bench --help)\n"
+    "  tune               time CLBlast GEMM parameters on real forwards of a\n"
+    "                     layer (--d-model, --heads, --k, --seq-len, default\n"
+    "                     512, 8, 256, 2048) for --budget seconds (default\n"
+    "                     120) and store the fastest for this device; every\n"
+    "                     later context on it applies them; rerun to resume\n"
     "  help               show this text\n"
     "  version            print the library version\n"
     "\n"
@@ -72,6 +77,7 @@ static const char usage[] =
     "  --block B          causal block size b\n"
     "  --full             full attention instead of Linformer\n"
     "  --layerwise        share layer 0's E and F with every layer\n"
+    "  --repeat R         also time R warm forwards and print their median\n"
     "  --device SEL       as above\n"
     "\n"
     "Environment: CLINFORMER_DEVICE, CLINFORMER_CACHE_DIR (\"off\" disables\n"
@@ -218,6 +224,10 @@ cmd_demo(const char *device, size_t n, int repeat)
         goto done;
     }
     printf("kernels ready in %.3f s\n", now_s() - t0);
+    printf("GEMM parameters: %s\n",
+           clf_context_tuning(ctx)[0] ? clf_context_tuning(ctx)
+                                      : "CLBlast defaults (clinformer tune "
+                                        "can find faster ones)");
 
     printf("\n== Golden example (DESIGN.md section 1)\n");
     if ((rc = golden(ctx, CLF_MODE_FULL, &gf)) != 0 ||
@@ -297,9 +307,10 @@ done:
 }
 
 struct options {
+    double budget;
     const char *device;
     const char *weights, *input, *output, *mask, *lengths, *layout;
-    int layerwise, heads_set, block_set, causal_flag;
+    int layerwise, heads_set, block_set, causal_flag, repeat_set;
     double tol;
     size_t seq_len, repeat, max_seq_len, d_model, heads, k, block;
     size_t positions, seed;
@@ -582,6 +593,25 @@ cmd_run(const struct options *o)
            "includes kernel compilation)\n",
            B, n, o->full ? "full attention" : "Linformer",
            o->causal_flag ? ", causal" : "", t_fwd);
+    if (o->repeat_set) {
+        double t[64];
+        size_t r;
+        for (r = 0; r < o->repeat; r++) {
+            t0 = now_s();
+            rc = info.vocab ? clf_model_forward_tokens(m, x.ids, B, n, y, &fo)
+                            : clf_model_forward(m, x.data, B, n, y, &fo);
+            t[r] = now_s() - t0;
+            if (rc != 0) {
+                fail("forward", rc);
+                goto done;
+            }
+        }
+        qsort(t, o->repeat, sizeof t[0], cmp_double);
+        printf("warm forward: median %.3f ms over %zu runs (min %.3f, max "
+               "%.3f)\n",
+               t[o->repeat / 2] * 1e3, o->repeat, t[0] * 1e3,
+               t[o->repeat - 1] * 1e3);
+    }
     printf("wrote %s: (%zu, %zu, %zu) float32\n", o->output, B, n, cols);
     status = 0;
 done:
@@ -639,6 +669,42 @@ done:
     return status;
 }
 
+static void
+progress_line(const char *line, void *user)
+{
+    (void)user;
+    fprintf(stderr, "%s\n", line);
+}
+
+static int
+cmd_tune(const struct options *o)
+{
+    clf_context *ctx = NULL;
+    clf_tune_opts to;
+    int rc;
+
+    memset(&to, 0, sizeof to);
+    to.d_model = o->d_model;
+    to.heads = o->heads;
+    to.k = o->k;
+    to.seq_len = o->seq_len;
+    to.budget_s = o->budget;
+    to.progress = progress_line;
+    if ((rc = clf_context_create(&ctx, o->device)) != 0)
+        return fail("creating a context", rc);
+    rc = clf_tune(ctx, &to);
+    if (rc != 0) {
+        fail("tuning", rc);
+        clf_context_destroy(ctx);
+        return 1;
+    }
+    printf("GEMM tuning in use: %s\n", clf_context_tuning(ctx)[0]
+                                            ? clf_context_tuning(ctx)
+                                            : "CLBlast defaults");
+    clf_context_destroy(ctx);
+    return 0;
+}
+
 static int
 parse_size(const char *s, size_t *out)
 {
@@ -656,7 +722,7 @@ main(int argc, char **argv)
 {
     struct options o;
     const char *cmd;
-    int i, demo, run, first;
+    int i, demo, run, tune, first;
 
     memset(&o, 0, sizeof o);
     if (argc < 2) {
@@ -677,6 +743,7 @@ main(int argc, char **argv)
         return clf_bench_main(argc - 1, argv + 1);
     demo = strcmp(cmd, "demo") == 0;
     run = strcmp(cmd, "run") == 0;
+    tune = strcmp(cmd, "tune") == 0;
     first = 2;
     if (strcmp(cmd, "compare") == 0) {
         if (argc < 4) {
@@ -685,11 +752,12 @@ main(int argc, char **argv)
         }
         first = 4;
     }
-    o.seq_len = demo ? 4096 : 256;
+    o.seq_len = demo ? 4096 : tune ? 2048 : 256;
     o.repeat = 3;
-    o.d_model = 64;
-    o.heads = 4;
-    o.k = 64;
+    o.d_model = tune ? 512 : 64;
+    o.heads = tune ? 8 : 4;
+    o.k = tune ? 256 : 64;
+    o.budget = 120.0;
     o.block = 16;
     o.positions = 32;
     o.seed = 1;
@@ -724,6 +792,17 @@ main(int argc, char **argv)
             *str = argv[++i];
             continue;
         }
+        if (strcmp(a, "--budget") == 0 && tune) {
+            char *end;
+            o.budget = strtod(argv[++i], &end);
+            if (*argv[i] == '\0' || *end != '\0' || !(o.budget > 0.0)) {
+                fprintf(stderr, "clinformer: --budget wants seconds > 0, got "
+                                "\"%s\"\n",
+                        argv[i]);
+                return 2;
+            }
+            continue;
+        }
         if (strcmp(a, "--tol") == 0 && first == 4) {
             char *end;
             o.tol = strtod(argv[++i], &end);
@@ -756,8 +835,10 @@ main(int argc, char **argv)
         }
         if (strcmp(a, "--seq-len") == 0 && !run)
             target = &o.seq_len;
-        else if (strcmp(a, "--repeat") == 0 && demo)
+        else if (strcmp(a, "--repeat") == 0 && (demo || run)) {
             target = &o.repeat;
+            o.repeat_set = 1;
+        }
         else if (!demo && !run && strcmp(a, "--max-seq-len") == 0)
             target = &o.max_seq_len;
         else if (!demo && !run && strcmp(a, "--d-model") == 0)
@@ -790,6 +871,8 @@ main(int argc, char **argv)
     }
     if (run)
         return cmd_run(&o);
+    if (tune)
+        return cmd_tune(&o);
     if (first == 4)
         return cmd_compare(argv[2], argv[3], o.tol);
     if (strcmp(cmd, "devices") == 0)

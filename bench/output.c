@@ -646,7 +646,10 @@ clf_bench_json_read(const char *path, clf_bench_report *out, char *why,
 
     clf_bench_report_init(out);
     if (root == NULL) {
-        snprintf(why, why_len, "line %d: %s", err.line, err.text);
+        if (err.line > 0)
+            snprintf(why, why_len, "line %d: %s", err.line, err.text);
+        else
+            snprintf(why, why_len, "%s", err.text);
         return -1;
     }
     rc = clf_bench_report_from_json(root, out, why, why_len);
@@ -1385,11 +1388,13 @@ clf_bench_print_accuracy(FILE *f, const clf_bench_report *r)
                 "n=%zu D=%zu h=%zu B=%zu ==\n",
                 d->index, d->platform, d->name, g->n, g->d_model, g->heads,
                 g->batch);
-        fmt_ms(med, sizeof med, g->full.median);
-        fprintf(f, "full attention: median %s ms (%zu warm runs)\n\n", med,
-                g->full.runs);
-        fprintf(f, "%6s %10s %19s %9s %14s %14s\n", "k", "lin ms", "spread ms",
-                "speed-up", "err lucidrains", "err fairseq");
+        fprintf(f,
+                "Linformer and full attention timed alternately, %zu "
+                "warm runs each (medians)\n\n",
+                g->linformer.runs);
+        fprintf(f, "%6s %10s %19s %10s %9s %14s %14s\n", "k", "lin ms",
+                "spread ms", "full ms", "speed-up", "err lucidrains",
+                "err fairseq");
         for (j = i; j < r->naccuracy; j++) {
             const clf_bench_accuracy *a = &r->accuracy[j];
             char m[16], lo[16], hi[16], spr[40], sp[16], e0[16], e1[16];
@@ -1404,11 +1409,12 @@ clf_bench_print_accuracy(FILE *f, const clf_bench_report *r)
             fmt_ms(lo, sizeof lo, a->linformer.min);
             fmt_ms(hi, sizeof hi, a->linformer.max);
             snprintf(spr, sizeof spr, "%s .. %s", lo, hi);
+            fmt_ms(med, sizeof med, a->full.median);
             fmt_g(sp, sizeof sp, "%.2fx", a->full.median / a->linformer.median);
             fmt_g(e0, sizeof e0, "%.4f", a->rel_error[0]);
             fmt_g(e1, sizeof e1, "%.4f", a->rel_error[1]);
-            fprintf(f, "%6zu %10s %19s %9s %14s %14s\n", a->k, m, spr, sp, e0,
-                    e1);
+            fprintf(f, "%6zu %10s %19s %10s %9s %14s %14s\n", a->k, m, spr, med,
+                    sp, e0, e1);
         }
         fprintf(f, "\nerr: ||Y_lin - Y_full||_F / ||Y_full||_F on the same "
                    "weights and input, with E and F drawn\nas lucidrains "
@@ -1486,12 +1492,11 @@ clf_bench_print_summary(FILE *f, const clf_bench_report *r)
                 continue;
             if (!header) {
                 fprintf(f,
-                        "\naccuracy at n=%zu D=%zu h=%zu (full attention %.1f "
-                        "ms; it puts %.3f of a query's\nweight on the "
-                        "decisive key; err and kept weight with E, F drawn as "
-                        "lucidrains / fairseq)\n",
-                        a->n, a->d_model, a->heads, a->full.median * 1e3,
-                        a->full_weight);
+                        "\naccuracy at n=%zu D=%zu h=%zu (full attention puts "
+                        "%.3f of a query's weight on the\ndecisive key; err "
+                        "and kept weight with E, F drawn as lucidrains / "
+                        "fairseq)\n",
+                        a->n, a->d_model, a->heads, a->full_weight);
                 fprintf(f, "%6s %13s %15s %17s %23s\n", "k", "Linformer ms",
                         "full/Linformer", "rel.err", "decisive mean|w|");
                 header = 1;

@@ -36,12 +36,17 @@
  *                                   "fairseq": WEIGHT } } ] }
  *
  *   STATS  = { "median", "min", "max": seconds, "runs": int }
+ *   WEIGHT = { "mean", "mean_abs", "max_abs" }
  *
+ * devices[].index is the device's flat OpenCL index (clf_devices_list);
+ * device_index in a row is the row's device's position in "devices".
  * config.k is the k the layer used (0 for the full modes, which do not
  * compress; rounded for causal), k_requested the matrix's k, the key that
  * groups a Linformer row with its full-attention row.  Times are seconds,
  * memory bytes; rel_error is against full (causal: causal-full) attention.
- *   WEIGHT = { "mean", "mean_abs", "max_abs" }
+ * A crossover's pair is "linformer/full" or "causal/causal-full", its n the
+ * smallest measured n from which the first is faster (null: none), and
+ * n_estimate where the medians cross, interpolated in log n (or null).
  *
  * Stage names are clf_stage_name()'s.  A quantity that was not measured is
  * null, never a made-up number.  Results are keyed by platform, device,

@@ -1401,30 +1401,49 @@ done:
     return rc;
 }
 
-/* Times warm forwards of one layer: a first call, then up to R runs while
- * the budget allows.  Returns 0 (stats filled, possibly fewer runs) or a
- * status. */
+/* Times warm forwards of layers a and b (b may be NULL), alternating so
+ * that both see the same machine load: a first call of a, then up to R
+ * rounds of (a, b) while the budget allows.  a's output stays in ya.
+ * Returns 0 (stats filled, possibly with fewer runs) or a status. */
 static int
-time_layer(struct run *run, clf_context *ctx, struct layer *l, cl_mem x,
-           cl_mem y, size_t B, size_t n, clf_bench_stats *out)
+time_alternating(struct run *run, clf_context *ctx, struct layer *a,
+                 struct layer *b, cl_mem x, cl_mem ya, cl_mem yb, size_t B,
+                 size_t n, clf_bench_stats *sa, clf_bench_stats *sb)
 {
-    double t[MAX_REPEAT], secs, flops = NAN;
+    double ta[MAX_REPEAT], tb[MAX_REPEAT], secs, fa = NAN, fb = NAN;
+    double last_a, last_b = 0.0;
     size_t i, runs = 0;
     int rc;
 
-    clf_attention_flops_ex(l->att, layer_lib_mode(l), B, n, &l->fo, &flops);
-    if ((rc = timed_forward(ctx, l, x, y, B, n, &secs)) != 0)
+    clf_attention_flops_ex(a->att, layer_lib_mode(a), B, n, &a->fo, &fa);
+    if (b != NULL)
+        clf_attention_flops_ex(b->att, layer_lib_mode(b), B, n, &b->fo, &fb);
+    if ((rc = timed_forward(ctx, a, x, ya, B, n, &last_a)) != 0)
         return rc;
     for (i = 0; i < run->o->repeat; i++) {
-        double e = estimate_s(run, layer_lib_mode(l), flops);
-        if (!fits(run, e > 0.0 ? e : secs))
+        double ea = estimate_s(run, layer_lib_mode(a), fa), eb = 0.0;
+        if (b != NULL) {
+            eb = estimate_s(run, layer_lib_mode(b), fb);
+            if (!(eb > 0.0))
+                eb = last_b;
+        }
+        if (!fits(run, (ea > 0.0 ? ea : last_a) + eb))
             break;
-        if ((rc = timed_forward(ctx, l, x, y, B, n, &secs)) != 0)
+        if ((rc = timed_forward(ctx, a, x, ya, B, n, &secs)) != 0)
             return rc;
-        t[runs++] = secs;
-        note_rate(run, layer_lib_mode(l), flops, secs);
+        ta[runs] = last_a = secs;
+        note_rate(run, layer_lib_mode(a), fa, secs);
+        if (b != NULL) {
+            if ((rc = timed_forward(ctx, b, x, yb, B, n, &secs)) != 0)
+                return rc;
+            tb[runs] = last_b = secs;
+            note_rate(run, layer_lib_mode(b), fb, secs);
+        }
+        runs++;
     }
-    *out = clf_bench_stats_of(t, runs);
+    *sa = clf_bench_stats_of(ta, runs);
+    if (sb != NULL)
+        *sb = b != NULL ? clf_bench_stats_of(tb, runs) : no_stats();
     return 0;
 }
 
@@ -1435,12 +1454,12 @@ run_accuracy(struct run *run, clf_context *ctx, size_t dev, size_t n, size_t D,
     const struct options *o = run->o;
     size_t count = B * n * D, i;
     float *hx = NULL, *yfull = NULL, *ylin = NULL;
-    cl_mem x = NULL, y = NULL;
-    clf_bench_stats full = no_stats();
-    struct layer l;
+    cl_mem x = NULL, y = NULL, yf = NULL;
+    struct layer full, l;
     int rc = 0, have_full = 0;
     char full_note[200] = "";
 
+    memset(&full, 0, sizeof full);
     hx = malloc(count * sizeof *hx);
     yfull = malloc(count * sizeof *yfull);
     ylin = malloc(count * sizeof *ylin);
@@ -1452,6 +1471,8 @@ run_accuracy(struct run *run, clf_context *ctx, size_t dev, size_t n, size_t D,
     }
     if (rc == 0)
         y = make_buffer(ctx, count, NULL, &rc);
+    if (rc == 0)
+        yf = make_buffer(ctx, count, NULL, &rc);
     if (rc != 0) {
         fprintf(stderr, "%s: accuracy study n=%zu: %s\n", o->prog, n,
                 clf_strerror(rc));
@@ -1459,36 +1480,36 @@ run_accuracy(struct run *run, clf_context *ctx, size_t dev, size_t n, size_t D,
         goto done;
     }
 
-    /* Full attention once: its speed and the reference output. */
+    /* Full attention: the reference output, from its first call; its
+     * timed runs alternate with each k's Linformer runs below. */
     progress(run, "accuracy n=%zu D=%zu h=%zu B=%zu: full attention", n, D, h,
              B);
-    rc = layer_make(&l, ctx, CLF_BENCH_FULL, n, 1, h, w,
+    rc = layer_make(&full, ctx, CLF_BENCH_FULL, n, 1, h, w,
                     CLF_BENCH_INIT_LUCIDRAINS, o->seed);
     if (rc == 0) {
-        rc = time_layer(run, ctx, &l, x, y, B, n, &full);
+        double secs;
+        rc = timed_forward(ctx, &full, x, yf, B, n, &secs);
         if (rc == 0)
-            rc = read_buffer(ctx, y, yfull, count);
-        layer_destroy(&l);
+            rc = read_buffer(ctx, yf, yfull, count);
     }
     if (rc == 0) {
         have_full = 1;
-        if (full.runs < o->repeat)
+    } else {
+        layer_destroy(&full);
+        if (rc == CLF_ETOO_LARGE) {
             snprintf(full_note, sizeof full_note,
-                     "full attention: %zu of %zu warm runs (time budget)",
-                     full.runs, o->repeat);
-    } else if (rc == CLF_ETOO_LARGE)
-        snprintf(full_note, sizeof full_note,
-                 "full attention too large: no error, no ratio");
-    else {
-        snprintf(full_note, sizeof full_note, "full attention failed: %s",
-                 clf_last_error());
-        run->failures++;
+                     "full attention too large: no error, no speed-up");
+        } else {
+            snprintf(full_note, sizeof full_note, "full attention failed: %s",
+                     clf_last_error());
+            run->failures++;
+        }
     }
 
     for (i = 0; i < o->acc_nk; i++) {
         size_t k = o->acc_k[i];
         clf_bench_accuracy *a;
-        double flops = NAN;
+        double fl = NAN, ff = NAN;
         int init;
 
         if (k > n) {
@@ -1506,7 +1527,6 @@ run_accuracy(struct run *run, clf_context *ctx, size_t dev, size_t n, size_t D,
         a->d_model = D;
         a->heads = h;
         a->batch = B;
-        a->full = full;
         a->trials = o->trials < n ? o->trials : n;
         if (full_note[0] != '\0')
             set_note(a->note, sizeof a->note, "%s", full_note);
@@ -1516,21 +1536,25 @@ run_accuracy(struct run *run, clf_context *ctx, size_t dev, size_t n, size_t D,
             fail_row(run, &a->status, a->note, sizeof a->note, "layer", rc);
             continue;
         }
-        clf_attention_flops_ex(l.att, CLF_MODE_LINFORMER, B, n, NULL, &flops);
-        if (!fits(run, 3.0 * estimate_s(run, CLF_MODE_LINFORMER, flops))) {
+        clf_attention_flops_ex(l.att, CLF_MODE_LINFORMER, B, n, NULL, &fl);
+        if (have_full)
+            clf_attention_flops_ex(full.att, CLF_MODE_FULL, B, n, NULL, &ff);
+        if (!fits(run,
+                  2.0 * estimate_s(run, CLF_MODE_LINFORMER, fl) +
+                      (have_full ? estimate_s(run, CLF_MODE_FULL, ff) : 0.0))) {
             a->status = CLF_BENCH_OVER_BUDGET;
             set_note(a->note, sizeof a->note,
                      "not run: the time budget is spent");
             layer_destroy(&l);
-            progress(run,
-                     "accuracy n=%zu k=%zu: skipped, over the time "
-                     "budget",
+            progress(run, "accuracy n=%zu k=%zu: skipped, over the time budget",
                      n, k);
             continue;
         }
-        progress(run, "accuracy n=%zu k=%zu: Linformer, decisive token", n, k);
+        progress(run, "accuracy n=%zu k=%zu: Linformer%s, decisive token", n, k,
+                 have_full ? " and full, alternating" : "");
         /* lucidrains init: timing and error */
-        rc = time_layer(run, ctx, &l, x, y, B, n, &a->linformer);
+        rc = time_alternating(run, ctx, &l, have_full ? &full : NULL, x, y, yf,
+                              B, n, &a->linformer, &a->full);
         if (rc == 0 && a->linformer.runs < o->repeat)
             set_note(a->note, sizeof a->note,
                      "%zu of %zu warm runs: the time budget is spent",
@@ -1557,10 +1581,13 @@ run_accuracy(struct run *run, clf_context *ctx, size_t dev, size_t n, size_t D,
             fail_row(run, &a->status, a->note, sizeof a->note, "accuracy", rc);
     }
 done:
+    layer_destroy(&full);
     if (x != NULL)
         clReleaseMemObject(x);
     if (y != NULL)
         clReleaseMemObject(y);
+    if (yf != NULL)
+        clReleaseMemObject(yf);
     free(hx);
     free(yfull);
     free(ylin);
@@ -1687,6 +1714,21 @@ set_default(size_t *list, size_t *count, const size_t *values, size_t n)
     *count = n;
 }
 
+static int
+takes_value(const char *opt)
+{
+    static const char *const valued[] = {
+        "--device", "--n",      "--k",       "--d-model", "--heads",  "--batch",
+        "--modes",  "--repeat", "--budget",  "--seed",    "--trials", "--json",
+        "--csv",    "--svg",    "--compare", "--from"};
+    size_t i;
+
+    for (i = 0; i < sizeof valued / sizeof valued[0]; i++)
+        if (strcmp(opt, valued[i]) == 0)
+            return 1;
+    return 0;
+}
+
 /* Parses the command line into *o; returns 0, 1 after --help, or 2. */
 static int
 parse_args(int argc, char **argv, struct options *o)
@@ -1709,6 +1751,11 @@ parse_args(int argc, char **argv, struct options *o)
         }
         if (strncmp(opt, "--", 2) != 0) {
             fprintf(stderr, "%s: unexpected argument \"%s\"\n", o->prog, opt);
+            return 2;
+        }
+        if (!takes_value(opt)) {
+            fprintf(stderr, "%s: unknown option %s (see --help)\n", o->prog,
+                    opt);
             return 2;
         }
         if (a + 1 >= argc) {
@@ -1763,7 +1810,9 @@ parse_args(int argc, char **argv, struct options *o)
             char *end;
             errno = 0;
             o->seed = strtoull(val, &end, 10);
-            if (*val < '0' || *val > '9' || *end != '\0' || errno != 0) {
+            /* JSON integers are signed 64-bit */
+            if (*val < '0' || *val > '9' || *end != '\0' || errno != 0 ||
+                o->seed > 0x7FFFFFFFFFFFFFFFULL) {
                 fprintf(stderr, "%s: bad --seed \"%s\"\n", o->prog, val);
                 return 2;
             }

@@ -1,7 +1,8 @@
 /* Shared definitions for every clinformer kernel (OpenCL C 1.2).
  * Sizes that a build may tune arrive as -D options; these are defaults. */
-#ifndef CLF_SOFTMAX_VEC
-#define CLF_SOFTMAX_VEC 1
+/* Largest work-group of the group-per-row softmax (a power of two). */
+#ifndef CLF_SOFTMAX_WG
+#define CLF_SOFTMAX_WG 256
 #endif
 
 /* Index arithmetic in these kernels avoids '%': oclgrind's uninitialised-

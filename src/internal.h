@@ -17,6 +17,8 @@ enum clf__kernel_id {
     CLF_K_ROWSUM,
     CLF_K_ADD_ROWSUM_BIAS,
     CLF_K_SOFTMAX_ROWS,
+    CLF_K_SOFTMAX_VEC,
+    CLF_K_SOFTMAX_WG,
     CLF_K_MASK_ROWS,
     CLF_K_MASKED_ROWSUM,
     CLF_K_MASK_SCORES,
@@ -43,6 +45,15 @@ struct clf_context {
     clf_context_stats stats;
     int profiling; /* the queue has CL_QUEUE_PROFILING_ENABLE */
     char tuned[512]; /* the stored GEMM tuning applied, or "" */
+    int softmax_variant; /* enum clf__softmax_variant, chosen by timing */
+    double softmax_ms[3]; /* what the choice measured, per variant */
+};
+
+enum clf__softmax_variant {
+    CLF_SOFTMAX_SCALAR = 0, /* one row per work-item */
+    CLF_SOFTMAX_VECTOR,     /* one row per work-item, float8 */
+    CLF_SOFTMAX_GROUP,      /* one work-group per row */
+    CLF_SOFTMAX_VARIANTS
 };
 
 /* error.c: set the thread's detail message and return status. */
@@ -130,6 +141,10 @@ int clf__causal_apply(clf_context *ctx, const struct clf__causal_shape *sh,
  * starting at element `off`. */
 int clf__softmax_rows(clf_context *ctx, cl_mem s, size_t off, size_t rows,
                       size_t cols);
+int clf__softmax_rows_variant(clf_context *ctx, int variant, cl_mem s,
+                              size_t off, size_t rows, size_t cols);
+/* Times each variant on a typical shape and keeps the fastest. */
+int clf__softmax_choose(clf_context *ctx);
 
 /* gemm.c: CLBlast wrappers, row-major, on the context's queue.  C = alpha
  * op(A) op(B) + beta C; batched with element strides (batch 1 uses Sgemm). */

@@ -21,7 +21,8 @@
 
 static const char *const kernel_names[CLF_K_COUNT] = {
     "clf_add_bias",      "clf_rowsum",        "clf_add_rowsum_bias",
-    "clf_softmax_rows",  "clf_mask_rows",     "clf_masked_rowsum",
+    "clf_softmax_rows",  "clf_softmax_rows_vec", "clf_softmax_rows_wg",
+    "clf_mask_rows",     "clf_masked_rowsum",
     "clf_mask_scores",   "clf_causal_scores", "clf_causal_apply",
     "clf_layernorm",     "clf_gelu",          "clf_add",
     "clf_embed"};
@@ -367,7 +368,7 @@ clf__program_build(clf_context *ctx)
         dir[0] = '\0'; /* a path too long to use: no caching */
     if (dir[0] != '\0' && try_cached(ctx, path, key) == 0) {
         free(src);
-        return 0;
+        return clf__softmax_choose(ctx);
     }
 
     ctx->program = clCreateProgramWithSource(
@@ -394,7 +395,7 @@ clf__program_build(clf_context *ctx)
     if (dir[0] != '\0')
         cache_store(ctx, dir, path, key);
     free(src);
-    return 0;
+    return clf__softmax_choose(ctx);
 
 fail:
     free(src);

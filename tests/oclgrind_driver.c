@@ -290,7 +290,7 @@ main(void)
     double sm[6 * 5];
     cl_mem my, mb, me, mr, mk, ms;
     size_t i, r, c;
-    int rc;
+    int rc, v;
 
     rc = clf_context_create(&ctx, NULL);
     if (rc == 0)
@@ -349,12 +349,34 @@ main(void)
     s[3 + 5 * 4 + 1] = 1e4f;
     s[3 + 5 * 4 + 3] = -1e4f;
     memcpy(sref, s + 3, sizeof sref);
-    ms = upload(ctx, s, sizeof s / sizeof s[0]);
-    clf__softmax_rows(ctx, ms, 3, 6, 5);
-    download(ctx, ms, s, sizeof s / sizeof s[0]);
     ref_softmax(sref, 6, 5, sm);
-    for (i = 0; i < 30; i++)
-        expect(fabs(s[3 + i] - sm[i]) < 1e-6, "softmax");
+    for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++) {
+        float s2[sizeof s / sizeof s[0]];
+        memcpy(s2, s, sizeof s);
+        ms = upload(ctx, s2, sizeof s2 / sizeof s2[0]);
+        clf__softmax_rows_variant(ctx, v, ms, 3, 6, 5);
+        download(ctx, ms, s2, sizeof s2 / sizeof s2[0]);
+        for (i = 0; i < 30; i++)
+            expect(fabs(s2[3 + i] - sm[i]) < 1e-6, "softmax");
+        if (v + 1 < CLF_SOFTMAX_VARIANTS)
+            clReleaseMemObject(ms);
+    }
+    /* A row longer than eight lanes with a tail, for the vector kernel. */
+    {
+        float big[2 * 21], bo[2 * 21];
+        double bref[2 * 21];
+        cl_mem mbig;
+        fill(big, 42, 6);
+        ref_softmax(big, 2, 21, bref);
+        for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++) {
+            mbig = upload(ctx, big, 42);
+            clf__softmax_rows_variant(ctx, v, mbig, 0, 2, 21);
+            download(ctx, mbig, bo, 42);
+            for (i = 0; i < 42; i++)
+                expect(fabs(bo[i] - bref[i]) < 1e-6, "softmax tail");
+            clReleaseMemObject(mbig);
+        }
+    }
 
     check_masks(ctx);
     check_causal(ctx);

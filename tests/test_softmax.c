@@ -12,7 +12,8 @@
 /* Runs the kernel on rows x cols values placed after `off` guard floats and
  * returns the device's result; checks the guard is untouched. */
 static float *
-run_softmax(const float *in, size_t rows, size_t cols, size_t off)
+run_softmax(const float *in, size_t rows, size_t cols, size_t off,
+            int variant)
 {
     clf_context *ctx = tu_context();
     size_t total = off + rows * cols, i;
@@ -29,7 +30,8 @@ run_softmax(const float *in, size_t rows, size_t cols, size_t off)
     m = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
                        total * sizeof(float), buf, &err);
     ck_assert_int_eq(err, CL_SUCCESS);
-    ck_assert_int_eq(clf__softmax_rows(ctx, m, off, rows, cols), 0);
+    ck_assert_int_eq(
+        clf__softmax_rows_variant(ctx, variant, m, off, rows, cols), 0);
     ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0,
                                          total * sizeof(float), buf, 0, NULL,
                                          NULL),
@@ -43,21 +45,26 @@ run_softmax(const float *in, size_t rows, size_t cols, size_t off)
     return out;
 }
 
+/* Every kernel variant against the reference. */
 static void
 check_against_ref(const float *in, size_t rows, size_t cols, size_t off)
 {
-    float *out = run_softmax(in, rows, cols, off);
     double *ref = tu_malloc(rows * cols * sizeof *ref);
     size_t i;
+    int v;
 
     ref_softmax(in, rows, cols, ref);
-    for (i = 0; i < rows * cols; i++) {
-        ck_assert_msg(isfinite(out[i]), "element %zu is %f", i, out[i]);
-        ck_assert_msg(fabs(out[i] - ref[i]) <= TOL,
-                      "element %zu: %.9g vs reference %.9g", i, out[i],
-                      ref[i]);
+    for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++) {
+        float *out = run_softmax(in, rows, cols, off, v);
+        for (i = 0; i < rows * cols; i++) {
+            ck_assert_msg(isfinite(out[i]), "variant %d: element %zu is %f",
+                          v, i, out[i]);
+            ck_assert_msg(fabs(out[i] - ref[i]) <= TOL,
+                          "variant %d: element %zu: %.9g vs reference %.9g",
+                          v, i, out[i], ref[i]);
+        }
+        free(out);
     }
-    free(out);
     free(ref);
 }
 
@@ -99,20 +106,24 @@ START_TEST(softmax_masked_row_is_zero)
     float *in = tu_malloc(rows * cols * sizeof *in);
     float *out;
     size_t j;
+    int v;
 
     tu_fill(in, rows * cols, 400, -3.0f, 3.0f);
     for (j = 0; j < cols; j++)
         in[1 * cols + j] = -INFINITY; /* fully masked */
     for (j = 0; j < cols; j += 2)
         in[2 * cols + j] = -INFINITY; /* partly masked */
-    out = run_softmax(in, rows, cols, 3);
-    for (j = 0; j < cols; j++) {
-        ck_assert_msg(out[cols + j] == 0.0f, "masked row entry %zu is %f", j,
-                      out[cols + j]);
-        if (j % 2 == 0)
-            ck_assert_float_eq(out[2 * cols + j], 0.0f);
+    for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++) {
+        out = run_softmax(in, rows, cols, 3, v);
+        for (j = 0; j < cols; j++) {
+            ck_assert_msg(out[cols + j] == 0.0f,
+                          "variant %d: masked row entry %zu is %f", v, j,
+                          out[cols + j]);
+            if (j % 2 == 0)
+                ck_assert_float_eq(out[2 * cols + j], 0.0f);
+        }
+        free(out);
     }
-    free(out);
     check_against_ref(in, rows, cols, 3);
     free(in);
 }
@@ -124,17 +135,38 @@ START_TEST(softmax_rows_sum_to_one)
     float *in = tu_malloc(rows * cols * sizeof *in);
     float *out;
     size_t r, j;
+    int v;
 
     tu_fill(in, rows * cols, 500, -20.0f, 20.0f);
-    out = run_softmax(in, rows, cols, 0);
-    for (r = 0; r < rows; r++) {
-        double sum = 0.0;
-        for (j = 0; j < cols; j++)
-            sum += out[r * cols + j];
-        ck_assert_double_eq_tol(sum, 1.0, 1e-5);
+    for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++) {
+        out = run_softmax(in, rows, cols, 0, v);
+        for (r = 0; r < rows; r++) {
+            double sum = 0.0;
+            for (j = 0; j < cols; j++)
+                sum += out[r * cols + j];
+            ck_assert_double_eq_tol(sum, 1.0, 1e-5);
+        }
+        free(out);
     }
-    free(out);
     free(in);
+}
+END_TEST
+
+/* The context keeps the variant it timed fastest, and says what it
+ * measured. */
+START_TEST(softmax_variant_is_chosen_by_timing)
+{
+    clf_context *ctx = tu_context();
+    int v;
+
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    ck_assert_int_ge(ctx->softmax_variant, 0);
+    ck_assert_int_lt(ctx->softmax_variant, CLF_SOFTMAX_VARIANTS);
+    for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++) {
+        ck_assert(ctx->softmax_ms[v] > 0.0);
+        ck_assert(ctx->softmax_ms[ctx->softmax_variant] <=
+                  ctx->softmax_ms[v]);
+    }
 }
 END_TEST
 
@@ -148,6 +180,7 @@ suite(void)
     tcase_add_test(tc, softmax_huge_logits_are_stable);
     tcase_add_test(tc, softmax_masked_row_is_zero);
     tcase_add_test(tc, softmax_rows_sum_to_one);
+    tcase_add_test(tc, softmax_variant_is_chosen_by_timing);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2041,10 +2041,18 @@ run_device(struct run *run, const char *selector)
     clf_context_destroy(ctx);
 }
 
+/* Sorts a list ascending (lengths run from short to long, so that the
+ * budget is spent on what finishes first) and drops repeats. */
 static void
-sort_sizes(size_t *v, size_t n)
+sort_sizes(size_t *v, size_t *n)
 {
-    qsort(v, n, sizeof *v, cmp_size);
+    size_t i, m = 0;
+
+    qsort(v, *n, sizeof *v, cmp_size);
+    for (i = 0; i < *n; i++)
+        if (m == 0 || v[i] != v[m - 1])
+            v[m++] = v[i];
+    *n = m;
 }
 
 static int
@@ -2138,10 +2146,13 @@ clf_bench_main(int argc, char **argv)
     if (rc != 0)
         return rc == 1 ? 0 : 2;
     fill_defaults(&o);
-    sort_sizes(o.n, o.nn);
-    sort_sizes(o.k, o.nk);
-    sort_sizes(o.acc_n, o.acc_nn);
-    sort_sizes(o.acc_k, o.acc_nk);
+    sort_sizes(o.n, &o.nn);
+    sort_sizes(o.k, &o.nk);
+    sort_sizes(o.d, &o.nd);
+    sort_sizes(o.h, &o.nh);
+    sort_sizes(o.b, &o.nb);
+    sort_sizes(o.acc_n, &o.acc_nn);
+    sort_sizes(o.acc_k, &o.acc_nk);
 
     clf_bench_report_init(&base);
     if (o.compare != NULL) {

@@ -628,12 +628,7 @@ check_weights(const clf_attention *a, int linformer)
     return 0;
 }
 
-#define TRY(expr)                                                              \
-    do {                                                                       \
-        int rc_ = (expr);                                                      \
-        if (rc_ != 0)                                                          \
-            return rc_;                                                        \
-    } while (0)
+#define TRY CLF_TRY
 
 /* Produces one side's compressed matrix (Kbar from E, W_k, b_k, or Vbar
  * from F, W_v, b_v) for every sequence of the batch.  With a padding mask,
@@ -1165,8 +1160,8 @@ clf_attention_forward_cl(clf_attention *att, cl_mem x, size_t x_offset,
 /* ------------------------------------------------------- random weights */
 
 /* splitmix64: small, fast and the same on every platform. */
-static unsigned long long
-next_u64(unsigned long long *state)
+unsigned long long
+clf__splitmix64(unsigned long long *state)
 {
     unsigned long long z = (*state += 0x9E3779B97F4A7C15ULL);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -1208,7 +1203,7 @@ clf_attention_randomize(clf_attention *att, unsigned long long seed)
             break;
         }
         for (i = 0; i < att->wsize[w]; i++) {
-            double u = (double)(next_u64(&state) >> 11) * 0x1.0p-53;
+            double u = (double)(clf__splitmix64(&state) >> 11) * 0x1.0p-53;
             buf[i] = (float)((2.0 * u - 1.0) / sqrt(fan_in));
         }
         rc = clf_attention_set_weight(att, (clf_weight)w, buf, att->wsize[w]);

@@ -98,6 +98,17 @@ int clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
                          cl_mem rowsum, size_t rowsum_batch_stride,
                          int rowsum_per_head, cl_mem bias, int bias_per_head);
 
+/* Returns from the caller with the status of expr when it fails. */
+#define CLF_TRY(expr)                                                          \
+    do {                                                                       \
+        int rc_ = (expr);                                                      \
+        if (rc_ != 0)                                                          \
+            return rc_;                                                        \
+    } while (0)
+
+/* splitmix64: a small, portable generator for reproducible random data. */
+unsigned long long clf__splitmix64(unsigned long long *state);
+
 /* Sets kernel argument i from a variable; returns from the caller on
  * failure. */
 #define CLF_SET_ARG(kernel, i, var)                                            \

@@ -6,15 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned long long
-next_u64(unsigned long long *state)
-{
-    unsigned long long z = (*state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
 CLF_EXTERN int
 clf_attention_check_lookahead(clf_attention *att, const float *x,
                               size_t seq_len, const clf_forward_opts *opts,
@@ -64,7 +55,7 @@ clf_attention_check_lookahead(clf_attention *att, const float *x,
         size_t t = positions[p];
         memcpy(xp, x, count * sizeof *xp);
         for (i = (t + 1) * D; i < count; i++)
-            xp[i] = (float)((double)(next_u64(&state) >> 11) * 0x1.0p-51 -
+            xp[i] = (float)((double)(clf__splitmix64(&state) >> 11) * 0x1.0p-51 -
                             2.0);
         rc = clf_attention_forward_ex(att, xp, 1, seq_len, y1, opts);
         if (rc != 0)

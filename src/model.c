@@ -71,12 +71,7 @@ clf_layout_parse(const char *name, clf_layout *out)
 
 /* ------------------------------------------------------------- loading */
 
-#define TRY(expr)                                                              \
-    do {                                                                       \
-        int rc_ = (expr);                                                      \
-        if (rc_ != 0)                                                          \
-            return rc_;                                                        \
-    } while (0)
+#define TRY CLF_TRY
 
 static int
 has(const clf_safetensors *st, const char *name)

@@ -754,6 +754,8 @@ START_TEST(json_file_round_trip_leaves_no_temporary)
     ck_assert_str_eq(out.results[0].note, in.results[0].note);
     snprintf(leftover, sizeof leftover, "%s.tmp%ld", path, (long)getpid());
     ck_assert_int_ne(access(leftover, F_OK), 0);
+    clf_bench_report_free(&out);
+    /* a directory is no JSON file */
     ck_assert_int_eq(clf_bench_json_read(dir, &out, why, sizeof why), -1);
     remove(path);
     rmdir(dir);

@@ -108,3 +108,61 @@ tu_malloc(size_t bytes)
     ck_assert_ptr_nonnull(p);
     return p;
 }
+
+void
+layer_make(struct layer *l, const clf_attention_desc *d,
+           unsigned long long seed)
+{
+    size_t count;
+    float amp;
+    int i, rc;
+
+    memset(l, 0, sizeof *l);
+    l->desc = *d;
+    rc = clf_attention_create(&l->att, tu_context(), d);
+    ck_assert_msg(rc == 0, "create: %s", clf_last_error());
+    for (i = 0; i < CLF_WEIGHT_COUNT; i++) {
+        if (clf_attention_weight_size(l->att, (clf_weight)i, &count) != 0)
+            continue;
+        /* PyTorch-like scales keep logits of realistic size. */
+        amp = (float)(1.0 / sqrt((double)(i == CLF_PROJ_E || i == CLF_PROJ_F
+                                              ? d->k
+                                              : d->d_model)));
+        l->w[i] = tu_malloc(count * sizeof(float));
+        tu_fill(l->w[i], count, seed * 31 + (unsigned long long)i, -amp, amp);
+        rc = clf_attention_set_weight(l->att, (clf_weight)i, l->w[i], count);
+        ck_assert_msg(rc == 0, "set %s: %s", clf_weight_name((clf_weight)i),
+                      clf_last_error());
+    }
+    l->ref.D = d->d_model;
+    l->ref.hq = d->heads;
+    l->ref.hkv = d->one_kv_head ? 1 : d->heads;
+    l->ref.dh = d->head_dim ? d->head_dim : d->d_model / d->heads;
+    l->ref.N = d->max_seq_len;
+    l->ref.k = d->k;
+    l->ref.per_head_E = d->sharing == CLF_SHARE_PER_HEAD;
+    l->ref.share_kv = d->share_kv;
+    l->ref.kv_shared = d->sharing == CLF_SHARE_KEY_VALUE;
+    l->ref.compressed_bias = d->compressed_bias;
+    l->ref.wq = l->w[CLF_WEIGHT_Q];
+    l->ref.wk = l->w[CLF_WEIGHT_K];
+    l->ref.wv = l->w[CLF_WEIGHT_V];
+    l->ref.wo = l->w[CLF_WEIGHT_OUT];
+    l->ref.bq = l->w[CLF_BIAS_Q];
+    l->ref.bk = l->w[CLF_BIAS_K];
+    l->ref.bv = l->w[CLF_BIAS_V];
+    l->ref.bo = l->w[CLF_BIAS_OUT];
+    l->ref.E = l->w[CLF_PROJ_E];
+    l->ref.F = l->w[CLF_PROJ_F];
+}
+
+void
+layer_free(struct layer *l)
+{
+    int i;
+
+    clf_attention_destroy(l->att);
+    for (i = 0; i < CLF_WEIGHT_COUNT; i++)
+        free(l->w[i]);
+}
+

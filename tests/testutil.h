@@ -4,6 +4,8 @@
 
 #include "clinformer.h"
 
+#include "reference.h"
+
 #include <check.h>
 #include <stddef.h>
 
@@ -29,5 +31,18 @@ void tu_assert_close(const float *got, const double *ref, size_t n,
                      double rtol, const char *what);
 
 void *tu_malloc(size_t bytes);
+
+/* An attention layer on the suite's context with random weights at
+ * PyTorch-like scales, and its host copy for the reference. */
+struct layer {
+    clf_attention_desc desc;
+    clf_attention *att;
+    float *w[CLF_WEIGHT_COUNT];
+    ref_layer ref;
+};
+
+void layer_make(struct layer *l, const clf_attention_desc *d,
+                unsigned long long seed);
+void layer_free(struct layer *l);
 
 #endif

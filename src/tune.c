@@ -306,6 +306,11 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
         while (fgets(line, sizeof line, f) != NULL) {
             struct cand c;
             char *ms = strstr(line, " ms=");
+            double b;
+            /* The untuned time: a context now starts with the stored
+             * parameters applied, so it cannot be measured again. */
+            if (sscanf(line, "baseline ms=%lf", &b) == 1 && b > 0.0)
+                base = b / 1e3;
             if (strncmp(line, "tried Xgemm ", 12) != 0 || ms == NULL)
                 continue;
             *ms = '\0';
@@ -350,12 +355,23 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
     say(&o, "tuning %s / %s for D=%zu h=%zu k=%zu n=%zu, budget %.0f s",
         ctx->info.platform, ctx->info.name, o.d_model, o.heads, o.k,
         o.seq_len, o.budget_s);
-    if (time_forward(ctx, att, x, y, o.seq_len, 3, &base) != 0) {
-        rc = clf__fail(CLF_EINVALID_ARGUMENT, "baseline forward failed: %s",
-                       clf_last_error());
+    if (base > 0.0) {
+        say(&o, "resuming: untuned %.1f ms per forward (stored)", base * 1e3);
+    } else if (ctx->tuned[0] != '\0') {
+        rc = clf__fail(CLF_EINVALID_ARGUMENT,
+                       "this context already applies stored parameters "
+                       "but their file lacks the untuned baseline; remove "
+                       "%s and tune again",
+                       path);
         goto done;
+    } else {
+        if (time_forward(ctx, att, x, y, o.seq_len, 3, &base) != 0) {
+            rc = clf__fail(CLF_EINVALID_ARGUMENT,
+                           "baseline forward failed: %s", clf_last_error());
+            goto done;
+        }
+        say(&o, "CLBlast's defaults: %.1f ms per forward", base * 1e3);
     }
-    say(&o, "current parameters: %.1f ms per forward", base * 1e3);
 
     for (i = 0; i < ncand; i++) {
         if (tried_ms[i] >= 0.0) {

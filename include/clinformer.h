@@ -377,7 +377,9 @@ CLF_EXTERN int clf_attention_forward_cl(clf_attention *att, cl_mem x,
                                         size_t y_offset, size_t batch,
                                         size_t seq_len);
 
-/* The same with options (opts may be NULL).  Errors as above, plus
+/* The same with options (opts may be NULL).  With a padding mask or lengths,
+ * the mask is copied to the device before the call returns (a blocking
+ * write), so the caller's arrays may be freed at once.  Errors as above, plus
  * CLF_EINVALID_ARGUMENT (lengths and key_mask both given), CLF_EBAD_SIZE
  * (a length of 0 or above seq_len; causal Linformer with causal_block 0). */
 CLF_EXTERN int clf_attention_forward_ex(clf_attention *att, const float *x,

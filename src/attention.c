@@ -78,6 +78,7 @@ struct plan {
     size_t c;     /* causal Linformer: slots per block */
     size_t chunk; /* query rows per score chunk; n: one pass for the batch */
     int masked;   /* a padding mask applies */
+    cl_mem mask;  /* its batch x n bytes on the device */
     int causal;
     int linformer;
     int compress_first_k, compress_first_v;
@@ -644,7 +645,7 @@ compress_side(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     const size_t dh = a->dh, dkv = a->dkv, hc = p->hc, nE = a->nE;
     const size_t width = hc * dh; /* row width of Kbar */
     cl_mem ws = a->ws[work].mem;
-    cl_mem mask = a->ws[WS_MASK].mem;
+    cl_mem mask = p->mask;
     size_t b;
 
     if (p->compress_first_k) {
@@ -726,8 +727,7 @@ project(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     if (bias != NULL)
         TRY(clf__add_bias(a->ctx, out, 0, rows, a->dkv, a->dkv, bias));
     if (p->masked)
-        TRY(clf__mask_rows(a->ctx, out, 0, out, 0, rows, a->dkv,
-                           a->ws[WS_MASK].mem));
+        TRY(clf__mask_rows(a->ctx, out, 0, out, 0, rows, a->dkv, p->mask));
     return 0;
 }
 
@@ -867,7 +867,7 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     cl_mem q = a->ws[WS_Q].mem, s = a->ws[WS_S].mem, o = a->ws[WS_O].mem;
     cl_mem kbar = a->ws[WS_KBAR].mem;
     cl_mem vbar = p->v_is_k ? kbar : a->ws[WS_VBAR].mem;
-    cl_mem mask = p->masked ? a->ws[WS_MASK].mem : NULL;
+    cl_mem mask = p->masked ? p->mask : NULL;
     cl_mem *w = a->w;
     cl_mem bk = a->desc.bias_k ? w[CLF_BIAS_K] : NULL;
     cl_mem bv = a->desc.bias_v ? w[CLF_BIAS_V] : NULL;
@@ -1044,9 +1044,11 @@ upload_mask(clf_attention *a, const struct plan *p,
     return 0;
 }
 
+/* dev_mask: the padding mask already on the device (batch x n bytes, as
+ * the options describe it), or NULL to upload it from the options. */
 static int
 prepare(clf_attention *a, size_t B, size_t n, const clf_forward_opts *opts,
-        struct plan *p, int host)
+        struct plan *p, int host, cl_mem dev_mask)
 {
     int i;
 
@@ -1058,8 +1060,13 @@ prepare(clf_attention *a, size_t B, size_t n, const clf_forward_opts *opts,
     }
     for (i = 0; i < WS_COUNT; i++)
         TRY(ensure(a, (enum ws_id)i, p->need[i]));
-    if (p->masked)
+    p->mask = NULL;
+    if (p->masked && dev_mask != NULL) {
+        p->mask = dev_mask;
+    } else if (p->masked) {
         TRY(upload_mask(a, p, opts));
+        p->mask = a->ws[WS_MASK].mem;
+    }
     return 0;
 }
 
@@ -1078,7 +1085,7 @@ clf_attention_forward_ex(clf_attention *att, const float *x, size_t batch,
         return clf__fail(CLF_ENULL_ARGUMENT, "x is NULL");
     if (y == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "y is NULL");
-    TRY(prepare(att, batch, seq_len, opts, &p, 1));
+    TRY(prepare(att, batch, seq_len, opts, &p, 1, NULL));
     bytes = batch * seq_len * att->D * sizeof(float);
     err = clEnqueueWriteBuffer(att->ctx->queue, att->ws[WS_X].mem, CL_FALSE,
                                0, bytes, x, 0, NULL, NULL);
@@ -1128,10 +1135,11 @@ check_caller_buffer(const clf_attention *a, cl_mem m, const char *name,
     return 0;
 }
 
-CLF_EXTERN int
-clf_attention_forward_cl_ex(clf_attention *att, cl_mem x, size_t x_offset,
-                            cl_mem y, size_t y_offset, size_t batch,
-                            size_t seq_len, const clf_forward_opts *opts)
+int
+clf__attention_forward_cl_mask(clf_attention *att, cl_mem x, size_t x_offset,
+                               cl_mem y, size_t y_offset, size_t batch,
+                               size_t seq_len, const clf_forward_opts *opts,
+                               cl_mem dev_mask)
 {
     struct plan p;
 
@@ -1144,8 +1152,17 @@ clf_attention_forward_cl_ex(clf_attention *att, cl_mem x, size_t x_offset,
     TRY(make_plan(att, att->mode, batch, seq_len, opts, &p));
     TRY(check_caller_buffer(att, x, "x", x_offset, batch * seq_len * att->D));
     TRY(check_caller_buffer(att, y, "y", y_offset, batch * seq_len * att->D));
-    TRY(prepare(att, batch, seq_len, opts, &p, 0));
+    TRY(prepare(att, batch, seq_len, opts, &p, 0, dev_mask));
     return run_forward(att, &p, x, x_offset, y, y_offset);
+}
+
+CLF_EXTERN int
+clf_attention_forward_cl_ex(clf_attention *att, cl_mem x, size_t x_offset,
+                            cl_mem y, size_t y_offset, size_t batch,
+                            size_t seq_len, const clf_forward_opts *opts)
+{
+    return clf__attention_forward_cl_mask(att, x, x_offset, y, y_offset,
+                                          batch, seq_len, opts, NULL);
 }
 
 CLF_EXTERN int

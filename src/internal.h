@@ -176,6 +176,14 @@ int clf__attention_compress_first(const clf_attention *att, size_t batch,
 
 void clf__attention_desc(const clf_attention *att, clf_attention_desc *out);
 void clf__attention_set_score_limit(clf_attention *att, size_t bytes);
+/* clf_attention_forward_cl_ex with the padding mask the options describe
+ * already on the device (batch x n bytes), so a stack of layers uploads it
+ * once; NULL uploads it from the options. */
+int clf__attention_forward_cl_mask(clf_attention *att, cl_mem x,
+                                   size_t x_offset, cl_mem y, size_t y_offset,
+                                   size_t batch, size_t seq_len,
+                                   const clf_forward_opts *opts,
+                                   cl_mem dev_mask);
 
 /* The embedded kernel sources (generated from cl/ at build time). */
 extern const char clf__cl_common[];

@@ -710,6 +710,17 @@ feed_forward(clf_model *m, const struct model_layer *L, cl_mem h, cl_mem out,
     return clf__add_bias(ctx, out, 0, rows, D, D, L->b2);
 }
 
+/* One attention layer, with the model's device copy of the mask. */
+static int
+attend(clf_model *m, const struct model_layer *L, cl_mem in, cl_mem out,
+       size_t B, size_t n, const clf_forward_opts *o)
+{
+    int masked = o != NULL && (o->lengths != NULL || o->key_mask != NULL);
+
+    return clf__attention_forward_cl_mask(L->att, in, 0, out, 0, B, n, o,
+                                          masked ? m->ws[MW_MASK] : NULL);
+}
+
 /* Runs the stack on MW_X (batch*n rows of D); the result is left in
  * MW_X. */
 static int
@@ -725,8 +736,7 @@ run_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
     switch (m->info.layout) {
     case CLF_LAYOUT_LUCIDRAINS_ATTENTION:
     case CLF_LAYOUT_FAIRSEQ_ATTENTION:
-        TRY(clf_attention_forward_cl_ex(m->layers[0].att, x, 0, a, 0, B, n,
-                                        o));
+        TRY(attend(m, &m->layers[0], x, a, B, n, o));
         err = clEnqueueCopyBuffer(ctx->queue, a, x, 0, 0,
                                   rows * D * sizeof(float), 0, NULL, NULL);
         if (err != CL_SUCCESS)
@@ -734,7 +744,7 @@ run_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
         return 0;
     case CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER: {
         const struct model_layer *L = &m->layers[0];
-        TRY(clf_attention_forward_cl_ex(L->att, x, 0, a, 0, B, n, o));
+        TRY(attend(m, L, x, a, B, n, o));
         TRY(clf__residual_add(ctx, a, 0, x, 0, rows * D));
         TRY(clf__layernorm(ctx, a, 0, x, 0, rows, D, L->ln1_g, L->ln1_b,
                            LN_EPS));
@@ -759,7 +769,7 @@ run_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
         cl_mem in1 = m->info.reversible ? x2 : x; /* f reads x2 */
         TRY(clf__layernorm(ctx, in1, 0, h, 0, rows, D, L->ln1_g, L->ln1_b,
                            LN_EPS));
-        TRY(clf_attention_forward_cl_ex(L->att, h, 0, a, 0, B, n, o));
+        TRY(attend(m, L, h, a, B, n, o));
         TRY(clf__residual_add(ctx, x, 0, a, 0, rows * D));
         TRY(clf__layernorm(ctx, x, 0, h, 0, rows, D, L->ln2_g, L->ln2_b,
                            LN_EPS));
@@ -819,11 +829,18 @@ prepare(clf_model *m, size_t B, size_t n, size_t out_cols,
         if (o->lengths != NULL && o->key_mask != NULL)
             return clf__fail(CLF_EINVALID_ARGUMENT,
                              "give lengths or key_mask, not both");
-        for (i = 0; i < B; i++)
+        for (i = 0; i < B; i++) {
+            if (o->lengths != NULL &&
+                (o->lengths[i] == 0 || o->lengths[i] > n))
+                return clf__fail(CLF_EBAD_SIZE,
+                                 "lengths[%zu] = %u is outside 1..seq_len "
+                                 "(%zu)",
+                                 i, o->lengths[i], n);
             for (j = 0; j < n; j++)
                 m->host_mask[i * n + j] =
                     o->key_mask ? o->key_mask[i * n + j] != 0
                                 : j < o->lengths[i];
+        }
         err = clEnqueueWriteBuffer(m->ctx->queue, m->ws[MW_MASK], CL_TRUE, 0,
                                    rows, m->host_mask, 0, NULL, NULL);
         if (err != CL_SUCCESS)

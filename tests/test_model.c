@@ -162,6 +162,13 @@ START_TEST(model_padded_batch_equals_each_alone)
             ck_assert_float_eq(y[b * n * D + i], 0.0f);
     }
     ck_assert_msg(err <= TOL * scale, "error %.3g, scale %.3g", err, scale);
+    {
+        const unsigned bad[2] = {10, 0};
+        o.lengths = bad;
+        ck_assert_int_eq(clf_model_forward(m, x.data, 2, n, y, &o),
+                         CLF_EBAD_SIZE);
+        ck_assert_ptr_nonnull(strstr(clf_last_error(), "lengths[1] = 0"));
+    }
     free(y);
     free(ya);
     clf_array_free(&x);

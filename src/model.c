@@ -207,9 +207,8 @@ metadata_size(const clf_safetensors *st, const char *key, size_t *out)
 }
 
 static int
-detect(const clf_safetensors *st, clf_layout *layout, int *reversible)
+detect(const clf_safetensors *st, clf_layout *layout)
 {
-    *reversible = 0;
     if (has(st, "to_q.weight"))
         *layout = CLF_LAYOUT_LUCIDRAINS_ATTENTION;
     else if (has(st, "token_emb.weight"))
@@ -464,19 +463,17 @@ load(clf_model *m, const clf_safetensors *st, const clf_model_opts *o)
     clf_model_info *in = &m->info;
     size_t meta_heads = 0, l;
     char name[160];
-    int reversible = 0;
+    int reversible;
 
     if (o->layout == CLF_LAYOUT_AUTO) {
-        TRY(detect(st, &in->layout, &reversible));
+        TRY(detect(st, &in->layout));
     } else {
-        clf_layout detected;
         if ((int)o->layout < 0 || o->layout > CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER)
             return clf__fail(CLF_EBAD_ENUM, "layout %d is not a clf_layout",
                              (int)o->layout);
         in->layout = o->layout;
-        if (detect(st, &detected, &reversible) != 0)
-            reversible = 0;
     }
+    /* ReversibleSequence names its blocks net.blocks.{l}.f/g. */
     reversible = has(st, "net.blocks.0.f.net.fn.to_q.weight") ||
                  has(st, "linformer.net.blocks.0.f.net.fn.to_q.weight");
     in->reversible = reversible;

@@ -77,13 +77,17 @@ static const char usage[] =
     "  --block B          causal block size b\n"
     "  --full             full attention instead of Linformer\n"
     "  --layerwise        share layer 0's E and F with every layer\n"
-    "  --repeat R         also time R warm forwards and print their median\n"
+    "  --repeat R         also time R (1..64) warm forwards and print their\n"
+    "                     median\n"
     "  --device SEL       as above\n"
     "\n"
     "Environment: CLINFORMER_DEVICE, CLINFORMER_CACHE_DIR (\"off\" disables\n"
-    "the kernel binary cache), CLINFORMER_KERNEL_DIR.\n"
-    "Exit status: 0 on success (check-lookahead: PASS), 1 on an error (the\n"
-    "message names it), 2 on a usage error, 3 when check-lookahead FAILs.\n";
+    "the kernel binary cache and stored tuning), CLINFORMER_KERNEL_DIR (load\n"
+    "cl/*.cl from there), CLINFORMER_TUNE=off (ignore stored GEMM tuning),\n"
+    "CLINFORMER_SOFTMAX=0|1|2 (force a softmax kernel instead of timing).\n"
+    "Exit status: 0 on success (check-lookahead: PASS; compare: MATCH), 1 on\n"
+    "an error (the message names it), 2 on a usage error, 3 when\n"
+    "check-lookahead FAILs or compare finds the arrays DIFFER.\n";
 
 static double
 now_s(void)

@@ -181,8 +181,9 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
 /* GEMM tuning per device.  CLBlast's default parameters for a device it
  * does not know can be several times slower than good ones.  clf_tune()
  * times real forwards of the given layer shape under candidate parameters
- * of CLBlast's Xgemm kernel (CLBlastOverrideParameters) and stores the
- * fastest, keyed by platform, device and driver, in the cache directory
+ * of CLBlast's Xgemm kernel and of its switch between direct and indirect
+ * GEMM (CLBlastOverrideParameters) and stores the fastest, keyed by
+ * platform, device and driver, in the cache directory
  * (see clf_context_build).  Every context later created on that device
  * applies it (CLINFORMER_TUNE=off disables that).  Tuning is explicit, never
  * automatic; it stops at the time budget and a later call resumes where it

@@ -9,6 +9,8 @@
  * The file is plain text, one record a line:
  *   best Xgemm NAME=VALUE ...          the parameters applied
  *   best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=VALUE
+ *                                      the direct/indirect switch applied
+ *   tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=VALUE ms=T
  *   tried Xgemm NAME=VALUE ... ms=T    each candidate measured (resuming
  *                                      skips these)
  *   baseline ms=T                      the untuned forward */
@@ -144,8 +146,11 @@ clf__tune_apply(clf_context *ctx)
                      (int)strcspn(line + 11, "\n"), line + 11);
         } else if (sscanf(line,
                           "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=%zu",
-                          &v) == 1) {
-            apply_min_indirect(ctx, v);
+                          &v) == 1 &&
+                   apply_min_indirect(ctx, v) == 0) {
+            size_t len = strlen(ctx->tuned);
+            snprintf(ctx->tuned + len, sizeof ctx->tuned - len,
+                     "%sXGEMM_MIN_INDIRECT_SIZE=%zu", len ? "; " : "", v);
         }
     }
     fclose(f);
@@ -229,6 +234,29 @@ time_forward(clf_context *ctx, clf_attention *att, cl_mem x, cl_mem y,
     return 0;
 }
 
+/* 0 when the forward's output y matches ref to 1e-4 of its scale: a
+ * parameter set that computes wrong results is never chosen, however
+ * fast. */
+static int
+same_output(clf_context *ctx, cl_mem y, const float *ref, float *tmp,
+            size_t count)
+{
+    double scale = 1e-30, err = 0.0;
+    size_t i;
+
+    if (clEnqueueReadBuffer(ctx->queue, y, CL_TRUE, 0, count * sizeof(float),
+                            tmp, 0, NULL, NULL) != CL_SUCCESS)
+        return -1;
+    for (i = 0; i < count; i++) {
+        double d = fabs((double)tmp[i] - ref[i]);
+        if (fabs(ref[i]) > scale)
+            scale = fabs(ref[i]);
+        if (!(d <= err))
+            err = isnan(d) ? INFINITY : d;
+    }
+    return err <= 1e-4 * scale ? 0 : -1;
+}
+
 static void say(const clf_tune_opts *o, const char *fmt, ...)
 #ifdef __GNUC__
     __attribute__((format(printf, 2, 3)))
@@ -261,9 +289,13 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
     double start = now_s(), base = 0.0, best_ms = INFINITY, t;
     double *tried_ms = NULL;
     cl_mem x = NULL, y = NULL;
-    float *hx = NULL;
+    float *hx = NULL, *ref = NULL, *got = NULL;
     FILE *f = NULL;
-    size_t count, done = 0;
+    static const size_t mi_values[] = {128, 256, 512, 1024, 2048};
+    double mi_ms[sizeof mi_values / sizeof mi_values[0]] = {0.0};
+    size_t prev_mi = 0;
+    double best_mi_ms = 0.0;
+    size_t count, done = 0, best_mi = 0;
     cl_int err;
     int rc = 0, have_best = 0;
 
@@ -311,6 +343,10 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
              * parameters applied, so it cannot be measured again. */
             if (sscanf(line, "baseline ms=%lf", &b) == 1 && b > 0.0)
                 base = b / 1e3;
+            if (sscanf(line, "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=%zu",
+                       &prev_mi) != 1 &&
+                strncmp(line, "best GemmRoutine", 16) == 0)
+                prev_mi = 0;
             if (strncmp(line, "tried Xgemm ", 12) != 0 || ms == NULL)
                 continue;
             *ms = '\0';
@@ -351,6 +387,21 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
     if ((rc = clf_attention_create(&att, ctx, &d)) != 0 ||
         (rc = clf_attention_randomize(att, 7)) != 0)
         goto done;
+    ref = malloc(count * sizeof *ref);
+    got = malloc(count * sizeof *got);
+    if (ref == NULL || got == NULL) {
+        rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        goto done;
+    }
+    /* The reference output, from the parameters in force now (CLBlast's
+     * defaults, or a stored choice that passed this check before). */
+    if (time_forward(ctx, att, x, y, o.seq_len, 1, &t) != 0 ||
+        clEnqueueReadBuffer(ctx->queue, y, CL_TRUE, 0, count * sizeof(float),
+                            ref, 0, NULL, NULL) != CL_SUCCESS) {
+        rc = clf__fail(CLF_EINVALID_ARGUMENT, "reference forward failed: %s",
+                       clf_last_error());
+        goto done;
+    }
 
     say(&o, "tuning %s / %s for D=%zu h=%zu k=%zu n=%zu, budget %.0f s",
         ctx->info.platform, ctx->info.name, o.d_model, o.heads, o.k,
@@ -390,21 +441,57 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
             break;
         }
         if (apply_xgemm(ctx, &cands[i]) != 0 ||
-            time_forward(ctx, att, x, y, o.seq_len, 3, &t) != 0)
-            t = 0.0; /* rejected by CLBlast or failed: never chosen */
+            time_forward(ctx, att, x, y, o.seq_len, 3, &t) != 0 ||
+            same_output(ctx, y, ref, got, count) != 0)
+            t = 0.0; /* rejected by CLBlast, failed or wrong: never chosen */
         tried_ms[i] = t * 1e3;
         done++;
         format_cand(&cands[i], text, sizeof text);
         if (t > 0.0)
             say(&o, "[%zu/%zu] %s: %.1f ms", done, ncand, text, t * 1e3);
         else
-            say(&o, "[%zu/%zu] %s: failed", done, ncand, text);
+            say(&o, "[%zu/%zu] %s: failed or wrong results", done, ncand,
+                text);
         if (t > 0.0 && t * 1e3 < best_ms) {
             best_ms = t * 1e3;
             best = cands[i];
             have_best = 1;
         }
     }
+
+    /* CLBlast's switch between its direct GEMM kernel and the indirect one
+     * (pad, transpose, Xgemm), with the chosen Xgemm parameters in place.
+     * An override cannot be undone within a process, so the configuration
+     * as it stands is timed first and a value is kept only when it beats
+     * that by more than 3% (a value stored earlier stays otherwise). */
+    if (have_best)
+        apply_xgemm(ctx, &best);
+    if (time_forward(ctx, att, x, y, o.seq_len, 3, &t) == 0) {
+        double now_ms = t * 1e3;
+        say(&o, "direct/indirect switch as it stands: %.1f ms", now_ms);
+        for (i = 0; i < sizeof mi_values / sizeof mi_values[0]; i++) {
+            if (apply_min_indirect(ctx, mi_values[i]) != 0 ||
+                time_forward(ctx, att, x, y, o.seq_len, 3, &t) != 0 ||
+                same_output(ctx, y, ref, got, count) != 0)
+                t = 0.0;
+            mi_ms[i] = t * 1e3;
+            if (t > 0.0)
+                say(&o, "direct/indirect switch XGEMM_MIN_INDIRECT_SIZE=%zu: "
+                        "%.1f ms",
+                    mi_values[i], t * 1e3);
+            else
+                say(&o, "direct/indirect switch XGEMM_MIN_INDIRECT_SIZE=%zu: "
+                        "failed or wrong results",
+                    mi_values[i]);
+            if (t > 0.0 && t * 1e3 < 0.97 * now_ms &&
+                (best_mi == 0 || t * 1e3 < best_mi_ms)) {
+                best_mi = mi_values[i];
+                best_mi_ms = t * 1e3;
+            }
+        }
+    }
+    if (best_mi == 0 && prev_mi != 0)
+        best_mi = prev_mi;
 
     /* Write everything measured, and the winner if it beats the untuned
      * parameters.  Written whole and renamed, so a reader never sees half a
@@ -424,6 +511,13 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
             format_cand(&best, text, sizeof text);
             fprintf(f, "best Xgemm %s\n", text);
         }
+        if (best_mi != 0)
+            fprintf(f, "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=%zu\n",
+                    best_mi);
+        for (i = 0; i < sizeof mi_values / sizeof mi_values[0]; i++)
+            fprintf(f, "tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=%zu "
+                       "ms=%.3f\n",
+                    mi_values[i], mi_ms[i]);
         for (i = 0; i < ncand; i++)
             if (tried_ms[i] >= 0.0) {
                 format_cand(&cands[i], text, sizeof text);
@@ -442,6 +536,13 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
         say(&o, "best: %s: %.1f ms per forward (%.2fx the untuned %.1f ms); "
                 "stored in %s",
             text, best_ms, base * 1e3 / best_ms, base * 1e3, path);
+        if (best_mi != 0 && best_mi_ms > 0.0)
+            say(&o, "with XGEMM_MIN_INDIRECT_SIZE=%zu: %.1f ms (%.2fx the "
+                    "untuned)",
+                best_mi, best_mi_ms, base * 1e3 / best_mi_ms);
+        else if (best_mi != 0)
+            say(&o, "keeping the stored XGEMM_MIN_INDIRECT_SIZE=%zu",
+                best_mi);
     } else {
         say(&o, "no candidate beat the current parameters (%.1f ms); stored "
                 "the measurements in %s",
@@ -457,6 +558,8 @@ done:
     if (y != NULL)
         clReleaseMemObject(y);
     free(hx);
+    free(ref);
+    free(got);
     free(tried_ms);
     return rc;
 }

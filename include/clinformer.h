@@ -185,9 +185,12 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
  * GEMM (CLBlastOverrideParameters) and stores the fastest, keyed by
  * platform, device and driver, in the cache directory
  * (see clf_context_build).  Every context later created on that device
- * applies it (CLINFORMER_TUNE=off disables that).  Tuning is explicit, never
- * automatic; it stops at the time budget and a later call resumes where it
- * stopped.  A device never tuned runs with CLBlast's defaults. */
+ * applies it (CLINFORMER_TUNE=off disables that).  Every candidate's
+ * output is checked against the output of the parameters in force.  Tuning
+ * is explicit, never automatic; a call measures at least one new candidate,
+ * stops at the time budget (then times the switch's five settings), and a
+ * later call resumes where it stopped.  A device never tuned runs with
+ * CLBlast's defaults. */
 typedef struct clf_tune_opts {
     size_t d_model, heads, k, seq_len; /* the layer to time; 0 = 512, 8,
                                           256, 2048 */

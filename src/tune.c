@@ -295,7 +295,7 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
     double mi_ms[sizeof mi_values / sizeof mi_values[0]] = {0.0};
     size_t prev_mi = 0;
     double best_mi_ms = 0.0;
-    size_t count, done = 0, best_mi = 0;
+    size_t count, done = 0, best_mi = 0, measured = 0;
     cl_int err;
     int rc = 0, have_best = 0;
 
@@ -434,7 +434,9 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
             done++;
             continue;
         }
-        if (now_s() - start > o.budget_s) {
+        /* Every call measures at least one new candidate, so that short
+         * budgets still make progress. */
+        if (measured > 0 && now_s() - start > o.budget_s) {
             say(&o, "budget reached after %zu of %zu candidates; run again "
                     "to continue",
                 done, ncand);
@@ -446,6 +448,7 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
             t = 0.0; /* rejected by CLBlast, failed or wrong: never chosen */
         tried_ms[i] = t * 1e3;
         done++;
+        measured++;
         format_cand(&cands[i], text, sizeof text);
         if (t > 0.0)
             say(&o, "[%zu/%zu] %s: %.1f ms", done, ncand, text, t * 1e3);

@@ -153,3 +153,23 @@ clf__add(size_t a, size_t b, size_t *out)
     *out = a + b;
     return 0;
 }
+
+void
+clf__format_shape(char *buf, size_t cap, const size_t *shape, size_t ndim,
+                  int python)
+{
+    size_t i, used = 0;
+    int n;
+
+    n = snprintf(buf, cap, python ? "(" : "[");
+    for (i = 0; i < ndim && n >= 0 && (size_t)n < cap - used; i++) {
+        used += (size_t)n;
+        n = snprintf(buf + used, cap - used, i == 0 ? "%zu" : ", %zu",
+                     shape[i]);
+    }
+    if (n >= 0 && (size_t)n < cap - used) {
+        used += (size_t)n;
+        snprintf(buf + used, cap - used, "%s",
+                 python ? (ndim == 1 ? ",)" : ")") : "]");
+    }
+}

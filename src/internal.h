@@ -69,6 +69,11 @@ int clf__mul(size_t a, size_t b, size_t *out);
 int clf__mul3(size_t a, size_t b, size_t c, size_t *out);
 int clf__add(size_t a, size_t b, size_t *out);
 
+/* A shape for messages, truncated to cap: python != 0 writes a tuple
+ * ("(3, 4)", "(5,)", "()"), else a JSON list ("[3, 4]"). */
+void clf__format_shape(char *buf, size_t cap, const size_t *shape,
+                       size_t ndim, int python);
+
 /* device.c */
 int clf__device_info_fill(cl_platform_id platform, unsigned platform_index,
                           cl_device_id device, unsigned index,

@@ -114,17 +114,14 @@ read_tensor(const clf_safetensors *st, const char *name, size_t rows,
     if ((cols == 0 && (ti.ndim != 1 || ti.shape[0] != rows)) ||
         (cols != 0 &&
          (ti.ndim != 2 || ti.shape[0] != rows || ti.shape[1] != cols))) {
-        char got[96] = "";
-        size_t i, len = 0;
-        for (i = 0; i < ti.ndim && i < 8 && len < sizeof got - 24; i++)
-            len += (size_t)snprintf(got + len, sizeof got - len, "%s%zu",
-                                    i ? ", " : "", ti.shape[i]);
+        char got[160];
+        clf__format_shape(got, sizeof got, ti.shape, ti.ndim, 1);
         if (cols)
             return clf__fail(CLF_ESHAPE_MISMATCH,
-                             "tensor %s has shape (%s); (%zu, %zu) expected",
+                             "tensor %s has shape %s; (%zu, %zu) expected",
                              name, got, rows, cols);
         return clf__fail(CLF_ESHAPE_MISMATCH,
-                         "tensor %s has shape (%s); (%zu) expected", name, got,
+                         "tensor %s has shape %s; (%zu,) expected", name, got,
                          rows);
     }
     buf = malloc(count * sizeof *buf);

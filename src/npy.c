@@ -54,24 +54,6 @@ struct cursor {
     const char *end;
 };
 
-/* "(3, 4)" or "(5,)" or "()" into buf, truncated to cap. */
-static void
-format_shape(char *buf, size_t cap, const size_t *shape, size_t ndim)
-{
-    size_t i, used = 0;
-    int n;
-
-    n = snprintf(buf, cap, "(");
-    for (i = 0; i < ndim && n >= 0 && (size_t)n < cap - used; i++) {
-        used += (size_t)n;
-        n = snprintf(buf + used, cap - used, i == 0 ? "%zu" : ", %zu",
-                     shape[i]);
-    }
-    if (n >= 0 && (size_t)n < cap - used) {
-        used += (size_t)n;
-        snprintf(buf + used, cap - used, ndim == 1 ? ",)" : ")");
-    }
-}
 
 static void
 skip_space(struct cursor *c)
@@ -477,7 +459,7 @@ clf_npy_load(const char *path, clf_array *out)
     if (rc != 0)
         goto fail;
 
-    format_shape(shape_text, sizeof shape_text, h.shape, h.ndim);
+    clf__format_shape(shape_text, sizeof shape_text, h.shape, h.ndim, 1);
     for (i = 0; i < h.ndim; i++) {
         if (clf__mul(count, h.shape[i], &count) != 0) {
             rc = clf__fail(CLF_ESIZE_OVERFLOW,
@@ -633,7 +615,7 @@ clf_npy_save(const char *path, const float *data, const size_t *shape,
     for (i = 0; i < ndim; i++)
         if (clf__mul(count, shape[i], &count) != 0)
             break;
-    format_shape(shape_text, sizeof shape_text, shape, ndim);
+    clf__format_shape(shape_text, sizeof shape_text, shape, ndim, 1);
     if (i < ndim || clf__mul(count, sizeof(float), &nbytes) != 0)
         return clf__fail(CLF_ESIZE_OVERFLOW, "shape %s overflows size_t",
                          shape_text);

@@ -102,24 +102,6 @@ load_le(const unsigned char *b, size_t n)
     return v;
 }
 
-/* "[3, 4]" into buf, truncated to cap. */
-static void
-format_shape(char *buf, size_t cap, const size_t *shape, size_t ndim)
-{
-    size_t i, used = 0;
-    int n;
-
-    n = snprintf(buf, cap, "[");
-    for (i = 0; i < ndim && n >= 0 && (size_t)n < cap - used; i++) {
-        used += (size_t)n;
-        n = snprintf(buf + used, cap - used, i == 0 ? "%zu" : ", %zu",
-                     shape[i]);
-    }
-    if (n >= 0 && (size_t)n < cap - used) {
-        used += (size_t)n;
-        snprintf(buf + used, cap - used, "]");
-    }
-}
 
 /* A JSON integer as a size: 0, -1 when it is not a non-negative integer,
  * -2 when it does not fit a size_t. */
@@ -191,7 +173,7 @@ parse_tensor(clf_safetensors *st, const char *name, json_t *entry,
                              "a non-negative integer",
                              name, i);
     }
-    format_shape(shape_text, sizeof shape_text, t->shape, t->ndim);
+    clf__format_shape(shape_text, sizeof shape_text, t->shape, t->ndim, 0);
     t->count = 1;
     for (i = 0; i < t->ndim; i++)
         if (clf__mul(t->count, t->shape[i], &t->count) != 0)

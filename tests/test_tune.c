@@ -127,19 +127,7 @@ END_TEST
 static void
 clear_dir(void)
 {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char path[600];
-
-    if (d == NULL)
-        return;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        remove(path);
-    }
-    closedir(d);
+    tu_clear_dir(dir);
 }
 
 int

@@ -1,5 +1,7 @@
 #include "testutil.h"
 
+#include <dirent.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,3 +168,21 @@ layer_free(struct layer *l)
         free(l->w[i]);
 }
 
+
+void
+tu_clear_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[1024];
+
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        remove(path);
+    }
+    closedir(d);
+}

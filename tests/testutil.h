@@ -32,6 +32,9 @@ void tu_assert_close(const float *got, const double *ref, size_t n,
 
 void *tu_malloc(size_t bytes);
 
+/* Removes the plain files of a directory (the directory stays). */
+void tu_clear_dir(const char *dir);
+
 /* An attention layer on the suite's context with random weights at
  * PyTorch-like scales, and its host copy for the reference. */
 struct layer {

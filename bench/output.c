@@ -663,7 +663,8 @@ static const char csv_header[] =
     "platform,device,driver,mode,n,k,k_requested,d_model,heads,batch,"
     "causal_block,status,runs,first_call_s,median_s,min_s,max_s,"
     "device_median_s,projection_s,compression_s,scores_s,softmax_s,"
-    "weighted_sum_s,output_s,flops,gflops,device_bytes,io_bytes,rel_error,"
+    "weighted_sum_s,fused_s,output_s,flops,gflops,device_bytes,io_bytes,"
+    "rel_error,"
     "note";
 
 static const char csv_accuracy_header[] =

@@ -363,6 +363,17 @@ clf_bench_flops_model(const clf_bench_shape *s,
 }
 
 void
+clf_bench_fused_split(double stage_flops[CLF_STAGE_COUNT])
+{
+    stage_flops[CLF_STAGE_FUSED] = stage_flops[CLF_STAGE_SCORES] +
+                                   stage_flops[CLF_STAGE_SOFTMAX] +
+                                   stage_flops[CLF_STAGE_WEIGHTED_SUM];
+    stage_flops[CLF_STAGE_SCORES] = 0.0;
+    stage_flops[CLF_STAGE_SOFTMAX] = 0.0;
+    stage_flops[CLF_STAGE_WEIGHTED_SUM] = 0.0;
+}
+
+void
 clf_bench_causal_shape(size_t n, size_t k, size_t *block, size_t *k_out)
 {
     size_t b = 1, nb, kk = k < n ? k : n;
@@ -1249,6 +1260,8 @@ run_config(struct run *run, clf_context *ctx, const struct config *c,
         r->device_s = clf_bench_stats_of(sl->dev, sl->runs);
         for (g = 0; g < CLF_STAGE_COUNT; g++)
             r->stage[g] = clf_bench_stats_of(sl->stage[g], sl->runs);
+        if (r->stage[CLF_STAGE_FUSED].median > 0.0)
+            clf_bench_fused_split(r->stage_flops);
         r->gflops = clf_bench_gflops(r->flops, r->wall.median);
     }
     finish_errors(run, ctx, c, w, slots, ns, x);

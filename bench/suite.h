@@ -192,6 +192,11 @@ typedef struct clf_bench_shape {
 double clf_bench_flops_model(const clf_bench_shape *shape,
                              double stage_flops[CLF_STAGE_COUNT]);
 
+/* The model puts attention over the slots under scores, softmax and
+ * weighted sum; where the forward ran them as one fused kernel (its stage
+ * took time), this moves their sum to CLF_STAGE_FUSED and zeroes them. */
+void clf_bench_fused_split(double stage_flops[CLF_STAGE_COUNT]);
+
 /* The block and slot count used for causal Linformer at length n, as
  * bench/bench_layer --causal chooses them: b = the smallest power of two
  * with 2 b^2 >= n (within a factor sqrt(2) of sqrt(n), where the cost

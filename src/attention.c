@@ -45,6 +45,7 @@ enum ws_id {
     WS_RSF,  /* rowsum of F's first n columns */
     WS_XM,   /* input with padding rows zeroed */
     WS_MASK, /* batch x n mask bytes (capacity counted in floats) */
+    WS_KT,   /* compressed keys transposed, for the fused kernel */
     WS_COUNT
 };
 
@@ -52,7 +53,7 @@ static const char *const ws_names[WS_COUNT] = {
     "input staging", "output staging", "queries",      "E-side workspace",
     "F-side workspace", "keys",        "values",       "scores",
     "head outputs",  "rowsum(E)",      "rowsum(F)",    "masked input",
-    "mask"};
+    "mask",          "transposed keys"};
 
 struct clf_attention {
     clf_context *ctx;
@@ -66,6 +67,9 @@ struct clf_attention {
     unsigned char *host_mask; /* lengths turned into a mask */
     size_t host_mask_cap;
     size_t score_limit; /* SCORE_LIMIT; tests lower it to force chunks */
+    int attend;         /* tests: force a clf__attend_variant; 0: the
+                           context's choice */
+    int last_fused;     /* the last forward used the fused kernel */
     cl_event *marks;    /* stage boundaries of the last forward (profiling) */
     int *mark_stage;    /* the stage each mark starts */
     size_t nmarks, cap_marks;
@@ -84,6 +88,7 @@ struct plan {
     int compress_first_k, compress_first_v;
     int v_is_k;        /* share_kv: Vbar = Kbar */
     int xf_is_xe;      /* key-value sharing, compress-first: F X = E X */
+    int fusable;       /* steps 3-5 may run in one kernel (cl/attend.cl) */
     size_t need[WS_COUNT];
     double flops;
 };
@@ -440,6 +445,15 @@ make_plan(const clf_attention *a, clf_mode mode, size_t B, size_t n,
             p->need[WS_S] = a->hq * p->chunk * p->ld;
         }
     }
+    /* Linformer without causality may run steps 3 to 5 in one kernel; its
+     * workspaces cover either way. */
+    p->fusable = p->linformer && !p->causal && p->chunk == n &&
+                 a->dh % 16 == 0;
+    if (p->fusable) {
+        size_t lp = clf__attend_slots(p->L);
+        p->need[WS_S] = B * a->hq * clf__attend_rows(n) * lp;
+        p->need[WS_KT] = B * p->hc * a->dh * lp;
+    }
     p->need[WS_KBAR] = B * p->L * p->hc * a->dh;
     p->need[WS_VBAR] = p->v_is_k ? 0 : p->need[WS_KBAR];
     if (p->masked)
@@ -773,7 +787,7 @@ compress_blocks(clf_attention *a, const struct plan *p, cl_mem e, cl_mem pk,
 
 static const char *const stage_names[CLF_STAGE_COUNT] = {
     "projection", "compression", "scores", "softmax", "weighted_sum",
-    "output"};
+    "fused",      "output"};
 
 CLF_EXTERN const char *
 clf_stage_name(clf_stage stage)
@@ -874,6 +888,11 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     cl_mem f = a->wsize[CLF_PROJ_F] ? w[CLF_PROJ_F] : w[CLF_PROJ_E];
     size_t b;
 
+    a->last_fused = 0;
+    /* Before the first stage, so the timing stays out of the profile. */
+    if (p->fusable && a->attend == CLF_ATTEND_UNDECIDED)
+        TRY(clf__attend_choose(ctx));
+
     /* 1. Q = X W_q^T + b_q over all B*n rows. */
     TRY(mark(a, CLF_STAGE_PROJECTION));
     TRY(clf__gemm(ctx, 0, 1, B * n, dq, D, 1.0f, x, xoff, D, w[CLF_WEIGHT_Q],
@@ -935,6 +954,25 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
                                       hc > 1 ? dh : 0, 0.0f, o,
                                       (b * n + r0) * dq, dq, dh, hq));
             }
+        goto output;
+    }
+
+    if (p->fusable && a->attend != CLF_ATTEND_GEMM &&
+        (a->attend == CLF_ATTEND_FUSED ||
+         ctx->attend_variant == CLF_ATTEND_FUSED)) {
+        /* Steps 3 to 5 in one kernel. */
+        struct clf__attend_shape sh;
+        sh.batch = B;
+        sh.heads = hq;
+        sh.n = n;
+        sh.dh = dh;
+        sh.dq = dq;
+        sh.L = L;
+        sh.kv_per_head = hc > 1;
+        sh.scale = scale;
+        a->last_fused = 1;
+        TRY(mark(a, CLF_STAGE_FUSED));
+        TRY(clf__attend(ctx, &sh, q, kbar, vbar, a->ws[WS_KT].mem, s, o));
         goto output;
     }
 
@@ -1246,6 +1284,20 @@ void
 clf__attention_desc(const clf_attention *att, clf_attention_desc *out)
 {
     *out = att->desc;
+}
+
+/* For tests: force the fused kernel (CLF_ATTEND_FUSED) or the GEMM path
+ * for steps 3 to 5; CLF_ATTEND_UNDECIDED follows the context. */
+void
+clf__attention_set_attend(clf_attention *att, int variant)
+{
+    att->attend = variant;
+}
+
+int
+clf__attention_last_fused(const clf_attention *att)
+{
+    return att->last_fused;
 }
 
 /* For tests: scores above `bytes` are made in chunks of query rows. */

@@ -28,6 +28,8 @@ enum clf__kernel_id {
     CLF_K_GELU,
     CLF_K_ADD,
     CLF_K_EMBED,
+    CLF_K_KV_TRANSPOSE,
+    CLF_K_ATTEND,
     CLF_K_COUNT
 };
 
@@ -47,6 +49,16 @@ struct clf_context {
     char tuned[512]; /* the stored GEMM tuning applied, or "" */
     int softmax_variant; /* enum clf__softmax_variant, chosen by timing */
     double softmax_ms[3]; /* what the choice measured, per variant */
+    int attend_variant;   /* enum clf__attend_variant, chosen by timing */
+    double attend_ms[2];  /* what the choice measured: GEMM path, fused */
+};
+
+/* How Linformer attention over the compressed slots runs (steps 3 to 5):
+ * undecided until the first forward that could use the fused kernel. */
+enum clf__attend_variant {
+    CLF_ATTEND_UNDECIDED = 0,
+    CLF_ATTEND_GEMM,  /* batched GEMM, row softmax, batched GEMM */
+    CLF_ATTEND_FUSED  /* cl/attend.cl */
 };
 
 enum clf__softmax_variant {
@@ -153,6 +165,28 @@ int clf__causal_scores(clf_context *ctx, const struct clf__causal_shape *sh,
 int clf__causal_apply(clf_context *ctx, const struct clf__causal_shape *sh,
                       cl_mem o, cl_mem s, cl_mem vp);
 
+/* attend.c: host side of cl/attend.cl.  Linformer attention over L slots
+ * in one kernel for `batch` sequences of n queries: kbar and vbar hold L
+ * rows of (kv_per_head ? heads : 1) * dh floats per sequence, q and o rows
+ * of dq floats.  kt needs batch * (kv_per_head ? heads : 1) * dh *
+ * clf__attend_slots(L) floats, s batch * heads * clf__attend_rows(n) *
+ * clf__attend_slots(L).  dh must be a multiple of 16. */
+#define CLF_ATTEND_ROWS 4        /* ATT_R in cl/attend.cl */
+#define CLF_ATTEND_SLOT_BLOCK 64 /* ATT_KB */
+struct clf__attend_shape {
+    size_t batch, heads, n, dh, dq, L;
+    int kv_per_head;
+    float scale;
+};
+size_t clf__attend_slots(size_t L);
+size_t clf__attend_rows(size_t n);
+int clf__attend(clf_context *ctx, const struct clf__attend_shape *sh,
+                cl_mem q, cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem s,
+                cl_mem o);
+/* Unless decided: CLINFORMER_ATTEND=gemm|fused, else times both ways on a
+ * typical shape (n=1024, k=256, 8 heads of 64) and keeps the faster. */
+int clf__attend_choose(clf_context *ctx);
+
 /* softmax.c: host side of cl/softmax.cl; rows of `cols` contiguous floats
  * starting at element `off`. */
 int clf__softmax_rows(clf_context *ctx, cl_mem s, size_t off, size_t rows,
@@ -181,6 +215,8 @@ int clf__attention_compress_first(const clf_attention *att, size_t batch,
 
 void clf__attention_desc(const clf_attention *att, clf_attention_desc *out);
 void clf__attention_set_score_limit(clf_attention *att, size_t bytes);
+void clf__attention_set_attend(clf_attention *att, int variant);
+int clf__attention_last_fused(const clf_attention *att);
 /* clf_attention_forward_cl_ex with the padding mask the options describe
  * already on the device (batch x n bytes), so a stack of layers uploads it
  * once; NULL uploads it from the options. */
@@ -197,5 +233,12 @@ extern const char clf__cl_softmax[];
 extern const char clf__cl_mask[];
 extern const char clf__cl_causal[];
 extern const char clf__cl_encoder[];
+extern const char clf__cl_attend[];
+
+/* program.c: the kernel files in build order (CLINFORMER_KERNEL_DIR holds
+ * files of these names) and their embedded texts. */
+#define CLF_KERNEL_FILES 7
+extern const char *const clf__kernel_files[CLF_KERNEL_FILES];
+extern const char *const clf__kernel_sources[CLF_KERNEL_FILES];
 
 #endif /* CLINFORMER_INTERNAL_H */

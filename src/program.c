@@ -25,12 +25,14 @@ static const char *const kernel_names[CLF_K_COUNT] = {
     "clf_mask_rows",     "clf_masked_rowsum",
     "clf_mask_scores",   "clf_causal_scores", "clf_causal_apply",
     "clf_layernorm",     "clf_gelu",          "clf_add",
-    "clf_embed"};
+    "clf_embed",         "clf_kv_transpose",  "clf_attend"};
 
-static const char *const stage_files[] = {
-    "common.cl", "projection.cl", "softmax.cl",
-    "mask.cl",   "causal.cl",     "encoder.cl"};
-#define NSTAGES (sizeof stage_files / sizeof stage_files[0])
+const char *const clf__kernel_files[CLF_KERNEL_FILES] = {
+    "common.cl", "projection.cl", "softmax.cl", "mask.cl",
+    "causal.cl", "encoder.cl",    "attend.cl"};
+const char *const clf__kernel_sources[CLF_KERNEL_FILES] = {
+    clf__cl_common, clf__cl_projection, clf__cl_softmax, clf__cl_mask,
+    clf__cl_causal, clf__cl_encoder,    clf__cl_attend};
 
 uint64_t
 clf__hash64(const void *data, size_t len, uint64_t seed)
@@ -79,19 +81,17 @@ done:
 static int
 load_sources(char **out)
 {
-    const char *embedded[NSTAGES] = {clf__cl_common, clf__cl_projection,
-                                     clf__cl_softmax, clf__cl_mask,
-                                     clf__cl_causal, clf__cl_encoder};
+    const char *const *embedded = clf__kernel_sources;
     const char *dir = getenv("CLINFORMER_KERNEL_DIR");
-    char *parts[NSTAGES] = {NULL};
+    char *parts[CLF_KERNEL_FILES] = {NULL};
     size_t total = 1, i;
     char *src;
     int rc = 0;
 
-    for (i = 0; i < NSTAGES; i++) {
+    for (i = 0; i < CLF_KERNEL_FILES; i++) {
         if (dir != NULL && *dir != '\0') {
             char path[4096];
-            snprintf(path, sizeof path, "%s/%s", dir, stage_files[i]);
+            snprintf(path, sizeof path, "%s/%s", dir, clf__kernel_files[i]);
             parts[i] = read_file(path, NULL);
             if (parts[i] == NULL) {
                 rc = clf__fail(CLF_EIO,
@@ -107,13 +107,13 @@ load_sources(char **out)
         goto done;
     }
     src[0] = '\0';
-    for (i = 0; i < NSTAGES; i++) {
+    for (i = 0; i < CLF_KERNEL_FILES; i++) {
         strcat(src, parts[i] ? parts[i] : embedded[i]);
         strcat(src, "\n");
     }
     *out = src;
 done:
-    for (i = 0; i < NSTAGES; i++)
+    for (i = 0; i < CLF_KERNEL_FILES; i++)
         free(parts[i]);
     return rc;
 }

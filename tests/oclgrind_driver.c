@@ -278,6 +278,73 @@ check_encoder(clf_context *ctx)
     clReleaseMemObject(mi);
 }
 
+/* The fused attention kernel and its key transpose: a row tail (n = 5 is
+ * not a multiple of CLF_ATTEND_ROWS), slots padded (L = 5 of 64), two
+ * d_h blocks (16 + 64 = 80 columns per head), shared and per-head slots. */
+static void
+check_attend(clf_context *ctx)
+{
+    enum { B = 2, H = 2, N = 5, DH = 80, L = 5, DQ = H * DH };
+    struct clf__attend_shape sh = {B, H, N, DH, DQ, L, 0, 0.3f};
+    const size_t lp = clf__attend_slots(L), np = clf__attend_rows(N);
+    static float q[B * N * DQ], kv[B * L * DQ], vv[B * L * DQ];
+    static float o[B * N * DQ], s[B * H * 8 * 64], kt[B * H * DH * 64];
+    int per;
+
+    for (per = 0; per < 2; per++) {
+        const size_t hc = per ? H : 1, width = hc * DH;
+        cl_mem mq, mk, mv, mo, ms, mt;
+        size_t b, h, i, j, c;
+
+        sh.kv_per_head = per;
+        fill(q, B * N * DQ, 40 + per);
+        fill(kv, B * L * width, 42 + per);
+        fill(vv, B * L * width, 44 + per);
+        fill(o, B * N * DQ, 46);
+        fill(s, B * H * np * lp, 47);
+        fill(kt, B * hc * DH * lp, 48);
+        mq = upload(ctx, q, B * N * DQ);
+        mk = upload(ctx, kv, B * L * width);
+        mv = upload(ctx, vv, B * L * width);
+        mo = upload(ctx, o, B * N * DQ);
+        ms = upload(ctx, s, B * H * np * lp);
+        mt = upload(ctx, kt, B * hc * DH * lp);
+        clf__attend(ctx, &sh, mq, mk, mv, mt, ms, mo);
+        download(ctx, mo, o, B * N * DQ);
+        for (b = 0; b < B; b++)
+            for (h = 0; h < H; h++)
+                for (i = 0; i < N; i++) {
+                    const size_t g = per ? h : 0;
+                    double sc[L], m = -INFINITY, sum = 0.0;
+                    for (j = 0; j < L; j++) {
+                        double acc = 0.0;
+                        for (c = 0; c < DH; c++)
+                            acc += (double)q[(b * N + i) * DQ + h * DH + c] *
+                                   kv[(b * L + j) * width + g * DH + c];
+                        sc[j] = acc * sh.scale;
+                        m = fmax(m, sc[j]);
+                    }
+                    for (j = 0; j < L; j++)
+                        sum += (sc[j] = exp(sc[j] - m));
+                    for (c = 0; c < DH; c++) {
+                        double want = 0.0;
+                        for (j = 0; j < L; j++)
+                            want += sc[j] / sum *
+                                    vv[(b * L + j) * width + g * DH + c];
+                        expect(fabs(o[(b * N + i) * DQ + h * DH + c] -
+                                    want) < 1e-5,
+                               "attend");
+                    }
+                }
+        clReleaseMemObject(mq);
+        clReleaseMemObject(mk);
+        clReleaseMemObject(mv);
+        clReleaseMemObject(mo);
+        clReleaseMemObject(ms);
+        clReleaseMemObject(mt);
+    }
+}
+
 int
 main(void)
 {
@@ -381,6 +448,7 @@ main(void)
     check_masks(ctx);
     check_causal(ctx);
     check_encoder(ctx);
+    check_attend(ctx);
 
     clReleaseMemObject(my);
     clReleaseMemObject(mb);

@@ -110,6 +110,62 @@ START_TEST(attention_golden_example)
 }
 END_TEST
 
+/* The golden example again through each way of computing attention over
+ * the slots: its one-dimensional layer embedded in coordinate 0 of a
+ * 16-wide one (identity weights but W_q = 4 I, which undoes the 1/sqrt(16)
+ * score scale, and W_v = 10 I), so that d_h = 16 allows the fused
+ * kernel. */
+START_TEST(attention_golden_example_both_ways)
+{
+    enum { W = 16 };
+    clf_attention_desc d;
+    clf_attention *att = NULL;
+    const float e[6] = {0.5f, 0.5f, 0.0f, 0.0f, 0.0f, 1.0f};
+    float eye[W * W], four[W * W], ten[W * W], x[3 * W], y[3 * W];
+    int v, i;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = W;
+    d.heads = 1;
+    d.max_seq_len = 3;
+    d.k = 2;
+    memset(eye, 0, sizeof eye);
+    memset(four, 0, sizeof four);
+    memset(ten, 0, sizeof ten);
+    for (i = 0; i < W; i++) {
+        eye[i * W + i] = 1.0f;
+        four[i * W + i] = 4.0f;
+        ten[i * W + i] = 10.0f;
+    }
+    memset(x, 0, sizeof x);
+    for (i = 0; i < 3; i++)
+        x[i * W] = (float)(i + 1);
+    ck_assert_int_eq(clf_attention_create(&att, tu_context(), &d), 0);
+    ck_assert_int_eq(
+        clf_attention_set_weight(att, CLF_WEIGHT_Q, four, W * W), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_K, eye, W * W),
+                     0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_V, ten, W * W),
+                     0);
+    ck_assert_int_eq(
+        clf_attention_set_weight(att, CLF_WEIGHT_OUT, eye, W * W), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_E, e, 6), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_F, e, 6), 0);
+    for (v = CLF_ATTEND_GEMM; v <= CLF_ATTEND_FUSED; v++) {
+        clf__attention_set_attend(att, v);
+        for (i = 0; i < 3 * W; i++)
+            y[i] = NAN;
+        ck_assert_int_eq(clf_attention_forward(att, x, 1, 3, y), 0);
+        ck_assert_int_eq(clf__attention_last_fused(att),
+                         v == CLF_ATTEND_FUSED);
+        ck_assert_double_eq_tol(y[0], 27.2636, 1e-4);
+        for (i = 1; i < W; i++)
+            ck_assert_float_eq(y[i], 0.0f);
+    }
+    clf_attention_destroy(att);
+}
+END_TEST
+
 START_TEST(attention_matches_reference_headwise)
 {
     clf_attention_desc d = base_desc();
@@ -389,6 +445,102 @@ START_TEST(attention_compressed_bias_matches_reference)
 }
 END_TEST
 
+/* One Linformer forward with steps 3 to 5 forced each way (the fused
+ * kernel must really run: the layer reports it). */
+static void
+check_both_ways(struct layer *l, size_t B, size_t n, unsigned long long seed)
+{
+    int v;
+
+    for (v = CLF_ATTEND_GEMM; v <= CLF_ATTEND_FUSED; v++) {
+        clf__attention_set_attend(l->att, v);
+        check_forward(l, CLF_MODE_LINFORMER, B, n, seed);
+        ck_assert_int_eq(clf__attention_last_fused(l->att),
+                         v == CLF_ATTEND_FUSED);
+    }
+    clf__attention_set_attend(l->att, CLF_ATTEND_UNDECIDED);
+}
+
+/* The fused kernel against the reference in every sharing mode, with d_h
+ * of 16 and of 80 (one 64-column block and one of 16), k below, at and
+ * past its 64-slot blocks, and n with row tails (not a multiple of 4). */
+START_TEST(attention_fused_matches_reference)
+{
+    const size_t dhs[] = {16, 80}, ks[] = {5, 64, 70};
+    const size_t lens[] = {1, 6, 37};
+    clf_attention_desc d = base_desc();
+    struct layer l;
+    size_t a, b, c, m;
+
+    d.d_model = 24;
+    d.heads = 2;
+    d.max_seq_len = 80;
+    d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
+    for (m = 0; m < 5; m++) {
+        d.sharing = m == 1 ? CLF_SHARE_PER_HEAD
+                    : m == 2 ? CLF_SHARE_KEY_VALUE
+                             : CLF_SHARE_HEADWISE;
+        d.share_kv = m == 3;
+        d.bias_v = m != 3;
+        d.one_kv_head = m == 4;
+        for (a = 0; a < 2; a++)
+            for (b = 0; b < 3; b++) {
+                d.head_dim = dhs[a];
+                d.k = ks[b];
+                layer_make(&l, &d, 200 + 10 * m + 3 * a + b);
+                for (c = 0; c < 3; c++)
+                    check_both_ways(&l, c == 1 ? 1 : 2, lens[c],
+                                    300 + 7 * m + 3 * a + b + c);
+                layer_free(&l);
+            }
+    }
+}
+END_TEST
+
+/* Where the fused kernel does not apply (d_h not a multiple of 16, causal,
+ * full mode), forcing it changes nothing. */
+START_TEST(attention_fused_only_where_it_applies)
+{
+    clf_attention_desc d = base_desc(); /* d_h = 8 */
+    struct layer l;
+
+    layer_make(&l, &d, 400);
+    clf__attention_set_attend(l.att, CLF_ATTEND_FUSED);
+    check_forward(&l, CLF_MODE_LINFORMER, 2, 20, 401);
+    ck_assert_int_eq(clf__attention_last_fused(l.att), 0);
+    layer_free(&l);
+    d.head_dim = 16;
+    layer_make(&l, &d, 402);
+    clf__attention_set_attend(l.att, CLF_ATTEND_FUSED);
+    check_forward(&l, CLF_MODE_FULL, 2, 20, 403);
+    ck_assert_int_eq(clf__attention_last_fused(l.att), 0);
+    check_forward(&l, CLF_MODE_LINFORMER, 2, 20, 404);
+    ck_assert_int_eq(clf__attention_last_fused(l.att), 1);
+    layer_free(&l);
+}
+END_TEST
+
+/* The context times both ways once, at the first forward that could use
+ * the fused kernel, and keeps the faster. */
+START_TEST(attention_way_is_chosen_by_timing)
+{
+    clf_context *ctx = tu_context();
+    clf_attention_desc d = base_desc();
+    struct layer l;
+
+    d.head_dim = 16;
+    layer_make(&l, &d, 410);
+    check_forward(&l, CLF_MODE_LINFORMER, 1, 20, 411);
+    ck_assert_int_ne(ctx->attend_variant, CLF_ATTEND_UNDECIDED);
+    ck_assert(ctx->attend_ms[0] > 0.0 && ctx->attend_ms[1] > 0.0);
+    ck_assert_int_eq(clf__attention_last_fused(l.att),
+                     ctx->attend_variant == CLF_ATTEND_FUSED);
+    ck_assert(ctx->attend_ms[ctx->attend_variant - 1] <=
+              ctx->attend_ms[2 - ctx->attend_variant]);
+    layer_free(&l);
+}
+END_TEST
+
 /* A realistic width (D=256, h=4, d_h=64) still meets the tolerance. */
 START_TEST(attention_matches_reference_wide)
 {
@@ -431,6 +583,10 @@ suite(void)
     tcase_add_test(tc, attention_adopted_context);
     tcase_add_test(tc, attention_matches_reference_wide);
     tcase_add_test(tc, attention_compressed_bias_matches_reference);
+    tcase_add_test(tc, attention_golden_example_both_ways);
+    tcase_add_test(tc, attention_fused_matches_reference);
+    tcase_add_test(tc, attention_fused_only_where_it_applies);
+    tcase_add_test(tc, attention_way_is_chosen_by_timing);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -137,6 +137,16 @@ START_TEST(flops_model_linformer_by_hand)
     ck_assert_double_eq(st[CLF_STAGE_SCORES], 256.0);
     ck_assert_double_eq(st[CLF_STAGE_SOFTMAX], 320.0);
     ck_assert_double_eq(st[CLF_STAGE_WEIGHTED_SUM], 256.0);
+    ck_assert_double_eq(st[CLF_STAGE_FUSED], 0.0);
+    ck_assert_double_eq(st[CLF_STAGE_OUTPUT], 576.0);
+
+    /* Where the fused kernel ran, its stage carries the three. */
+    clf_bench_fused_split(st);
+    ck_assert_double_eq(st[CLF_STAGE_SCORES], 0.0);
+    ck_assert_double_eq(st[CLF_STAGE_SOFTMAX], 0.0);
+    ck_assert_double_eq(st[CLF_STAGE_WEIGHTED_SUM], 0.0);
+    ck_assert_double_eq(st[CLF_STAGE_FUSED], 832.0);
+    ck_assert_double_eq(st[CLF_STAGE_PROJECTION], 512.0);
     ck_assert_double_eq(st[CLF_STAGE_OUTPUT], 576.0);
 }
 END_TEST
@@ -788,7 +798,7 @@ START_TEST(csv_header_names_every_column)
     char want[64];
     int s;
 
-    ck_assert_uint_eq(csv_fields(h, strlen(h)), 30);
+    ck_assert_uint_eq(csv_fields(h, strlen(h)), 24 + CLF_STAGE_COUNT);
     ck_assert(strncmp(h, "platform,device,driver,mode,n,k,", 32) == 0);
     for (s = 0; s < CLF_STAGE_COUNT; s++) {
         snprintf(want, sizeof want, ",%s_s,", clf_stage_name((clf_stage)s));

@@ -148,11 +148,8 @@ END_TEST
 START_TEST(cache_changed_source_is_a_new_entry)
 {
     char kdir[] = "/tmp/clf-ksrc-XXXXXX";
-    const char *names[] = {"common.cl", "projection.cl", "softmax.cl",
-                           "mask.cl", "causal.cl", "encoder.cl"};
-    const char *srcs[] = {clf__cl_common, clf__cl_projection,
-                          clf__cl_softmax, clf__cl_mask, clf__cl_causal,
-                          clf__cl_encoder};
+    const char *const *names = clf__kernel_files;
+    const char *const *srcs = clf__kernel_sources;
     char path[512];
     clf_context_stats st;
     size_t i;
@@ -161,7 +158,7 @@ START_TEST(cache_changed_source_is_a_new_entry)
     build_once();
     ck_assert_int_eq(entries(path, sizeof path), 1);
     ck_assert_ptr_nonnull(mkdtemp(kdir));
-    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+    for (i = 0; i < (size_t)CLF_KERNEL_FILES; i++) {
         snprintf(path, sizeof path, "%s/%s", kdir, names[i]);
         f = fopen(path, "w");
         ck_assert_ptr_nonnull(f);
@@ -178,7 +175,7 @@ START_TEST(cache_changed_source_is_a_new_entry)
     st = build_once();
     ck_assert_uint_eq(st.cache_loads, 1);
     unsetenv("CLINFORMER_KERNEL_DIR");
-    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+    for (i = 0; i < (size_t)CLF_KERNEL_FILES; i++) {
         snprintf(path, sizeof path, "%s/%s", kdir, names[i]);
         remove(path);
     }

@@ -408,8 +408,7 @@ END_TEST
 START_TEST(kernel_build_failure_keeps_log)
 {
     char dir[] = "/tmp/clf-kernels-XXXXXX";
-    const char *names[] = {"common.cl", "projection.cl", "softmax.cl",
-                           "mask.cl", "causal.cl", "encoder.cl"};
+    const char *const *names = clf__kernel_files;
     char path[256];
     clf_context *ctx = NULL;
     clf_attention *att = NULL;
@@ -418,7 +417,7 @@ START_TEST(kernel_build_failure_keeps_log)
     FILE *f;
 
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+    for (i = 0; i < (size_t)CLF_KERNEL_FILES; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         f = fopen(path, "w");
         ck_assert_ptr_nonnull(f);
@@ -445,11 +444,44 @@ START_TEST(kernel_build_failure_keeps_log)
     clf_context_destroy(ctx);
     unsetenv("CLINFORMER_KERNEL_DIR");
     unsetenv("CLINFORMER_CACHE_DIR");
-    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+    for (i = 0; i < (size_t)CLF_KERNEL_FILES; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         remove(path);
     }
     rmdir(dir);
+}
+END_TEST
+
+/* CLINFORMER_ATTEND other than gemm or fused is an error at the first
+ * forward that would consult it, naming the variable; nothing is
+ * written. */
+START_TEST(attend_override_is_checked)
+{
+    clf_attention_desc d = good_desc();
+    clf_context *ctx = NULL;
+    clf_attention *att = NULL;
+    float x[4 * 32], y[4 * 32];
+    size_t i;
+
+    d.d_model = 32;
+    d.heads = 2; /* d_h = 16: the fused kernel could run */
+    for (i = 0; i < 4 * 32; i++) {
+        x[i] = (float)i * 0.01f;
+        y[i] = 7.0f;
+    }
+    setenv("CLINFORMER_ATTEND", "fast", 1);
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ck_assert_int_eq(clf_attention_create(&att, ctx, &d), 0);
+    ck_assert_int_eq(clf_attention_randomize(att, 1), 0);
+    ASSERT_FAILS(clf_attention_forward(att, x, 1, 4, y), CLF_EINVALID_ARGUMENT,
+                 "CLINFORMER_ATTEND");
+    for (i = 0; i < 4 * 32; i++)
+        ck_assert_float_eq(y[i], 7.0f);
+    setenv("CLINFORMER_ATTEND", "gemm", 1);
+    ck_assert_int_eq(clf_attention_forward(att, x, 1, 4, y), 0);
+    unsetenv("CLINFORMER_ATTEND");
+    clf_attention_destroy(att);
+    clf_context_destroy(ctx);
 }
 END_TEST
 
@@ -470,6 +502,7 @@ suite(void)
     tcase_add_test(tc, attention_workspace_too_large_is_named);
     tcase_add_test(tc, attention_forward_cl_validates_buffers);
     tcase_add_test(tc, kernel_build_failure_keeps_log);
+    tcase_add_test(tc, attend_override_is_checked);
     suite_add_tcase(s, tc);
     return s;
 }

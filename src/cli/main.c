@@ -84,7 +84,9 @@ static const char usage[] =
     "Environment: CLINFORMER_DEVICE, CLINFORMER_CACHE_DIR (\"off\" disables\n"
     "the kernel binary cache and stored tuning), CLINFORMER_KERNEL_DIR (load\n"
     "cl/*.cl from there), CLINFORMER_TUNE=off (ignore stored GEMM tuning),\n"
-    "CLINFORMER_SOFTMAX=0|1|2 (force a softmax kernel instead of timing).\n"
+    "CLINFORMER_SOFTMAX=0|1|2 (force a softmax kernel instead of timing),\n"
+    "CLINFORMER_ATTEND=gemm|fused (force how Linformer attention over the\n"
+    "slots runs instead of timing).\n"
     "Exit status: 0 on success (check-lookahead: PASS; compare: MATCH), 1 on\n"
     "an error (the message names it), 2 on a usage error, 3 when\n"
     "check-lookahead FAILs or compare finds the arrays DIFFER.\n";

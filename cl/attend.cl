@@ -10,31 +10,6 @@
 #define ATT_R 4
 #define ATT_KB 64
 
-/* Horizontal max and sum, lane by lane through private memory: oclgrind's
- * uninitialised-value checker misreads vector fmax and crashes on .lo/.hi,
- * and this costs nothing next to a row's work. */
-static float
-hmax16(const float16 v)
-{
-    float lane[16];
-    vstore16(v, 0, lane);
-    float m = lane[0];
-    for (int i = 1; i < 16; i++)
-        m = fmax(m, lane[i]);
-    return m;
-}
-
-static float
-hsum16(const float16 v)
-{
-    float lane[16];
-    vstore16(v, 0, lane);
-    float t = 0.0f;
-    for (int i = 0; i < 16; i++)
-        t += lane[i];
-    return t;
-}
-
 /* kt[((b * hc + g) * dh + c) * lp + j] = kbar[b * L * width + j * width +
  * g * dh + c] for j < L, 0 for L <= j < lp.  One work-item per element of
  * kt: global size (lp, hc * dh, B). */
@@ -47,7 +22,7 @@ clf_kv_transpose(__global const float *kbar, const uint L, const uint width,
     const uint b = get_global_id(2);
     if (j >= lp || gc >= hc * dh)
         return;
-    const uint g = gc / dh, c = gc % dh;
+    const uint g = gc / dh, c = gc - g * dh;
     kt[((size_t)b * hc * dh + gc) * lp + j] =
         j < L ? kbar[((size_t)b * L + j) * width + g * dh + c] : 0.0f;
 }

@@ -8,3 +8,28 @@
 /* Index arithmetic in these kernels avoids '%': oclgrind's uninitialised-
  * value checker cannot follow the LLVM 'freeze' that a division/remainder
  * pair compiles to, and oclgrind runs in the test suite. */
+
+/* Horizontal max and sum, lane by lane through private memory: oclgrind's
+ * uninitialised-value checker misreads vector fmax and crashes on .lo/.hi,
+ * and this costs nothing next to a row's work. */
+static float
+hmax16(const float16 v)
+{
+    float lane[16];
+    vstore16(v, 0, lane);
+    float m = lane[0];
+    for (int i = 1; i < 16; i++)
+        m = fmax(m, lane[i]);
+    return m;
+}
+
+static float
+hsum16(const float16 v)
+{
+    float lane[16];
+    vstore16(v, 0, lane);
+    float t = 0.0f;
+    for (int i = 0; i < 16; i++)
+        t += lane[i];
+    return t;
+}

@@ -889,7 +889,9 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     size_t b;
 
     a->last_fused = 0;
-    /* Before the first stage, so the timing stays out of the profile. */
+    /* The context's timed choices, before the first stage so that their
+     * timing stays out of the profile. */
+    TRY(clf__gemm_choose(ctx));
     if (p->fusable && a->attend == CLF_ATTEND_UNDECIDED)
         TRY(clf__attend_choose(ctx));
 

@@ -341,6 +341,8 @@ clf_context_destroy(clf_context *ctx)
             clReleaseKernel(ctx->kernels[i]);
     if (ctx->program != NULL)
         clReleaseProgram(ctx->program);
+    if (ctx->scratch != NULL)
+        clReleaseMemObject(ctx->scratch);
     /* CLBlast caches programs keyed by cl_context; a later context could
      * reuse this one's address and pick up stale programs. */
     if (ctx->context != NULL)

@@ -1,8 +1,12 @@
-/* CLBlast GEMM wrappers on the context's in-order queue.  CLBlast takes no
- * wait list; ordering comes from the queue being in order. */
+/* GEMMs on the context's in-order queue: CLBlast's, or the register-blocked
+ * kernel of cl/gemm.cl where the context measured it faster.  CLBlast
+ * takes no wait list; ordering comes from the queue being in order. */
 #include "internal.h"
 
 #include <clblast_c.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 static CLBlastTranspose
 tr(int t)
@@ -10,11 +14,156 @@ tr(int t)
     return t ? CLBlastTransposeYes : CLBlastTransposeNo;
 }
 
+/* ------------------------------------------------ the blocked kernel */
+
+/* The context's scratch buffer, grown to at least `floats`.  Commands
+ * already queued keep an old buffer alive until they finish. */
+static int
+scratch(clf_context *ctx, size_t floats, cl_mem *out)
+{
+    cl_int err;
+
+    if (ctx->scratch_cap < floats) {
+        if (ctx->scratch != NULL)
+            clReleaseMemObject(ctx->scratch);
+        ctx->scratch_cap = 0;
+        ctx->scratch = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
+                                      floats * sizeof(float), NULL, &err);
+        if (ctx->scratch == NULL)
+            return clf__fail(err,
+                             "GEMM scratch: clCreateBuffer of %zu bytes "
+                             "failed (%d)",
+                             floats * sizeof(float), err);
+        ctx->scratch_cap = floats;
+    }
+    *out = ctx->scratch;
+    return 0;
+}
+
+static int
+enqueue3(clf_context *ctx, enum clf__kernel_id id, const size_t g[3],
+         const char *what)
+{
+    cl_int err = clEnqueueNDRangeKernel(ctx->queue, ctx->kernels[id], 3,
+                                        NULL, g, NULL, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "%s: enqueue of %zu x %zu x %zu failed (%d)",
+                         what, g[0], g[1], g[2], err);
+    return 0;
+}
+
 int
-clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
-          size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, cl_mem b,
-          size_t b_off, size_t ldb, float beta, cl_mem c, size_t c_off,
-          size_t ldc)
+clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
+               size_t cols, size_t ld, size_t stride, size_t batch,
+               cl_mem dst)
+{
+    cl_kernel k = ctx->kernels[CLF_K_TRANSPOSE];
+    cl_ulong o = off, s = stride;
+    cl_uint r = (cl_uint)rows, c = (cl_uint)cols, l = (cl_uint)ld;
+    size_t g[3];
+
+    if (rows == 0 || cols == 0 || batch == 0)
+        return 0;
+    CLF_SET_ARG(k, 0, src);
+    CLF_SET_ARG(k, 1, o);
+    CLF_SET_ARG(k, 2, r);
+    CLF_SET_ARG(k, 3, c);
+    CLF_SET_ARG(k, 4, l);
+    CLF_SET_ARG(k, 5, s);
+    CLF_SET_ARG(k, 6, dst);
+    g[0] = cols;
+    g[1] = rows;
+    g[2] = batch;
+    return enqueue3(ctx, CLF_K_TRANSPOSE, g, "transpose");
+}
+
+int
+clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
+             cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
+             size_t b_off, size_t ldb, size_t b_stride, int accumulate,
+             cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
+             size_t batch)
+{
+    cl_kernel kk = ctx->kernels[CLF_K_GEMM_NN];
+    cl_uint M = (cl_uint)m, N = (cl_uint)n, K = (cl_uint)k;
+    cl_uint la = (cl_uint)lda, lb = (cl_uint)ldb, lc = (cl_uint)ldc;
+    cl_uint acc = accumulate != 0;
+    cl_ulong ao = a_off, as = a_stride, bo = b_off, bs = b_stride;
+    cl_ulong co = c_off, cs = c_stride;
+    size_t g[3];
+
+    if (m == 0 || n == 0 || batch == 0)
+        return 0;
+    CLF_SET_ARG(kk, 0, M);
+    CLF_SET_ARG(kk, 1, N);
+    CLF_SET_ARG(kk, 2, K);
+    CLF_SET_ARG(kk, 3, alpha);
+    CLF_SET_ARG(kk, 4, a);
+    CLF_SET_ARG(kk, 5, ao);
+    CLF_SET_ARG(kk, 6, la);
+    CLF_SET_ARG(kk, 7, as);
+    CLF_SET_ARG(kk, 8, b);
+    CLF_SET_ARG(kk, 9, bo);
+    CLF_SET_ARG(kk, 10, lb);
+    CLF_SET_ARG(kk, 11, bs);
+    CLF_SET_ARG(kk, 12, c);
+    CLF_SET_ARG(kk, 13, co);
+    CLF_SET_ARG(kk, 14, lc);
+    CLF_SET_ARG(kk, 15, cs);
+    CLF_SET_ARG(kk, 16, acc);
+    g[0] = (m + CLF_GEMM_ROWS - 1) / CLF_GEMM_ROWS;
+    g[1] = n / 64 + (n % 64) / 16;
+    g[2] = batch;
+    return enqueue3(ctx, CLF_K_GEMM_NN, g, "blocked GEMM");
+}
+
+/* The blocked kernel takes A untransposed, n a multiple of 16, beta 0 or
+ * 1, and sizes that fit its 32-bit arguments. */
+static int
+blocked_fits(int trans_a, size_t m, size_t n, size_t k, float beta,
+             size_t lda, size_t ldb, size_t ldc)
+{
+    return !trans_a && n % 16 == 0 && (beta == 0.0f || beta == 1.0f) &&
+           m <= 0xffffffffu && n <= 0xffffffffu && k <= 0xffffffffu &&
+           lda <= 0xffffffffu && ldb <= 0xffffffffu && ldc <= 0xffffffffu;
+}
+
+/* C = alpha A op(B) + beta C through the blocked kernel; a transposed B is
+ * copied into the scratch buffer first. */
+static int
+blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
+        float alpha, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
+        cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta,
+        cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch)
+{
+    if (trans_b) {
+        /* One copy when every batch entry shares B. */
+        size_t copies = b_stride == 0 ? 1 : batch, floats;
+        cl_mem t = NULL;
+        if (clf__mul3(copies, n, k, &floats))
+            return clf__fail(CLF_ESIZE_OVERFLOW,
+                             "GEMM %zux%zux%zu: scratch size overflows", m, n,
+                             k);
+        CLF_TRY(scratch(ctx, floats, &t));
+        CLF_TRY(clf__transpose(ctx, b, b_off, n, k, ldb, b_stride, copies, t));
+        b = t;
+        b_off = 0;
+        ldb = n;
+        b_stride = b_stride == 0 ? 0 : n * k;
+    }
+    ctx->blocked_calls++;
+    return clf__gemm_nn(ctx, m, n, k, alpha, a, a_off, lda, a_stride, b,
+                        b_off, ldb, b_stride, beta != 0.0f, c, c_off, ldc,
+                        c_stride, batch);
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+static int
+clblast_gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
+             size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
+             cl_mem b, size_t b_off, size_t ldb, float beta, cl_mem c,
+             size_t c_off, size_t ldc)
 {
     CLBlastStatusCode st;
 
@@ -28,6 +177,17 @@ clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
 }
 
 int
+clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
+          size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, cl_mem b,
+          size_t b_off, size_t ldb, float beta, cl_mem c, size_t c_off,
+          size_t ldc)
+{
+    return clf__gemm_batched(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off,
+                             lda, 0, b, b_off, ldb, 0, beta, c, c_off, ldc, 0,
+                             1);
+}
+
+int
 clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
                   size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
                   size_t lda, size_t a_stride, cl_mem b, size_t b_off,
@@ -36,9 +196,15 @@ clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
 {
     CLBlastStatusCode st;
 
+    CLF_TRY(clf__gemm_choose(ctx));
+    if (ctx->gemm_variant == CLF_GEMM_BLOCKED &&
+        blocked_fits(trans_a, m, n, k, beta, lda, ldb, ldc))
+        return blocked(ctx, trans_b, m, n, k, alpha, a, a_off, lda, a_stride,
+                       b, b_off, ldb, b_stride, beta, c, c_off, ldc,
+                       c_stride, batch);
     if (batch == 1)
-        return clf__gemm(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off, lda,
-                         b, b_off, ldb, beta, c, c_off, ldc);
+        return clblast_gemm(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off,
+                            lda, b, b_off, ldb, beta, c, c_off, ldc);
     st = CLBlastSgemmStridedBatched(
         CLBlastLayoutRowMajor, tr(trans_a), tr(trans_b), m, n, k, alpha, a,
         a_off, lda, a_stride, b, b_off, ldb, b_stride, beta, c, c_off, ldc,
@@ -49,4 +215,96 @@ clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
                          "(%d)",
                          m, n, k, batch, (int)st);
     return 0;
+}
+
+/* ------------------------------------------------------------- choice */
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int
+clf__gemm_choose(clf_context *ctx)
+{
+    /* A typical projection: 1024 rows of 512 times a 512 x 512 weight
+     * stored as PyTorch does (so the blocked way pays its transpose). */
+    const size_t m = 1024, n = 512, k = 512;
+    const size_t sizes[3] = {m * k, n * k, m * n};
+    const char *force = getenv("CLINFORMER_GEMM");
+    cl_mem buf[3] = {NULL, NULL, NULL};
+    double best = -1.0;
+    cl_int err;
+    int rc = 0, v, i;
+
+    if (ctx->gemm_variant != CLF_GEMM_UNDECIDED)
+        return 0;
+    if (force != NULL && *force != '\0') {
+        if (strcmp(force, "clblast") == 0)
+            ctx->gemm_variant = CLF_GEMM_CLBLAST;
+        else if (strcmp(force, "blocked") == 0)
+            ctx->gemm_variant = CLF_GEMM_BLOCKED;
+        else
+            return clf__fail(CLF_EINVALID_ARGUMENT,
+                             "CLINFORMER_GEMM is \"%s\"; expected clblast "
+                             "or blocked",
+                             force);
+        return 0;
+    }
+    for (i = 0; i < 3; i++) {
+        float *host = malloc(sizes[i] * sizeof *host);
+        size_t j;
+        if (host == NULL) {
+            rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
+            goto done;
+        }
+        for (j = 0; j < sizes[i]; j++)
+            host[j] = (float)((j * 7 + (size_t)i) % 101) * 0.01f - 0.5f;
+        buf[i] = clCreateBuffer(ctx->context,
+                                CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                                sizes[i] * sizeof(float), host, &err);
+        free(host);
+        if (buf[i] == NULL) {
+            rc = clf__fail(err, "GEMM timing buffer failed (%d)", err);
+            goto done;
+        }
+    }
+    for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_BLOCKED; v++) {
+        double t = 0.0;
+        int rep;
+        /* The first run pays any lazy compilation; keep the best of the
+         * next two. */
+        for (rep = 0; rep < 3; rep++) {
+            double t0 = now_s(), dt;
+            rc = v == CLF_GEMM_CLBLAST
+                     ? clblast_gemm(ctx, 0, 1, m, n, k, 1.0f, buf[0], 0, k,
+                                    buf[1], 0, k, 0.0f, buf[2], 0, n)
+                     : blocked(ctx, 1, m, n, k, 1.0f, buf[0], 0, k, 0,
+                               buf[1], 0, k, 0, 0.0f, buf[2], 0, n, 0, 1);
+            if (rc != 0)
+                goto done;
+            if ((err = clFinish(ctx->queue)) != CL_SUCCESS) {
+                rc = clf__fail(err, "GEMM timing: clFinish failed (%d)", err);
+                goto done;
+            }
+            dt = now_s() - t0;
+            if (rep > 0 && (t == 0.0 || dt < t))
+                t = dt;
+        }
+        ctx->gemm_ms[v - 1] = t * 1e3;
+        if (best < 0.0 || t < best) {
+            best = t;
+            ctx->gemm_variant = v;
+        }
+    }
+done:
+    for (i = 0; i < 3; i++)
+        if (buf[i] != NULL)
+            clReleaseMemObject(buf[i]);
+    if (rc != 0)
+        ctx->gemm_variant = CLF_GEMM_UNDECIDED;
+    return rc;
 }

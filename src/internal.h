@@ -30,6 +30,8 @@ enum clf__kernel_id {
     CLF_K_EMBED,
     CLF_K_KV_TRANSPOSE,
     CLF_K_ATTEND,
+    CLF_K_GEMM_NN,
+    CLF_K_TRANSPOSE,
     CLF_K_COUNT
 };
 
@@ -51,6 +53,18 @@ struct clf_context {
     double softmax_ms[3]; /* what the choice measured, per variant */
     int attend_variant;   /* enum clf__attend_variant, chosen by timing */
     double attend_ms[2];  /* what the choice measured: GEMM path, fused */
+    int gemm_variant;     /* enum clf__gemm_variant, chosen by timing */
+    double gemm_ms[2];    /* what the choice measured: CLBlast, blocked */
+    cl_mem scratch;       /* transposed GEMM operands */
+    size_t scratch_cap;   /* floats */
+    size_t blocked_calls; /* GEMMs run by the blocked kernel (tests) */
+};
+
+/* Who runs the GEMMs: undecided until the first one. */
+enum clf__gemm_variant {
+    CLF_GEMM_UNDECIDED = 0,
+    CLF_GEMM_CLBLAST,
+    CLF_GEMM_BLOCKED /* cl/gemm.cl, where the shape fits */
 };
 
 /* How Linformer attention over the compressed slots runs (steps 3 to 5):
@@ -196,8 +210,10 @@ int clf__softmax_rows_variant(clf_context *ctx, int variant, cl_mem s,
 /* Times each variant on a typical shape and keeps the fastest. */
 int clf__softmax_choose(clf_context *ctx);
 
-/* gemm.c: CLBlast wrappers, row-major, on the context's queue.  C = alpha
- * op(A) op(B) + beta C; batched with element strides (batch 1 uses Sgemm). */
+/* gemm.c: row-major GEMMs on the context's queue, C = alpha op(A) op(B) +
+ * beta C, batched with element strides: the blocked kernel where the
+ * context chose it and the shape fits it, else CLBlast (batch 1 uses
+ * Sgemm). */
 int clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
               size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
               cl_mem b, size_t b_off, size_t ldb, float beta, cl_mem c,
@@ -208,6 +224,24 @@ int clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
                       size_t ldb, size_t b_stride, float beta, cl_mem c,
                       size_t c_off, size_t ldc, size_t c_stride,
                       size_t batch);
+
+/* gemm.c: cl/gemm.cl's GEMM, C = alpha A B (+ C when accumulate), A and B
+ * not transposed, n a multiple of 16, strides in elements. */
+#define CLF_GEMM_ROWS 4 /* GEMM_R in cl/gemm.cl */
+int clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
+                 cl_mem a, size_t a_off, size_t lda, size_t a_stride,
+                 cl_mem b, size_t b_off, size_t ldb, size_t b_stride,
+                 int accumulate, cl_mem c, size_t c_off, size_t ldc,
+                 size_t c_stride, size_t batch);
+/* dst (packed, batch x cols x rows) = the transposes of batch row-major
+ * rows x cols matrices at off + t * stride with leading dimension ld. */
+int clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
+                   size_t cols, size_t ld, size_t stride, size_t batch,
+                   cl_mem dst);
+/* Unless decided: CLINFORMER_GEMM=clblast|blocked, else times CLBlast and
+ * the blocked kernel (with its transpose) on a 1024 x 512 x 512 projection
+ * and keeps the faster.  clf__gemm calls it. */
+int clf__gemm_choose(clf_context *ctx);
 
 /* attention.c, for tests: the order a Linformer forward of this shape uses. */
 int clf__attention_compress_first(const clf_attention *att, size_t batch,
@@ -234,10 +268,11 @@ extern const char clf__cl_mask[];
 extern const char clf__cl_causal[];
 extern const char clf__cl_encoder[];
 extern const char clf__cl_attend[];
+extern const char clf__cl_gemm[];
 
 /* program.c: the kernel files in build order (CLINFORMER_KERNEL_DIR holds
  * files of these names) and their embedded texts. */
-#define CLF_KERNEL_FILES 7
+#define CLF_KERNEL_FILES 8
 extern const char *const clf__kernel_files[CLF_KERNEL_FILES];
 extern const char *const clf__kernel_sources[CLF_KERNEL_FILES];
 

@@ -25,14 +25,15 @@ static const char *const kernel_names[CLF_K_COUNT] = {
     "clf_mask_rows",     "clf_masked_rowsum",
     "clf_mask_scores",   "clf_causal_scores", "clf_causal_apply",
     "clf_layernorm",     "clf_gelu",          "clf_add",
-    "clf_embed",         "clf_kv_transpose",  "clf_attend"};
+    "clf_embed",         "clf_kv_transpose",  "clf_attend",
+    "clf_gemm_nn",       "clf_transpose"};
 
 const char *const clf__kernel_files[CLF_KERNEL_FILES] = {
     "common.cl", "projection.cl", "softmax.cl", "mask.cl",
-    "causal.cl", "encoder.cl",    "attend.cl"};
+    "causal.cl", "encoder.cl",    "attend.cl",  "gemm.cl"};
 const char *const clf__kernel_sources[CLF_KERNEL_FILES] = {
     clf__cl_common, clf__cl_projection, clf__cl_softmax, clf__cl_mask,
-    clf__cl_causal, clf__cl_encoder,    clf__cl_attend};
+    clf__cl_causal, clf__cl_encoder,    clf__cl_attend, clf__cl_gemm};
 
 uint64_t
 clf__hash64(const void *data, size_t len, uint64_t seed)

@@ -452,10 +452,11 @@ START_TEST(kernel_build_failure_keeps_log)
 }
 END_TEST
 
-/* CLINFORMER_ATTEND other than gemm or fused is an error at the first
- * forward that would consult it, naming the variable; nothing is
- * written. */
-START_TEST(attend_override_is_checked)
+/* CLINFORMER_ATTEND other than gemm or fused, or CLINFORMER_GEMM other
+ * than clblast or blocked, is an error at the first forward that would
+ * consult it, naming the variable; nothing is written. */
+static void
+check_override(const char *name, const char *bad, const char *good)
 {
     clf_attention_desc d = good_desc();
     clf_context *ctx = NULL;
@@ -469,19 +470,25 @@ START_TEST(attend_override_is_checked)
         x[i] = (float)i * 0.01f;
         y[i] = 7.0f;
     }
-    setenv("CLINFORMER_ATTEND", "fast", 1);
+    setenv(name, bad, 1);
     ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
     ck_assert_int_eq(clf_attention_create(&att, ctx, &d), 0);
     ck_assert_int_eq(clf_attention_randomize(att, 1), 0);
     ASSERT_FAILS(clf_attention_forward(att, x, 1, 4, y), CLF_EINVALID_ARGUMENT,
-                 "CLINFORMER_ATTEND");
+                 name);
     for (i = 0; i < 4 * 32; i++)
         ck_assert_float_eq(y[i], 7.0f);
-    setenv("CLINFORMER_ATTEND", "gemm", 1);
+    setenv(name, good, 1);
     ck_assert_int_eq(clf_attention_forward(att, x, 1, 4, y), 0);
-    unsetenv("CLINFORMER_ATTEND");
+    unsetenv(name);
     clf_attention_destroy(att);
     clf_context_destroy(ctx);
+}
+
+START_TEST(overrides_are_checked)
+{
+    check_override("CLINFORMER_ATTEND", "fast", "gemm");
+    check_override("CLINFORMER_GEMM", "openblas", "blocked");
 }
 END_TEST
 
@@ -502,7 +509,7 @@ suite(void)
     tcase_add_test(tc, attention_workspace_too_large_is_named);
     tcase_add_test(tc, attention_forward_cl_validates_buffers);
     tcase_add_test(tc, kernel_build_failure_keeps_log);
-    tcase_add_test(tc, attend_override_is_checked);
+    tcase_add_test(tc, overrides_are_checked);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -86,7 +86,8 @@ static const char usage[] =
     "cl/*.cl from there), CLINFORMER_TUNE=off (ignore stored GEMM tuning),\n"
     "CLINFORMER_SOFTMAX=0|1|2 (force a softmax kernel instead of timing),\n"
     "CLINFORMER_ATTEND=gemm|fused (force how Linformer attention over the\n"
-    "slots runs instead of timing).\n"
+    "slots runs instead of timing), CLINFORMER_GEMM=clblast|blocked (force\n"
+    "who runs the GEMMs instead of timing).\n"
     "Exit status: 0 on success (check-lookahead: PASS; compare: MATCH), 1 on\n"
     "an error (the message names it), 2 on a usage error, 3 when\n"
     "check-lookahead FAILs or compare finds the arrays DIFFER.\n";

@@ -1,0 +1,222 @@
+/* GEMMs through either way (CLBlast, the blocked kernel with its
+ * transpose) against a double-precision product.
+ *
+ * Tolerance: |c - ref| <= 1e-6 * k + 1e-5 * max |ref| with inputs in
+ * [-1, 1): float32 sums of k products stay well inside it, while a wrong
+ * index, a missed tail row or column, or a lost accumulate is of order 1. */
+#include "internal.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct gemm_case {
+    int trans_b;
+    size_t m, n, k, batch;
+    float alpha, beta;
+    size_t a_off, b_off, c_off; /* elements */
+    int share_b;                /* b_stride 0 */
+};
+
+static cl_mem
+upload(clf_context *ctx, const float *h, size_t n)
+{
+    cl_int err;
+    cl_mem m = clCreateBuffer(ctx->context,
+                              CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                              (n ? n : 1) * sizeof(float), (void *)h, &err);
+    ck_assert_msg(m != NULL, "clCreateBuffer failed (%d)", err);
+    return m;
+}
+
+/* Runs the case with the context's GEMM way set to `variant` and checks
+ * every element of C, including that nothing outside the batch's
+ * matrices changed. */
+static void
+run_case(const struct gemm_case *g, int variant, unsigned long long seed)
+{
+    clf_context *ctx = tu_context();
+    const size_t lda = g->k + 3, ldb = (g->trans_b ? g->k : g->n) + 5;
+    const size_t ldc = g->n + 2;
+    const size_t brows = g->trans_b ? g->n : g->k;
+    const size_t as = g->m * lda, bs = g->share_b ? 0 : brows * ldb;
+    const size_t cs = g->m * ldc;
+    const size_t na = g->a_off + g->batch * as;
+    const size_t nb = g->b_off + (g->share_b ? 1 : g->batch) * brows * ldb;
+    const size_t nc = g->c_off + g->batch * cs + 7;
+    float *a = tu_malloc(na * sizeof *a), *b = tu_malloc(nb * sizeof *b);
+    float *c = tu_malloc(nc * sizeof *c), *c0 = tu_malloc(nc * sizeof *c0);
+    cl_mem ma, mb, mc;
+    int was = ctx->gemm_variant;
+    size_t t, i, j, l, blocked_before = ctx->blocked_calls;
+    int rc;
+
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    tu_fill(a, na, seed, -1.0f, 1.0f);
+    tu_fill(b, nb, seed + 1, -1.0f, 1.0f);
+    tu_fill(c, nc, seed + 2, -1.0f, 1.0f);
+    memcpy(c0, c, nc * sizeof *c);
+    ma = upload(ctx, a, na);
+    mb = upload(ctx, b, nb);
+    mc = upload(ctx, c, nc);
+    ctx->gemm_variant = variant;
+    rc = clf__gemm_batched(ctx, 0, g->trans_b, g->m, g->n, g->k, g->alpha,
+                           ma, g->a_off, lda, as, mb, g->b_off, ldb, bs,
+                           g->beta, mc, g->c_off, ldc, cs, g->batch);
+    ctx->gemm_variant = was;
+    ck_assert_msg(rc == 0, "gemm: %s", clf_last_error());
+    ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, mc, CL_TRUE, 0,
+                                         nc * sizeof *c, c, 0, NULL, NULL),
+                     CL_SUCCESS);
+    if (variant == CLF_GEMM_BLOCKED && g->n % 16 == 0 &&
+        (g->beta == 0.0f || g->beta == 1.0f))
+        ck_assert_uint_gt(ctx->blocked_calls, blocked_before);
+    else
+        ck_assert_uint_eq(ctx->blocked_calls, blocked_before);
+
+    for (i = 0; i < nc; i++) {
+        size_t rel = i - g->c_off;
+        int inside = i >= g->c_off && rel < g->batch * cs &&
+                     rel % ldc < g->n;
+        if (!inside)
+            ck_assert_msg(c[i] == c0[i], "element %zu outside C changed", i);
+    }
+    for (t = 0; t < g->batch; t++)
+        for (i = 0; i < g->m; i++)
+            for (j = 0; j < g->n; j++) {
+                const size_t at = g->c_off + t * cs + i * ldc + j;
+                double ref = 0.0, mag = 0.0;
+                for (l = 0; l < g->k; l++) {
+                    double x = a[g->a_off + t * as + i * lda + l];
+                    double y = g->trans_b
+                                   ? b[g->b_off + t * bs + j * ldb + l]
+                                   : b[g->b_off + t * bs + l * ldb + j];
+                    ref += x * y;
+                    mag += fabs(x * y);
+                }
+                ref = g->alpha * ref + g->beta * c0[at];
+                ck_assert_msg(fabs(c[at] - ref) <=
+                                  1e-6 * (double)g->k + 1e-5 * (mag + 1.0),
+                              "variant %d m=%zu n=%zu k=%zu trans_b=%d "
+                              "batch %zu (%zu, %zu): %g, expected %g",
+                              variant, g->m, g->n, g->k, g->trans_b, t, i, j,
+                              (double)c[at], ref);
+            }
+    clReleaseMemObject(ma);
+    clReleaseMemObject(mb);
+    clReleaseMemObject(mc);
+    free(a);
+    free(b);
+    free(c);
+    free(c0);
+}
+
+static void
+run_both(const struct gemm_case *g, unsigned long long seed)
+{
+    run_case(g, CLF_GEMM_CLBLAST, seed);
+    run_case(g, CLF_GEMM_BLOCKED, seed);
+}
+
+/* Row tails (m not a multiple of 4), a 64-column block plus a 16-column
+ * one, inner dimensions from 1 up, offsets and leading dimensions. */
+START_TEST(gemm_blocked_matches_reference)
+{
+    const size_t shapes[][3] = {{1, 16, 1},   {5, 80, 7},  {37, 48, 130},
+                                {4, 64, 64},  {66, 144, 33}, {3, 16, 2}};
+    size_t i;
+    int tb;
+
+    for (i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (tb = 0; tb < 2; tb++) {
+            struct gemm_case g;
+            memset(&g, 0, sizeof g);
+            g.trans_b = tb;
+            g.m = shapes[i][0];
+            g.n = shapes[i][1];
+            g.k = shapes[i][2];
+            g.batch = 1;
+            g.alpha = 1.0f;
+            g.a_off = 3;
+            g.b_off = 5;
+            g.c_off = 2;
+            run_both(&g, 10 + 2 * i + (size_t)tb);
+        }
+}
+END_TEST
+
+/* Batches with their own B and with one shared B, alpha, and beta = 1
+ * (accumulate into C). */
+START_TEST(gemm_blocked_batched_and_accumulating)
+{
+    struct gemm_case g;
+    int tb, share, acc;
+
+    for (tb = 0; tb < 2; tb++)
+        for (share = 0; share < 2; share++)
+            for (acc = 0; acc < 2; acc++) {
+                memset(&g, 0, sizeof g);
+                g.trans_b = tb;
+                g.m = 9;
+                g.n = 32;
+                g.k = 20;
+                g.batch = 3;
+                g.alpha = 0.5f;
+                g.beta = acc ? 1.0f : 0.0f;
+                g.share_b = share;
+                g.a_off = 1;
+                g.b_off = 4;
+                g.c_off = 6;
+                run_both(&g, 50 + 4 * (size_t)tb + 2 * (size_t)share +
+                                 (size_t)acc);
+            }
+}
+END_TEST
+
+/* Shapes the blocked kernel does not take go to CLBlast and are right. */
+START_TEST(gemm_falls_back_where_blocked_does_not_fit)
+{
+    struct gemm_case g;
+
+    memset(&g, 0, sizeof g);
+    g.m = 7;
+    g.n = 30; /* not a multiple of 16 */
+    g.k = 11;
+    g.batch = 2;
+    g.alpha = 1.0f;
+    run_both(&g, 70);
+    g.n = 32;
+    g.beta = 0.25f; /* neither 0 nor 1 */
+    run_both(&g, 71);
+}
+END_TEST
+
+/* The context times both ways at its first GEMM and keeps the faster. */
+START_TEST(gemm_way_is_chosen_by_timing)
+{
+    clf_context *ctx = tu_context();
+
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    ck_assert_int_eq(clf__gemm_choose(ctx), 0);
+    ck_assert_int_ne(ctx->gemm_variant, CLF_GEMM_UNDECIDED);
+    ck_assert(ctx->gemm_ms[0] > 0.0 && ctx->gemm_ms[1] > 0.0);
+    ck_assert(ctx->gemm_ms[ctx->gemm_variant - 1] <=
+              ctx->gemm_ms[2 - ctx->gemm_variant]);
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("gemm");
+    TCase *tc = tcase_create("gemm");
+
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, gemm_way_is_chosen_by_timing);
+    tcase_add_test(tc, gemm_blocked_matches_reference);
+    tcase_add_test(tc, gemm_blocked_batched_and_accumulating);
+    tcase_add_test(tc, gemm_falls_back_where_blocked_does_not_fit);
+    suite_add_tcase(s, tc);
+    return tu_run(s, 1);
+}

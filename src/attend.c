@@ -74,7 +74,8 @@ clf__attend(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
     CLF_SET_ARG(a, 11, heads);
     CLF_SET_ARG(a, 12, per);
     CLF_SET_ARG(a, 13, scale);
-    g[0] = clf__attend_rows(sh->n) / CLF_ATTEND_ROWS;
+    /* Rounded up to 8 (the kernel skips the extra ones), as in gemm.c. */
+    g[0] = (clf__attend_rows(sh->n) / CLF_ATTEND_ROWS + 7) / 8 * 8;
     g[1] = sh->heads;
     g[2] = sh->batch;
     return enqueue(ctx, CLF_K_ATTEND, g, "fused attention");

@@ -706,10 +706,8 @@ compress_side(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
 
     /* Project first: P = X W^T + b (padding rows zeroed), then
      * Kbar = E[:, :n] P. */
-    TRY(clf__gemm(ctx, 0, 1, B * n, dkv, D, 1.0f, x, xoff, D, w, 0, D, 0.0f,
-                  ws, 0, dkv));
-    if (bias != NULL && !a->desc.compressed_bias)
-        TRY(clf__add_bias(ctx, ws, 0, B * n, dkv, dkv, bias));
+    TRY(clf__gemm_bias(ctx, 1, B * n, dkv, D, x, xoff, D, w, 0, D, ws, 0, dkv,
+                       a->desc.compressed_bias ? NULL : bias));
     if (p->masked)
         TRY(clf__mask_rows(ctx, ws, 0, ws, 0, B * n, dkv, mask));
     if (nE == 1) {
@@ -736,10 +734,8 @@ project(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
 {
     const size_t rows = p->B * p->n;
 
-    TRY(clf__gemm(a->ctx, 0, 1, rows, a->dkv, a->D, 1.0f, x, xoff, a->D, w, 0,
-                  a->D, 0.0f, out, 0, a->dkv));
-    if (bias != NULL)
-        TRY(clf__add_bias(a->ctx, out, 0, rows, a->dkv, a->dkv, bias));
+    TRY(clf__gemm_bias(a->ctx, 1, rows, a->dkv, a->D, x, xoff, a->D, w, 0,
+                       a->D, out, 0, a->dkv, bias));
     if (p->masked)
         TRY(clf__mask_rows(a->ctx, out, 0, out, 0, rows, a->dkv, p->mask));
     return 0;
@@ -897,10 +893,8 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
 
     /* 1. Q = X W_q^T + b_q over all B*n rows. */
     TRY(mark(a, CLF_STAGE_PROJECTION));
-    TRY(clf__gemm(ctx, 0, 1, B * n, dq, D, 1.0f, x, xoff, D, w[CLF_WEIGHT_Q],
-                  0, D, 0.0f, q, 0, dq));
-    if (a->desc.bias_q)
-        TRY(clf__add_bias(ctx, q, 0, B * n, dq, dq, w[CLF_BIAS_Q]));
+    TRY(clf__gemm_bias(ctx, 1, B * n, dq, D, x, xoff, D, w[CLF_WEIGHT_Q], 0,
+                       D, q, 0, dq, a->desc.bias_q ? w[CLF_BIAS_Q] : NULL));
 
     /* 2. Keys and values: compressed, or projected in full mode. */
     TRY(mark(a, CLF_STAGE_COMPRESSION));
@@ -1036,10 +1030,9 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
 output:
     /* 6. Y = O W_o^T + b_o; padding rows are zeros. */
     TRY(mark(a, CLF_STAGE_OUTPUT));
-    TRY(clf__gemm(ctx, 0, 1, B * n, D, dq, 1.0f, o, 0, dq, w[CLF_WEIGHT_OUT],
-                  0, dq, 0.0f, y, yoff, D));
-    if (a->desc.bias_out)
-        TRY(clf__add_bias(ctx, y, yoff, B * n, D, D, w[CLF_BIAS_OUT]));
+    TRY(clf__gemm_bias(ctx, 1, B * n, D, dq, o, 0, dq, w[CLF_WEIGHT_OUT], 0,
+                       dq, y, yoff, D,
+                       a->desc.bias_out ? w[CLF_BIAS_OUT] : NULL));
     if (p->masked)
         TRY(clf__mask_rows(ctx, y, yoff, y, yoff, B * n, D, mask));
     TRY(mark(a, CLF_STAGE_COUNT));

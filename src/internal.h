@@ -218,6 +218,12 @@ int clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
               size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
               cl_mem b, size_t b_off, size_t ldb, float beta, cl_mem c,
               size_t c_off, size_t ldc);
+/* C = A op(B) + bias (one per column, NULL for none), one matrix: the
+ * bias in the blocked kernel's last step, else a separate pass. */
+int clf__gemm_bias(clf_context *ctx, int trans_b, size_t m, size_t n,
+                   size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
+                   size_t b_off, size_t ldb, cl_mem c, size_t c_off,
+                   size_t ldc, cl_mem bias);
 int clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
                       size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
                       size_t lda, size_t a_stride, cl_mem b, size_t b_off,
@@ -227,12 +233,12 @@ int clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
 
 /* gemm.c: cl/gemm.cl's GEMM, C = alpha A B (+ C when accumulate), A and B
  * not transposed, n a multiple of 16, strides in elements. */
-#define CLF_GEMM_ROWS 4 /* GEMM_R in cl/gemm.cl */
+#define CLF_GEMM_ROWS 6 /* GEMM_R in cl/gemm.cl */
 int clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
                  cl_mem a, size_t a_off, size_t lda, size_t a_stride,
                  cl_mem b, size_t b_off, size_t ldb, size_t b_stride,
                  int accumulate, cl_mem c, size_t c_off, size_t ldc,
-                 size_t c_stride, size_t batch);
+                 size_t c_stride, size_t batch, cl_mem bias);
 /* dst (packed, batch x cols x rows) = the transposes of batch row-major
  * rows x cols matrices at off + t * stride with leading dimension ld. */
 int clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,

@@ -346,26 +346,28 @@ check_attend(clf_context *ctx)
 }
 
 /* The blocked GEMM (row tail, a 64-column and a 16-column block, two
- * batch entries, accumulate) and the transpose. */
+ * batch entries, accumulate, bias) and the transpose. */
 static void
 check_gemm(clf_context *ctx)
 {
     enum { M = 5, N = 80, K = 7, T = 2 };
     static float a[T * M * K], b[T * K * N], c[T * M * N], c0[T * M * N];
-    static float bt[T * N * K];
-    cl_mem ma, mb, mc, mt;
+    static float bt[T * N * K], bias[N];
+    cl_mem ma, mb, mc, mt, mbias;
     size_t t, i, j, l;
 
     fill(a, T * M * K, 60);
     fill(b, T * K * N, 61);
     fill(c, T * M * N, 62);
+    fill(bias, N, 63);
+    mbias = upload(ctx, bias, N);
     memcpy(c0, c, sizeof c);
     ma = upload(ctx, a, T * M * K);
     mb = upload(ctx, b, T * K * N);
     mc = upload(ctx, c, T * M * N);
     mt = upload(ctx, bt, T * N * K);
     clf__gemm_nn(ctx, M, N, K, 0.5f, ma, 0, K, M * K, mb, 0, N, K * N, 1, mc,
-                 0, N, M * N, T);
+                 0, N, M * N, T, mbias);
     download(ctx, mc, c, T * M * N);
     for (t = 0; t < T; t++)
         for (i = 0; i < M; i++)
@@ -374,7 +376,7 @@ check_gemm(clf_context *ctx)
                 for (l = 0; l < K; l++)
                     want += (double)a[(t * M + i) * K + l] *
                             b[(t * K + l) * N + j];
-                want = 0.5 * want + c0[(t * M + i) * N + j];
+                want = 0.5 * want + c0[(t * M + i) * N + j] + bias[j];
                 expect(fabs(c[(t * M + i) * N + j] - want) < 1e-5, "gemm");
             }
     clf__transpose(ctx, mb, 0, K, N, N, K * N, T, mt);
@@ -388,6 +390,7 @@ check_gemm(clf_context *ctx)
     clReleaseMemObject(mb);
     clReleaseMemObject(mc);
     clReleaseMemObject(mt);
+    clReleaseMemObject(mbias);
 }
 
 int

@@ -192,6 +192,58 @@ START_TEST(gemm_falls_back_where_blocked_does_not_fit)
 }
 END_TEST
 
+/* C = A op(B) + bias: the bias in the blocked kernel's last step, or a
+ * separate pass after CLBlast; no bias leaves the plain product. */
+START_TEST(gemm_with_bias_matches_reference)
+{
+    clf_context *ctx = tu_context();
+    const size_t m = 7, n = 80, k = 19;
+    float a[7 * 19], b[80 * 19], bias[80], c[7 * 80];
+    cl_mem ma, mb, mbias, mc;
+    int was = ctx->gemm_variant, v, tb, with;
+    size_t i, j, l;
+
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    tu_fill(a, m * k, 90, -1.0f, 1.0f);
+    tu_fill(b, n * k, 91, -1.0f, 1.0f);
+    tu_fill(bias, n, 92, -1.0f, 1.0f);
+    ma = upload(ctx, a, m * k);
+    mb = upload(ctx, b, n * k);
+    mbias = upload(ctx, bias, n);
+    mc = upload(ctx, c, m * n);
+    for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_BLOCKED; v++)
+        for (tb = 0; tb < 2; tb++)
+            for (with = 0; with < 2; with++) {
+                ctx->gemm_variant = v;
+                ck_assert_int_eq(clf__gemm_bias(ctx, tb, m, n, k, ma, 0, k,
+                                                mb, 0, tb ? k : n, mc, 0, n,
+                                                with ? mbias : NULL),
+                                 0);
+                ctx->gemm_variant = was;
+                ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, mc, CL_TRUE,
+                                                     0, sizeof c, c, 0, NULL,
+                                                     NULL),
+                                 CL_SUCCESS);
+                for (i = 0; i < m; i++)
+                    for (j = 0; j < n; j++) {
+                        double ref = with ? bias[j] : 0.0;
+                        for (l = 0; l < k; l++)
+                            ref += (double)a[i * k + l] *
+                                   (tb ? b[j * k + l] : b[l * n + j]);
+                        ck_assert_msg(fabs(c[i * n + j] - ref) < 1e-4,
+                                      "variant %d trans_b %d bias %d (%zu, "
+                                      "%zu): %g, expected %g",
+                                      v, tb, with, i, j, (double)c[i * n + j],
+                                      ref);
+                    }
+            }
+    clReleaseMemObject(ma);
+    clReleaseMemObject(mb);
+    clReleaseMemObject(mbias);
+    clReleaseMemObject(mc);
+}
+END_TEST
+
 /* The context times both ways at its first GEMM and keeps the faster. */
 START_TEST(gemm_way_is_chosen_by_timing)
 {
@@ -217,6 +269,7 @@ main(void)
     tcase_add_test(tc, gemm_blocked_matches_reference);
     tcase_add_test(tc, gemm_blocked_batched_and_accumulating);
     tcase_add_test(tc, gemm_falls_back_where_blocked_does_not_fit);
+    tcase_add_test(tc, gemm_with_bias_matches_reference);
     suite_add_tcase(s, tc);
     return tu_run(s, 1);
 }

@@ -19,18 +19,6 @@ clf__attend_rows(size_t n)
     return (n + CLF_ATTEND_ROWS - 1) / CLF_ATTEND_ROWS * CLF_ATTEND_ROWS;
 }
 
-static int
-enqueue(clf_context *ctx, enum clf__kernel_id id, const size_t global[3],
-        const char *what)
-{
-    cl_int err = clEnqueueNDRangeKernel(ctx->queue, ctx->kernels[id], 3,
-                                        NULL, global, NULL, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return clf__fail(err, "%s: enqueue of %zu x %zu x %zu failed (%d)",
-                         what, global[0], global[1], global[2], err);
-    return 0;
-}
-
 int
 clf__attend(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
             cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem s, cl_mem o)
@@ -58,7 +46,7 @@ clf__attend(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
     g[0] = lp;
     g[1] = hc * sh->dh;
     g[2] = sh->batch;
-    CLF_TRY(enqueue(ctx, CLF_K_KV_TRANSPOSE, g, "key transpose"));
+    CLF_TRY(clf__enqueue3(ctx, CLF_K_KV_TRANSPOSE, g, 0, "key transpose"));
 
     CLF_SET_ARG(a, 0, q);
     CLF_SET_ARG(a, 1, ldq);
@@ -74,11 +62,10 @@ clf__attend(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
     CLF_SET_ARG(a, 11, heads);
     CLF_SET_ARG(a, 12, per);
     CLF_SET_ARG(a, 13, scale);
-    /* Rounded up to 8 (the kernel skips the extra ones), as in gemm.c. */
-    g[0] = (clf__attend_rows(sh->n) / CLF_ATTEND_ROWS + 7) / 8 * 8;
+    g[0] = clf__attend_rows(sh->n) / CLF_ATTEND_ROWS;
     g[1] = sh->heads;
     g[2] = sh->batch;
-    return enqueue(ctx, CLF_K_ATTEND, g, "fused attention");
+    return clf__enqueue3(ctx, CLF_K_ATTEND, g, 1, "fused attention");
 }
 
 static double

@@ -118,6 +118,12 @@ int clf__tune_apply(clf_context *ctx);
  * global size up to the work-group size (kernels guard their tail). */
 int clf__launch_1d(clf_context *ctx, enum clf__kernel_id id, size_t items);
 
+/* gemm.c: enqueue kernel id over the 3-D range g; grouped: work-groups of
+ * twice the preferred multiple along dimension 0, g[0] padded up to it
+ * (the kernel must skip the extra items), else the runtime's choice. */
+int clf__enqueue3(clf_context *ctx, enum clf__kernel_id id, size_t g[3],
+                  int grouped, const char *what);
+
 /* projection.c: host side of cl/projection.cl */
 int clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows,
                   size_t cols, size_t ld, cl_mem bias);

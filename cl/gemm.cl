@@ -61,17 +61,17 @@ clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
         }
 #pragma unroll
         for (int r = 0; r < GEMM_R; r++) {
-            if (r0 + r >= M)
-                break;
-            __global float *row = c + (size_t)(r0 + r) * ldc;
+            if (r0 + r < M) {
+                __global float *row = c + (size_t)(r0 + r) * ldc;
 #pragma unroll
-            for (int t = 0; t < 4; t++) {
-                float16 v = alpha * x[r][t];
-                if (accumulate)
-                    v += vload16(t, row);
-                if (has_bias)
-                    v += vload16(t, bias + j0);
-                vstore16(v, t, row);
+                for (int t = 0; t < 4; t++) {
+                    float16 v = alpha * x[r][t];
+                    if (accumulate)
+                        v += vload16(t, row);
+                    if (has_bias)
+                        v += vload16(t, bias + j0);
+                    vstore16(v, t, row);
+                }
             }
         }
         return;
@@ -89,15 +89,15 @@ clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
     }
 #pragma unroll
     for (int r = 0; r < GEMM_R; r++) {
-        if (r0 + r >= M)
-            break;
-        __global float *row = c + (size_t)(r0 + r) * ldc;
-        float16 v = alpha * x[r];
-        if (accumulate)
-            v += vload16(0, row);
-        if (has_bias)
-            v += vload16(0, bias + j0);
-        vstore16(v, 0, row);
+        if (r0 + r < M) {
+            __global float *row = c + (size_t)(r0 + r) * ldc;
+            float16 v = alpha * x[r];
+            if (accumulate)
+                v += vload16(0, row);
+            if (has_bias)
+                v += vload16(0, bias + j0);
+            vstore16(v, 0, row);
+        }
     }
 }
 

@@ -102,7 +102,8 @@ clf__attend_choose(clf_context *ctx)
     const size_t lp = clf__attend_slots(sh.L);
     const size_t sizes[6] = {sh.n * sh.dq,           sh.L * sh.dq,
                              sh.L * sh.dq,           sh.heads * sh.dh * lp,
-                             sh.heads * sh.n * lp,   sh.n * sh.dq};
+                             sh.heads * clf__attend_rows(sh.n) * lp,
+                             sh.n * sh.dq};
     const char *force = getenv("CLINFORMER_ATTEND");
     cl_mem m[6] = {NULL};
     double best = -1.0;

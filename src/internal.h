@@ -191,7 +191,7 @@ int clf__causal_apply(clf_context *ctx, const struct clf__causal_shape *sh,
  * of dq floats.  kt needs batch * (kv_per_head ? heads : 1) * dh *
  * clf__attend_slots(L) floats, s batch * heads * clf__attend_rows(n) *
  * clf__attend_slots(L).  dh must be a multiple of 16. */
-#define CLF_ATTEND_ROWS 4        /* ATT_R in cl/attend.cl */
+#define CLF_ATTEND_ROWS 6        /* ATT_R in cl/attend.cl */
 #define CLF_ATTEND_SLOT_BLOCK 64 /* ATT_KB */
 struct clf__attend_shape {
     size_t batch, heads, n, dh, dq, L;

@@ -163,7 +163,7 @@ clf_bench_report_to_json(const clf_bench_report *r)
         bad |= json_array_append_new(
             devs,
             json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:o, "
-                      "s:I, s:I}",
+                      "s:I, s:I, s:s, s:s}",
                       "index", (json_int_t)d->index, "platform", d->platform,
                       "device", d->name, "driver", d->driver, "version",
                       d->version, "is_gpu", d->is_gpu, "compute_units",
@@ -171,7 +171,9 @@ clf_bench_report_to_json(const clf_bench_report *r)
                       (json_int_t)d->global_mem, "max_alloc",
                       (json_int_t)d->max_alloc, "build_s", jnum(d->build_s),
                       "source_builds", (json_int_t)d->source_builds,
-                      "cache_loads", (json_int_t)d->cache_loads));
+                      "cache_loads", (json_int_t)d->cache_loads,
+                      "gemm_tuning", d->tuning, "kernel_choices",
+                      d->choices));
     }
     for (i = 0; i < r->nresults; i++)
         bad |= json_array_append_new(res, result_to_json(r, &r->results[i]));
@@ -595,6 +597,12 @@ clf_bench_report_from_json(const json_t *root, clf_bench_report *out, char *why,
         d->build_s = jr_num(&j, v, p, "build_s");
         d->source_builds = (unsigned)jr_size(&j, v, p, "source_builds");
         d->cache_loads = (unsigned)jr_size(&j, v, p, "cache_loads");
+        /* Not in files from before these fields. */
+        if (json_object_get(v, "gemm_tuning") != NULL)
+            jr_string(&j, v, p, "gemm_tuning", d->tuning, sizeof d->tuning);
+        if (json_object_get(v, "kernel_choices") != NULL)
+            jr_string(&j, v, p, "kernel_choices", d->choices,
+                      sizeof d->choices);
     }
     arr = jr_array(&j, root, "", "results");
     json_array_foreach (arr, i, v) {
@@ -1214,6 +1222,10 @@ print_device_head(FILE *f, const clf_bench_report *r, size_t dev)
             "kernels ready in %.3f s (programs: %u built from source, %u "
             "loaded from the binary cache)\n",
             d->build_s, d->source_builds, d->cache_loads);
+    if (d->tuning[0] != '\0')
+        fprintf(f, "CLBlast parameters: %s\n", d->tuning);
+    if (d->choices[0] != '\0')
+        fprintf(f, "kernels chosen by timing: %s\n", d->choices);
 }
 
 static void

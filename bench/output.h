@@ -12,7 +12,8 @@
  *     "wall_s": real,
  *     "devices": [ { "index", "platform", "device", "driver", "version",
  *                    "is_gpu", "compute_units", "global_mem", "max_alloc",
- *                    "build_s", "source_builds", "cache_loads" } ],
+ *                    "build_s", "source_builds", "cache_loads",
+ *                    "gemm_tuning", "kernel_choices" } ],
  *     "results": [ { "device_index", "platform", "device", "driver",
  *                    "config": { "mode", "n", "k", "k_requested",
  *                                "d_model", "heads", "batch",
@@ -47,6 +48,10 @@
  * A crossover's pair is "linformer/full" or "causal/causal-full", its n the
  * smallest measured n from which the first is faster (null: none), and
  * n_estimate where the medians cross, interpolated in log n (or null).
+ *
+ * gemm_tuning is clf_context_tuning() ("" for CLBlast's defaults),
+ * kernel_choices clf_context_kernel_choices() after the device's runs;
+ * files written before these two existed read as "".
  *
  * Stage names are clf_stage_name()'s.  A quantity that was not measured is
  * null, never a made-up number.  Results are keyed by platform, device,

@@ -2051,6 +2051,10 @@ run_device(struct run *run, const char *selector)
             }
             weights_free(&w);
         }
+    d = &run->rep->devices[dev];
+    snprintf(d->tuning, sizeof d->tuning, "%s", clf_context_tuning(ctx));
+    snprintf(d->choices, sizeof d->choices, "%s",
+             clf_context_kernel_choices(ctx));
     clf_context_destroy(ctx);
 }
 

@@ -90,6 +90,8 @@ typedef struct clf_bench_device {
     double build_s;         /* clf_context_build: kernels built or loaded */
     unsigned source_builds; /* programs compiled from source by it */
     unsigned cache_loads;   /* programs loaded from the binary cache */
+    char tuning[512];       /* clf_context_tuning, "" for none */
+    char choices[512];      /* clf_context_kernel_choices after the runs */
 } clf_bench_device;
 
 /* One configuration and mode on one device. */

@@ -207,6 +207,16 @@ CLF_EXTERN int clf_tune(clf_context *ctx, const clf_tune_opts *opts);
  * CLBlast's defaults.  Owned by the context. */
 CLF_EXTERN const char *clf_context_tuning(const clf_context *ctx);
 
+/* Which kernels the context chose by timing, and what it measured: the
+ * softmax variant (when its kernels are built), who runs the GEMMs and how
+ * Linformer attention over the slots runs (after the first forward that
+ * needed each), e.g. "softmax: vector (scalar 1.21 ms, vector 0.17 ms,
+ * group 0.93 ms); GEMM: blocked (CLBlast 14.1 ms, blocked 4.2 ms);
+ * attention: fused (GEMM path 5.3 ms, fused 3.1 ms)".  "not chosen yet"
+ * or "forced" where it applies.  Owned by the context; valid until the
+ * next call. */
+CLF_EXTERN const char *clf_context_kernel_choices(clf_context *ctx);
+
 /* The build log of the last failed kernel build on this context, or "" when
  * none failed.  Owned by the context. */
 CLF_EXTERN const char *clf_context_build_log(const clf_context *ctx);

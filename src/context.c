@@ -425,3 +425,53 @@ clf_context_finish(clf_context *ctx)
         return clf__fail(err, "clFinish failed (%d)", err);
     return 0;
 }
+
+/* One choice for clf_context_kernel_choices: "name (a 1.2 ms, b 3.4 ms)";
+ * times of 0 mean the choice was forced. */
+static void
+describe(char *buf, size_t cap, const char *what, int chosen,
+         const char *const *names, const double *ms, int count)
+{
+    size_t len = strlen(buf);
+    int i;
+
+    if (len >= cap)
+        return;
+    if (chosen < 0) {
+        snprintf(buf + len, cap - len, "%s%s: not chosen yet", len ? "; " : "",
+                 what);
+        return;
+    }
+    if (ms[chosen] <= 0.0) {
+        snprintf(buf + len, cap - len, "%s%s: %s (forced)", len ? "; " : "",
+                 what, names[chosen]);
+        return;
+    }
+    len += (size_t)snprintf(buf + len, cap - len, "%s%s: %s (",
+                            len ? "; " : "", what, names[chosen]);
+    for (i = 0; i < count && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s %.2f ms",
+                                i ? ", " : "", names[i], ms[i]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, ")");
+}
+
+CLF_EXTERN const char *
+clf_context_kernel_choices(clf_context *ctx)
+{
+    static const char *const softmax[] = {"scalar", "vector", "group"};
+    static const char *const gemm[] = {"CLBlast", "blocked"};
+    static const char *const attend[] = {"GEMM path", "fused"};
+
+    if (ctx == NULL)
+        return "";
+    ctx->choices[0] = '\0';
+    describe(ctx->choices, sizeof ctx->choices, "softmax",
+             ctx->program != NULL ? ctx->softmax_variant : -1, softmax,
+             ctx->softmax_ms, CLF_SOFTMAX_VARIANTS);
+    describe(ctx->choices, sizeof ctx->choices, "GEMM",
+             ctx->gemm_variant - 1, gemm, ctx->gemm_ms, 2);
+    describe(ctx->choices, sizeof ctx->choices, "attention",
+             ctx->attend_variant - 1, attend, ctx->attend_ms, 2);
+    return ctx->choices;
+}

@@ -58,6 +58,7 @@ struct clf_context {
     cl_mem scratch;       /* transposed GEMM operands */
     size_t scratch_cap;   /* floats */
     size_t blocked_calls; /* GEMMs run by the blocked kernel (tests) */
+    char choices[512];    /* clf_context_kernel_choices */
 };
 
 /* Who runs the GEMMs: undecided until the first one. */

@@ -537,7 +537,37 @@ START_TEST(attention_way_is_chosen_by_timing)
                      ctx->attend_variant == CLF_ATTEND_FUSED);
     ck_assert(ctx->attend_ms[ctx->attend_variant - 1] <=
               ctx->attend_ms[2 - ctx->attend_variant]);
+    ck_assert_ptr_nonnull(strstr(clf_context_kernel_choices(ctx),
+                                 ctx->attend_variant == CLF_ATTEND_FUSED
+                                     ? "attention: fused ("
+                                     : "attention: GEMM path ("));
+    ck_assert_ptr_nonnull(strstr(clf_context_kernel_choices(ctx),
+                                 ctx->gemm_variant == CLF_GEMM_BLOCKED
+                                     ? "GEMM: blocked (CLBlast "
+                                     : "GEMM: CLBlast (CLBlast "));
     layer_free(&l);
+}
+END_TEST
+
+/* Before any forward a fresh context has chosen nothing; forcing by
+ * environment is reported as such. */
+START_TEST(attention_choices_are_reported)
+{
+    clf_context *ctx = NULL;
+
+    setenv("CLINFORMER_GEMM", "clblast", 1);
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ck_assert_str_eq(clf_context_kernel_choices(ctx),
+                     "softmax: not chosen yet; GEMM: not chosen yet; "
+                     "attention: not chosen yet");
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    ck_assert_int_eq(clf__gemm_choose(ctx), 0);
+    unsetenv("CLINFORMER_GEMM");
+    ck_assert_ptr_nonnull(
+        strstr(clf_context_kernel_choices(ctx), "GEMM: CLBlast (forced)"));
+    ck_assert_ptr_nonnull(
+        strstr(clf_context_kernel_choices(ctx), "softmax: "));
+    clf_context_destroy(ctx);
 }
 END_TEST
 
@@ -587,6 +617,7 @@ suite(void)
     tcase_add_test(tc, attention_fused_matches_reference);
     tcase_add_test(tc, attention_fused_only_where_it_applies);
     tcase_add_test(tc, attention_way_is_chosen_by_timing);
+    tcase_add_test(tc, attention_choices_are_reported);
     suite_add_tcase(s, tc);
     return s;
 }

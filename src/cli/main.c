@@ -299,6 +299,7 @@ cmd_demo(const char *device, size_t n, int repeat)
     printf("full       %8.3f s   %8.3f s          %7.2f  %7.1f\n", flf, tf,
            ff * 1e-9, ff * 1e-9 / tf);
     printf("speed-up of Linformer over full attention: %.2fx\n", tf / tl);
+    printf("kernels chosen by timing: %s\n", clf_context_kernel_choices(ctx));
     printf("relative difference ||Y_lin - Y_full|| / ||Y_full||: %.4f\n",
            sqrt(num / den));
     printf("(random weights and E: Linformer approximates full attention "
@@ -600,6 +601,7 @@ cmd_run(const struct options *o)
            "includes kernel compilation)\n",
            B, n, o->full ? "full attention" : "Linformer",
            o->causal_flag ? ", causal" : "", t_fwd);
+    printf("kernels chosen by timing: %s\n", clf_context_kernel_choices(ctx));
     if (o->repeat_set) {
         double t[64];
         size_t r;

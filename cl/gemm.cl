@@ -1,7 +1,8 @@
 /* A register-blocked GEMM for devices where it beats CLBlast's (each
- * context times both, src/gemm.c): C = alpha A B (+ C when accumulate)
- * (+ bias[column] when has_bias), row-major, A M x K, B K x N, with a
- * batch of strided matrices.  A transposed B (a weight as PyTorch stores
+ * context times both, src/gemm.c): C = act(alpha A B (+ C when
+ * accumulate) (+ bias[column] when has_bias)), act the identity or, when
+ * gelu, the exact GELU 0.5 v (1 + erf(v / sqrt 2)); row-major, A M x K,
+ * B K x N, with a batch of strided matrices.  A transposed B (a weight as PyTorch stores
  * it) is first copied by clf_transpose.
  *
  * A work-item computes a block of GEMM_R rows by 64 columns (GEMM_R x 4
@@ -24,7 +25,7 @@ clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
             const uint ldb, const ulong b_stride, __global float *C,
             const ulong c_off, const uint ldc, const ulong c_stride,
             const uint accumulate, __global const float *bias,
-            const uint has_bias)
+            const uint has_bias, const uint gelu)
 {
     const uint r0 = get_global_id(0) * GEMM_R, jb = get_global_id(1);
     const uint batch = get_global_id(2);
@@ -70,6 +71,8 @@ clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
                         v += vload16(t, row);
                     if (has_bias)
                         v += vload16(t, bias + j0);
+                    if (gelu)
+                        v = 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
                     vstore16(v, t, row);
                 }
             }
@@ -96,6 +99,8 @@ clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
                 v += vload16(0, row);
             if (has_bias)
                 v += vload16(0, bias + j0);
+            if (gelu)
+                v = 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
             vstore16(v, 0, row);
         }
     }

@@ -97,10 +97,10 @@ clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
              cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
              size_t b_off, size_t ldb, size_t b_stride, int accumulate,
              cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
-             size_t batch, cl_mem bias)
+             size_t batch, cl_mem bias, int gelu)
 {
     cl_kernel kk = ctx->kernels[CLF_K_GEMM_NN];
-    cl_uint has_bias = bias != NULL;
+    cl_uint has_bias = bias != NULL, act = gelu != 0;
     cl_uint M = (cl_uint)m, N = (cl_uint)n, K = (cl_uint)k;
     cl_uint la = (cl_uint)lda, lb = (cl_uint)ldb, lc = (cl_uint)ldc;
     cl_uint acc = accumulate != 0;
@@ -131,6 +131,7 @@ clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
         bias = c; /* not read */
     CLF_SET_ARG(kk, 17, bias);
     CLF_SET_ARG(kk, 18, has_bias);
+    CLF_SET_ARG(kk, 19, act);
     g[0] = (m + CLF_GEMM_ROWS - 1) / CLF_GEMM_ROWS;
     g[1] = n / 64 + (n % 64) / 16;
     g[2] = batch;
@@ -157,7 +158,7 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
         float alpha, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
         cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta,
         cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
-        cl_mem bias)
+        cl_mem bias, int gelu)
 {
     if (trans_b) {
         /* One copy when every batch entry shares B. */
@@ -179,7 +180,8 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
      * the rows of B one work-group streams (BLOCKED_KC x 64 floats) then
      * stay in a CPU core's cache for the group's next work-item.  On PoCL
      * this keeps the 256 x 512 x n compression GEMM at about 170 GFLOP/s
-     * for n = 4096 to 16384, where it had fallen to 144, 92 and 81. */
+     * for n = 4096 to 16384, where it had fallen to 144, 92 and 81.  The
+     * bias goes in with the first slice, the activation with the last. */
     {
         size_t k0 = 0, kc;
         do {
@@ -188,7 +190,7 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
                                  a_stride, b, b_off + k0 * ldb, ldb,
                                  b_stride, k0 > 0 || beta != 0.0f, c, c_off,
                                  ldc, c_stride, batch,
-                                 k0 == 0 ? bias : NULL));
+                                 k0 == 0 ? bias : NULL, gelu && k0 + kc == k));
             k0 += kc;
         } while (k0 < k);
     }
@@ -226,18 +228,36 @@ clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
 }
 
 int
+clf__gemm_ex(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
+             cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
+             size_t ldb, int accumulate, cl_mem c, size_t c_off, size_t ldc,
+             cl_mem bias, int gelu)
+{
+    const float beta = accumulate ? 1.0f : 0.0f;
+
+    CLF_TRY(clf__gemm_choose(ctx));
+    if (ctx->gemm_variant == CLF_GEMM_BLOCKED &&
+        blocked_fits(0, m, n, k, beta, lda, ldb, ldc))
+        return blocked(ctx, trans_b, m, n, k, 1.0f, a, a_off, lda, 0, b,
+                       b_off, ldb, 0, beta, c, c_off, ldc, 0, 1, bias, gelu);
+    CLF_TRY(clblast_gemm(ctx, 0, trans_b, m, n, k, 1.0f, a, a_off, lda, b,
+                         b_off, ldb, beta, c, c_off, ldc));
+    if (bias != NULL)
+        CLF_TRY(clf__add_bias(ctx, c, c_off, m, n, ldc, bias));
+    if (gelu && ldc == n)
+        return clf__gelu(ctx, c, c_off, m * n);
+    for (; gelu && m > 0; m--, c_off += ldc)
+        CLF_TRY(clf__gelu(ctx, c, c_off, n));
+    return 0;
+}
+
+int
 clf__gemm_bias(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
                cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
                size_t ldb, cl_mem c, size_t c_off, size_t ldc, cl_mem bias)
 {
-    CLF_TRY(clf__gemm_choose(ctx));
-    if (ctx->gemm_variant == CLF_GEMM_BLOCKED &&
-        blocked_fits(0, m, n, k, 0.0f, lda, ldb, ldc))
-        return blocked(ctx, trans_b, m, n, k, 1.0f, a, a_off, lda, 0, b,
-                       b_off, ldb, 0, 0.0f, c, c_off, ldc, 0, 1, bias);
-    CLF_TRY(clblast_gemm(ctx, 0, trans_b, m, n, k, 1.0f, a, a_off, lda, b,
-                         b_off, ldb, 0.0f, c, c_off, ldc));
-    return bias != NULL ? clf__add_bias(ctx, c, c_off, m, n, ldc, bias) : 0;
+    return clf__gemm_ex(ctx, trans_b, m, n, k, a, a_off, lda, b, b_off, ldb,
+                        0, c, c_off, ldc, bias, 0);
 }
 
 int
@@ -254,7 +274,7 @@ clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
         blocked_fits(trans_a, m, n, k, beta, lda, ldb, ldc))
         return blocked(ctx, trans_b, m, n, k, alpha, a, a_off, lda, a_stride,
                        b, b_off, ldb, b_stride, beta, c, c_off, ldc,
-                       c_stride, batch, NULL);
+                       c_stride, batch, NULL, 0);
     if (batch == 1)
         return clblast_gemm(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off,
                             lda, b, b_off, ldb, beta, c, c_off, ldc);
@@ -337,7 +357,7 @@ clf__gemm_choose(clf_context *ctx)
                                     buf[1], 0, k, 0.0f, buf[2], 0, n)
                      : blocked(ctx, 1, m, n, k, 1.0f, buf[0], 0, k, 0,
                                buf[1], 0, k, 0, 0.0f, buf[2], 0, n, 0, 1,
-                               NULL);
+                               NULL, 0);
             if (rc != 0)
                 goto done;
             if ((err = clFinish(ctx->queue)) != CL_SUCCESS) {

@@ -225,8 +225,14 @@ int clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
               size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
               cl_mem b, size_t b_off, size_t ldb, float beta, cl_mem c,
               size_t c_off, size_t ldc);
-/* C = A op(B) + bias (one per column, NULL for none), one matrix: the
- * bias in the blocked kernel's last step, else a separate pass. */
+/* C = act(A op(B) (+ C when accumulate) + bias), one matrix, bias one per
+ * column (NULL for none), act the exact GELU when gelu, else none: all in
+ * the blocked kernel's last step, else separate passes after CLBlast. */
+int clf__gemm_ex(clf_context *ctx, int trans_b, size_t m, size_t n,
+                 size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
+                 size_t b_off, size_t ldb, int accumulate, cl_mem c,
+                 size_t c_off, size_t ldc, cl_mem bias, int gelu);
+/* clf__gemm_ex without accumulation or activation. */
 int clf__gemm_bias(clf_context *ctx, int trans_b, size_t m, size_t n,
                    size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
                    size_t b_off, size_t ldb, cl_mem c, size_t c_off,
@@ -245,7 +251,7 @@ int clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
                  cl_mem a, size_t a_off, size_t lda, size_t a_stride,
                  cl_mem b, size_t b_off, size_t ldb, size_t b_stride,
                  int accumulate, cl_mem c, size_t c_off, size_t ldc,
-                 size_t c_stride, size_t batch, cl_mem bias);
+                 size_t c_stride, size_t batch, cl_mem bias, int gelu);
 /* dst (packed, batch x cols x rows) = the transposes of batch row-major
  * rows x cols matrices at off + t * stride with leading dimension ld. */
 int clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,

@@ -686,22 +686,21 @@ ensure(clf_model *m, enum model_ws id, size_t bytes)
     return 0;
 }
 
-/* out = W2 GELU(W1 h + b1) + b2 over rows. */
+/* out = W2 GELU(W1 h + b1) + b2 over rows, added to out when residual:
+ * bias, GELU and residual go into the GEMMs' last step where the blocked
+ * kernel runs them, saving three passes over the rows. */
 static int
 feed_forward(clf_model *m, const struct model_layer *L, cl_mem h, cl_mem out,
-             size_t rows)
+             size_t rows, int residual)
 {
     clf_context *ctx = m->ctx;
     const size_t D = m->info.d_model, F = m->info.ffn_dim;
     cl_mem f = m->ws[MW_F];
 
-    TRY(clf__gemm(ctx, 0, 1, rows, F, D, 1.0f, h, 0, D, L->w1, 0, D, 0.0f, f,
-                  0, F));
-    TRY(clf__add_bias(ctx, f, 0, rows, F, F, L->b1));
-    TRY(clf__gelu(ctx, f, 0, rows * F));
-    TRY(clf__gemm(ctx, 0, 1, rows, D, F, 1.0f, f, 0, F, L->w2, 0, F, 0.0f,
-                  out, 0, D));
-    return clf__add_bias(ctx, out, 0, rows, D, D, L->b2);
+    TRY(clf__gemm_ex(ctx, 1, rows, F, D, h, 0, D, L->w1, 0, D, 0, f, 0, F,
+                     L->b1, 1));
+    return clf__gemm_ex(ctx, 1, rows, D, F, f, 0, F, L->w2, 0, F, residual,
+                        out, 0, D, L->b2, 0);
 }
 
 /* One attention layer, with the model's device copy of the mask. */
@@ -742,7 +741,7 @@ run_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
         TRY(clf__residual_add(ctx, a, 0, x, 0, rows * D));
         TRY(clf__layernorm(ctx, a, 0, x, 0, rows, D, L->ln1_g, L->ln1_b,
                            LN_EPS));
-        TRY(feed_forward(m, L, x, a, rows));
+        TRY(feed_forward(m, L, x, a, rows, 0));
         TRY(clf__residual_add(ctx, a, 0, x, 0, rows * D));
         return clf__layernorm(ctx, a, 0, x, 0, rows, D, L->ln2_g, L->ln2_b,
                               LN_EPS);
@@ -767,9 +766,7 @@ run_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
         TRY(clf__residual_add(ctx, x, 0, a, 0, rows * D));
         TRY(clf__layernorm(ctx, x, 0, h, 0, rows, D, L->ln2_g, L->ln2_b,
                            LN_EPS));
-        TRY(feed_forward(m, L, h, a, rows));
-        TRY(clf__residual_add(ctx, m->info.reversible ? x2 : x, 0, a, 0,
-                              rows * D));
+        TRY(feed_forward(m, L, h, m->info.reversible ? x2 : x, rows, 1));
     }
     if (m->info.reversible)
         TRY(clf__residual_add(ctx, x, 0, x2, 0, rows * D));

@@ -346,7 +346,7 @@ check_attend(clf_context *ctx)
 }
 
 /* The blocked GEMM (row tail, a 64-column and a 16-column block, two
- * batch entries, accumulate, bias) and the transpose. */
+ * batch entries, accumulate, bias, GELU) and the transpose. */
 static void
 check_gemm(clf_context *ctx)
 {
@@ -367,7 +367,7 @@ check_gemm(clf_context *ctx)
     mc = upload(ctx, c, T * M * N);
     mt = upload(ctx, bt, T * N * K);
     clf__gemm_nn(ctx, M, N, K, 0.5f, ma, 0, K, M * K, mb, 0, N, K * N, 1, mc,
-                 0, N, M * N, T, mbias);
+                 0, N, M * N, T, mbias, 0);
     download(ctx, mc, c, T * M * N);
     for (t = 0; t < T; t++)
         for (i = 0; i < M; i++)
@@ -379,6 +379,18 @@ check_gemm(clf_context *ctx)
                 want = 0.5 * want + c0[(t * M + i) * N + j] + bias[j];
                 expect(fabs(c[(t * M + i) * N + j] - want) < 1e-5, "gemm");
             }
+    /* The GELU epilogue, no accumulation, on the first batch entry. */
+    clf__gemm_nn(ctx, M, N, K, 1.0f, ma, 0, K, 0, mb, 0, N, 0, 0, mc, 0, N,
+                 0, 1, NULL, 1);
+    download(ctx, mc, c, M * N);
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++) {
+            double v = 0.0;
+            for (l = 0; l < K; l++)
+                v += (double)a[i * K + l] * b[l * N + j];
+            v = 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+            expect(fabs(c[i * N + j] - v) < 1e-5, "gemm gelu");
+        }
     clf__transpose(ctx, mb, 0, K, N, N, K * N, T, mt);
     download(ctx, mt, bt, T * N * K);
     for (t = 0; t < T; t++)

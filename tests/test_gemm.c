@@ -248,6 +248,58 @@ START_TEST(gemm_with_bias_matches_reference)
 }
 END_TEST
 
+/* C = GELU(A B^T + C + bias) (an encoder's feed-forward with its residual,
+ * and the activation where the blocked kernel applies it: after the last
+ * slice of a long inner dimension, never before). */
+START_TEST(gemm_accumulate_bias_gelu_matches_reference)
+{
+    clf_context *ctx = tu_context();
+    const size_t m = 5, n = 48, k = _i == 0 ? 33 : 2100;
+    static float a[5 * 2100], b[48 * 2100], bias[48], c[5 * 48], c0[5 * 48];
+    cl_mem ma, mb, mbias, mc;
+    int was = ctx->gemm_variant, v, gelu;
+    size_t i, j, l;
+
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    tu_fill(a, m * k, 93, -0.2f, 0.2f);
+    tu_fill(b, n * k, 94, -0.2f, 0.2f);
+    tu_fill(bias, n, 95, -1.0f, 1.0f);
+    tu_fill(c0, m * n, 96, -1.0f, 1.0f);
+    ma = upload(ctx, a, m * k);
+    mb = upload(ctx, b, n * k);
+    mbias = upload(ctx, bias, n);
+    for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_BLOCKED; v++)
+        for (gelu = 0; gelu < 2; gelu++) {
+            mc = upload(ctx, c0, m * n);
+            ctx->gemm_variant = v;
+            ck_assert_int_eq(clf__gemm_ex(ctx, 1, m, n, k, ma, 0, k, mb, 0, k,
+                                          1, mc, 0, n, mbias, gelu),
+                             0);
+            ctx->gemm_variant = was;
+            ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, mc, CL_TRUE, 0,
+                                                 sizeof c, c, 0, NULL, NULL),
+                             CL_SUCCESS);
+            clReleaseMemObject(mc);
+            for (i = 0; i < m; i++)
+                for (j = 0; j < n; j++) {
+                    double ref = c0[i * n + j] + bias[j];
+                    for (l = 0; l < k; l++)
+                        ref += (double)a[i * k + l] * b[j * k + l];
+                    if (gelu)
+                        ref = 0.5 * ref * (1.0 + erf(ref / sqrt(2.0)));
+                    ck_assert_msg(fabs(c[i * n + j] - ref) <
+                                      1e-6 * (double)k + 1e-5,
+                                  "variant %d gelu %d k %zu (%zu, %zu): %g, "
+                                  "expected %g",
+                                  v, gelu, k, i, j, (double)c[i * n + j], ref);
+                }
+        }
+    clReleaseMemObject(ma);
+    clReleaseMemObject(mb);
+    clReleaseMemObject(mbias);
+}
+END_TEST
+
 /* The context times both ways at its first GEMM and keeps the faster. */
 START_TEST(gemm_way_is_chosen_by_timing)
 {
@@ -274,6 +326,8 @@ main(void)
     tcase_add_test(tc, gemm_blocked_batched_and_accumulating);
     tcase_add_test(tc, gemm_falls_back_where_blocked_does_not_fit);
     tcase_add_loop_test(tc, gemm_with_bias_matches_reference, 0, 2);
+    tcase_add_loop_test(tc, gemm_accumulate_bias_gelu_matches_reference, 0,
+                        2);
     suite_add_tcase(s, tc);
     return tu_run(s, 1);
 }

@@ -4,7 +4,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 size_t
 clf__attend_slots(size_t L)
@@ -68,14 +67,6 @@ clf__attend(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
     return clf__enqueue3(ctx, CLF_K_ATTEND, g, 1, "fused attention");
 }
 
-static double
-now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Steps 3 to 5 of a forward the other way: batched GEMM, row softmax,
  * batched GEMM (what attention.c does when the fused kernel is not used). */
 static int
@@ -94,21 +85,36 @@ gemm_path(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
                              0, width, kv, 0.0f, o, 0, sh->dq, dh, h);
 }
 
+struct attend_timing {
+    struct clf__attend_shape sh;
+    cl_mem m[6]; /* q, kbar, vbar, kt, s, o */
+};
+
+static int
+run_attend(clf_context *ctx, int variant, void *user)
+{
+    const struct attend_timing *t = user;
+    const cl_mem *m = t->m;
+
+    if (variant == CLF_ATTEND_GEMM - 1)
+        return gemm_path(ctx, &t->sh, m[0], m[1], m[2], m[4], m[5]);
+    return clf__attend(ctx, &t->sh, m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
 int
 clf__attend_choose(clf_context *ctx)
 {
     /* A typical Linformer layer: 1024 queries, k = 256, 8 heads of 64. */
-    struct clf__attend_shape sh = {1, 8, 1024, 64, 512, 256, 1, 0.125f};
-    const size_t lp = clf__attend_slots(sh.L);
-    const size_t sizes[6] = {sh.n * sh.dq,           sh.L * sh.dq,
-                             sh.L * sh.dq,           sh.heads * sh.dh * lp,
-                             sh.heads * clf__attend_rows(sh.n) * lp,
-                             sh.n * sh.dq};
+    struct attend_timing t = {{1, 8, 1024, 64, 512, 256, 1, 0.125f}, {NULL}};
+    const size_t lp = clf__attend_slots(t.sh.L);
+    const size_t sizes[6] = {t.sh.n * t.sh.dq,
+                             t.sh.L * t.sh.dq,
+                             t.sh.L * t.sh.dq,
+                             t.sh.heads * t.sh.dh * lp,
+                             t.sh.heads * clf__attend_rows(t.sh.n) * lp,
+                             t.sh.n * t.sh.dq};
     const char *force = getenv("CLINFORMER_ATTEND");
-    cl_mem m[6] = {NULL};
-    double best = -1.0;
-    cl_int err;
-    int rc = 0, v, i;
+    int rc = 0, best = 0, i;
 
     if (ctx->attend_variant != CLF_ATTEND_UNDECIDED)
         return 0;
@@ -124,55 +130,15 @@ clf__attend_choose(clf_context *ctx)
                              force);
         return 0;
     }
-    for (i = 0; i < 6; i++) {
-        float *host = malloc(sizes[i] * sizeof *host);
-        size_t j;
-        if (host == NULL) {
-            rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
-            goto done;
-        }
-        for (j = 0; j < sizes[i]; j++)
-            host[j] = (float)((j * 7 + (size_t)i) % 101) * 0.01f - 0.5f;
-        m[i] = clCreateBuffer(ctx->context,
-                              CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                              sizes[i] * sizeof(float), host, &err);
-        free(host);
-        if (m[i] == NULL) {
-            rc = clf__fail(err, "attention timing buffer failed (%d)", err);
-            goto done;
-        }
+    for (i = 0; i < 6 && rc == 0; i++)
+        t.m[i] = clf__timing_buffer(ctx, sizes[i], (unsigned)i, &rc);
+    if (rc == 0) {
+        best = clf__time_variants(ctx, 2, run_attend, &t, 2, ctx->attend_ms);
+        if (best >= 0)
+            ctx->attend_variant = CLF_ATTEND_GEMM + best;
     }
-    for (v = CLF_ATTEND_GEMM; v <= CLF_ATTEND_FUSED; v++) {
-        double t = 0.0;
-        int rep;
-        /* The first run pays any lazy compilation; keep the best of the
-         * next two. */
-        for (rep = 0; rep < 3; rep++) {
-            double t0 = now_s(), dt;
-            rc = v == CLF_ATTEND_GEMM
-                     ? gemm_path(ctx, &sh, m[0], m[1], m[2], m[4], m[5])
-                     : clf__attend(ctx, &sh, m[0], m[1], m[2], m[3], m[4],
-                                   m[5]);
-            if (rc != 0)
-                goto done;
-            if ((err = clFinish(ctx->queue)) != CL_SUCCESS) {
-                rc = clf__fail(err, "attention timing: clFinish failed (%d)",
-                               err);
-                goto done;
-            }
-            dt = now_s() - t0;
-            if (rep > 0 && (t == 0.0 || dt < t))
-                t = dt;
-        }
-        ctx->attend_ms[v - 1] = t * 1e3;
-        if (best < 0.0 || t < best) {
-            best = t;
-            ctx->attend_variant = v;
-        }
-    }
-done:
     for (i = 0; i < 6; i++)
-        if (m[i] != NULL)
-            clReleaseMemObject(m[i]);
-    return rc;
+        if (t.m[i] != NULL)
+            clReleaseMemObject(t.m[i]);
+    return rc != 0 ? rc : best < 0 ? best : 0;
 }

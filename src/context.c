@@ -427,7 +427,8 @@ clf_context_finish(clf_context *ctx)
 }
 
 /* One choice for clf_context_kernel_choices: "name (a 1.2 ms, b 3.4 ms)";
- * times of 0 mean the choice was forced. */
+ * a time of 0 for the chosen one means the choice was forced, a negative
+ * one that the variant failed. */
 static void
 describe(char *buf, size_t cap, const char *what, int chosen,
          const char *const *names, const double *ms, int count)
@@ -450,8 +451,11 @@ describe(char *buf, size_t cap, const char *what, int chosen,
     len += (size_t)snprintf(buf + len, cap - len, "%s%s: %s (",
                             len ? "; " : "", what, names[chosen]);
     for (i = 0; i < count && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s %.2f ms",
-                                i ? ", " : "", names[i], ms[i]);
+        len += ms[i] < 0.0
+                   ? (size_t)snprintf(buf + len, cap - len, "%s%s failed",
+                                      i ? ", " : "", names[i])
+                   : (size_t)snprintf(buf + len, cap - len, "%s%s %.2f ms",
+                                      i ? ", " : "", names[i], ms[i]);
     if (len < cap)
         snprintf(buf + len, cap - len, ")");
 }

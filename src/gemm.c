@@ -6,7 +6,6 @@
 #include <clblast_c.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static CLBlastTranspose
 tr(int t)
@@ -292,26 +291,33 @@ clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
 
 /* ------------------------------------------------------------- choice */
 
-static double
-now_s(void)
+/* A typical projection: 1024 rows of 512 times a 512 x 512 weight stored as
+ * PyTorch does (so the blocked way pays its transpose). */
+#define CHOICE_M 1024
+#define CHOICE_N 512
+#define CHOICE_K 512
+
+static int
+run_gemm(clf_context *ctx, int variant, void *user)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    const cl_mem *m = user;
+    const size_t M = CHOICE_M, N = CHOICE_N, K = CHOICE_K;
+
+    if (variant == CLF_GEMM_CLBLAST - 1)
+        return clblast_gemm(ctx, 0, 1, M, N, K, 1.0f, m[0], 0, K, m[1], 0, K,
+                            0.0f, m[2], 0, N);
+    return blocked(ctx, 1, M, N, K, 1.0f, m[0], 0, K, 0, m[1], 0, K, 0, 0.0f,
+                   m[2], 0, N, 0, 1, NULL, 0);
 }
 
 int
 clf__gemm_choose(clf_context *ctx)
 {
-    /* A typical projection: 1024 rows of 512 times a 512 x 512 weight
-     * stored as PyTorch does (so the blocked way pays its transpose). */
-    const size_t m = 1024, n = 512, k = 512;
-    const size_t sizes[3] = {m * k, n * k, m * n};
+    const size_t sizes[3] = {CHOICE_M * CHOICE_K, CHOICE_N * CHOICE_K,
+                             CHOICE_M * CHOICE_N};
     const char *force = getenv("CLINFORMER_GEMM");
-    cl_mem buf[3] = {NULL, NULL, NULL};
-    double best = -1.0;
-    cl_int err;
-    int rc = 0, v, i;
+    cl_mem m[3] = {NULL, NULL, NULL};
+    int rc = 0, best = 0, i;
 
     if (ctx->gemm_variant != CLF_GEMM_UNDECIDED)
         return 0;
@@ -327,58 +333,15 @@ clf__gemm_choose(clf_context *ctx)
                              force);
         return 0;
     }
-    for (i = 0; i < 3; i++) {
-        float *host = malloc(sizes[i] * sizeof *host);
-        size_t j;
-        if (host == NULL) {
-            rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
-            goto done;
-        }
-        for (j = 0; j < sizes[i]; j++)
-            host[j] = (float)((j * 7 + (size_t)i) % 101) * 0.01f - 0.5f;
-        buf[i] = clCreateBuffer(ctx->context,
-                                CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                                sizes[i] * sizeof(float), host, &err);
-        free(host);
-        if (buf[i] == NULL) {
-            rc = clf__fail(err, "GEMM timing buffer failed (%d)", err);
-            goto done;
-        }
+    for (i = 0; i < 3 && rc == 0; i++)
+        m[i] = clf__timing_buffer(ctx, sizes[i], (unsigned)i, &rc);
+    if (rc == 0) {
+        best = clf__time_variants(ctx, 2, run_gemm, m, 2, ctx->gemm_ms);
+        if (best >= 0)
+            ctx->gemm_variant = CLF_GEMM_CLBLAST + best;
     }
-    for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_BLOCKED; v++) {
-        double t = 0.0;
-        int rep;
-        /* The first run pays any lazy compilation; keep the best of the
-         * next two. */
-        for (rep = 0; rep < 3; rep++) {
-            double t0 = now_s(), dt;
-            rc = v == CLF_GEMM_CLBLAST
-                     ? clblast_gemm(ctx, 0, 1, m, n, k, 1.0f, buf[0], 0, k,
-                                    buf[1], 0, k, 0.0f, buf[2], 0, n)
-                     : blocked(ctx, 1, m, n, k, 1.0f, buf[0], 0, k, 0,
-                               buf[1], 0, k, 0, 0.0f, buf[2], 0, n, 0, 1,
-                               NULL, 0);
-            if (rc != 0)
-                goto done;
-            if ((err = clFinish(ctx->queue)) != CL_SUCCESS) {
-                rc = clf__fail(err, "GEMM timing: clFinish failed (%d)", err);
-                goto done;
-            }
-            dt = now_s() - t0;
-            if (rep > 0 && (t == 0.0 || dt < t))
-                t = dt;
-        }
-        ctx->gemm_ms[v - 1] = t * 1e3;
-        if (best < 0.0 || t < best) {
-            best = t;
-            ctx->gemm_variant = v;
-        }
-    }
-done:
     for (i = 0; i < 3; i++)
-        if (buf[i] != NULL)
-            clReleaseMemObject(buf[i]);
-    if (rc != 0)
-        ctx->gemm_variant = CLF_GEMM_UNDECIDED;
-    return rc;
+        if (m[i] != NULL)
+            clReleaseMemObject(m[i]);
+    return rc != 0 ? rc : best < 0 ? best : 0;
 }

@@ -115,6 +115,18 @@ int clf__mkdir_p(const char *path);
 /* tune.c: applies the stored GEMM tuning of ctx's device, if any. */
 int clf__tune_apply(clf_context *ctx);
 
+/* choose.c: timing kernels that compute the same thing.  A buffer of
+ * `floats` values of order one (NULL and *rc set on failure); and
+ * run(ctx, v, user) for v = 0..count-1, each once to warm up then reps
+ * times, each followed by clFinish, the best time in ms[v] (-1 when it
+ * failed).  Returns the fastest v, or the last failure's status when every
+ * variant failed. */
+typedef int (*clf__variant_fn)(clf_context *ctx, int variant, void *user);
+cl_mem clf__timing_buffer(clf_context *ctx, size_t floats, unsigned seed,
+                          int *rc);
+int clf__time_variants(clf_context *ctx, int count, clf__variant_fn run,
+                       void *user, int reps, double *ms);
+
 /* Enqueue one kernel over a 1-D range of `items` work-items, rounding the
  * global size up to the work-group size (kernels guard their tail). */
 int clf__launch_1d(clf_context *ctx, enum clf__kernel_id id, size_t items);

@@ -5,7 +5,6 @@
 #include "internal.h"
 
 #include <stdlib.h>
-#include <time.h>
 
 static const enum clf__kernel_id kernel_of[CLF_SOFTMAX_VARIANTS] = {
     CLF_K_SOFTMAX_ROWS, CLF_K_SOFTMAX_VEC, CLF_K_SOFTMAX_WG};
@@ -52,26 +51,25 @@ clf__softmax_rows(clf_context *ctx, cl_mem s, size_t off, size_t rows,
                                      cols);
 }
 
-static double
-now_s(void)
+struct softmax_timing {
+    cl_mem m;
+    size_t rows, cols;
+};
+
+static int
+run_softmax(clf_context *ctx, int variant, void *user)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    const struct softmax_timing *t = user;
+    return clf__softmax_rows_variant(ctx, variant, t->m, 0, t->rows, t->cols);
 }
 
 int
 clf__softmax_choose(clf_context *ctx)
 {
     /* 2048 rows of 256 slots: a Linformer layer's scores at n=256, h=8. */
-    const size_t rows = 2048, cols = 256;
+    struct softmax_timing t = {NULL, 2048, 256};
     const char *force = getenv("CLINFORMER_SOFTMAX");
-    float *host;
-    cl_mem m;
-    cl_int err;
-    double best = -1.0;
-    int v, rep;
-    size_t i;
+    int rc = 0, best;
 
     ctx->softmax_variant = CLF_SOFTMAX_SCALAR;
     if (force != NULL && force[0] >= '0' &&
@@ -79,37 +77,15 @@ clf__softmax_choose(clf_context *ctx)
         ctx->softmax_variant = force[0] - '0';
         return 0;
     }
-    host = malloc(rows * cols * sizeof *host);
-    if (host == NULL)
-        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    for (i = 0; i < rows * cols; i++)
-        host[i] = (float)(i % 97) * 0.01f;
-    m = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                       rows * cols * sizeof(float), host, &err);
-    free(host);
-    if (m == NULL)
-        return clf__fail(err, "softmax timing buffer failed (%d)", err);
-    for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++) {
-        double t = 0.0;
-        /* The first run pays any lazy kernel compilation; keep the best of
-         * the next three. */
-        for (rep = 0; rep < 4; rep++) {
-            double t0 = now_s(), dt;
-            if (clf__softmax_rows_variant(ctx, v, m, 0, rows, cols) != 0 ||
-                clFinish(ctx->queue) != CL_SUCCESS) {
-                t = -1.0;
-                break;
-            }
-            dt = now_s() - t0;
-            if (rep > 0 && (t == 0.0 || dt < t))
-                t = dt;
-        }
-        ctx->softmax_ms[v] = t * 1e3;
-        if (t > 0.0 && (best < 0.0 || t < best)) {
-            best = t;
-            ctx->softmax_variant = v;
-        }
-    }
-    clReleaseMemObject(m);
+    t.m = clf__timing_buffer(ctx, t.rows * t.cols, 0, &rc);
+    if (t.m == NULL)
+        return rc;
+    best = clf__time_variants(ctx, CLF_SOFTMAX_VARIANTS, run_softmax, &t, 3,
+                              ctx->softmax_ms);
+    clReleaseMemObject(t.m);
+    /* Should every variant fail, the scalar one stays and its failure
+     * shows at the first forward. */
+    if (best >= 0)
+        ctx->softmax_variant = best;
     return 0;
 }

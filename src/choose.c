@@ -1,0 +1,70 @@
+/* Choosing between kernels that compute the same thing by timing them on
+ * the context's device: the softmax variants, the GEMM (CLBlast or the
+ * blocked kernel), attention over the slots (GEMM path or fused). */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+cl_mem
+clf__timing_buffer(clf_context *ctx, size_t floats, unsigned seed, int *rc)
+{
+    float *host = malloc((floats ? floats : 1) * sizeof *host);
+    cl_mem m;
+    cl_int err;
+    size_t i;
+
+    if (host == NULL) {
+        *rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        return NULL;
+    }
+    /* Values of order one, no zeros or infinities to take a fast path. */
+    for (i = 0; i < floats; i++)
+        host[i] = (float)((i * 7 + seed) % 101) * 0.01f - 0.505f;
+    m = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                       (floats ? floats : 1) * sizeof(float), host, &err);
+    free(host);
+    if (m == NULL)
+        *rc = clf__fail(err, "timing buffer of %zu bytes failed (%d)",
+                        floats * sizeof(float), err);
+    return m;
+}
+
+int
+clf__time_variants(clf_context *ctx, int count, clf__variant_fn run,
+                   void *user, int reps, double *ms)
+{
+    int v, rep, best = -1, rc = 0;
+
+    for (v = 0; v < count; v++) {
+        double t = 0.0;
+        /* The first run pays any lazy compilation; keep the best of the
+         * next reps. */
+        for (rep = 0; rep <= reps; rep++) {
+            double t0 = now_s(), dt;
+            cl_int err;
+            rc = run(ctx, v, user);
+            if (rc == 0 && (err = clFinish(ctx->queue)) != CL_SUCCESS)
+                rc = clf__fail(err, "timing: clFinish failed (%d)", err);
+            if (rc != 0) {
+                t = -1.0;
+                break;
+            }
+            dt = now_s() - t0;
+            if (rep > 0 && (t == 0.0 || dt < t))
+                t = dt;
+        }
+        ms[v] = t * 1e3;
+        if (t > 0.0 && (best < 0 || ms[v] < ms[best]))
+            best = v;
+    }
+    return best >= 0 ? best : rc;
+}

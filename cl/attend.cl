@@ -76,11 +76,7 @@ clf_attend(__global const float *q, const uint ldq,
             const float16 k2 = vload16(2, kc), k3 = vload16(3, kc);
 #pragma unroll
             for (int r = 0; r < ATT_R; r++) {
-                const float y = qr[r][c];
-                x[r][0] = fma(y, k0, x[r][0]);
-                x[r][1] = fma(y, k1, x[r][1]);
-                x[r][2] = fma(y, k2, x[r][2]);
-                x[r][3] = fma(y, k3, x[r][3]);
+                FMA_ROW64(x[r], qr[r][c], k0, k1, k2, k3);
             }
         }
 #pragma unroll
@@ -125,11 +121,7 @@ clf_attend(__global const float *q, const uint ldq,
             const float16 v2 = vload16(2, vj), v3 = vload16(3, vj);
 #pragma unroll
             for (int r = 0; r < ATT_R; r++) {
-                const float y = sr[r][j];
-                x[r][0] = fma(y, v0, x[r][0]);
-                x[r][1] = fma(y, v1, x[r][1]);
-                x[r][2] = fma(y, v2, x[r][2]);
-                x[r][3] = fma(y, v3, x[r][3]);
+                FMA_ROW64(x[r], sr[r][j], v0, v1, v2, v3);
             }
         }
 #pragma unroll

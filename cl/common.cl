@@ -33,3 +33,14 @@ hsum16(const float16 v)
         t += lane[i];
     return t;
 }
+
+/* x[0..3] += y * (v0, v1, v2, v3): one row of a register block of 64
+ * columns, for the blocked GEMM and the fused attention. */
+#define FMA_ROW64(x, y, v0, v1, v2, v3)                                       \
+    do {                                                                     \
+        const float y_ = (y);                                                \
+        (x)[0] = fma(y_, (v0), (x)[0]);                                      \
+        (x)[1] = fma(y_, (v1), (x)[1]);                                      \
+        (x)[2] = fma(y_, (v2), (x)[2]);                                      \
+        (x)[3] = fma(y_, (v3), (x)[3]);                                      \
+    } while (0)

@@ -53,11 +53,7 @@ clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
             const float16 b2 = vload16(2, bk), b3 = vload16(3, bk);
 #pragma unroll
             for (int r = 0; r < GEMM_R; r++) {
-                const float y = ar[r][k];
-                x[r][0] = fma(y, b0, x[r][0]);
-                x[r][1] = fma(y, b1, x[r][1]);
-                x[r][2] = fma(y, b2, x[r][2]);
-                x[r][3] = fma(y, b3, x[r][3]);
+                FMA_ROW64(x[r], ar[r][k], b0, b1, b2, b3);
             }
         }
 #pragma unroll

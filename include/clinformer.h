@@ -386,8 +386,11 @@ CLF_EXTERN int clf_attention_forward(clf_attention *att, const float *x,
 /* Forward between caller buffers of the same cl_context, offsets counted in
  * floats.  Only enqueues (on the context's in-order queue); nothing is read
  * back to the host.  Call clf_context_finish() or wait on the queue before
- * reading y.  x and y may alias.  Errors as clf_attention_forward, plus
- * CLF_EWRONG_CONTEXT and CLF_EBUFFER_TOO_SMALL. */
+ * reading y.  x and y may alias.  Once per context, the first forward that
+ * needs a kernel choice (clf_context_kernel_choices) times the candidates
+ * on buffers of its own before enqueueing, which waits for the queue.
+ * Errors as clf_attention_forward, plus CLF_EWRONG_CONTEXT and
+ * CLF_EBUFFER_TOO_SMALL. */
 CLF_EXTERN int clf_attention_forward_cl(clf_attention *att, cl_mem x,
                                         size_t x_offset, cl_mem y,
                                         size_t y_offset, size_t batch,

@@ -191,8 +191,9 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
  * stops at the time budget (then times the switch's five settings), and a
  * later call resumes where it stopped.  A device never tuned runs with
  * CLBlast's defaults.  The timed forwards run every GEMM through CLBlast;
- * afterwards a context still times the tuned CLBlast against clinformer's
- * own GEMM kernel and keeps the faster (clf_context_kernel_choices). */
+ * afterwards the context times its kernel choices again at its next
+ * forward, the tuned CLBlast against clinformer's own GEMM kernel among
+ * them, and keeps the faster (clf_context_kernel_choices). */
 typedef struct clf_tune_opts {
     size_t d_model, heads, k, seq_len; /* the layer to time; 0 = 512, 8,
                                           256, 2048 */

@@ -297,7 +297,7 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
     double best_mi_ms = 0.0;
     size_t count, done = 0, best_mi = 0, measured = 0;
     cl_int err;
-    int rc = 0, have_best = 0, gemm_was, attend_was;
+    int rc = 0, have_best = 0;
 
     if (ctx == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
@@ -330,9 +330,9 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
     if (tried_ms == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     /* Every GEMM of the timed forwards through CLBlast, whose parameters
-     * are what is tuned; the context's own choices come back at the end. */
-    gemm_was = ctx->gemm_variant;
-    attend_was = ctx->attend_variant;
+     * are what is tuned.  At the end the context's choices are made again,
+     * at its next forward, against the parameters now in force (those it
+     * had not made yet stay unmade). */
     ctx->gemm_variant = CLF_GEMM_CLBLAST;
     ctx->attend_variant = CLF_ATTEND_GEMM;
     for (i = 0; i < ncand; i++)
@@ -570,7 +570,7 @@ done:
     free(ref);
     free(got);
     free(tried_ms);
-    ctx->gemm_variant = gemm_was;
-    ctx->attend_variant = attend_was;
+    ctx->gemm_variant = CLF_GEMM_UNDECIDED;
+    ctx->attend_variant = CLF_ATTEND_UNDECIDED;
     return rc;
 }

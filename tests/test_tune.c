@@ -67,6 +67,10 @@ START_TEST(tune_stores_and_resumes)
     ck_assert_msg(clf_tune(tu_context(), &o) == 0, "%s", clf_last_error());
     ck_assert_int_eq(count_lines("baseline ms="), 1);
     ck_assert_int_gt(count_lines("tried Xgemm "), tried);
+    /* The context's GEMM and attention choices were made against the old
+     * parameters: they are made again at its next forward. */
+    ck_assert_int_eq(tu_context()->gemm_variant, CLF_GEMM_UNDECIDED);
+    ck_assert_int_eq(tu_context()->attend_variant, CLF_ATTEND_UNDECIDED);
 }
 END_TEST
 

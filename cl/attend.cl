@@ -6,11 +6,10 @@
  * on the device, so each context times both (src/attend.c). */
 
 /* Rows of the transposed keys are padded to a multiple of ATT_KB slots;
- * a work-item handles ATT_R query rows.  The loops over rows have constant
+ * a work-item handles ATT_R query rows (the host's CLF_ATTEND_SLOT_BLOCK
+ * and CLF_ATTEND_ROWS, src/internal.h).  The loops over rows have constant
  * bounds and are unrolled, so the accumulators stay in registers. */
-#ifndef ATT_R
 #define ATT_R 6
-#endif
 #define ATT_KB 64
 
 /* kt[((b * hc + g) * dh + c) * lp + j] = kbar[b * L * width + j * width +

@@ -2,8 +2,8 @@
  * context times both, src/gemm.c): C = act(alpha A B (+ C when
  * accumulate) (+ bias[column] when has_bias)), act the identity or, when
  * gelu, the exact GELU 0.5 v (1 + erf(v / sqrt 2)); row-major, A M x K,
- * B K x N, with a batch of strided matrices.  A transposed B (a weight as PyTorch stores
- * it) is first copied by clf_transpose.
+ * B K x N, with a batch of strided matrices.  A transposed B (a weight as
+ * PyTorch stores it) is first copied by clf_transpose.
  *
  * A work-item computes a block of GEMM_R rows by 64 columns (GEMM_R x 4
  * accumulators of 16 lanes), or by 16 columns for the last columns when
@@ -12,12 +12,13 @@
  * rows.  N must be a multiple of 16.  The loops over rows have constant
  * bounds and are unrolled, so the accumulators stay in registers. */
 
-#define GEMM_R 6
+#define GEMM_R 6 /* CLF_GEMM_ROWS on the host (src/internal.h) */
 
-/* Global size (ceil(M / GEMM_R), N / 64 + (N mod 64) / 16, batch):
- * work-item (i, j) takes rows GEMM_R i.. and, while 64 (j + 1) <= N,
- * columns 64 j..; the remaining columns go 16 at a time to the following
- * ids.  Rows past M repeat the last row and are not stored. */
+/* Global size (at least ceil(M / GEMM_R), N / 64 + (N mod 64) / 16,
+ * batch): work-item (i, j) takes rows GEMM_R i.. and, while 64 (j + 1) <=
+ * N, columns 64 j..; the remaining columns go 16 at a time to the
+ * following ids.  Work-items past M return at once; rows past M within a
+ * block repeat the last row and are not stored. */
 __kernel void
 clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
             __global const float *A, const ulong a_off, const uint lda,

@@ -214,6 +214,49 @@ START_TEST(padding_arbitrary_mask_matches_reference)
 }
 END_TEST
 
+/* Masks with Linformer attention over the slots run each way (the fused
+ * kernel needs d_h a multiple of 16): padded batches equal each sequence
+ * alone, lengths and an arbitrary mask match the reference, a fully
+ * masked sequence gives zeros. */
+START_TEST(padding_with_each_attention_way)
+{
+    static const unsigned mixes[][4] = {{30, 1, 17, 29}, {5, 30, 30, 2}};
+    const unsigned lens[3] = {9, 30, 1};
+    unsigned char mask[3 * 30];
+    float r[3 * 30];
+    clf_forward_opts o;
+    size_t i;
+    int s, v, m;
+
+    tu_fill(r, 3 * 30, 51, 0.0f, 1.0f);
+    for (i = 0; i < 3 * 30; i++)
+        mask[i] = r[i] < 0.6f ? 1 : 0;
+    memset(mask + 30, 0, 30); /* the second sequence all padding */
+    for (s = CLF_SHARE_HEADWISE; s <= CLF_SHARE_KEY_VALUE; s++)
+        for (v = CLF_ATTEND_GEMM; v <= CLF_ATTEND_FUSED; v++) {
+            clf_attention_desc d = desc_of((clf_sharing)s, 30, 6, 0);
+            struct layer l;
+            d.d_model = 48; /* 3 heads of 16 */
+            layer_make(&l, &d, 50 + (unsigned long long)s);
+            clf__attention_set_attend(l.att, v);
+            for (m = 0; m < 2; m++)
+                padded_equals_alone(&l, CLF_MODE_LINFORMER, 4, 30, mixes[m],
+                                    0, 500 + (unsigned long long)m);
+            ck_assert_int_eq(clf__attention_last_fused(l.att),
+                             v == CLF_ATTEND_FUSED);
+            memset(&o, 0, sizeof o);
+            o.lengths = lens;
+            check(&l, CLF_MODE_LINFORMER, 3, 30, &o, 52);
+            o.lengths = NULL;
+            o.key_mask = mask;
+            check(&l, CLF_MODE_LINFORMER, 3, 30, &o, 53);
+            ck_assert_int_eq(clf__attention_last_fused(l.att),
+                             v == CLF_ATTEND_FUSED);
+            layer_free(&l);
+        }
+}
+END_TEST
+
 /* A sequence with every position masked gives zeros, never NaN. */
 START_TEST(padding_fully_masked_sequence_is_zero)
 {
@@ -533,6 +576,7 @@ suite(void)
     tcase_add_test(tc, padding_lengths_match_reference);
     tcase_add_test(tc, padding_arbitrary_mask_matches_reference);
     tcase_add_test(tc, padding_fully_masked_sequence_is_zero);
+    tcase_add_test(tc, padding_with_each_attention_way);
     tcase_add_test(tc, causal_matches_reference);
     tcase_add_test(tc, causal_variants_match_reference);
     tcase_add_test(tc, causal_lookahead_is_bit_exact);

@@ -44,27 +44,33 @@ clf__time_variants(clf_context *ctx, int count, clf__variant_fn run,
 {
     int v, rep, best = -1, rc = 0;
 
-    for (v = 0; v < count; v++) {
-        double t = 0.0;
-        /* The first run pays any lazy compilation; keep the best of the
-         * next reps. */
-        for (rep = 0; rep <= reps; rep++) {
-            double t0 = now_s(), dt;
+    for (v = 0; v < count; v++)
+        ms[v] = 0.0;
+    /* Round 0 pays any lazy compilation and is not kept; the variants take
+     * turns in every round, so that a change in the machine's load falls
+     * on all of them alike. */
+    for (rep = 0; rep <= reps; rep++)
+        for (v = 0; v < count; v++) {
+            double t0, dt;
             cl_int err;
-            rc = run(ctx, v, user);
-            if (rc == 0 && (err = clFinish(ctx->queue)) != CL_SUCCESS)
-                rc = clf__fail(err, "timing: clFinish failed (%d)", err);
-            if (rc != 0) {
-                t = -1.0;
-                break;
+            int st;
+            if (ms[v] < 0.0)
+                continue; /* failed before */
+            t0 = now_s();
+            st = run(ctx, v, user);
+            if (st == 0 && (err = clFinish(ctx->queue)) != CL_SUCCESS)
+                st = clf__fail(err, "timing: clFinish failed (%d)", err);
+            if (st != 0) {
+                ms[v] = -1.0;
+                rc = st;
+                continue;
             }
-            dt = now_s() - t0;
-            if (rep > 0 && (t == 0.0 || dt < t))
-                t = dt;
+            dt = (now_s() - t0) * 1e3;
+            if (rep > 0 && (ms[v] == 0.0 || dt < ms[v]))
+                ms[v] = dt;
         }
-        ms[v] = t * 1e3;
-        if (t > 0.0 && (best < 0 || ms[v] < ms[best]))
+    for (v = 0; v < count; v++)
+        if (ms[v] > 0.0 && (best < 0 || ms[v] < ms[best]))
             best = v;
-    }
     return best >= 0 ? best : rc;
 }

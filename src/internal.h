@@ -117,10 +117,10 @@ int clf__tune_apply(clf_context *ctx);
 
 /* choose.c: timing kernels that compute the same thing.  A buffer of
  * `floats` values of order one (NULL and *rc set on failure); and
- * run(ctx, v, user) for v = 0..count-1, each once to warm up then reps
- * times, each followed by clFinish, the best time in ms[v] (-1 when it
- * failed).  Returns the fastest v, or the last failure's status when every
- * variant failed. */
+ * run(ctx, v, user) for v = 0..count-1 in turns, one round to warm up then
+ * reps rounds, each run followed by clFinish, the best time in ms[v] (-1
+ * when it failed).  Returns the fastest v, or the last failure's status
+ * when every variant failed. */
 typedef int (*clf__variant_fn)(clf_context *ctx, int variant, void *user);
 cl_mem clf__timing_buffer(clf_context *ctx, size_t floats, unsigned seed,
                           int *rc);

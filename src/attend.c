@@ -2,8 +2,6 @@
  * in one kernel (scores, softmax, weighted sum). */
 #include "internal.h"
 
-#include <stdlib.h>
-#include <string.h>
 
 size_t
 clf__attend_slots(size_t L)
@@ -113,21 +111,16 @@ clf__attend_choose(clf_context *ctx)
                              t.sh.heads * t.sh.dh * lp,
                              t.sh.heads * clf__attend_rows(t.sh.n) * lp,
                              t.sh.n * t.sh.dq};
-    const char *force = getenv("CLINFORMER_ATTEND");
+    static const char *const names[2] = {"gemm", "fused"};
     int rc = 0, best = 0, i;
 
     if (ctx->attend_variant != CLF_ATTEND_UNDECIDED)
         return 0;
-    if (force != NULL && *force != '\0') {
-        if (strcmp(force, "gemm") == 0)
-            ctx->attend_variant = CLF_ATTEND_GEMM;
-        else if (strcmp(force, "fused") == 0)
-            ctx->attend_variant = CLF_ATTEND_FUSED;
-        else
-            return clf__fail(CLF_EINVALID_ARGUMENT,
-                             "CLINFORMER_ATTEND is \"%s\"; expected gemm or "
-                             "fused",
-                             force);
+    rc = clf__forced_variant("CLINFORMER_ATTEND", names, 2, &best);
+    if (rc < 0)
+        return rc;
+    if (rc == 1) {
+        ctx->attend_variant = CLF_ATTEND_GEMM + best;
         return 0;
     }
     for (i = 0; i < 6 && rc == 0; i++)

@@ -4,14 +4,33 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
-static double
-now_s(void)
+double
+clf__now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int
+clf__forced_variant(const char *var, const char *const *names, int count,
+                    int *variant)
+{
+    const char *v = getenv(var);
+    int i;
+
+    if (v == NULL || *v == '\0')
+        return 0;
+    for (i = 0; i < count; i++)
+        if (strcmp(v, names[i]) == 0) {
+            *variant = i;
+            return 1;
+        }
+    return clf__fail(CLF_EINVALID_ARGUMENT, "%s is \"%s\"; expected %s or %s",
+                     var, v, names[0], names[count - 1]);
 }
 
 cl_mem
@@ -56,7 +75,7 @@ clf__time_variants(clf_context *ctx, int count, clf__variant_fn run,
             int st;
             if (ms[v] < 0.0)
                 continue; /* failed before */
-            t0 = now_s();
+            t0 = clf__now_s();
             st = run(ctx, v, user);
             if (st == 0 && (err = clFinish(ctx->queue)) != CL_SUCCESS)
                 st = clf__fail(err, "timing: clFinish failed (%d)", err);
@@ -65,7 +84,7 @@ clf__time_variants(clf_context *ctx, int count, clf__variant_fn run,
                 rc = st;
                 continue;
             }
-            dt = (now_s() - t0) * 1e3;
+            dt = (clf__now_s() - t0) * 1e3;
             if (rep > 0 && (ms[v] == 0.0 || dt < ms[v]))
                 ms[v] = dt;
         }

@@ -4,8 +4,6 @@
 #include "internal.h"
 
 #include <clblast_c.h>
-#include <stdlib.h>
-#include <string.h>
 
 static CLBlastTranspose
 tr(int t)
@@ -315,22 +313,17 @@ clf__gemm_choose(clf_context *ctx)
 {
     const size_t sizes[3] = {CHOICE_M * CHOICE_K, CHOICE_N * CHOICE_K,
                              CHOICE_M * CHOICE_N};
-    const char *force = getenv("CLINFORMER_GEMM");
+    static const char *const names[2] = {"clblast", "blocked"};
     cl_mem m[3] = {NULL, NULL, NULL};
     int rc = 0, best = 0, i;
 
     if (ctx->gemm_variant != CLF_GEMM_UNDECIDED)
         return 0;
-    if (force != NULL && *force != '\0') {
-        if (strcmp(force, "clblast") == 0)
-            ctx->gemm_variant = CLF_GEMM_CLBLAST;
-        else if (strcmp(force, "blocked") == 0)
-            ctx->gemm_variant = CLF_GEMM_BLOCKED;
-        else
-            return clf__fail(CLF_EINVALID_ARGUMENT,
-                             "CLINFORMER_GEMM is \"%s\"; expected clblast "
-                             "or blocked",
-                             force);
+    rc = clf__forced_variant("CLINFORMER_GEMM", names, 2, &best);
+    if (rc < 0)
+        return rc;
+    if (rc == 1) {
+        ctx->gemm_variant = CLF_GEMM_CLBLAST + best;
         return 0;
     }
     for (i = 0; i < 3 && rc == 0; i++)

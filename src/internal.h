@@ -122,6 +122,13 @@ int clf__tune_apply(clf_context *ctx);
  * when it failed).  Returns the fastest v, or the last failure's status
  * when every variant failed. */
 typedef int (*clf__variant_fn)(clf_context *ctx, int variant, void *user);
+/* Seconds on a monotonic clock. */
+double clf__now_s(void);
+/* Environment variable var set to one of names[0..count-1]: stores its index
+ * and returns 1; unset or empty: 0; anything else: CLF_EINVALID_ARGUMENT
+ * naming the variable and the names expected (count 2). */
+int clf__forced_variant(const char *var, const char *const *names, int count,
+                        int *variant);
 cl_mem clf__timing_buffer(clf_context *ctx, size_t floats, unsigned seed,
                           int *rc);
 int clf__time_variants(clf_context *ctx, int count, clf__variant_fn run,

@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define NPARAM 16
 
@@ -36,14 +35,6 @@ struct cand {
 
 enum { P_GEMMK, P_KREG, P_KWG, P_KWI, P_MDIMA, P_MDIMC, P_MWG, P_NDIMB,
        P_NDIMC, P_NWG, P_SA, P_SB, P_STRM, P_STRN, P_VWM, P_VWN };
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void
 tune_path(const clf_context *ctx, char *buf, size_t cap)
@@ -218,11 +209,11 @@ time_forward(clf_context *ctx, clf_attention *att, cl_mem x, cl_mem y,
         clf_context_finish(ctx) != 0)
         return -1;
     for (r = 0; r < runs; r++) {
-        t0 = now_s();
+        t0 = clf__now_s();
         if (clf_attention_forward_cl(att, x, 0, y, 0, 1, n) != 0 ||
             clf_context_finish(ctx) != 0)
             return -1;
-        t[r] = now_s() - t0;
+        t[r] = clf__now_s() - t0;
     }
     for (i = 1; i < runs; i++)
         for (j = i; j > 0 && t[j - 1] > t[j]; j--) {
@@ -286,7 +277,7 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
     struct cand cands[256], best;
     size_t ncand, i;
     char path[4300], line[1024], text[512], dir[4096];
-    double start = now_s(), base = 0.0, best_ms = INFINITY, t;
+    double start = clf__now_s(), base = 0.0, best_ms = INFINITY, t;
     double *tried_ms = NULL;
     cl_mem x = NULL, y = NULL;
     float *hx = NULL, *ref = NULL, *got = NULL;
@@ -442,7 +433,7 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
         }
         /* Every call measures at least one new candidate, so that short
          * budgets still make progress. */
-        if (measured > 0 && now_s() - start > o.budget_s) {
+        if (measured > 0 && clf__now_s() - start > o.budget_s) {
             say(&o, "budget reached after %zu of %zu candidates; run again "
                     "to continue",
                 done, ncand);

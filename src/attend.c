@@ -2,7 +2,6 @@
  * in one kernel (scores, softmax, weighted sum). */
 #include "internal.h"
 
-
 size_t
 clf__attend_slots(size_t L)
 {

@@ -129,15 +129,6 @@ build(unsigned char *buf, int major, const char *dict, const void *data,
     return pre + hlen + dlen;
 }
 
-static void
-put_le(unsigned char *b, unsigned long long v, size_t n)
-{
-    size_t i;
-
-    for (i = 0; i < n; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
-}
-
 static float
 bits_to_float(uint32_t u)
 {
@@ -336,7 +327,7 @@ START_TEST(npy_load_reads_every_version)
     for (i = 0; i < 3; i++) {
         uint32_t u;
         memcpy(&u, &want[i], 4);
-        put_le(data + 4 * i, u, 4);
+        tu_put_le(data + 4 * i, u, 4);
     }
     for (major = 1; major <= 3; major++) {
         clf_array a;
@@ -363,7 +354,7 @@ START_TEST(npy_load_widens_int32)
     size_t i, n;
 
     for (i = 0; i < 6; i++)
-        put_le(data + 4 * i, (unsigned long long)want[i] & 0xffffffffu, 4);
+        tu_put_le(data + 4 * i, (unsigned long long)want[i] & 0xffffffffu, 4);
     n = build(buf, 1,
               "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }",
               data, sizeof data);
@@ -389,7 +380,7 @@ START_TEST(npy_load_reads_int64)
     size_t i, n;
 
     for (i = 0; i < 4; i++)
-        put_le(data + 8 * i, (unsigned long long)want[i], 8);
+        tu_put_le(data + 8 * i, (unsigned long long)want[i], 8);
     n = build(buf, 2,
               "{'descr': '<i8', 'fortran_order': False, 'shape': (4,), }", data,
               sizeof data);
@@ -460,7 +451,7 @@ START_TEST(npy_load_accepts_header_variants)
     for (i = 0; i < 4; i++) {
         uint32_t u;
         memcpy(&u, &want[i], 4);
-        put_le(data + 4 * i, u, 4);
+        tu_put_le(data + 4 * i, u, 4);
     }
     for (i = 0; i < sizeof dicts / sizeof dicts[0]; i++) {
         clf_array a;
@@ -545,12 +536,12 @@ START_TEST(npy_load_rejects_header_length_past_eof)
                      "}",
                      "\0\0\0\0", 4);
 
-    put_le(buf + 8, 0xffff, 2);
+    tu_put_le(buf + 8, 0xffff, 2);
     expect_load_fail(write_file("hl.npy", buf, n), CLF_EFORMAT,
                      "header length 65535");
     n = build(buf, 3, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }",
               "\0\0\0\0", 4);
-    put_le(buf + 8, 0xffffffffu, 4);
+    tu_put_le(buf + 8, 0xffffffffu, 4);
     expect_load_fail(write_file("hl.npy", buf, n), CLF_EFORMAT,
                      "header length 4294967295");
     unlink(path_of("hl.npy"));

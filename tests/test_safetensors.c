@@ -18,24 +18,14 @@
 static size_t
 build(unsigned char *buf, const char *json, const void *data, size_t dlen)
 {
-    size_t n = strlen(json), i;
+    size_t n = strlen(json);
 
     ck_assert_uint_le(8 + n + dlen, FILE_CAP);
-    for (i = 0; i < 8; i++)
-        buf[i] = (unsigned char)((unsigned long long)n >> (8 * i));
+    tu_put_le(buf, n, 8);
     memcpy(buf + 8, json, n);
     if (dlen > 0)
         memcpy(buf + 8 + n, data, dlen);
     return 8 + n + dlen;
-}
-
-static void
-put_le(unsigned char *b, unsigned long long v, size_t n)
-{
-    size_t i;
-
-    for (i = 0; i < n; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
 }
 
 static uint32_t
@@ -110,11 +100,11 @@ build_two(unsigned char *buf, float *w, float *b)
 
     for (i = 0; i < 6; i++) {
         w[i] = 0.5f * (float)i - 1.0f;
-        put_le(data + 4 * i, float_bits(w[i]), 4);
+        tu_put_le(data + 4 * i, float_bits(w[i]), 4);
     }
     for (i = 0; i < 2; i++) {
         b[i] = 10.0f + (float)i;
-        put_le(data + 24 + 4 * i, float_bits(b[i]), 4);
+        tu_put_le(data + 24 + 4 * i, float_bits(b[i]), 4);
     }
     return build(buf,
                  "{\"__metadata__\":{\"format\":\"pt\"},"
@@ -191,7 +181,7 @@ START_TEST(safetensors_converts_every_f16_exactly)
     unsigned h;
 
     for (h = 0; h < 65536; h++)
-        put_le(data + 2 * h, h, 2);
+        tu_put_le(data + 2 * h, h, 2);
     n = build(buf,
               "{\"h\":{\"dtype\":\"F16\",\"shape\":[256,256],"
               "\"data_offsets\":[0,131072]}}",
@@ -243,7 +233,7 @@ START_TEST(safetensors_converts_bf16_exactly)
     size_t n, i;
 
     for (i = 0; i < 8; i++)
-        put_le(data + 2 * i, in[i], 2);
+        tu_put_le(data + 2 * i, in[i], 2);
     n = build(buf,
               "{\"b\":{\"dtype\":\"BF16\",\"shape\":[2,4],"
               "\"data_offsets\":[0,16]}}",
@@ -297,9 +287,9 @@ START_TEST(safetensors_reads_scalar_and_zero_size)
     float got[2];
     size_t n;
 
-    put_le(data, float_bits(-7.25f), 4);
-    put_le(data + 4, float_bits(1.0f), 4);
-    put_le(data + 8, float_bits(2.0f), 4);
+    tu_put_le(data, float_bits(-7.25f), 4);
+    tu_put_le(data + 4, float_bits(1.0f), 4);
+    tu_put_le(data + 8, float_bits(2.0f), 4);
     n = build(buf,
               "{\"s\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]},"
               "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[6,6]},"
@@ -371,8 +361,8 @@ START_TEST(safetensors_reads_padded_unaligned_header)
     float got[2];
     size_t n;
 
-    put_le(data, float_bits(3.5f), 4);
-    put_le(data + 4, float_bits(-1e-30f), 4);
+    tu_put_le(data, float_bits(3.5f), 4);
+    tu_put_le(data + 4, float_bits(-1e-30f), 4);
     n = build(buf,
               "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],"
               "\"extra\":\"ignored\"}}   ",
@@ -466,24 +456,24 @@ START_TEST(safetensors_rejects_lying_header_length)
     float w[6], b[2];
     size_t n = build_two(buf, w, b), i, hlen = n - 8 - 32;
 
-    put_le(buf, n - 8 + 1, 8);
+    tu_put_le(buf, n - 8 + 1, 8);
     expect_fail2(buf, n, CLF_EFORMAT, "header length", "past the end");
     for (i = 0; i < sizeof lies / sizeof lies[0]; i++) {
-        put_le(buf, lies[i], 8);
+        tu_put_le(buf, lies[i], 8);
         expect_fail2(buf, n, CLF_EFORMAT,
                      lies[i] < n ? "header JSON" : "header length", NULL);
     }
     /* The format's limit is checked before the file size, so that it can
      * be tested without a 100 MB file. */
-    put_le(buf, 100000001, 8);
+    tu_put_le(buf, 100000001, 8);
     expect_fail2(buf, n, CLF_EFORMAT, "header length 100000001",
                  "exceeds the 100000000-byte limit");
-    put_le(buf, 100000000, 8);
+    tu_put_le(buf, 100000000, 8);
     expect_fail2(buf, n, CLF_EFORMAT, "header length 100000000",
                  "past the end");
     /* Shorter than the JSON: the rest of it lands in the data area and
      * the JSON is cut. */
-    put_le(buf, hlen - 1, 8);
+    tu_put_le(buf, hlen - 1, 8);
     expect_fail2(buf, n, CLF_EFORMAT, "header JSON", NULL);
     free(buf);
 }

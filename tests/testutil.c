@@ -186,3 +186,12 @@ tu_clear_dir(const char *dir)
     }
     closedir(d);
 }
+
+void
+tu_put_le(unsigned char *b, unsigned long long v, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+}

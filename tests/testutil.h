@@ -32,6 +32,10 @@ void tu_assert_close(const float *got, const double *ref, size_t n,
 
 void *tu_malloc(size_t bytes);
 
+/* Writes the n low bytes of v to b, little-endian (file headers in the
+ * reader tests). */
+void tu_put_le(unsigned char *b, unsigned long long v, size_t n);
+
 /* Removes the plain files of a directory (the directory stays). */
 void tu_clear_dir(const char *dir);
 

@@ -272,6 +272,18 @@ layer_names(const clf_model *m, int reversible, size_t l, struct names *nm)
     }
 }
 
+/* The head width from the rows of a query projection tensor. */
+static int
+split_heads(const char *name, size_t rows, clf_model_info *in)
+{
+    if (rows % in->heads != 0)
+        return clf__fail(CLF_ESHAPE_MISMATCH,
+                         "tensor %s has %zu rows, not a multiple of heads %zu",
+                         name, rows, in->heads);
+    in->head_dim = rows / in->heads;
+    return 0;
+}
+
 static int
 lucidrains_layer(clf_model *m, const clf_safetensors *st,
                  const struct names *nm, const clf_model_opts *o,
@@ -289,11 +301,7 @@ lucidrains_layer(clf_model *m, const clf_safetensors *st,
                          "tensor %s has %zu columns; d_model is %zu", name,
                          q[1], in->d_model);
     in->d_model = q[1];
-    if (q[0] % in->heads != 0)
-        return clf__fail(CLF_ESHAPE_MISMATCH,
-                         "tensor %s has %zu rows, not a multiple of heads %zu",
-                         name, q[0], in->heads);
-    in->head_dim = q[0] / in->heads;
+    TRY(split_heads(name, q[0], in));
     snprintf(name, sizeof name, "%sto_k.weight", nm->attn);
     TRY(shape_of(st, name, 2, kv));
     dkv = kv[0];
@@ -369,11 +377,7 @@ fairseq_attention(clf_model *m, const clf_safetensors *st,
     snprintf(name, sizeof name, "%sq_proj.weight", nm->attn);
     TRY(shape_of(st, name, 2, q));
     in->d_model = q[1];
-    if (q[0] % in->heads != 0)
-        return clf__fail(CLF_ESHAPE_MISMATCH,
-                         "tensor %s has %zu rows, not a multiple of heads %zu",
-                         name, q[0], in->heads);
-    in->head_dim = q[0] / in->heads;
+    TRY(split_heads(name, q[0], in));
     /* compress_k.weight is E as stored, (k, N). */
     snprintf(name, sizeof name, "%scompress_k.weight", nm->attn);
     TRY(shape_of(st, name, 2, ck));

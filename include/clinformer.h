@@ -210,14 +210,61 @@ CLF_EXTERN int clf_tune(clf_context *ctx, const clf_tune_opts *opts);
  * CLBlast's defaults.  Owned by the context. */
 CLF_EXTERN const char *clf_context_tuning(const clf_context *ctx);
 
-/* Which kernels the context chose by timing, and what it measured: the
- * softmax variant (when its kernels are built), who runs the GEMMs and how
- * Linformer attention over the slots runs (after the first forward that
- * needed each), e.g. "softmax: vector (scalar 1.21 ms, vector 0.17 ms,
- * group 0.93 ms); GEMM: blocked (CLBlast 14.1 ms, blocked 4.2 ms);
- * attention: fused (GEMM path 5.3 ms, fused 3.1 ms)".  "not chosen yet"
- * or "forced" where it applies.  Owned by the context; valid until the
- * next call. */
+/* Kernel choices.  Some stages have several kernels that compute the same
+ * thing, one faster on one device, another on the next: the softmax
+ * ("softmax": "scalar", "vector" or "group"), who runs the GEMMs ("gemm":
+ * "clblast" or "blocked") and how Linformer attention over the compressed
+ * slots runs ("attend": "gemm", a batched GEMM path, or "fused", one
+ * kernel).  A forward first plans: every choice its shape needs is
+ * resolved, from a forced name, else from the device's store, else by
+ * timing the candidates on that shape (powers of two of the sizes form
+ * the buckets that share a choice) and storing the winner; only then are
+ * the stages enqueued.  The store is a small text file in the cache
+ * directory (see clf_context_build) keyed by platform, device, vendor,
+ * driver and clinformer version, so that another process on the same
+ * device and driver takes the same kernels, and gets the same bits,
+ * without timing.  A store that is corrupt, of another device, or not a
+ * regular file is ignored.  CLINFORMER_KERNELS=softmax=NAME,gemm=NAME,
+ * attend=NAME (any subset) forces choices for every context; a bad entry
+ * fails the next forward with CLF_EINVALID_ARGUMENT listing the valid
+ * names. */
+typedef enum clf_choice_source {
+    CLF_SOURCE_NONE = 0, /* not chosen yet */
+    CLF_SOURCE_STORED,   /* read from the device's store */
+    CLF_SOURCE_TIMED,    /* timed by this context, then stored */
+    CLF_SOURCE_FORCED    /* clf_context_force_kernel or CLINFORMER_KERNELS */
+} clf_choice_source;
+
+typedef struct clf_kernel_choice {
+    const char *kind;   /* "softmax", "gemm" or "attend"; static storage */
+    const char *name;   /* the kernel chosen; static storage */
+    char bucket[48];    /* the shapes it covers, e.g. "m1024.n512.k512" */
+    clf_choice_source source; /* CLF_SOURCE_STORED or CLF_SOURCE_TIMED */
+    double ms[4]; /* when timed by this context: each candidate's best time
+                     in the order listed above (-1 failed), else 0 */
+} clf_kernel_choice;
+
+/* Forces `name` for `kind` on this context (CLINFORMER_KERNELS still
+ * wins); name NULL lifts the force.  Takes effect at the next forward.
+ * Errors: CLF_ENULL_ARGUMENT, CLF_EINVALID_ARGUMENT (an unknown kind or
+ * name; the message lists the valid ones). */
+CLF_EXTERN int clf_context_force_kernel(clf_context *ctx, const char *kind,
+                                        const char *name);
+
+/* The stored and timed choices the context knows for its device (the
+ * store is read at the first call): *count of them, and entry `index`
+ * copied to *out.  Errors: CLF_ENULL_ARGUMENT, CLF_EINVALID_ARGUMENT
+ * (index past the count). */
+CLF_EXTERN int clf_context_kernel_choice_count(clf_context *ctx,
+                                               size_t *count);
+CLF_EXTERN int clf_context_kernel_choice(clf_context *ctx, size_t index,
+                                         clf_kernel_choice *out);
+
+/* The choice each kind took at the context's last plan and where it came
+ * from, e.g. "softmax: vector (stored r2048.c256); gemm: blocked (timed
+ * m1024.n512.k512: clblast 14.10 ms, blocked 4.20 ms); attend: fused
+ * (forced)", "not chosen yet" before the first plan needing it.  Owned by
+ * the context; valid until the next call. */
 CLF_EXTERN const char *clf_context_kernel_choices(clf_context *ctx);
 
 /* The build log of the last failed kernel build on this context, or "" when
@@ -387,9 +434,9 @@ CLF_EXTERN int clf_attention_forward(clf_attention *att, const float *x,
 /* Forward between caller buffers of the same cl_context, offsets counted in
  * floats.  Only enqueues (on the context's in-order queue); nothing is read
  * back to the host.  Call clf_context_finish() or wait on the queue before
- * reading y.  x and y may alias.  Once per context, the first forward that
- * needs a kernel choice (clf_context_kernel_choices) times the candidates
- * on buffers of its own before enqueueing, which waits for the queue.
+ * reading y.  x and y may alias.  A forward whose shape needs a kernel
+ * choice neither forced nor stored (clf_context_kernel_choices) first times
+ * the candidates on buffers of its own, which waits for the queue.
  * Errors as clf_attention_forward, plus CLF_EWRONG_CONTEXT and
  * CLF_EBUFFER_TOO_SMALL. */
 CLF_EXTERN int clf_attention_forward_cl(clf_attention *att, cl_mem x,

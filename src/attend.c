@@ -2,6 +2,9 @@
  * in one kernel (scores, softmax, weighted sum). */
 #include "internal.h"
 
+#include <stdio.h>
+#include <string.h>
+
 size_t
 clf__attend_slots(size_t L)
 {
@@ -15,9 +18,9 @@ clf__attend_rows(size_t n)
     return (n + CLF_ATTEND_ROWS - 1) / CLF_ATTEND_ROWS * CLF_ATTEND_ROWS;
 }
 
-int
-clf__attend(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
-            cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem s, cl_mem o)
+static int
+attend_unlocked(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
+                cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem s, cl_mem o)
 {
     const size_t lp = clf__attend_slots(sh->L);
     const size_t hc = sh->kv_per_head ? sh->heads : 1;
@@ -64,26 +67,53 @@ clf__attend(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
     return clf__enqueue3(ctx, CLF_K_ATTEND, g, 1, "fused attention");
 }
 
-/* Steps 3 to 5 of a forward the other way: batched GEMM, row softmax,
- * batched GEMM (what attention.c does when the fused kernel is not used). */
-static int
-gemm_path(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
-          cl_mem kbar, cl_mem vbar, cl_mem s, cl_mem o)
+/* Kernel arguments are shared by the context's threads: set and enqueue
+ * under its lock. */
+int
+clf__attend(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
+            cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem s, cl_mem o)
 {
-    const size_t n = sh->n, L = sh->L, dh = sh->dh, h = sh->heads;
-    const size_t width = (sh->kv_per_head ? h : 1) * dh;
-    const size_t kv = sh->kv_per_head ? dh : 0;
+    int rc;
 
-    CLF_TRY(clf__gemm_batched(ctx, 0, 1, n, L, dh, sh->scale, q, 0, sh->dq,
-                              dh, kbar, 0, width, kv, 0.0f, s, 0, L, n * L,
-                              h));
-    CLF_TRY(clf__softmax_rows(ctx, s, 0, h * n, L));
-    return clf__gemm_batched(ctx, 0, 0, n, dh, L, 1.0f, s, 0, L, n * L, vbar,
-                             0, width, kv, 0.0f, o, 0, sh->dq, dh, h);
+    clf__lock(ctx);
+    rc = attend_unlocked(ctx, sh, q, kbar, vbar, kt, s, o);
+    clf__unlock(ctx);
+    return rc;
+}
+
+int
+clf__attend_scores(clf_context *ctx, const struct clf__attend_shape *sh,
+                   size_t b, size_t r0, size_t rows, cl_mem q, cl_mem kbar,
+                   cl_mem s, size_t s_off, size_t ld)
+{
+    const size_t hc = sh->kv_per_head ? sh->heads : 1;
+    const size_t width = hc * sh->dh, L = sh->L;
+
+    return clf__gemm_batched(ctx, 0, 1, rows, L, sh->dh, sh->scale, q,
+                             (b * sh->n + r0) * sh->dq, sh->dq, sh->dh, kbar,
+                             b * L * width, width,
+                             sh->kv_per_head ? sh->dh : 0, 0.0f, s, s_off,
+                             ld, rows * ld, sh->heads);
+}
+
+int
+clf__attend_weigh(clf_context *ctx, const struct clf__attend_shape *sh,
+                  size_t b, size_t r0, size_t rows, cl_mem s, size_t s_off,
+                  size_t ld, cl_mem vbar, cl_mem o)
+{
+    const size_t hc = sh->kv_per_head ? sh->heads : 1;
+    const size_t width = hc * sh->dh, L = sh->L;
+
+    return clf__gemm_batched(ctx, 0, 0, rows, sh->dh, L, 1.0f, s, s_off, ld,
+                             rows * ld, vbar, b * L * width, width,
+                             sh->kv_per_head ? sh->dh : 0, 0.0f, o,
+                             (b * sh->n + r0) * sh->dq, sh->dq, sh->dh,
+                             sh->heads);
 }
 
 struct attend_timing {
     struct clf__attend_shape sh;
+    int softmax;
     cl_mem m[6]; /* q, kbar, vbar, kt, s, o */
 };
 
@@ -92,45 +122,72 @@ run_attend(clf_context *ctx, int variant, void *user)
 {
     const struct attend_timing *t = user;
     const cl_mem *m = t->m;
+    const size_t n = t->sh.n, L = t->sh.L;
 
-    if (variant == CLF_ATTEND_GEMM - 1)
-        return gemm_path(ctx, &t->sh, m[0], m[1], m[2], m[4], m[5]);
-    return clf__attend(ctx, &t->sh, m[0], m[1], m[2], m[3], m[4], m[5]);
+    if (variant == CLF_ATTEND_FUSED - 1)
+        return clf__attend(ctx, &t->sh, m[0], m[1], m[2], m[3], m[4], m[5]);
+    CLF_TRY(clf__attend_scores(ctx, &t->sh, 0, 0, n, m[0], m[1], m[4], 0, L));
+    CLF_TRY(clf__softmax_rows_variant(ctx, t->softmax, m[4], 0,
+                                      t->sh.heads * n, L));
+    return clf__attend_weigh(ctx, &t->sh, 0, 0, n, m[4], 0, L, m[2], m[5]);
+}
+
+static int
+time_attend(clf_context *ctx, const char *bucket, struct attend_timing *t,
+            int *variant)
+{
+    const size_t lp = clf__attend_slots(t->sh.L);
+    const size_t hc = t->sh.kv_per_head ? t->sh.heads : 1;
+    const size_t sizes[6] = {t->sh.n * t->sh.dq,
+                             t->sh.L * hc * t->sh.dh,
+                             t->sh.L * hc * t->sh.dh,
+                             hc * t->sh.dh * lp,
+                             t->sh.heads * clf__attend_rows(t->sh.n) * lp,
+                             t->sh.n * t->sh.dq};
+    double ms[CLF_MAX_CANDIDATES] = {0};
+    int rc = 0, best = -1, i;
+
+    for (i = 0; i < 6 && rc == 0; i++)
+        t->m[i] = clf__timing_buffer(ctx, sizes[i], (unsigned)i, &rc);
+    if (rc == 0)
+        best = clf__time_variants(ctx, 2, run_attend, t, 2, ms);
+    for (i = 0; i < 6; i++)
+        if (t->m[i] != NULL)
+            clReleaseMemObject(t->m[i]);
+    if (rc != 0 || best < 0)
+        return rc != 0 ? rc : best;
+    clf__choice_record(ctx, CLF_KIND_ATTEND, bucket, best, ms);
+    *variant = CLF_ATTEND_GEMM + best;
+    return 0;
 }
 
 int
-clf__attend_choose(clf_context *ctx)
+clf__attend_resolve(clf_context *ctx, const struct clf__attend_shape *sh,
+                    int softmax, int *variant)
 {
-    /* A typical Linformer layer: 1024 queries, k = 256, 8 heads of 64. */
-    struct attend_timing t = {{1, 8, 1024, 64, 512, 256, 1, 0.125f}, {NULL}};
-    const size_t lp = clf__attend_slots(t.sh.L);
-    const size_t sizes[6] = {t.sh.n * t.sh.dq,
-                             t.sh.L * t.sh.dq,
-                             t.sh.L * t.sh.dq,
-                             t.sh.heads * t.sh.dh * lp,
-                             t.sh.heads * clf__attend_rows(t.sh.n) * lp,
-                             t.sh.n * t.sh.dq};
-    static const char *const names[2] = {"gemm", "fused"};
-    int rc = 0, best = 0, i;
+    struct attend_timing t;
+    char bucket[CLF_BUCKET_MAX];
+    int found, best = 0, rc;
 
-    if (ctx->attend_variant != CLF_ATTEND_UNDECIDED)
-        return 0;
-    rc = clf__forced_variant("CLINFORMER_ATTEND", names, 2, &best);
-    if (rc < 0)
-        return rc;
-    if (rc == 1) {
-        ctx->attend_variant = CLF_ATTEND_GEMM + best;
+    if (ctx->attend_variant != CLF_ATTEND_UNDECIDED) {
+        *variant = ctx->attend_variant;
         return 0;
     }
-    for (i = 0; i < 6 && rc == 0; i++)
-        t.m[i] = clf__timing_buffer(ctx, sizes[i], (unsigned)i, &rc);
-    if (rc == 0) {
-        best = clf__time_variants(ctx, 2, run_attend, &t, 2, ctx->attend_ms);
-        if (best >= 0)
-            ctx->attend_variant = CLF_ATTEND_GEMM + best;
-    }
-    for (i = 0; i < 6; i++)
-        if (t.m[i] != NULL)
-            clReleaseMemObject(t.m[i]);
-    return rc != 0 ? rc : best < 0 ? best : 0;
+    snprintf(bucket, sizeof bucket, "n%zu.l%zu.h%zu.d%zu.%s",
+             clf__pow2_bucket(sh->n, (size_t)1 << 20),
+             clf__pow2_bucket(sh->L, (size_t)1 << 20), sh->heads, sh->dh,
+             sh->kv_per_head ? "kvh" : "kv1");
+    memset(&t, 0, sizeof t);
+    t.sh = *sh;
+    t.sh.batch = 1;
+    if (t.sh.n > 4096)
+        t.sh.n = 4096; /* keeps the timing short */
+    t.softmax = softmax;
+    clf__lock(ctx);
+    found = clf__choice_lookup(ctx, CLF_KIND_ATTEND, bucket, &best);
+    if (found == 1)
+        *variant = CLF_ATTEND_GEMM + best;
+    rc = found != 0 ? found : time_attend(ctx, bucket, &t, variant);
+    clf__unlock(ctx);
+    return rc < 0 ? rc : 0;
 }

@@ -2,9 +2,9 @@
  * causal Linformer. */
 #include "internal.h"
 
-int
-clf__causal_scores(clf_context *ctx, const struct clf__causal_shape *sh,
-                   cl_mem s, cl_mem q, cl_mem kp, cl_mem mask)
+static int
+causal_scores_unlocked(clf_context *ctx, const struct clf__causal_shape *sh,
+                       cl_mem s, cl_mem q, cl_mem kp, cl_mem mask)
 {
     cl_kernel k = ctx->kernels[CLF_K_CAUSAL_SCORES];
     cl_uint ld = (cl_uint)(sh->k + sh->block), dq = (cl_uint)sh->dq,
@@ -37,9 +37,23 @@ clf__causal_scores(clf_context *ctx, const struct clf__causal_shape *sh,
                           sh->batch * sh->heads * sh->n);
 }
 
+/* Kernel arguments are shared by the context's threads: set and enqueue
+ * under its lock. */
 int
-clf__causal_apply(clf_context *ctx, const struct clf__causal_shape *sh,
-                  cl_mem o, cl_mem s, cl_mem vp)
+clf__causal_scores(clf_context *ctx, const struct clf__causal_shape *sh,
+                   cl_mem s, cl_mem q, cl_mem kp, cl_mem mask)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = causal_scores_unlocked(ctx, sh, s, q, kp, mask);
+    clf__unlock(ctx);
+    return rc;
+}
+
+static int
+causal_apply_unlocked(clf_context *ctx, const struct clf__causal_shape *sh,
+                      cl_mem o, cl_mem s, cl_mem vp)
 {
     cl_kernel k = ctx->kernels[CLF_K_CAUSAL_APPLY];
     cl_uint dq = (cl_uint)sh->dq, ld = (cl_uint)(sh->k + sh->block),
@@ -63,4 +77,16 @@ clf__causal_apply(clf_context *ctx, const struct clf__causal_shape *sh,
     CLF_SET_ARG(k, 12, kvh);
     return clf__launch_1d(ctx, CLF_K_CAUSAL_APPLY,
                           sh->batch * sh->n * sh->heads * sh->dh);
+}
+
+int
+clf__causal_apply(clf_context *ctx, const struct clf__causal_shape *sh,
+                  cl_mem o, cl_mem s, cl_mem vp)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = causal_apply_unlocked(ctx, sh, o, s, vp);
+    clf__unlock(ctx);
+    return rc;
 }

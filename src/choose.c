@@ -1,11 +1,40 @@
-/* Choosing between kernels that compute the same thing by timing them on
- * the context's device: the softmax variants, the GEMM (CLBlast or the
- * blocked kernel), attention over the slots (GEMM path or fused). */
+/* Choosing between kernels that compute the same thing: the softmax
+ * variants, who runs the GEMMs (CLBlast or the blocked kernel) and how
+ * attention over the slots runs (GEMM path or fused).  One mechanism for
+ * all three: a table of choices and their candidates; a winner per choice
+ * and shape bucket, taken from a forced name (clf_context_force_kernel or
+ * CLINFORMER_KERNELS), else from the device's store in the cache
+ * directory, else timed now and stored, so that a later process on the
+ * same device and driver runs the same kernels without timing.  The store
+ * is a small text file read as hostile input and replaced atomically. */
 #include "internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+#define STORE_MAGIC "clinformer kernel choices 1"
+#define STORE_MAX_BYTES 65536
+#define STORE_MAX_ENTRIES 256
+
+static const char *const softmax_names[] = {"scalar", "vector", "group"};
+static const char *const gemm_names[] = {"clblast", "blocked"};
+static const char *const attend_names[] = {"gemm", "fused"};
+
+static const struct {
+    const char *kind;
+    const char *const *names;
+    int count;
+} table[CLF_KIND_COUNT] = {
+    {"softmax", softmax_names, 3},
+    {"gemm", gemm_names, 2},
+    {"attend", attend_names, 2},
+};
 
 double
 clf__now_s(void)
@@ -15,23 +44,497 @@ clf__now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int
-clf__forced_variant(const char *var, const char *const *names, int count,
-                    int *variant)
+const char *
+clf__choice_kind_name(int kind)
 {
-    const char *v = getenv(var);
+    return kind >= 0 && kind < CLF_KIND_COUNT ? table[kind].kind : "?";
+}
+
+const char *
+clf__choice_name(int kind, int candidate)
+{
+    if (kind < 0 || kind >= CLF_KIND_COUNT || candidate < 0 ||
+        candidate >= table[kind].count)
+        return "?";
+    return table[kind].names[candidate];
+}
+
+int
+clf__choice_count(int kind)
+{
+    return kind >= 0 && kind < CLF_KIND_COUNT ? table[kind].count : 0;
+}
+
+/* The kind called `name` (len bytes), or -1. */
+static int
+kind_of(const char *name, size_t len)
+{
     int i;
 
-    if (v == NULL || *v == '\0')
-        return 0;
-    for (i = 0; i < count; i++)
-        if (strcmp(v, names[i]) == 0) {
-            *variant = i;
-            return 1;
-        }
-    return clf__fail(CLF_EINVALID_ARGUMENT, "%s is \"%s\"; expected %s or %s",
-                     var, v, names[0], names[count - 1]);
+    for (i = 0; i < CLF_KIND_COUNT; i++)
+        if (strlen(table[i].kind) == len &&
+            strncmp(table[i].kind, name, len) == 0)
+            return i;
+    return -1;
 }
+
+static int
+candidate_of(int kind, const char *name, size_t len)
+{
+    int i;
+
+    for (i = 0; i < table[kind].count; i++)
+        if (strlen(table[kind].names[i]) == len &&
+            strncmp(table[kind].names[i], name, len) == 0)
+            return i;
+    return -1;
+}
+
+/* "a, b or c" of the kinds (kind < 0) or of one kind's candidates. */
+static void
+list_names(char *buf, size_t cap, int kind)
+{
+    int count = kind < 0 ? CLF_KIND_COUNT : table[kind].count, i;
+    size_t len = 0;
+
+    buf[0] = '\0';
+    for (i = 0; i < count && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s",
+                                i == 0           ? ""
+                                : i == count - 1 ? " or "
+                                                 : ", ",
+                                kind < 0 ? table[i].kind
+                                         : table[kind].names[i]);
+}
+
+/* Parses kind=name for `what` (a variable's name, for messages); stores
+ * the kind and candidate. */
+static int
+parse_pair(const char *what, const char *s, size_t len, int *kind,
+           int *candidate)
+{
+    const char *eq = memchr(s, '=', len);
+    char valid[128];
+
+    *kind = eq != NULL ? kind_of(s, (size_t)(eq - s)) : -1;
+    if (*kind < 0) {
+        list_names(valid, sizeof valid, -1);
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "%s: \"%.*s\" names no kernel choice; expected "
+                         "KIND=NAME with KIND %s",
+                         what, (int)(len > 64 ? 64 : len), s, valid);
+    }
+    *candidate = candidate_of(*kind, eq + 1, len - (size_t)(eq + 1 - s));
+    if (*candidate < 0) {
+        list_names(valid, sizeof valid, *kind);
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "%s: \"%.*s\" is no %s kernel; expected %s", what,
+                         (int)(len > 64 ? 64 : len), s, table[*kind].kind,
+                         valid);
+    }
+    return 0;
+}
+
+/* CLINFORMER_KERNELS=kind=name,...: the candidate forced for `kind`, or -1.
+ * Every entry is checked, so a typo fails whatever kind is looked up. */
+static int
+env_forced(int kind, int *candidate)
+{
+    const char *v = getenv("CLINFORMER_KERNELS");
+    const char *s, *end;
+    int k, c;
+
+    *candidate = -1;
+    if (v == NULL)
+        return 0;
+    for (s = v; *s != '\0'; s = *end ? end + 1 : end) {
+        end = strchr(s, ',');
+        if (end == NULL)
+            end = s + strlen(s);
+        if (end == s)
+            continue;
+        CLF_TRY(parse_pair("CLINFORMER_KERNELS", s, (size_t)(end - s), &k,
+                           &c));
+        if (k == kind)
+            *candidate = c;
+    }
+    return 0;
+}
+
+int
+clf__choice_env_check(void)
+{
+    int c;
+
+    return env_forced(0, &c);
+}
+
+CLF_EXTERN int
+clf_context_force_kernel(clf_context *ctx, const char *kind, const char *name)
+{
+    char pair[96];
+    int k, c, n;
+
+    if (ctx == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
+    if (kind == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "kind is NULL");
+    n = snprintf(pair, sizeof pair, "%s=%s", kind, name ? name : "");
+    if (n < 0 || (size_t)n >= sizeof pair)
+        return clf__fail(CLF_EINVALID_ARGUMENT, "kind or name is too long");
+    if (name == NULL) {
+        k = kind_of(kind, strlen(kind));
+        if (k < 0)
+            return parse_pair("kind", pair, (size_t)n, &k, &c);
+        clf__lock(ctx);
+        ctx->forced[k] = -1;
+        clf__unlock(ctx);
+        return 0;
+    }
+    CLF_TRY(parse_pair("kind=name", pair, (size_t)n, &k, &c));
+    clf__lock(ctx);
+    ctx->forced[k] = c;
+    clf__unlock(ctx);
+    return 0;
+}
+
+/* ---------------------------------------------------------- the store */
+
+/* The store's path for ctx's device, and the key line that must match;
+ * path "" when there is no cache directory. */
+static void
+store_path(const clf_context *ctx, char *path, size_t cap, char *key,
+           size_t key_cap)
+{
+    char dir[1024];
+    uint64_t h;
+
+    snprintf(key, key_cap, "key %s|%s|%s|%s|%s|clinformer %s",
+             ctx->info.platform, ctx->info.name, ctx->info.vendor,
+             ctx->info.driver, ctx->info.version, CLF_VERSION_STRING);
+    /* Control characters would break the line format. */
+    for (h = 0; key[h] != '\0'; h++)
+        if ((unsigned char)key[h] < 0x20 || key[h] == 0x7f)
+            key[h] = '?';
+    h = clf__hash64(key, strlen(key), 0x636c66636866ULL);
+    clf__cache_dir(dir, sizeof dir);
+    path[0] = '\0';
+    if (dir[0] != '\0' &&
+        snprintf(path, cap, "%s/choices-%016llx.txt", dir,
+                 (unsigned long long)h) >= (int)cap)
+        path[0] = '\0';
+}
+
+static struct clf__choice_entry *
+find_entry(clf_context *ctx, int kind, const char *bucket)
+{
+    size_t i;
+
+    for (i = 0; i < ctx->nchoices; i++)
+        if (ctx->choice_list[i].kind == kind &&
+            strcmp(ctx->choice_list[i].bucket, bucket) == 0)
+            return &ctx->choice_list[i];
+    return NULL;
+}
+
+static struct clf__choice_entry *
+add_entry(clf_context *ctx, int kind, const char *bucket, int winner,
+          clf_choice_source source)
+{
+    struct clf__choice_entry *e = find_entry(ctx, kind, bucket);
+
+    if (e == NULL) {
+        if (ctx->nchoices == ctx->choice_cap) {
+            size_t cap = ctx->choice_cap ? 2 * ctx->choice_cap : 8;
+            struct clf__choice_entry *l;
+            if (cap > STORE_MAX_ENTRIES)
+                return NULL;
+            l = realloc(ctx->choice_list, cap * sizeof *l);
+            if (l == NULL)
+                return NULL;
+            ctx->choice_list = l;
+            ctx->choice_cap = cap;
+        }
+        e = &ctx->choice_list[ctx->nchoices++];
+        memset(e, 0, sizeof *e);
+        e->kind = kind;
+        snprintf(e->bucket, sizeof e->bucket, "%s", bucket);
+    }
+    e->winner = winner;
+    e->source = source;
+    return e;
+}
+
+/* A bucket is 1 to CLF_BUCKET_MAX-1 of [a-z0-9.]. */
+static int
+bucket_ok(const char *b)
+{
+    size_t i;
+
+    for (i = 0; b[i] != '\0'; i++)
+        if (!((b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') ||
+              b[i] == '.'))
+            return 0;
+    return i > 0 && i < CLF_BUCKET_MAX;
+}
+
+/* One "kind bucket name" line; anything else is ignored. */
+static void
+parse_line(clf_context *ctx, char *line)
+{
+    char *kind = strtok(line, " "), *bucket = strtok(NULL, " ");
+    char *name = strtok(NULL, " ");
+    int k, c;
+
+    if (kind == NULL || bucket == NULL || name == NULL ||
+        strtok(NULL, " ") != NULL || !bucket_ok(bucket))
+        return;
+    k = kind_of(kind, strlen(kind));
+    if (k < 0 || (c = candidate_of(k, name, strlen(name))) < 0)
+        return;
+    if (find_entry(ctx, k, bucket) == NULL)
+        add_entry(ctx, k, bucket, c, CLF_SOURCE_STORED);
+}
+
+/* Reads at most STORE_MAX_BYTES of a regular file, not following a link;
+ * returns a NUL-terminated malloc'd text or NULL. */
+static char *
+read_small(const char *path)
+{
+    struct stat st;
+    char *buf;
+    ssize_t got;
+    size_t len = 0;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW);
+
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_size > STORE_MAX_BYTES ||
+        (buf = malloc(STORE_MAX_BYTES + 1)) == NULL) {
+        close(fd);
+        return NULL;
+    }
+    while (len <= STORE_MAX_BYTES &&
+           (got = read(fd, buf + len, STORE_MAX_BYTES + 1 - len)) > 0)
+        len += (size_t)got;
+    close(fd);
+    if (len > STORE_MAX_BYTES) {
+        free(buf);
+        return NULL;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+/* Merges the stored entries of the device into ctx (entries ctx already
+ * has win); a store of another device, version or format is ignored. */
+static void
+store_load(clf_context *ctx)
+{
+    char path[1100], key[1200], *text, *line, *next;
+    size_t klen;
+
+    store_path(ctx, path, sizeof path, key, sizeof key);
+    if (path[0] == '\0' || (text = read_small(path)) == NULL)
+        return;
+    klen = strlen(key);
+    if (strncmp(text, STORE_MAGIC "\n", sizeof STORE_MAGIC) == 0 &&
+        strncmp(text + sizeof STORE_MAGIC, key, klen) == 0 &&
+        text[sizeof STORE_MAGIC + klen] == '\n') {
+        for (line = text + sizeof STORE_MAGIC + klen + 1; *line; line = next) {
+            next = strchr(line, '\n');
+            if (next == NULL)
+                break; /* an unfinished last line */
+            *next++ = '\0';
+            parse_line(ctx, line);
+        }
+    }
+    free(text);
+}
+
+static int
+write_all(int fd, const char *s, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = write(fd, s, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        s += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* The whole store as text, NULL when out of memory. */
+static char *
+store_text(const clf_context *ctx, const char *key)
+{
+    size_t cap = sizeof STORE_MAGIC + strlen(key) + 2 +
+                 ctx->nchoices * (CLF_BUCKET_MAX + 40);
+    char *buf = malloc(cap);
+    size_t len, i;
+
+    if (buf == NULL)
+        return NULL;
+    len = (size_t)snprintf(buf, cap, "%s\n%s\n", STORE_MAGIC, key);
+    for (i = 0; i < ctx->nchoices && len < cap; i++) {
+        const struct clf__choice_entry *e = &ctx->choice_list[i];
+        len += (size_t)snprintf(buf + len, cap - len, "%s %s %s\n",
+                                table[e->kind].kind, e->bucket,
+                                table[e->kind].names[e->winner]);
+    }
+    return buf;
+}
+
+/* Replaces the store with ctx's entries (after merging what another
+ * process stored meanwhile): a new file in the same directory, created
+ * exclusively, synced, then renamed over the old.  Best effort: a store
+ * that cannot be written only means timing again next time. */
+static void
+store_save(clf_context *ctx)
+{
+    static unsigned counter;
+    char path[1100], tmp[1200], key[1200], dir[1024], *text;
+    int fd, ok;
+
+    store_path(ctx, path, sizeof path, key, sizeof key);
+    if (path[0] == '\0')
+        return;
+    store_load(ctx);
+    clf__cache_dir(dir, sizeof dir);
+    if (clf__mkdir_p(dir) != 0 || (text = store_text(ctx, key)) == NULL)
+        return;
+    snprintf(tmp, sizeof tmp, "%s.%ld.%u.tmp", path, (long)getpid(),
+             __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+        ok = write_all(fd, text, strlen(text)) == 0 && fsync(fd) == 0;
+        ok = close(fd) == 0 && ok;
+        if (!ok || rename(tmp, path) != 0)
+            unlink(tmp);
+    }
+    free(text);
+}
+
+static void
+store_ensure_loaded(clf_context *ctx)
+{
+    if (!ctx->choices_loaded) {
+        ctx->choices_loaded = 1;
+        store_load(ctx);
+    }
+}
+
+/* ------------------------------------------------------- resolution */
+
+int
+clf__choice_lookup(clf_context *ctx, int kind, const char *bucket,
+                   int *winner)
+{
+    struct clf__choice_entry *e;
+    int c;
+
+    CLF_TRY(env_forced(kind, &c));
+    if (c < 0)
+        c = ctx->forced[kind];
+    if (c >= 0) {
+        *winner = c;
+        ctx->last[kind] = c;
+        ctx->last_source[kind] = CLF_SOURCE_FORCED;
+        ctx->last_bucket[kind][0] = '\0';
+        return 1;
+    }
+    store_ensure_loaded(ctx);
+    e = find_entry(ctx, kind, bucket);
+    if (e == NULL)
+        return 0;
+    *winner = e->winner;
+    ctx->last[kind] = e->winner;
+    ctx->last_source[kind] = e->source;
+    snprintf(ctx->last_bucket[kind], CLF_BUCKET_MAX, "%s", bucket);
+    return 1;
+}
+
+void
+clf__choice_record(clf_context *ctx, int kind, const char *bucket,
+                   int winner, const double *ms)
+{
+    struct clf__choice_entry *e =
+        add_entry(ctx, kind, bucket, winner, CLF_SOURCE_TIMED);
+    int i;
+
+    ctx->last[kind] = winner;
+    ctx->last_source[kind] = CLF_SOURCE_TIMED;
+    snprintf(ctx->last_bucket[kind], CLF_BUCKET_MAX, "%s", bucket);
+    for (i = 0; i < table[kind].count && i < CLF_MAX_CANDIDATES; i++)
+        ctx->last_ms[kind][i] = ms[i];
+    if (e == NULL)
+        return;
+    for (i = 0; i < table[kind].count && i < CLF_MAX_CANDIDATES; i++)
+        e->ms[i] = ms[i];
+    store_save(ctx);
+}
+
+size_t
+clf__pow2_bucket(size_t x, size_t cap)
+{
+    size_t b = 1;
+
+    while (b < x && b < cap)
+        b *= 2;
+    return b;
+}
+
+CLF_EXTERN int
+clf_context_kernel_choice_count(clf_context *ctx, size_t *count)
+{
+    if (ctx == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
+    if (count == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "count is NULL");
+    clf__lock(ctx);
+    store_ensure_loaded(ctx);
+    *count = ctx->nchoices;
+    clf__unlock(ctx);
+    return 0;
+}
+
+CLF_EXTERN int
+clf_context_kernel_choice(clf_context *ctx, size_t index,
+                          clf_kernel_choice *out)
+{
+    const struct clf__choice_entry *e;
+    int i;
+
+    if (ctx == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
+    if (out == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "out is NULL");
+    clf__lock(ctx);
+    store_ensure_loaded(ctx);
+    if (index >= ctx->nchoices) {
+        size_t n = ctx->nchoices;
+        clf__unlock(ctx);
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "index %zu is past the %zu kernel choices", index,
+                         n);
+    }
+    e = &ctx->choice_list[index];
+    memset(out, 0, sizeof *out);
+    out->kind = table[e->kind].kind;
+    out->name = table[e->kind].names[e->winner];
+    snprintf(out->bucket, sizeof out->bucket, "%s", e->bucket);
+    out->source = e->source;
+    for (i = 0; i < CLF_MAX_CANDIDATES; i++)
+        out->ms[i] = e->ms[i];
+    clf__unlock(ctx);
+    return 0;
+}
+
+/* ----------------------------------------------------------- timing */
 
 cl_mem
 clf__timing_buffer(clf_context *ctx, size_t floats, unsigned seed, int *rc)

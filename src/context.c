@@ -165,15 +165,41 @@ static clf_context *
 context_alloc(void)
 {
     clf_context *ctx = calloc(1, sizeof *ctx);
+    pthread_mutexattr_t attr;
+    int i, ok;
 
-    if (ctx != NULL) {
-        ctx->build_log = calloc(1, 1);
-        if (ctx->build_log == NULL) {
-            free(ctx);
-            return NULL;
-        }
+    if (ctx == NULL)
+        return NULL;
+    ctx->build_log = calloc(1, 1);
+    /* Recursive: a forward holds the lock across its stages, and each
+     * stage takes it again for its own kernel arguments. */
+    ok = ctx->build_log != NULL && pthread_mutexattr_init(&attr) == 0;
+    if (ok) {
+        ok = pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) == 0 &&
+             pthread_mutex_init(&ctx->lock, &attr) == 0;
+        pthread_mutexattr_destroy(&attr);
     }
+    if (!ok) {
+        free(ctx->build_log);
+        free(ctx);
+        return NULL;
+    }
+    ctx->has_lock = 1;
+    for (i = 0; i < CLF_KIND_COUNT; i++)
+        ctx->forced[i] = ctx->last[i] = -1;
     return ctx;
+}
+
+void
+clf__lock(clf_context *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+}
+
+void
+clf__unlock(clf_context *ctx)
+{
+    pthread_mutex_unlock(&ctx->lock);
 }
 
 CLF_EXTERN int
@@ -352,6 +378,9 @@ clf_context_destroy(clf_context *ctx)
     if (ctx->context != NULL)
         clReleaseContext(ctx->context);
     free(ctx->build_log);
+    free(ctx->choice_list);
+    if (ctx->has_lock)
+        pthread_mutex_destroy(&ctx->lock);
     free(ctx);
 }
 
@@ -426,36 +455,41 @@ clf_context_finish(clf_context *ctx)
     return 0;
 }
 
-/* One choice for clf_context_kernel_choices: "name (a 1.2 ms, b 3.4 ms)";
- * a time of 0 for the chosen one means the choice was forced, a negative
- * one that the variant failed. */
+/* One kind for clf_context_kernel_choices: "gemm: blocked (timed
+ * m1024.n512.k512: clblast 1.20 ms, blocked 0.80 ms)". */
 static void
-describe(char *buf, size_t cap, const char *what, int chosen,
-         const char *const *names, const double *ms, int count)
+describe(char *buf, size_t cap, const clf_context *ctx, int kind)
 {
+    static const char *const sources[] = {"not chosen yet", "stored",
+                                          "timed", "forced"};
     size_t len = strlen(buf);
-    int i;
+    int i, c = ctx->last[kind];
 
     if (len >= cap)
         return;
-    if (chosen < 0) {
-        snprintf(buf + len, cap - len, "%s%s: not chosen yet", len ? "; " : "",
-                 what);
+    len += (size_t)snprintf(buf + len, cap - len, "%s%s: ", len ? "; " : "",
+                            clf__choice_kind_name(kind));
+    if (c < 0 || len >= cap) {
+        if (len < cap)
+            snprintf(buf + len, cap - len, "not chosen yet");
         return;
     }
-    if (ms[chosen] <= 0.0) {
-        snprintf(buf + len, cap - len, "%s%s: %s (forced)", len ? "; " : "",
-                 what, names[chosen]);
-        return;
-    }
-    len += (size_t)snprintf(buf + len, cap - len, "%s%s: %s (",
-                            len ? "; " : "", what, names[chosen]);
-    for (i = 0; i < count && len < cap; i++)
-        len += ms[i] < 0.0
+    len += (size_t)snprintf(buf + len, cap - len, "%s (%s%s%s",
+                            clf__choice_name(kind, c),
+                            sources[ctx->last_source[kind]],
+                            ctx->last_bucket[kind][0] ? " " : "",
+                            ctx->last_bucket[kind]);
+    for (i = 0; ctx->last_source[kind] == CLF_SOURCE_TIMED &&
+                i < clf__choice_count(kind) && len < cap;
+         i++)
+        len += ctx->last_ms[kind][i] < 0.0
                    ? (size_t)snprintf(buf + len, cap - len, "%s%s failed",
-                                      i ? ", " : "", names[i])
+                                      i ? ", " : ": ",
+                                      clf__choice_name(kind, i))
                    : (size_t)snprintf(buf + len, cap - len, "%s%s %.2f ms",
-                                      i ? ", " : "", names[i], ms[i]);
+                                      i ? ", " : ": ",
+                                      clf__choice_name(kind, i),
+                                      ctx->last_ms[kind][i]);
     if (len < cap)
         snprintf(buf + len, cap - len, ")");
 }
@@ -463,19 +497,14 @@ describe(char *buf, size_t cap, const char *what, int chosen,
 CLF_EXTERN const char *
 clf_context_kernel_choices(clf_context *ctx)
 {
-    static const char *const softmax[] = {"scalar", "vector", "group"};
-    static const char *const gemm[] = {"CLBlast", "blocked"};
-    static const char *const attend[] = {"GEMM path", "fused"};
+    int k;
 
     if (ctx == NULL)
         return "";
+    clf__lock(ctx);
     ctx->choices[0] = '\0';
-    describe(ctx->choices, sizeof ctx->choices, "softmax",
-             ctx->program != NULL ? ctx->softmax_variant : -1, softmax,
-             ctx->softmax_ms, CLF_SOFTMAX_VARIANTS);
-    describe(ctx->choices, sizeof ctx->choices, "GEMM",
-             ctx->gemm_variant - 1, gemm, ctx->gemm_ms, 2);
-    describe(ctx->choices, sizeof ctx->choices, "attention",
-             ctx->attend_variant - 1, attend, ctx->attend_ms, 2);
+    for (k = 0; k < CLF_KIND_COUNT; k++)
+        describe(ctx->choices, sizeof ctx->choices, ctx, k);
+    clf__unlock(ctx);
     return ctx->choices;
 }

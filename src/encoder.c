@@ -2,10 +2,10 @@
  * embeddings. */
 #include "internal.h"
 
-int
-clf__layernorm(clf_context *ctx, cl_mem x, size_t x_off, cl_mem y,
-               size_t y_off, size_t rows, size_t cols, cl_mem gamma,
-               cl_mem beta, float eps)
+static int
+layernorm_unlocked(clf_context *ctx, cl_mem x, size_t x_off, cl_mem y,
+                   size_t y_off, size_t rows, size_t cols, cl_mem gamma,
+                   cl_mem beta, float eps)
 {
     cl_kernel k = ctx->kernels[CLF_K_LAYERNORM];
     cl_ulong xo = x_off, yo = y_off;
@@ -24,8 +24,24 @@ clf__layernorm(clf_context *ctx, cl_mem x, size_t x_off, cl_mem y,
     return clf__launch_1d(ctx, CLF_K_LAYERNORM, rows);
 }
 
+/* Kernel arguments are shared by the context's threads: set and enqueue
+ * under its lock. */
 int
-clf__gelu(clf_context *ctx, cl_mem y, size_t off, size_t count)
+clf__layernorm(clf_context *ctx, cl_mem x, size_t x_off, cl_mem y,
+               size_t y_off, size_t rows, size_t cols, cl_mem gamma,
+               cl_mem beta, float eps)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = layernorm_unlocked(ctx, x, x_off, y, y_off, rows, cols, gamma, beta,
+                            eps);
+    clf__unlock(ctx);
+    return rc;
+}
+
+static int
+gelu_unlocked(clf_context *ctx, cl_mem y, size_t off, size_t count)
 {
     cl_kernel k = ctx->kernels[CLF_K_GELU];
     cl_ulong o = off, c = count;
@@ -37,8 +53,19 @@ clf__gelu(clf_context *ctx, cl_mem y, size_t off, size_t count)
 }
 
 int
-clf__residual_add(clf_context *ctx, cl_mem y, size_t y_off, cl_mem x,
-                  size_t x_off, size_t count)
+clf__gelu(clf_context *ctx, cl_mem y, size_t off, size_t count)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = gelu_unlocked(ctx, y, off, count);
+    clf__unlock(ctx);
+    return rc;
+}
+
+static int
+residual_add_unlocked(clf_context *ctx, cl_mem y, size_t y_off, cl_mem x,
+                      size_t x_off, size_t count)
 {
     cl_kernel k = ctx->kernels[CLF_K_ADD];
     cl_ulong yo = y_off, xo = x_off, c = count;
@@ -52,8 +79,20 @@ clf__residual_add(clf_context *ctx, cl_mem y, size_t y_off, cl_mem x,
 }
 
 int
-clf__embed(clf_context *ctx, cl_mem ids, size_t rows, size_t n, size_t dim,
-           cl_mem tokens, cl_mem positions, cl_mem out)
+clf__residual_add(clf_context *ctx, cl_mem y, size_t y_off, cl_mem x,
+                  size_t x_off, size_t count)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = residual_add_unlocked(ctx, y, y_off, x, x_off, count);
+    clf__unlock(ctx);
+    return rc;
+}
+
+static int
+embed_unlocked(clf_context *ctx, cl_mem ids, size_t rows, size_t n, size_t dim,
+               cl_mem tokens, cl_mem positions, cl_mem out)
 {
     cl_kernel k = ctx->kernels[CLF_K_EMBED];
     cl_uint r = (cl_uint)rows, nn = (cl_uint)n, d = (cl_uint)dim;
@@ -66,4 +105,16 @@ clf__embed(clf_context *ctx, cl_mem ids, size_t rows, size_t n, size_t dim,
     CLF_SET_ARG(k, 5, positions);
     CLF_SET_ARG(k, 6, out);
     return clf__launch_1d(ctx, CLF_K_EMBED, rows * dim);
+}
+
+int
+clf__embed(clf_context *ctx, cl_mem ids, size_t rows, size_t n, size_t dim,
+           cl_mem tokens, cl_mem positions, cl_mem out)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = embed_unlocked(ctx, ids, rows, n, dim, tokens, positions, out);
+    clf__unlock(ctx);
+    return rc;
 }

@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include <clblast_c.h>
+#include <stdio.h>
 
 static CLBlastTranspose
 tr(int t)
@@ -64,10 +65,10 @@ clf__enqueue3(clf_context *ctx, enum clf__kernel_id id, size_t g[3],
     return 0;
 }
 
-int
-clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
-               size_t cols, size_t ld, size_t stride, size_t batch,
-               cl_mem dst)
+static int
+transpose_unlocked(clf_context *ctx, cl_mem src, size_t off, size_t rows,
+                   size_t cols, size_t ld, size_t stride, size_t batch,
+                   cl_mem dst)
 {
     cl_kernel k = ctx->kernels[CLF_K_TRANSPOSE];
     cl_ulong o = off, s = stride;
@@ -90,11 +91,24 @@ clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
 }
 
 int
-clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
-             cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
-             size_t b_off, size_t ldb, size_t b_stride, int accumulate,
-             cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
-             size_t batch, cl_mem bias, int gelu)
+clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
+               size_t cols, size_t ld, size_t stride, size_t batch,
+               cl_mem dst)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = transpose_unlocked(ctx, src, off, rows, cols, ld, stride, batch, dst);
+    clf__unlock(ctx);
+    return rc;
+}
+
+static int
+gemm_nn_unlocked(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
+                 cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
+                 size_t b_off, size_t ldb, size_t b_stride, int accumulate,
+                 cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
+                 size_t batch, cl_mem bias, int gelu)
 {
     cl_kernel kk = ctx->kernels[CLF_K_GEMM_NN];
     cl_uint has_bias = bias != NULL, act = gelu != 0;
@@ -133,6 +147,23 @@ clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
     g[1] = n / 64 + (n % 64) / 16;
     g[2] = batch;
     return clf__enqueue3(ctx, CLF_K_GEMM_NN, g, 1, "blocked GEMM");
+}
+
+int
+clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
+             cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
+             size_t b_off, size_t ldb, size_t b_stride, int accumulate,
+             cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
+             size_t batch, cl_mem bias, int gelu)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = gemm_nn_unlocked(ctx, m, n, k, alpha, a, a_off, lda, a_stride, b,
+                          b_off, ldb, b_stride, accumulate, c, c_off, ldc,
+                          c_stride, batch, bias, gelu);
+    clf__unlock(ctx);
+    return rc;
 }
 
 /* The blocked kernel takes A untransposed, n a multiple of 16, beta 0 or
@@ -196,6 +227,18 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
 
 /* ------------------------------------------------------------ dispatch */
 
+/* Who runs the GEMMs now: a pinned way, else the last plan's choice, else
+ * CLBlast.  Never timed here: choices are made before enqueueing. */
+static int
+way(const clf_context *ctx)
+{
+    if (ctx->gemm_variant != CLF_GEMM_UNDECIDED)
+        return ctx->gemm_variant;
+    if (ctx->gemm_now != CLF_GEMM_UNDECIDED)
+        return ctx->gemm_now;
+    return CLF_GEMM_CLBLAST;
+}
+
 static int
 clblast_gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
              size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
@@ -224,16 +267,15 @@ clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
                              1);
 }
 
-int
-clf__gemm_ex(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
-             cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
-             size_t ldb, int accumulate, cl_mem c, size_t c_off, size_t ldc,
-             cl_mem bias, int gelu)
+static int
+gemm_ex_unlocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
+                 cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
+                 size_t ldb, int accumulate, cl_mem c, size_t c_off, size_t ldc,
+                 cl_mem bias, int gelu)
 {
     const float beta = accumulate ? 1.0f : 0.0f;
 
-    CLF_TRY(clf__gemm_choose(ctx));
-    if (ctx->gemm_variant == CLF_GEMM_BLOCKED &&
+    if (way(ctx) == CLF_GEMM_BLOCKED &&
         blocked_fits(0, m, n, k, beta, lda, ldb, ldc))
         return blocked(ctx, trans_b, m, n, k, 1.0f, a, a_off, lda, 0, b,
                        b_off, ldb, 0, beta, c, c_off, ldc, 0, 1, bias, gelu);
@@ -249,6 +291,21 @@ clf__gemm_ex(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
 }
 
 int
+clf__gemm_ex(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
+             cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
+             size_t ldb, int accumulate, cl_mem c, size_t c_off, size_t ldc,
+             cl_mem bias, int gelu)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = gemm_ex_unlocked(ctx, trans_b, m, n, k, a, a_off, lda, b, b_off, ldb,
+                          accumulate, c, c_off, ldc, bias, gelu);
+    clf__unlock(ctx);
+    return rc;
+}
+
+int
 clf__gemm_bias(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
                cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
                size_t ldb, cl_mem c, size_t c_off, size_t ldc, cl_mem bias)
@@ -257,17 +314,16 @@ clf__gemm_bias(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
                         0, c, c_off, ldc, bias, 0);
 }
 
-int
-clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
-                  size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
-                  size_t lda, size_t a_stride, cl_mem b, size_t b_off,
-                  size_t ldb, size_t b_stride, float beta, cl_mem c,
-                  size_t c_off, size_t ldc, size_t c_stride, size_t batch)
+static int
+gemm_batched_unlocked(clf_context *ctx, int trans_a, int trans_b, size_t m,
+                      size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
+                      size_t lda, size_t a_stride, cl_mem b, size_t b_off,
+                      size_t ldb, size_t b_stride, float beta, cl_mem c,
+                      size_t c_off, size_t ldc, size_t c_stride, size_t batch)
 {
     CLBlastStatusCode st;
 
-    CLF_TRY(clf__gemm_choose(ctx));
-    if (ctx->gemm_variant == CLF_GEMM_BLOCKED &&
+    if (way(ctx) == CLF_GEMM_BLOCKED &&
         blocked_fits(trans_a, m, n, k, beta, lda, ldb, ldc))
         return blocked(ctx, trans_b, m, n, k, alpha, a, a_off, lda, a_stride,
                        b, b_off, ldb, b_stride, beta, c, c_off, ldc,
@@ -287,54 +343,92 @@ clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
     return 0;
 }
 
+int
+clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
+                  size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
+                  size_t lda, size_t a_stride, cl_mem b, size_t b_off,
+                  size_t ldb, size_t b_stride, float beta, cl_mem c,
+                  size_t c_off, size_t ldc, size_t c_stride, size_t batch)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = gemm_batched_unlocked(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off,
+                               lda, a_stride, b, b_off, ldb, b_stride, beta, c,
+                               c_off, ldc, c_stride, batch);
+    clf__unlock(ctx);
+    return rc;
+}
+
 /* ------------------------------------------------------------- choice */
 
-/* A typical projection: 1024 rows of 512 times a 512 x 512 weight stored as
- * PyTorch does (so the blocked way pays its transpose). */
-#define CHOICE_M 1024
-#define CHOICE_N 512
-#define CHOICE_K 512
+/* The timed shape: the layer's projection, X W^T with W stored as PyTorch
+ * does (so the blocked way pays its transpose). */
+struct gemm_timing {
+    size_t m, n, k;
+    cl_mem mem[3];
+};
 
 static int
 run_gemm(clf_context *ctx, int variant, void *user)
 {
-    const cl_mem *m = user;
-    const size_t M = CHOICE_M, N = CHOICE_N, K = CHOICE_K;
+    const struct gemm_timing *t = user;
+    const cl_mem *m = t->mem;
 
     if (variant == CLF_GEMM_CLBLAST - 1)
-        return clblast_gemm(ctx, 0, 1, M, N, K, 1.0f, m[0], 0, K, m[1], 0, K,
-                            0.0f, m[2], 0, N);
-    return blocked(ctx, 1, M, N, K, 1.0f, m[0], 0, K, 0, m[1], 0, K, 0, 0.0f,
-                   m[2], 0, N, 0, 1, NULL, 0);
+        return clblast_gemm(ctx, 0, 1, t->m, t->n, t->k, 1.0f, m[0], 0, t->k,
+                            m[1], 0, t->k, 0.0f, m[2], 0, t->n);
+    return blocked(ctx, 1, t->m, t->n, t->k, 1.0f, m[0], 0, t->k, 0, m[1], 0,
+                   t->k, 0, 0.0f, m[2], 0, t->n, 0, 1, NULL, 0);
+}
+
+/* Times both ways on the projection m x n x k (m capped so that timing
+ * stays short) and returns the faster as a clf__gemm_variant. */
+static int
+time_gemm(clf_context *ctx, const char *bucket, size_t m, size_t n, size_t k,
+          int *variant)
+{
+    struct gemm_timing t = {m < 2048 ? m : 2048, n, k, {NULL, NULL, NULL}};
+    double ms[CLF_MAX_CANDIDATES] = {0};
+    int rc = 0, best = -1, i;
+
+    t.mem[0] = clf__timing_buffer(ctx, t.m * t.k, 0, &rc);
+    if (rc == 0)
+        t.mem[1] = clf__timing_buffer(ctx, t.n * t.k, 1, &rc);
+    if (rc == 0)
+        t.mem[2] = clf__timing_buffer(ctx, t.m * t.n, 2, &rc);
+    if (rc == 0)
+        best = clf__time_variants(ctx, 2, run_gemm, &t, 2, ms);
+    for (i = 0; i < 3; i++)
+        if (t.mem[i] != NULL)
+            clReleaseMemObject(t.mem[i]);
+    if (rc != 0 || best < 0)
+        return rc != 0 ? rc : best;
+    clf__choice_record(ctx, CLF_KIND_GEMM, bucket, best, ms);
+    *variant = CLF_GEMM_CLBLAST + best;
+    return 0;
 }
 
 int
-clf__gemm_choose(clf_context *ctx)
+clf__gemm_resolve(clf_context *ctx, size_t m, size_t n, size_t k,
+                  int *variant)
 {
-    const size_t sizes[3] = {CHOICE_M * CHOICE_K, CHOICE_N * CHOICE_K,
-                             CHOICE_M * CHOICE_N};
-    static const char *const names[2] = {"clblast", "blocked"};
-    cl_mem m[3] = {NULL, NULL, NULL};
-    int rc = 0, best = 0, i;
+    char bucket[CLF_BUCKET_MAX];
+    int found, best = 0, rc;
 
-    if (ctx->gemm_variant != CLF_GEMM_UNDECIDED)
-        return 0;
-    rc = clf__forced_variant("CLINFORMER_GEMM", names, 2, &best);
-    if (rc < 0)
-        return rc;
-    if (rc == 1) {
-        ctx->gemm_variant = CLF_GEMM_CLBLAST + best;
+    if (ctx->gemm_variant != CLF_GEMM_UNDECIDED) {
+        *variant = ctx->gemm_variant;
         return 0;
     }
-    for (i = 0; i < 3 && rc == 0; i++)
-        m[i] = clf__timing_buffer(ctx, sizes[i], (unsigned)i, &rc);
-    if (rc == 0) {
-        best = clf__time_variants(ctx, 2, run_gemm, m, 2, ctx->gemm_ms);
-        if (best >= 0)
-            ctx->gemm_variant = CLF_GEMM_CLBLAST + best;
-    }
-    for (i = 0; i < 3; i++)
-        if (m[i] != NULL)
-            clReleaseMemObject(m[i]);
-    return rc != 0 ? rc : best < 0 ? best : 0;
+    snprintf(bucket, sizeof bucket, "m%zu.n%zu.k%zu",
+             clf__pow2_bucket(m, (size_t)1 << 20),
+             clf__pow2_bucket(n, (size_t)1 << 20),
+             clf__pow2_bucket(k, (size_t)1 << 20));
+    clf__lock(ctx);
+    found = clf__choice_lookup(ctx, CLF_KIND_GEMM, bucket, &best);
+    if (found == 1)
+        *variant = CLF_GEMM_CLBLAST + best;
+    rc = found != 0 ? found : time_gemm(ctx, bucket, m, n, k, variant);
+    clf__unlock(ctx);
+    return rc < 0 ? rc : 0;
 }

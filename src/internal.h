@@ -4,6 +4,7 @@
 
 #include "clinformer.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
 /* From cl_ext.h (cl_khr_icd); the ICD loader returns it with no platform. */
@@ -35,6 +36,24 @@ enum clf__kernel_id {
     CLF_K_COUNT
 };
 
+/* The kernel choices (choose.c), each with its candidates. */
+enum clf__choice_kind {
+    CLF_KIND_SOFTMAX = 0, /* enum clf__softmax_variant */
+    CLF_KIND_GEMM,        /* enum clf__gemm_variant - 1 */
+    CLF_KIND_ATTEND,      /* enum clf__attend_variant - 1 */
+    CLF_KIND_COUNT
+};
+#define CLF_BUCKET_MAX 48
+#define CLF_MAX_CANDIDATES 4
+
+/* A winner for one kind and shape bucket. */
+struct clf__choice_entry {
+    int kind, winner;
+    char bucket[CLF_BUCKET_MAX];
+    clf_choice_source source;
+    double ms[CLF_MAX_CANDIDATES];
+};
+
 struct clf_context {
     cl_platform_id platform;
     cl_device_id device;
@@ -49,16 +68,27 @@ struct clf_context {
     clf_context_stats stats;
     int profiling; /* the queue has CL_QUEUE_PROFILING_ENABLE */
     char tuned[512]; /* the stored GEMM tuning applied, or "" */
-    int softmax_variant; /* enum clf__softmax_variant, chosen by timing */
-    double softmax_ms[3]; /* what the choice measured, per variant */
-    int attend_variant;   /* enum clf__attend_variant, chosen by timing */
-    double attend_ms[2];  /* what the choice measured: GEMM path, fused */
-    int gemm_variant;     /* enum clf__gemm_variant, chosen by timing */
-    double gemm_ms[2];    /* what the choice measured: CLBlast, blocked */
+    int softmax_variant; /* enum clf__softmax_variant outside a plan */
+    int attend_variant;  /* enum clf__attend_variant pinned (tuning,
+                            tests), else UNDECIDED: the plan's choice */
+    int gemm_variant;    /* enum clf__gemm_variant pinned (tuning, tests),
+                            else UNDECIDED: gemm_now */
+    int gemm_now;        /* the GEMM way of the last plan resolved */
     cl_mem scratch;       /* transposed GEMM operands */
     size_t scratch_cap;   /* floats */
     size_t blocked_calls; /* GEMMs run by the blocked kernel (tests) */
-    char choices[512];    /* clf_context_kernel_choices */
+    /* Kernel choices (choose.c), all under lock. */
+    pthread_mutex_t lock; /* recursive; see clf__lock */
+    int has_lock;         /* lock was initialised */
+    int forced[CLF_KIND_COUNT]; /* clf_context_force_kernel, or -1 */
+    struct clf__choice_entry *choice_list; /* stored and timed winners */
+    size_t nchoices, choice_cap;
+    int choices_loaded; /* the device's store has been read */
+    int last[CLF_KIND_COUNT]; /* the last winner resolved, or -1 */
+    clf_choice_source last_source[CLF_KIND_COUNT];
+    char last_bucket[CLF_KIND_COUNT][CLF_BUCKET_MAX];
+    double last_ms[CLF_KIND_COUNT][CLF_MAX_CANDIDATES];
+    char choices[640];    /* clf_context_kernel_choices */
 };
 
 /* Who runs the GEMMs: undecided until the first one. */
@@ -124,11 +154,28 @@ int clf__tune_apply(clf_context *ctx);
 typedef int (*clf__variant_fn)(clf_context *ctx, int variant, void *user);
 /* Seconds on a monotonic clock. */
 double clf__now_s(void);
-/* Environment variable var set to one of names[0..count-1]: stores its index
- * and returns 1; unset or empty: 0; anything else: CLF_EINVALID_ARGUMENT
- * naming the variable and the names expected (count 2). */
-int clf__forced_variant(const char *var, const char *const *names, int count,
-                        int *variant);
+/* The winner of `kind` for a shape bucket ([a-z0-9.], under
+ * CLF_BUCKET_MAX): forced (clf_context_force_kernel, CLINFORMER_KERNELS)
+ * or stored: sets *winner and returns 1; not known: 0, the caller times
+ * the candidates and calls clf__choice_record, which stores the winner.
+ * CLF_EINVALID_ARGUMENT for a bad CLINFORMER_KERNELS.  Call with ctx
+ * locked. */
+int clf__choice_lookup(clf_context *ctx, int kind, const char *bucket,
+                       int *winner);
+void clf__choice_record(clf_context *ctx, int kind, const char *bucket,
+                        int winner, const double *ms);
+/* Checks CLINFORMER_KERNELS; 0 or CLF_EINVALID_ARGUMENT. */
+int clf__choice_env_check(void);
+const char *clf__choice_kind_name(int kind);
+const char *clf__choice_name(int kind, int candidate);
+int clf__choice_count(int kind);
+/* The smallest power of two >= x, at most cap (a power of two). */
+size_t clf__pow2_bucket(size_t x, size_t cap);
+/* context.c: the context's recursive lock: kernel arguments, the GEMM
+ * scratch buffer and the kernel choices are shared by the threads that
+ * use the context. */
+void clf__lock(clf_context *ctx);
+void clf__unlock(clf_context *ctx);
 cl_mem clf__timing_buffer(clf_context *ctx, size_t floats, unsigned seed,
                           int *rc);
 int clf__time_variants(clf_context *ctx, int count, clf__variant_fn run,
@@ -176,6 +223,11 @@ unsigned long long clf__splitmix64(unsigned long long *state);
     } while (0)
 
 /* mask.c: host side of cl/mask.cl; mask is a batch x n byte buffer. */
+/* The host mask (batch x n bytes, 1 = a real position) from lengths (each
+ * 1..n; CLF_EBAD_SIZE naming the entry otherwise) or, when lengths is
+ * NULL, from key_mask (nonzero = real). */
+int clf__mask_build(unsigned char *mask, size_t batch, size_t n,
+                    const unsigned *lengths, const unsigned char *key_mask);
 int clf__mask_rows(clf_context *ctx, cl_mem src, size_t src_off, cl_mem dst,
                    size_t dst_off, size_t rows, size_t cols, cl_mem mask);
 int clf__masked_rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n,
@@ -223,9 +275,20 @@ size_t clf__attend_rows(size_t n);
 int clf__attend(clf_context *ctx, const struct clf__attend_shape *sh,
                 cl_mem q, cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem s,
                 cl_mem o);
-/* Unless decided: CLINFORMER_ATTEND=gemm|fused, else times both ways on a
- * typical shape (n=1024, k=256, 8 heads of 64) and keeps the faster. */
-int clf__attend_choose(clf_context *ctx);
+/* The GEMM path of the same steps, for sequence b, query rows r0 to
+ * r0 + rows: S = Q_h Kbar_h^T * scale into s at s_off (head h at
+ * s_off + h * rows * ld, rows of stride ld), and O_h = P_h Vbar_h. */
+int clf__attend_scores(clf_context *ctx, const struct clf__attend_shape *sh,
+                       size_t b, size_t r0, size_t rows, cl_mem q,
+                       cl_mem kbar, cl_mem s, size_t s_off, size_t ld);
+int clf__attend_weigh(clf_context *ctx, const struct clf__attend_shape *sh,
+                      size_t b, size_t r0, size_t rows, cl_mem s,
+                      size_t s_off, size_t ld, cl_mem vbar, cl_mem o);
+/* The way (enum clf__attend_variant) for this shape: forced, stored, or
+ * timed now (one sequence, softmax variant `softmax` on the GEMM path) and
+ * stored; bucketed by powers of two of n and L, heads and dh exact. */
+int clf__attend_resolve(clf_context *ctx, const struct clf__attend_shape *sh,
+                        int softmax, int *variant);
 
 /* softmax.c: host side of cl/softmax.cl; rows of `cols` contiguous floats
  * starting at element `off`. */
@@ -233,7 +296,11 @@ int clf__softmax_rows(clf_context *ctx, cl_mem s, size_t off, size_t rows,
                       size_t cols);
 int clf__softmax_rows_variant(clf_context *ctx, int variant, cl_mem s,
                               size_t off, size_t rows, size_t cols);
-/* Times each variant on a typical shape and keeps the fastest. */
+/* The variant for rows x cols scores: forced, stored, or timed now on that
+ * shape and stored (choose.c); bucketed by powers of two of rows and cols. */
+int clf__softmax_resolve(clf_context *ctx, size_t rows, size_t cols,
+                         int *variant);
+/* After a build: clf__softmax_rows runs the scalar variant. */
 int clf__softmax_choose(clf_context *ctx);
 
 /* gemm.c: row-major GEMMs on the context's queue, C = alpha op(A) op(B) +
@@ -276,10 +343,12 @@ int clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
 int clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
                    size_t cols, size_t ld, size_t stride, size_t batch,
                    cl_mem dst);
-/* Unless decided: CLINFORMER_GEMM=clblast|blocked, else times CLBlast and
- * the blocked kernel (with its transpose) on a 1024 x 512 x 512 projection
- * and keeps the faster.  clf__gemm calls it. */
-int clf__gemm_choose(clf_context *ctx);
+/* The GEMM way (enum clf__gemm_variant) for a layer whose projections are
+ * m x n x k: pinned, forced, stored, or timed now on that projection and
+ * stored (choose.c); bucketed by powers of two of m, n and k.  Plans call
+ * it; the GEMMs then run the way of the last plan (gemm_now). */
+int clf__gemm_resolve(clf_context *ctx, size_t m, size_t n, size_t k,
+                      int *variant);
 
 /* attention.c, for tests: the order a Linformer forward of this shape uses. */
 int clf__attention_compress_first(const clf_attention *att, size_t batch,

@@ -784,7 +784,7 @@ prepare(clf_model *m, size_t B, size_t n, size_t out_cols,
         const clf_forward_opts *o)
 {
     const size_t D = m->info.d_model;
-    size_t rows, bytes, fb, ob, i, j;
+    size_t rows, bytes, fb, ob;
 
     if (B == 0 || n == 0)
         return clf__fail(CLF_EBAD_SIZE, "%s is 0", B == 0 ? "batch"
@@ -824,18 +824,7 @@ prepare(clf_model *m, size_t B, size_t n, size_t out_cols,
         if (o->lengths != NULL && o->key_mask != NULL)
             return clf__fail(CLF_EINVALID_ARGUMENT,
                              "give lengths or key_mask, not both");
-        for (i = 0; i < B; i++) {
-            if (o->lengths != NULL &&
-                (o->lengths[i] == 0 || o->lengths[i] > n))
-                return clf__fail(CLF_EBAD_SIZE,
-                                 "lengths[%zu] = %u is outside 1..seq_len "
-                                 "(%zu)",
-                                 i, o->lengths[i], n);
-            for (j = 0; j < n; j++)
-                m->host_mask[i * n + j] =
-                    o->key_mask ? o->key_mask[i * n + j] != 0
-                                : j < o->lengths[i];
-        }
+        TRY(clf__mask_build(m->host_mask, B, n, o->lengths, o->key_mask));
         err = clEnqueueWriteBuffer(m->ctx->queue, m->ws[MW_MASK], CL_TRUE, 0,
                                    rows, m->host_mask, 0, NULL, NULL);
         if (err != CL_SUCCESS)

@@ -5,9 +5,9 @@
 
 #define SET CLF_SET_ARG
 
-int
-clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows,
-              size_t cols, size_t ld, cl_mem bias)
+static int
+add_bias_unlocked(clf_context *ctx, cl_mem y, size_t off, size_t rows,
+                  size_t cols, size_t ld, cl_mem bias)
 {
     cl_kernel k = ctx->kernels[CLF_K_ADD_BIAS];
     cl_ulong o = off;
@@ -22,9 +22,23 @@ clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows,
     return clf__launch_1d(ctx, CLF_K_ADD_BIAS, rows * cols);
 }
 
+/* Kernel arguments are shared by the context's threads: set and enqueue
+ * under its lock. */
 int
-clf__rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
-            cl_mem out)
+clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows,
+              size_t cols, size_t ld, cl_mem bias)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = add_bias_unlocked(ctx, y, off, rows, cols, ld, bias);
+    clf__unlock(ctx);
+    return rc;
+}
+
+static int
+rowsum_unlocked(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
+                cl_mem out)
 {
     cl_kernel k = ctx->kernels[CLF_K_ROWSUM];
     cl_uint r = (cl_uint)rows, nn = (cl_uint)n, l = (cl_uint)ld;
@@ -38,10 +52,22 @@ clf__rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
 }
 
 int
-clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
-                     size_t slots, size_t heads, size_t head_dim,
-                     cl_mem rowsum, size_t rowsum_batch_stride,
-                     int rowsum_per_head, cl_mem bias, int bias_per_head)
+clf__rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
+            cl_mem out)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = rowsum_unlocked(ctx, e, rows, n, ld, out);
+    clf__unlock(ctx);
+    return rc;
+}
+
+static int
+add_rowsum_bias_unlocked(clf_context *ctx, cl_mem kbar, size_t batch,
+                         size_t slots, size_t heads, size_t head_dim,
+                         cl_mem rowsum, size_t rowsum_batch_stride,
+                         int rowsum_per_head, cl_mem bias, int bias_per_head)
 {
     cl_uint unit = rowsum == NULL;
     cl_kernel k = ctx->kernels[CLF_K_ADD_ROWSUM_BIAS];
@@ -64,4 +90,20 @@ clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
     SET(k, 10, unit);
     return clf__launch_1d(ctx, CLF_K_ADD_ROWSUM_BIAS,
                           batch * slots * heads * head_dim);
+}
+
+int
+clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
+                     size_t slots, size_t heads, size_t head_dim,
+                     cl_mem rowsum, size_t rowsum_batch_stride,
+                     int rowsum_per_head, cl_mem bias, int bias_per_head)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = add_rowsum_bias_unlocked(ctx, kbar, batch, slots, heads, head_dim,
+                                  rowsum, rowsum_batch_stride, rowsum_per_head,
+                                  bias, bias_per_head);
+    clf__unlock(ctx);
+    return rc;
 }

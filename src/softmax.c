@@ -1,17 +1,18 @@
 /* Host side of cl/softmax.cl.  Three kernels compute the same row softmax;
  * which is fastest depends on the device (a CPU runtime favours one row per
- * work-item with wide loads, a GPU one work-group per row), so each context
- * times them once on a typical shape and keeps the fastest. */
+ * work-item with wide loads, a GPU one work-group per row), so a plan times them on its
+ * shape, or takes the device's stored choice (choose.c). */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static const enum clf__kernel_id kernel_of[CLF_SOFTMAX_VARIANTS] = {
     CLF_K_SOFTMAX_ROWS, CLF_K_SOFTMAX_VEC, CLF_K_SOFTMAX_WG};
 
-int
-clf__softmax_rows_variant(clf_context *ctx, int variant, cl_mem s, size_t off,
-                          size_t rows, size_t cols)
+static int
+softmax_rows_variant_unlocked(clf_context *ctx, int variant, cl_mem s, size_t off,
+                              size_t rows, size_t cols)
 {
     enum clf__kernel_id id = kernel_of[variant];
     cl_kernel k = ctx->kernels[id];
@@ -43,6 +44,20 @@ clf__softmax_rows_variant(clf_context *ctx, int variant, cl_mem s, size_t off,
     return clf__launch_1d(ctx, id, rows);
 }
 
+/* Kernel arguments are shared by the context's threads: set and enqueue
+ * under its lock. */
+int
+clf__softmax_rows_variant(clf_context *ctx, int variant, cl_mem s, size_t off,
+                          size_t rows, size_t cols)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = softmax_rows_variant_unlocked(ctx, variant, s, off, rows, cols);
+    clf__unlock(ctx);
+    return rc;
+}
+
 int
 clf__softmax_rows(clf_context *ctx, cl_mem s, size_t off, size_t rows,
                   size_t cols)
@@ -63,29 +78,52 @@ run_softmax(clf_context *ctx, int variant, void *user)
     return clf__softmax_rows_variant(ctx, variant, t->m, 0, t->rows, t->cols);
 }
 
-int
-clf__softmax_choose(clf_context *ctx)
+/* The variants on `rows` rows of `cols`, rows capped so that the timing
+ * buffer stays under 16 MiB. */
+static int
+time_softmax(clf_context *ctx, const char *bucket, size_t rows, size_t cols,
+             int *variant)
 {
-    /* 2048 rows of 256 slots: a Linformer layer's scores at n=256, h=8. */
-    struct softmax_timing t = {NULL, 2048, 256};
-    const char *force = getenv("CLINFORMER_SOFTMAX");
+    struct softmax_timing t = {NULL, rows, cols};
+    double ms[CLF_MAX_CANDIDATES] = {0};
+    size_t cap = ((size_t)4 << 20) / (cols ? cols : 1);
     int rc = 0, best;
 
-    ctx->softmax_variant = CLF_SOFTMAX_SCALAR;
-    if (force != NULL && force[0] >= '0' &&
-        force[0] < '0' + CLF_SOFTMAX_VARIANTS && force[1] == '\0') {
-        ctx->softmax_variant = force[0] - '0';
-        return 0;
-    }
+    if (t.rows > cap)
+        t.rows = cap ? cap : 1;
     t.m = clf__timing_buffer(ctx, t.rows * t.cols, 0, &rc);
     if (t.m == NULL)
         return rc;
     best = clf__time_variants(ctx, CLF_SOFTMAX_VARIANTS, run_softmax, &t, 3,
-                              ctx->softmax_ms);
+                              ms);
     clReleaseMemObject(t.m);
-    /* Should every variant fail, the scalar one stays and its failure
-     * shows at the first forward. */
-    if (best >= 0)
-        ctx->softmax_variant = best;
+    if (best < 0)
+        return best;
+    clf__choice_record(ctx, CLF_KIND_SOFTMAX, bucket, best, ms);
+    *variant = best;
+    return 0;
+}
+
+int
+clf__softmax_resolve(clf_context *ctx, size_t rows, size_t cols,
+                     int *variant)
+{
+    char bucket[CLF_BUCKET_MAX];
+    int found, rc;
+
+    snprintf(bucket, sizeof bucket, "r%zu.c%zu",
+             clf__pow2_bucket(rows, (size_t)1 << 16),
+             clf__pow2_bucket(cols, (size_t)1 << 20));
+    clf__lock(ctx);
+    found = clf__choice_lookup(ctx, CLF_KIND_SOFTMAX, bucket, variant);
+    rc = found != 0 ? found : time_softmax(ctx, bucket, rows, cols, variant);
+    clf__unlock(ctx);
+    return rc < 0 ? rc : 0;
+}
+
+int
+clf__softmax_choose(clf_context *ctx)
+{
+    ctx->softmax_variant = CLF_SOFTMAX_SCALAR;
     return 0;
 }

@@ -16,10 +16,11 @@ if ! command -v oclgrind >/dev/null 2>&1; then
     exit 0
 fi
 log=$(mktemp)
-# CLINFORMER_SOFTMAX skips the per-context timing of the softmax variants,
-# which would run thousands of rows through the simulator; the driver runs
-# every variant itself.
-CLINFORMER_CACHE_DIR=off CLINFORMER_SOFTMAX=0 \
+# CLINFORMER_KERNELS skips the timing of the kernel choices, which would
+# run thousands of rows through the simulator; the driver runs every
+# variant itself.
+CLINFORMER_CACHE_DIR=off \
+CLINFORMER_KERNELS=softmax=scalar,gemm=clblast,attend=gemm \
     oclgrind --check-api --data-races --uninitialized "$driver" >"$log" 2>&1
 status=$?
 if [ $status -eq 0 ] && ! grep -Eqi \

@@ -374,6 +374,15 @@ START_TEST(attention_cl_mem_path_with_offsets)
 }
 END_TEST
 
+static void
+force_all(clf_context *ctx, const char *softmax, const char *gemm,
+          const char *attend)
+{
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "softmax", softmax), 0);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "gemm", gemm), 0);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", attend), 0);
+}
+
 /* A caller's context, device and queue, adopted for embedding. */
 START_TEST(attention_adopted_context)
 {
@@ -390,6 +399,10 @@ START_TEST(attention_adopted_context)
     q = clCreateCommandQueue(cctx, dev, 0, &err);
     ck_assert_int_eq(err, CL_SUCCESS);
     ck_assert_int_eq(clf_context_adopt(&adopted, cctx, dev, q), 0);
+    /* Each context makes its own kernel choices; the same kernels give the
+     * same bits. */
+    force_all(adopted, "group", "clblast", "gemm");
+    force_all(own, "group", "clblast", "gemm");
     ck_assert_int_eq(clf_attention_create(&att, adopted, &d), 0);
     ck_assert_int_eq(clf_attention_randomize(att, 90), 0);
     x = tu_malloc(count * sizeof *x);
@@ -408,6 +421,7 @@ START_TEST(attention_adopted_context)
     ck_assert_int_eq(clf_attention_randomize(att, 90), 0);
     ck_assert_int_eq(clf_attention_forward(att, x, 2, 9, y2), 0);
     ck_assert_mem_eq(y, y2, count * sizeof *y);
+    force_all(own, NULL, NULL, NULL);
     clf_attention_destroy(att);
     free(x);
     free(y);
@@ -520,31 +534,47 @@ START_TEST(attention_fused_only_where_it_applies)
 }
 END_TEST
 
-/* The context times both ways once, at the first forward that could use
- * the fused kernel, and keeps the faster. */
+/* With nothing stored, the first forward that could use the fused kernel
+ * times both ways on its shape and keeps the faster, as it does for the
+ * GEMM way. */
 START_TEST(attention_way_is_chosen_by_timing)
 {
     clf_context *ctx = tu_context();
     clf_attention_desc d = base_desc();
+    char *was = getenv("CLINFORMER_CACHE_DIR");
+    const double *ms = ctx->last_ms[CLF_KIND_ATTEND];
+    int v;
     struct layer l;
 
+    if (getenv("CLINFORMER_KERNELS") != NULL)
+        return; /* forced: nothing is timed */
+    was = was != NULL ? strdup(was) : NULL;
+    setenv("CLINFORMER_CACHE_DIR", "off", 1);
+    ctx->nchoices = 0; /* forget what this context knows */
+    ctx->choices_loaded = 1;
     d.head_dim = 16;
     layer_make(&l, &d, 410);
     check_forward(&l, CLF_MODE_LINFORMER, 1, 20, 411);
-    ck_assert_int_ne(ctx->attend_variant, CLF_ATTEND_UNDECIDED);
-    ck_assert(ctx->attend_ms[0] > 0.0 && ctx->attend_ms[1] > 0.0);
+    if (was != NULL)
+        setenv("CLINFORMER_CACHE_DIR", was, 1);
+    else
+        unsetenv("CLINFORMER_CACHE_DIR");
+    free(was);
+    v = ctx->last[CLF_KIND_ATTEND];
+    ck_assert_int_ge(v, 0);
+    ck_assert_int_eq(ctx->last_source[CLF_KIND_ATTEND], CLF_SOURCE_TIMED);
+    ck_assert(ms[0] > 0.0 && ms[1] > 0.0);
     ck_assert_int_eq(clf__attention_last_fused(l.att),
-                     ctx->attend_variant == CLF_ATTEND_FUSED);
-    ck_assert(ctx->attend_ms[ctx->attend_variant - 1] <=
-              ctx->attend_ms[2 - ctx->attend_variant]);
+                     v == CLF_ATTEND_FUSED - 1);
+    ck_assert(ms[v] <= ms[1 - v]);
     ck_assert_ptr_nonnull(strstr(clf_context_kernel_choices(ctx),
-                                 ctx->attend_variant == CLF_ATTEND_FUSED
-                                     ? "attention: fused ("
-                                     : "attention: GEMM path ("));
+                                 v == CLF_ATTEND_FUSED - 1
+                                     ? "attend: fused (timed n32.l"
+                                     : "attend: gemm (timed n32.l"));
     ck_assert_ptr_nonnull(strstr(clf_context_kernel_choices(ctx),
-                                 ctx->gemm_variant == CLF_GEMM_BLOCKED
-                                     ? "GEMM: blocked (CLBlast "
-                                     : "GEMM: CLBlast (CLBlast "));
+                                 ctx->last[CLF_KIND_GEMM] == 1
+                                     ? "gemm: blocked (timed m32."
+                                     : "gemm: clblast (timed m32."));
     layer_free(&l);
 }
 END_TEST
@@ -554,19 +584,26 @@ END_TEST
 START_TEST(attention_choices_are_reported)
 {
     clf_context *ctx = NULL;
+    char *was = getenv("CLINFORMER_KERNELS");
+    int v = 0;
 
-    setenv("CLINFORMER_GEMM", "clblast", 1);
+    was = was != NULL ? strdup(was) : NULL;
     ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
     ck_assert_str_eq(clf_context_kernel_choices(ctx),
-                     "softmax: not chosen yet; GEMM: not chosen yet; "
-                     "attention: not chosen yet");
-    ck_assert_int_eq(clf_context_build(ctx), 0);
-    ck_assert_int_eq(clf__gemm_choose(ctx), 0);
-    unsetenv("CLINFORMER_GEMM");
+                     "softmax: not chosen yet; gemm: not chosen yet; "
+                     "attend: not chosen yet");
+    setenv("CLINFORMER_KERNELS", "gemm=clblast", 1);
+    ck_assert_int_eq(clf__gemm_resolve(ctx, 64, 64, 64, &v), 0);
+    if (was != NULL)
+        setenv("CLINFORMER_KERNELS", was, 1);
+    else
+        unsetenv("CLINFORMER_KERNELS");
+    free(was);
+    ck_assert_int_eq(v, CLF_GEMM_CLBLAST);
     ck_assert_ptr_nonnull(
-        strstr(clf_context_kernel_choices(ctx), "GEMM: CLBlast (forced)"));
-    ck_assert_ptr_nonnull(
-        strstr(clf_context_kernel_choices(ctx), "softmax: "));
+        strstr(clf_context_kernel_choices(ctx), "gemm: clblast (forced)"));
+    ck_assert_ptr_nonnull(strstr(clf_context_kernel_choices(ctx),
+                                 "softmax: not chosen yet"));
     clf_context_destroy(ctx);
 }
 END_TEST

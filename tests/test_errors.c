@@ -452,9 +452,8 @@ START_TEST(kernel_build_failure_keeps_log)
 }
 END_TEST
 
-/* CLINFORMER_ATTEND other than gemm or fused, or CLINFORMER_GEMM other
- * than clblast or blocked, is an error at the first forward that would
- * consult it, naming the variable; nothing is written. */
+/* CLINFORMER_KERNELS with an unknown kind or kernel name is an error at
+ * the next forward, naming the variable; nothing is written. */
 static void
 check_override(const char *name, const char *bad, const char *good)
 {
@@ -487,8 +486,9 @@ check_override(const char *name, const char *bad, const char *good)
 
 START_TEST(overrides_are_checked)
 {
-    check_override("CLINFORMER_ATTEND", "fast", "gemm");
-    check_override("CLINFORMER_GEMM", "openblas", "blocked");
+    check_override("CLINFORMER_KERNELS", "attend=fast", "attend=gemm");
+    check_override("CLINFORMER_KERNELS", "gemm=openblas", "gemm=blocked");
+    check_override("CLINFORMER_KERNELS", "speed=fast", "softmax=group");
 }
 END_TEST
 

@@ -300,17 +300,35 @@ START_TEST(gemm_accumulate_bias_gelu_matches_reference)
 }
 END_TEST
 
-/* The context times both ways at its first GEMM and keeps the faster. */
+/* With nothing stored or forced, resolving a projection shape times both
+ * ways on it, keeps the faster and reports it. */
 START_TEST(gemm_way_is_chosen_by_timing)
 {
     clf_context *ctx = tu_context();
+    const double *ms = ctx->last_ms[CLF_KIND_GEMM];
+    char *was = getenv("CLINFORMER_CACHE_DIR");
+    int v = 0, pinned = ctx->gemm_variant;
 
+    if (getenv("CLINFORMER_KERNELS") != NULL)
+        return; /* forced: nothing is timed */
+    was = was != NULL ? strdup(was) : NULL;
+    setenv("CLINFORMER_CACHE_DIR", "off", 1);
+    ctx->nchoices = 0;
+    ctx->choices_loaded = 1;
+    ctx->gemm_variant = CLF_GEMM_UNDECIDED;
     ck_assert_int_eq(clf_context_build(ctx), 0);
-    ck_assert_int_eq(clf__gemm_choose(ctx), 0);
-    ck_assert_int_ne(ctx->gemm_variant, CLF_GEMM_UNDECIDED);
-    ck_assert(ctx->gemm_ms[0] > 0.0 && ctx->gemm_ms[1] > 0.0);
-    ck_assert(ctx->gemm_ms[ctx->gemm_variant - 1] <=
-              ctx->gemm_ms[2 - ctx->gemm_variant]);
+    ck_assert_int_eq(clf__gemm_resolve(ctx, 1000, 512, 512, &v), 0);
+    ctx->gemm_variant = pinned;
+    if (was != NULL)
+        setenv("CLINFORMER_CACHE_DIR", was, 1);
+    else
+        unsetenv("CLINFORMER_CACHE_DIR");
+    free(was);
+    ck_assert_int_ne(v, CLF_GEMM_UNDECIDED);
+    ck_assert_int_eq(ctx->last_source[CLF_KIND_GEMM], CLF_SOURCE_TIMED);
+    ck_assert_str_eq(ctx->last_bucket[CLF_KIND_GEMM], "m1024.n512.k512");
+    ck_assert(ms[0] > 0.0 && ms[1] > 0.0);
+    ck_assert(ms[v - 1] <= ms[2 - v]);
 }
 END_TEST
 

@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define TOL 1e-6
 
@@ -152,20 +153,43 @@ START_TEST(softmax_rows_sum_to_one)
 }
 END_TEST
 
-/* The context keeps the variant it timed fastest, and says what it
- * measured. */
+/* With nothing stored and nothing forced, a plan times every variant on
+ * its shape and keeps the fastest; forced by CLINFORMER_KERNELS, it takes
+ * the forced one without timing. */
 START_TEST(softmax_variant_is_chosen_by_timing)
 {
     clf_context *ctx = tu_context();
-    int v;
+    const char *env = getenv("CLINFORMER_KERNELS");
+    const char *forced = env != NULL ? strstr(env, "softmax=") : NULL;
+    char *was = getenv("CLINFORMER_CACHE_DIR");
+    int v = -1, i;
 
+    was = was != NULL ? strdup(was) : NULL;
+    setenv("CLINFORMER_CACHE_DIR", "off", 1); /* nothing stored */
     ck_assert_int_eq(clf_context_build(ctx), 0);
-    ck_assert_int_ge(ctx->softmax_variant, 0);
-    ck_assert_int_lt(ctx->softmax_variant, CLF_SOFTMAX_VARIANTS);
-    for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++) {
-        ck_assert(ctx->softmax_ms[v] > 0.0);
-        ck_assert(ctx->softmax_ms[ctx->softmax_variant] <=
-                  ctx->softmax_ms[v]);
+    ck_assert_int_eq(clf__softmax_resolve(ctx, 3000, 200, &v), 0);
+    if (was != NULL)
+        setenv("CLINFORMER_CACHE_DIR", was, 1);
+    else
+        unsetenv("CLINFORMER_CACHE_DIR");
+    free(was);
+    ck_assert_int_ge(v, 0);
+    ck_assert_int_lt(v, CLF_SOFTMAX_VARIANTS);
+    ck_assert_int_eq(ctx->last[CLF_KIND_SOFTMAX], v);
+    if (forced != NULL) {
+        ck_assert_int_eq(ctx->last_source[CLF_KIND_SOFTMAX],
+                         CLF_SOURCE_FORCED);
+        ck_assert_int_eq(strncmp(forced + 8, clf__choice_name(0, v),
+                                 strlen(clf__choice_name(0, v))),
+                         0);
+        return;
+    }
+    ck_assert_int_eq(ctx->last_source[CLF_KIND_SOFTMAX], CLF_SOURCE_TIMED);
+    ck_assert_str_eq(ctx->last_bucket[CLF_KIND_SOFTMAX], "r4096.c256");
+    for (i = 0; i < CLF_SOFTMAX_VARIANTS; i++) {
+        ck_assert(ctx->last_ms[CLF_KIND_SOFTMAX][i] > 0.0);
+        ck_assert(ctx->last_ms[CLF_KIND_SOFTMAX][v] <=
+                  ctx->last_ms[CLF_KIND_SOFTMAX][i]);
     }
 }
 END_TEST

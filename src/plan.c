@@ -1,0 +1,369 @@
+/* Planning a forward of the Linformer attention layer: from the layer and
+ * the shape, what runs (compress-first or project-first order, chunked
+ * scores, the fused kernel or the GEMM path), the workspaces it needs, its
+ * floating-point operations, and every kernel choice resolved before
+ * anything is enqueued.
+ *
+ * Sequence compression is exact in either order:
+ *   E (X W^T + 1 b^T) = (E X) W^T + rowsum(E) b^T.
+ * The order with fewer multiply-adds is chosen from the shapes
+ * ("compress-first" wins whenever one E serves all heads and k < n). */
+#include "attention.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+
+const char *const clf__ws_names[WS_COUNT] = {
+    "input staging", "output staging", "queries",      "E-side workspace",
+    "F-side workspace", "keys",        "values",       "scores",
+    "head outputs",  "rowsum(E)",      "rowsum(F)",    "masked input",
+    "mask",          "transposed keys"};
+
+/* Multiply-adds of producing one side's Kbar for one sequence. */
+static double
+macs_compress_first(const clf_attention *a, size_t n, size_t hc)
+{
+    double x = (double)a->nE * a->k * n * a->D;
+    if (a->nE == 1)
+        return x + (double)a->k * a->D * a->dkv;
+    return x + (double)hc * a->k * a->D * a->dh;
+}
+
+static double
+macs_project_first(const clf_attention *a, size_t n, size_t hc)
+{
+    return (double)n * a->D * a->dkv + (double)hc * a->k * n * a->dh;
+}
+
+/* The shape and mode against the layer. */
+static int
+plan_check_shape(const clf_attention *a, clf_mode mode, size_t B, size_t n)
+{
+    if (B == 0)
+        return clf__fail(CLF_EBAD_SIZE, "batch is 0");
+    if (n == 0)
+        return clf__fail(CLF_EBAD_SIZE, "seq_len is 0");
+    if (n > a->N)
+        return clf__fail(CLF_ESEQ_TOO_LONG,
+                         "seq_len %zu exceeds max_seq_len %zu", n, a->N);
+    if (mode != CLF_MODE_LINFORMER && mode != CLF_MODE_FULL)
+        return clf__fail(CLF_EBAD_ENUM, "mode %d is not a clf_mode",
+                         (int)mode);
+    return 0;
+}
+
+/* The arguments, and what follows from them alone. */
+static int
+plan_check(const clf_attention *a, clf_mode mode, size_t B, size_t n,
+           const clf_forward_opts *opts, struct plan *p)
+{
+    CLF_TRY(plan_check_shape(a, mode, B, n));
+    memset(p, 0, sizeof *p);
+    p->B = B;
+    p->n = n;
+    p->linformer = mode == CLF_MODE_LINFORMER;
+    if (opts != NULL) {
+        p->causal = opts->causal != 0;
+        p->masked = opts->lengths || opts->key_mask;
+        if (opts->lengths && opts->key_mask)
+            return clf__fail(CLF_EINVALID_ARGUMENT,
+                             "give lengths or key_mask, not both");
+    }
+    p->L = p->linformer ? a->k : n;
+    p->ld = p->L;
+    p->hc = (p->linformer && a->nE > 1) ? a->hq : a->hkv;
+    p->v_is_k = a->desc.share_kv != 0;
+    if (p->causal && p->linformer) {
+        if (a->desc.causal_block == 0)
+            return clf__fail(CLF_EBAD_SIZE,
+                             "causal Linformer needs causal_block > 0 in the "
+                             "layer's desc (causal_block is 0)");
+        if (a->desc.compressed_bias)
+            return clf__fail(CLF_EUNSUPPORTED,
+                             "causal Linformer does not support "
+                             "compressed_bias (fairseq's bias order)");
+        p->ld = a->k + a->desc.causal_block;
+        p->c = a->k / ((a->N + a->desc.causal_block - 1) /
+                       a->desc.causal_block);
+    }
+    return 0;
+}
+
+/* B x n rows, checked against size_t and the kernels' 32-bit indices. */
+static int
+plan_rows(const clf_attention *a, const struct plan *p, size_t *bn)
+{
+    size_t t;
+
+    if (clf__mul(p->B, p->n, bn) || clf__mul3(*bn, a->D, sizeof(float), &t) ||
+        clf__mul3(*bn, a->hq, p->ld, &t) || clf__mul(t, sizeof(float), &t) ||
+        clf__mul3(*bn, a->dq, sizeof(float), &t) ||
+        clf__mul3(*bn, a->dkv, sizeof(float), &t))
+        return clf__fail(CLF_ESIZE_OVERFLOW,
+                         "batch %zu x seq_len %zu overflows size_t", p->B,
+                         p->n);
+    if (*bn > UINT_MAX || *bn * a->hq > UINT_MAX)
+        return clf__fail(CLF_ETOO_LARGE,
+                         "batch %zu x seq_len %zu x heads exceeds 2^32-1 rows",
+                         p->B, p->n);
+    return 0;
+}
+
+/* Queries, scores (chunked when too large), keys, values and mask. */
+static void
+plan_scores(const clf_attention *a, struct plan *p, size_t bn)
+{
+    const size_t B = p->B, n = p->n;
+    size_t limit = a->score_limit;
+
+    p->need[WS_Q] = bn * a->dq;
+    p->need[WS_O] = bn * a->dq;
+    /* Scores are made in chunks of query rows when the whole batch's would
+     * pass SCORE_LIMIT bytes (full mode at large n): memory then stays
+     * bounded while every row is still computed exactly.  Causal Linformer
+     * runs in one pass. */
+    p->chunk = n;
+    p->need[WS_S] = bn * a->hq * p->ld;
+    if (a->ctx->info.max_alloc != 0 && a->ctx->info.max_alloc < limit)
+        limit = (size_t)a->ctx->info.max_alloc;
+    if (!(p->causal && p->linformer) &&
+        (double)p->need[WS_S] * sizeof(float) > (double)limit) {
+        size_t per_row = a->hq * p->ld * sizeof(float);
+        p->chunk = limit / per_row;
+        if (p->chunk == 0)
+            p->chunk = 1;
+        if (p->chunk > n)
+            p->chunk = n;
+        p->need[WS_S] = a->hq * p->chunk * p->ld;
+    }
+    /* Linformer without causality may run steps 3 to 5 in one kernel; its
+     * workspaces cover either way. */
+    p->fusable = p->linformer && !p->causal && p->chunk == n &&
+                 a->dh % 16 == 0;
+    if (p->fusable) {
+        size_t lp = clf__attend_slots(p->L);
+        p->need[WS_S] = B * a->hq * clf__attend_rows(n) * lp;
+        p->need[WS_KT] = B * p->hc * a->dh * lp;
+    }
+    p->need[WS_KBAR] = B * p->L * p->hc * a->dh;
+    p->need[WS_VBAR] = p->v_is_k ? 0 : p->need[WS_KBAR];
+    if (p->masked)
+        p->need[WS_MASK] = (bn + sizeof(float) - 1) / sizeof(float);
+}
+
+/* Causal Linformer: exact keys and values for the window, then block
+ * compression of the complete blocks before the last query's block. */
+static void
+plan_causal(const clf_attention *a, struct plan *p, size_t bn)
+{
+    const double fb = (double)p->B;
+    const size_t n = p->n, nbq = (n - 1) / a->desc.causal_block;
+    const int sides = p->v_is_k ? 1 : 2;
+    double win = 0.0;
+    size_t q;
+
+    p->need[WS_XE] = bn * a->dkv;
+    p->need[WS_XF] = p->v_is_k ? 0 : bn * a->dkv;
+    p->flops += 2.0 * fb * n * a->D * a->dkv * sides;
+    if (a->desc.bias_k)
+        p->flops += fb * n * a->dkv;
+    if (a->desc.bias_v && !p->v_is_k)
+        p->flops += fb * n * a->dkv;
+    p->flops += 2.0 * fb * nbq * p->c * a->desc.causal_block * p->hc *
+                a->dh * sides;
+    for (q = 0; q < n; q++)
+        win += (double)(q % a->desc.causal_block + 1);
+    /* window scores and window weighted sum */
+    p->flops += 2.0 * 2.0 * fb * a->hq * win * a->dh;
+}
+
+/* One side (s 0: keys, 1: values) of Linformer compression in the order
+ * chosen: its workspaces and operations. */
+static void
+plan_side(const clf_attention *a, struct plan *p, int s, double cf,
+          double pf, size_t bn)
+{
+    const double fb = (double)p->B;
+    const size_t n = p->n;
+    int has_bias = s == 0 ? a->desc.bias_k : a->desc.bias_v;
+    enum ws_id x = s == 0 ? WS_XE : WS_XF;
+    enum ws_id rs = s == 0 ? WS_RSE : WS_RSF;
+
+    if (!p->compress_first_k) {
+        p->need[x] = bn * a->dkv;
+        p->flops += 2.0 * fb * pf;
+        if (has_bias)
+            p->flops += a->desc.compressed_bias ? fb * a->k * p->hc * a->dh
+                                                : fb * n * a->dkv;
+        return;
+    }
+    if (!(s == 1 && p->xf_is_xe)) {
+        p->need[x] = p->B * a->nE * a->k * a->D;
+        p->flops += 2.0 * fb * a->nE * a->k * n * a->D;
+    }
+    p->flops += 2.0 * fb * (cf - (double)a->nE * a->k * n * a->D);
+    if (has_bias && a->desc.compressed_bias) {
+        p->flops += fb * a->k * p->hc * a->dh;
+    } else if (has_bias) {
+        p->need[rs] = (p->masked ? p->B : 1) * a->nE * a->k;
+        p->flops += (double)(p->masked ? p->B : 1) * a->nE * a->k * n +
+                    2.0 * fb * a->k * p->hc * a->dh;
+    }
+}
+
+/* Linformer without causality: the order of compression, then each side. */
+static void
+plan_linformer(const clf_attention *a, struct plan *p, size_t bn)
+{
+    double cf = macs_compress_first(a, p->n, p->hc);
+    double pf = macs_project_first(a, p->n, p->hc);
+    int s;
+
+    p->compress_first_k = cf <= pf;
+    p->compress_first_v = p->compress_first_k;
+    p->xf_is_xe = p->compress_first_k && !p->v_is_k &&
+                  a->desc.sharing == CLF_SHARE_KEY_VALUE;
+    if (p->compress_first_k && p->masked)
+        p->need[WS_XM] = bn * a->D;
+    for (s = 0; s < (p->v_is_k ? 1 : 2); s++)
+        plan_side(a, p, s, cf, pf, bn);
+}
+
+/* Full mode: keys and values projected for every position. */
+static void
+plan_full(const clf_attention *a, struct plan *p)
+{
+    const double fb = (double)p->B;
+    const size_t n = p->n;
+    int sides = p->v_is_k ? 1 : 2;
+
+    p->flops += 2.0 * fb * n * a->D * a->dkv * sides;
+    if (a->desc.bias_k)
+        p->flops += fb * n * a->dkv;
+    if (a->desc.bias_v && !p->v_is_k)
+        p->flops += fb * n * a->dkv;
+}
+
+/* Every workspace fits size_t and the device's largest allocation. */
+static int
+plan_limits(const clf_attention *a, const struct plan *p)
+{
+    int i;
+
+    for (i = 0; i < WS_COUNT; i++) {
+        if (p->need[i] > SIZE_MAX / sizeof(float))
+            return clf__fail(CLF_ESIZE_OVERFLOW, "%s size overflows",
+                             clf__ws_names[i]);
+        if (a->ctx->info.max_alloc != 0 &&
+            p->need[i] * sizeof(float) > a->ctx->info.max_alloc)
+            return clf__fail(
+                CLF_ETOO_LARGE,
+                "%s buffer of %zu bytes (batch %zu, seq_len %zu, %s mode) "
+                "exceeds the device's largest allocation, %llu bytes",
+                clf__ws_names[i], p->need[i] * sizeof(float), p->B, p->n,
+                p->linformer ? "linformer" : "full", a->ctx->info.max_alloc);
+    }
+    return 0;
+}
+
+int
+clf__plan_make(const clf_attention *a, clf_mode mode, size_t B, size_t n,
+               const clf_forward_opts *opts, struct plan *p)
+{
+    const double fb = (double)B;
+    size_t bn;
+
+    CLF_TRY(plan_check(a, mode, B, n, opts, p));
+    CLF_TRY(plan_rows(a, p, &bn));
+    plan_scores(a, p, bn);
+
+    /* Q and output projections, with their biases. */
+    p->flops = 2.0 * fb * n * a->D * a->dq * 2.0;
+    if (a->desc.bias_q)
+        p->flops += fb * n * a->dq;
+    if (a->desc.bias_out)
+        p->flops += fb * n * a->D;
+    if (p->linformer && p->causal)
+        plan_causal(a, p, bn);
+    else if (p->linformer)
+        plan_linformer(a, p, bn);
+    else
+        plan_full(a, p);
+    /* Scores, softmax (max, subtract, exp, sum, scale: 5 per entry) and the
+     * weighted sum over the L compressed slots (or n positions). */
+    p->flops += 2.0 * fb * a->hq * n * p->L * a->dh * 2.0;
+    p->flops += 5.0 * fb * a->hq * n * p->ld;
+    return plan_limits(a, p);
+}
+
+int
+clf__plan_choose(const clf_attention *a, struct plan *p)
+{
+    clf_context *ctx = a->ctx;
+    const size_t rows = p->chunk < p->n ? a->hq * p->chunk
+                                        : p->B * a->hq * p->n;
+
+    CLF_TRY(clf__choice_env_check());
+    CLF_TRY(clf__gemm_resolve(ctx, p->B * p->n, a->dq, a->D, &p->gemm));
+    CLF_TRY(clf__softmax_resolve(ctx, rows, p->ld, &p->softmax));
+    p->fused = 0;
+    if (p->fusable && a->attend != CLF_ATTEND_UNDECIDED) {
+        p->fused = a->attend == CLF_ATTEND_FUSED;
+    } else if (p->fusable) {
+        struct clf__attend_shape sh;
+        int way = CLF_ATTEND_GEMM;
+        sh.batch = p->B;
+        sh.heads = a->hq;
+        sh.n = p->n;
+        sh.dh = a->dh;
+        sh.dq = a->dq;
+        sh.L = p->L;
+        sh.kv_per_head = p->hc > 1;
+        sh.scale = 1.0f;
+        CLF_TRY(clf__attend_resolve(ctx, &sh, p->softmax, &way));
+        p->fused = way == CLF_ATTEND_FUSED;
+    }
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_flops_ex(const clf_attention *att, clf_mode mode, size_t batch,
+                       size_t seq_len, const clf_forward_opts *opts,
+                       double *flops)
+{
+    struct plan p;
+    clf_forward_opts o;
+    int rc;
+
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    if (flops == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "flops is NULL");
+    memset(&o, 0, sizeof o);
+    o.causal = opts != NULL && opts->causal;
+    rc = clf__plan_make(att, mode, batch, seq_len, &o, &p);
+    if (rc != 0)
+        return rc;
+    *flops = p.flops;
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_flops(const clf_attention *att, clf_mode mode, size_t batch,
+                    size_t seq_len, double *flops)
+{
+    return clf_attention_flops_ex(att, mode, batch, seq_len, NULL, flops);
+}
+
+/* For tests: 1 when a Linformer forward of this shape compresses first,
+ * 0 when it projects first, negative on a bad shape. */
+int
+clf__attention_compress_first(const clf_attention *att, size_t batch,
+                              size_t seq_len)
+{
+    struct plan p;
+    int rc = clf__plan_make(att, CLF_MODE_LINFORMER, batch, seq_len, NULL, &p);
+
+    return rc != 0 ? rc : p.compress_first_k;
+}

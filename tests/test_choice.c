@@ -1,0 +1,306 @@
+/* Kernel choices: forcing by API and environment, errors that list the
+ * valid names, the device's store written by one context and read by a
+ * fresh one without timing, and stores that are corrupt, of another
+ * device, or not regular files, ignored. */
+#include "internal.h"
+#include "testutil.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ASSERT_FAILS(expr, status, needle)                                     \
+    do {                                                                       \
+        int rc_ = (expr);                                                      \
+        ck_assert_msg(rc_ == (status), "%s returned %d (%s), expected %s",     \
+                      #expr, rc_, clf_status_name(rc_), #status);              \
+        ck_assert_msg(strstr(clf_last_error(), (needle)) != NULL,              \
+                      "message \"%s\" does not name \"%s\"", clf_last_error(), \
+                      (needle));                                               \
+    } while (0)
+
+static char dir[256];
+
+/* A fresh cache directory for the test, and no forcing from outside. */
+static void
+fresh_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/clf_choice_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    setenv("CLINFORMER_CACHE_DIR", dir, 1);
+    unsetenv("CLINFORMER_KERNELS");
+}
+
+static void
+drop_dir(void)
+{
+    tu_clear_dir(dir);
+    rmdir(dir);
+    unsetenv("CLINFORMER_CACHE_DIR");
+}
+
+/* The path of the one store in dir, or "". */
+static void
+store_file(char *path, size_t cap)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+
+    path[0] = '\0';
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, "choices-", 8) == 0 &&
+            strstr(e->d_name, ".tmp") == NULL)
+            snprintf(path, cap, "%s/%s", dir, e->d_name);
+    closedir(d);
+}
+
+static void
+write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+START_TEST(choice_force_is_used)
+{
+    clf_context *ctx = NULL;
+    int v = -1;
+
+    fresh_dir();
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "softmax", "group"), 0);
+    ck_assert_int_eq(clf__softmax_resolve(ctx, 100, 100, &v), 0);
+    ck_assert_int_eq(v, CLF_SOFTMAX_GROUP);
+    ck_assert_int_eq(ctx->last_source[CLF_KIND_SOFTMAX], CLF_SOURCE_FORCED);
+    /* The environment wins over the API. */
+    setenv("CLINFORMER_KERNELS", "gemm=blocked,softmax=vector", 1);
+    ck_assert_int_eq(clf__softmax_resolve(ctx, 100, 100, &v), 0);
+    ck_assert_int_eq(v, CLF_SOFTMAX_VECTOR);
+    ck_assert_int_eq(clf__gemm_resolve(ctx, 100, 64, 64, &v), 0);
+    ck_assert_int_eq(v, CLF_GEMM_BLOCKED);
+    unsetenv("CLINFORMER_KERNELS");
+    /* Lifting the force: nothing stored, so it is timed. */
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "softmax", NULL), 0);
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    ck_assert_int_eq(clf__softmax_resolve(ctx, 100, 100, &v), 0);
+    ck_assert_int_eq(ctx->last_source[CLF_KIND_SOFTMAX], CLF_SOURCE_TIMED);
+    ck_assert_ptr_nonnull(strstr(clf_context_kernel_choices(ctx),
+                                 "gemm: blocked (forced)"));
+    clf_context_destroy(ctx);
+    drop_dir();
+}
+END_TEST
+
+/* A forced fused or GEMM path is what the forward runs. */
+START_TEST(choice_forced_attend_runs)
+{
+    clf_context *ctx = tu_context();
+    clf_attention_desc d;
+    clf_attention *att = NULL;
+    float x[2 * 8 * 32], y[2 * 8 * 32], y2[2 * 8 * 32];
+    size_t i;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = 32;
+    d.heads = 2;
+    d.max_seq_len = 8;
+    d.k = 4;
+    for (i = 0; i < sizeof x / sizeof *x; i++)
+        x[i] = (float)((i * 37) % 19) * 0.1f - 0.9f;
+    ck_assert_int_eq(clf_attention_create(&att, ctx, &d), 0);
+    ck_assert_int_eq(clf_attention_randomize(att, 5), 0);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", "fused"), 0);
+    ck_assert_int_eq(clf_attention_forward(att, x, 2, 8, y), 0);
+    ck_assert_int_eq(clf__attention_last_fused(att), 1);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", "gemm"), 0);
+    ck_assert_int_eq(clf_attention_forward(att, x, 2, 8, y2), 0);
+    ck_assert_int_eq(clf__attention_last_fused(att), 0);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", NULL), 0);
+    /* Both ways compute the same attention (float rounding apart). */
+    for (i = 0; i < sizeof y / sizeof *y; i++)
+        ck_assert_float_eq_tol(y[i], y2[i], 1e-5f);
+    clf_attention_destroy(att);
+}
+END_TEST
+
+START_TEST(choice_unknown_names_list_valid_ones)
+{
+    clf_context *ctx = tu_context();
+    int v;
+
+    ASSERT_FAILS(clf_context_force_kernel(ctx, "gemm", "openblas"),
+                 CLF_EINVALID_ARGUMENT, "clblast or blocked");
+    ASSERT_FAILS(clf_context_force_kernel(ctx, "softmax", "fast"),
+                 CLF_EINVALID_ARGUMENT, "scalar, vector or group");
+    ASSERT_FAILS(clf_context_force_kernel(ctx, "speed", "fast"),
+                 CLF_EINVALID_ARGUMENT, "softmax, gemm or attend");
+    ASSERT_FAILS(clf_context_force_kernel(ctx, "speed", NULL),
+                 CLF_EINVALID_ARGUMENT, "softmax, gemm or attend");
+    ASSERT_FAILS(clf_context_force_kernel(NULL, "gemm", "blocked"),
+                 CLF_ENULL_ARGUMENT, "ctx");
+    setenv("CLINFORMER_KERNELS", "softmax=group,attend=fast", 1);
+    ASSERT_FAILS(clf__softmax_resolve(ctx, 10, 10, &v),
+                 CLF_EINVALID_ARGUMENT, "gemm or fused");
+    setenv("CLINFORMER_KERNELS", "softmax", 1);
+    ASSERT_FAILS(clf__softmax_resolve(ctx, 10, 10, &v),
+                 CLF_EINVALID_ARGUMENT, "CLINFORMER_KERNELS");
+    unsetenv("CLINFORMER_KERNELS");
+}
+END_TEST
+
+/* One context times and stores; a fresh one reads the store, times
+ * nothing and takes the same kernel. */
+START_TEST(choice_store_is_read_by_a_fresh_context)
+{
+    clf_context *a = NULL, *b = NULL;
+    clf_kernel_choice kc;
+    char path[512];
+    struct stat st;
+    int va = -1, vb = -1;
+    size_t count = 0;
+
+    fresh_dir();
+    ck_assert_int_eq(clf_context_create(&a, NULL), 0);
+    ck_assert_int_eq(clf_context_build(a), 0);
+    ck_assert_int_eq(clf__gemm_resolve(a, 300, 64, 64, &va), 0);
+    ck_assert_int_eq(a->last_source[CLF_KIND_GEMM], CLF_SOURCE_TIMED);
+    store_file(path, sizeof path);
+    ck_assert_str_ne(path, "");
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert(S_ISREG(st.st_mode));
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
+
+    ck_assert_int_eq(clf_context_create(&b, NULL), 0);
+    ck_assert_int_eq(clf_context_kernel_choice_count(b, &count), 0);
+    ck_assert_uint_eq(count, 1);
+    ck_assert_int_eq(clf_context_kernel_choice(b, 0, &kc), 0);
+    ck_assert_str_eq(kc.kind, "gemm");
+    ck_assert_str_eq(kc.bucket, "m512.n64.k64");
+    ck_assert_str_eq(kc.name, va == CLF_GEMM_BLOCKED ? "blocked" : "clblast");
+    ck_assert_int_eq(kc.source, CLF_SOURCE_STORED);
+    ASSERT_FAILS(clf_context_kernel_choice(b, 1, &kc),
+                 CLF_EINVALID_ARGUMENT, "index 1");
+    /* Same bucket, another size in it: no timing (b has no kernels built,
+     * so timing would have to build them). */
+    ck_assert_int_eq(clf__gemm_resolve(b, 400, 64, 64, &vb), 0);
+    ck_assert_int_eq(vb, va);
+    ck_assert_int_eq(b->last_source[CLF_KIND_GEMM], CLF_SOURCE_STORED);
+    ck_assert_ptr_null(b->program);
+    ck_assert_ptr_nonnull(strstr(clf_context_kernel_choices(b),
+                                 "(stored m512.n64.k64)"));
+    clf_context_destroy(b);
+    clf_context_destroy(a);
+    drop_dir();
+}
+END_TEST
+
+/* Counts the entries a fresh context reads from dir. */
+static size_t
+entries_read(void)
+{
+    clf_context *c = NULL;
+    size_t count = 99;
+
+    ck_assert_int_eq(clf_context_create(&c, NULL), 0);
+    ck_assert_int_eq(clf_context_kernel_choice_count(c, &count), 0);
+    clf_context_destroy(c);
+    return count;
+}
+
+START_TEST(choice_bad_stores_are_ignored)
+{
+    clf_context *a = NULL;
+    char path[512], head[2048], text[4096], *big;
+    FILE *f;
+    int v;
+    size_t len, i;
+
+    fresh_dir();
+    ck_assert_int_eq(clf_context_create(&a, NULL), 0);
+    ck_assert_int_eq(clf_context_force_kernel(a, "gemm", "clblast"), 0);
+    ck_assert_int_eq(clf_context_build(a), 0);
+    ck_assert_int_eq(clf__softmax_resolve(a, 64, 64, &v), 0);
+    clf_context_destroy(a);
+    store_file(path, sizeof path);
+    ck_assert_str_ne(path, "");
+    ck_assert_uint_eq(entries_read(), 1);
+    /* The first two lines: format and device key. */
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    len = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    head[len] = '\0';
+    *(strchr(strchr(head, '\n') + 1, '\n') + 1) = '\0';
+
+    /* Unknown kinds, names, bad buckets, extra fields, a missing newline:
+     * those lines are skipped, the good one is kept. */
+    snprintf(text, sizeof text,
+             "%ssoftmax r64.c64 turbo\nspeed r64.c64 scalar\n"
+             "softmax R64/../x scalar\nsoftmax r64.c64 scalar extra\n"
+             "gemm m64.n64.k64 blocked\nattend n1.l1.h1.d16.kv1 fused",
+             head);
+    write_file(path, text);
+    ck_assert_uint_eq(entries_read(), 1);
+    /* Another device or version: the key differs, all ignored. */
+    snprintf(text, sizeof text,
+             "clinformer kernel choices 1\nkey other device\n"
+             "gemm m64.n64.k64 blocked\n");
+    write_file(path, text);
+    ck_assert_uint_eq(entries_read(), 0);
+    /* Garbage and binary. */
+    write_file(path, "\x01\x02garbage\n\n\n");
+    ck_assert_uint_eq(entries_read(), 0);
+    /* Too large. */
+    big = malloc(70000 + sizeof head);
+    ck_assert_ptr_nonnull(big);
+    strcpy(big, head);
+    for (i = strlen(big); i < 70000; i++)
+        big[i] = i % 30 == 29 ? '\n' : 'x';
+    big[i] = '\0';
+    strcat(big, "gemm m64.n64.k64 blocked\n");
+    write_file(path, big);
+    free(big);
+    ck_assert_uint_eq(entries_read(), 0);
+    /* Not a regular file: a link to a good store is not followed. */
+    snprintf(text, sizeof text, "%sgemm m64.n64.k64 blocked\n", head);
+    snprintf(head, sizeof head, "%s/elsewhere", dir);
+    write_file(head, text);
+    ck_assert_int_eq(remove(path), 0);
+    ck_assert_int_eq(symlink(head, path), 0);
+    ck_assert_uint_eq(entries_read(), 0);
+    ck_assert_int_eq(remove(path), 0);
+    ck_assert_int_eq(mkdir(path, 0700), 0);
+    ck_assert_uint_eq(entries_read(), 0);
+    rmdir(path);
+    drop_dir();
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("choice");
+    TCase *tc = tcase_create("choice");
+
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, choice_force_is_used);
+    tcase_add_test(tc, choice_forced_attend_runs);
+    tcase_add_test(tc, choice_unknown_names_list_valid_ones);
+    tcase_add_test(tc, choice_store_is_read_by_a_fresh_context);
+    tcase_add_test(tc, choice_bad_stores_are_ignored);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    return tu_run(suite(), 1);
+}

@@ -210,6 +210,17 @@ CLF_EXTERN int clf_tune(clf_context *ctx, const clf_tune_opts *opts);
  * CLBlast's defaults.  Owned by the context. */
 CLF_EXTERN const char *clf_context_tuning(const clf_context *ctx);
 
+/* Threads.  A context may be shared by threads, each using its own layers
+ * and models: the context's kernels and their arguments, its GEMM scratch
+ * buffer, its kernel choices and its program build are behind one lock,
+ * held while a forward enqueues its stages (not while it waits for its
+ * results).  A layer or model is used by one thread at a time; destroy it
+ * in the thread that last used it, and the context after all of them.
+ * Commands of all threads go to the context's one in-order queue, so a
+ * forward's output is the same, bit for bit, whatever runs beside it.
+ * clf_context_kernel_choices returns a buffer that the next call, from any
+ * thread, rewrites.  Error messages (clf_last_error) are per thread. */
+
 /* Kernel choices.  Some stages have several kernels that compute the same
  * thing, one faster on one device, another on the next: the softmax
  * ("softmax": "scalar", "vector" or "group"), who runs the GEMMs ("gemm":

@@ -456,7 +456,7 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     cl_mem *w = a->w;
     struct clf__attend_shape sh;
 
-    ctx->gemm_now = p->gemm;
+    clf__gemm_use(p->gemm);
     a->last_fused = p->fused;
     attend_shape(a, p, &sh);
 

@@ -387,11 +387,16 @@ clf_context_destroy(clf_context *ctx)
 CLF_EXTERN int
 clf_context_build(clf_context *ctx)
 {
+    int rc = 0;
+
     if (ctx == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
-    if (ctx->program != NULL)
-        return 0;
-    return clf__program_build(ctx);
+    /* Layers created in several threads build once. */
+    clf__lock(ctx);
+    if (ctx->program == NULL)
+        rc = clf__program_build(ctx);
+    clf__unlock(ctx);
+    return rc;
 }
 
 CLF_EXTERN const char *

@@ -227,15 +227,24 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
 
 /* ------------------------------------------------------------ dispatch */
 
-/* Who runs the GEMMs now: a pinned way, else the last plan's choice, else
- * CLBlast.  Never timed here: choices are made before enqueueing. */
+static __thread int thread_way = CLF_GEMM_UNDECIDED;
+
+void
+clf__gemm_use(int variant)
+{
+    thread_way = variant;
+}
+
+/* Who runs the GEMMs now: a pinned way, else the way of this thread's last
+ * plan, else CLBlast.  Never timed here: choices are made before
+ * enqueueing. */
 static int
 way(const clf_context *ctx)
 {
     if (ctx->gemm_variant != CLF_GEMM_UNDECIDED)
         return ctx->gemm_variant;
-    if (ctx->gemm_now != CLF_GEMM_UNDECIDED)
-        return ctx->gemm_now;
+    if (thread_way != CLF_GEMM_UNDECIDED)
+        return thread_way;
     return CLF_GEMM_CLBLAST;
 }
 

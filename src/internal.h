@@ -72,8 +72,7 @@ struct clf_context {
     int attend_variant;  /* enum clf__attend_variant pinned (tuning,
                             tests), else UNDECIDED: the plan's choice */
     int gemm_variant;    /* enum clf__gemm_variant pinned (tuning, tests),
-                            else UNDECIDED: gemm_now */
-    int gemm_now;        /* the GEMM way of the last plan resolved */
+                            else UNDECIDED: clf__gemm_use */
     cl_mem scratch;       /* transposed GEMM operands */
     size_t scratch_cap;   /* floats */
     size_t blocked_calls; /* GEMMs run by the blocked kernel (tests) */
@@ -346,9 +345,14 @@ int clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
 /* The GEMM way (enum clf__gemm_variant) for a layer whose projections are
  * m x n x k: pinned, forced, stored, or timed now on that projection and
  * stored (choose.c); bucketed by powers of two of m, n and k.  Plans call
- * it; the GEMMs then run the way of the last plan (gemm_now). */
+ * it and hand the way to clf__gemm_use. */
 int clf__gemm_resolve(clf_context *ctx, size_t m, size_t n, size_t k,
                       int *variant);
+/* The GEMM way of the calling thread's GEMMs from now on (a forward sets
+ * its plan's; the feed-forward GEMMs of a model layer that follow take the
+ * same), unless the context pins one.  Per thread, so that what runs in
+ * another thread never changes a forward's kernels. */
+void clf__gemm_use(int variant);
 
 /* attention.c, for tests: the order a Linformer forward of this shape uses. */
 int clf__attention_compress_first(const clf_attention *att, size_t batch,

@@ -191,6 +191,7 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
  * stops at the time budget (then times the switch's five settings), and a
  * later call resumes where it stopped.  A device never tuned runs with
  * CLBlast's defaults.  The timed forwards run every GEMM through CLBlast;
+ * the stored kernel choices are keyed by the tuning in force, so that
  * afterwards the context times its kernel choices again at its next
  * forward, the tuned CLBlast against clinformer's own GEMM kernel among
  * them, and keeps the faster (clf_context_kernel_choices). */
@@ -232,9 +233,9 @@ CLF_EXTERN const char *clf_context_tuning(const clf_context *ctx);
  * the buckets that share a choice) and storing the winner; only then are
  * the stages enqueued.  The store is a small text file in the cache
  * directory (see clf_context_build) keyed by platform, device, vendor,
- * driver and clinformer version, so that another process on the same
- * device and driver takes the same kernels, and gets the same bits,
- * without timing.  A store that is corrupt, of another device, or not a
+ * driver, clinformer version and GEMM tuning (clf_tune), so that another
+ * process on the same device and driver takes the same kernels, and gets
+ * the same bits, without timing.  A store that is corrupt, of another device, or not a
  * regular file is ignored.  CLINFORMER_KERNELS=softmax=NAME,gemm=NAME,
  * attend=NAME (any subset) forces choices for every context; a bad entry
  * fails the next forward with CLF_EINVALID_ARGUMENT listing the valid

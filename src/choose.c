@@ -209,9 +209,12 @@ store_path(const clf_context *ctx, char *path, size_t cap, char *key,
     char dir[1024];
     uint64_t h;
 
-    snprintf(key, key_cap, "key %s|%s|%s|%s|%s|clinformer %s",
+    /* The GEMM tuning in force is part of the key: tuning changes what
+     * CLBlast's GEMMs cost, so choices made before it are made again. */
+    snprintf(key, key_cap, "key %s|%s|%s|%s|%s|clinformer %s|tuning %s",
              ctx->info.platform, ctx->info.name, ctx->info.vendor,
-             ctx->info.driver, ctx->info.version, CLF_VERSION_STRING);
+             ctx->info.driver, ctx->info.version, CLF_VERSION_STRING,
+             ctx->tuned);
     /* Control characters would break the line format. */
     for (h = 0; key[h] != '\0'; h++)
         if ((unsigned char)key[h] < 0x20 || key[h] == 0x7f)
@@ -419,11 +422,23 @@ store_save(clf_context *ctx)
     free(text);
 }
 
+/* Reads the store once; again, with what this context knew dropped, when
+ * the key changed since (clf_tune applied new parameters). */
 static void
 store_ensure_loaded(clf_context *ctx)
 {
+    char path[1100], key[1200];
+    uint64_t h;
+
+    store_path(ctx, path, sizeof path, key, sizeof key);
+    h = clf__hash64(key, strlen(key), 0);
+    if (ctx->choices_loaded && h != ctx->choice_key) {
+        ctx->nchoices = 0;
+        ctx->choices_loaded = 0;
+    }
     if (!ctx->choices_loaded) {
         ctx->choices_loaded = 1;
+        ctx->choice_key = h;
         store_load(ctx);
     }
 }

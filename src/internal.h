@@ -83,6 +83,7 @@ struct clf_context {
     struct clf__choice_entry *choice_list; /* stored and timed winners */
     size_t nchoices, choice_cap;
     int choices_loaded; /* the device's store has been read */
+    uint64_t choice_key; /* hash of the store's key when it was read */
     int last[CLF_KIND_COUNT]; /* the last winner resolved, or -1 */
     clf_choice_source last_source[CLF_KIND_COUNT];
     char last_bucket[CLF_KIND_COUNT][CLF_BUCKET_MAX];

@@ -201,6 +201,31 @@ START_TEST(choice_store_is_read_by_a_fresh_context)
 }
 END_TEST
 
+/* Choices stored under other GEMM tuning parameters are made again. */
+START_TEST(choice_new_tuning_times_again)
+{
+    clf_context *a = NULL;
+    int v = -1;
+
+    fresh_dir();
+    ck_assert_int_eq(clf_context_create(&a, NULL), 0);
+    ck_assert_int_eq(clf_context_build(a), 0);
+    ck_assert_int_eq(clf__softmax_resolve(a, 50, 50, &v), 0);
+    ck_assert_int_eq(a->last_source[CLF_KIND_SOFTMAX], CLF_SOURCE_TIMED);
+    ck_assert_int_eq(clf__softmax_resolve(a, 50, 50, &v), 0);
+    ck_assert_int_eq(a->last_source[CLF_KIND_SOFTMAX], CLF_SOURCE_TIMED);
+    snprintf(a->tuned, sizeof a->tuned, "Xgemm MWG=64");
+    ck_assert_int_eq(clf__softmax_resolve(a, 50, 50, &v), 0);
+    ck_assert_int_eq(a->last_source[CLF_KIND_SOFTMAX], CLF_SOURCE_TIMED);
+    ck_assert_str_eq(a->last_bucket[CLF_KIND_SOFTMAX], "r64.c64");
+    a->tuned[0] = '\0';
+    ck_assert_int_eq(clf__softmax_resolve(a, 50, 50, &v), 0);
+    ck_assert_int_eq(a->last_source[CLF_KIND_SOFTMAX], CLF_SOURCE_STORED);
+    clf_context_destroy(a);
+    drop_dir();
+}
+END_TEST
+
 /* Counts the entries a fresh context reads from dir. */
 static size_t
 entries_read(void)
@@ -295,6 +320,7 @@ suite(void)
     tcase_add_test(tc, choice_unknown_names_list_valid_ones);
     tcase_add_test(tc, choice_store_is_read_by_a_fresh_context);
     tcase_add_test(tc, choice_bad_stores_are_ignored);
+    tcase_add_test(tc, choice_new_tuning_times_again);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -21,11 +21,32 @@ clf_weight_name(clf_weight which)
 
 /* ------------------------------------------------------------ creation */
 
+/* The causal block against the sequence length and k. */
 static int
-check_desc(const clf_attention_desc *d, size_t *dh_out)
+check_causal(const clf_attention_desc *d)
 {
-    size_t dh;
+    size_t nb;
 
+    if (d->causal_block > d->max_seq_len)
+        return clf__fail(CLF_EBAD_SIZE,
+                         "causal_block %zu exceeds max_seq_len %zu",
+                         d->causal_block, d->max_seq_len);
+    if (d->causal_block == 0)
+        return 0;
+    nb = (d->max_seq_len + d->causal_block - 1) / d->causal_block;
+    if (d->k % nb != 0)
+        return clf__fail(CLF_ESHAPE_MISMATCH,
+                         "causal mode needs k a multiple of the %zu "
+                         "blocks ceil(max_seq_len / causal_block); k is "
+                         "%zu",
+                         nb, d->k);
+    return 0;
+}
+
+/* The sizes, each nonzero. */
+static int
+check_sizes(const clf_attention_desc *d)
+{
     if (d->d_model == 0)
         return clf__fail(CLF_EBAD_SIZE, "d_model is 0");
     if (d->heads == 0)
@@ -37,6 +58,15 @@ check_desc(const clf_attention_desc *d, size_t *dh_out)
     if (d->k > d->max_seq_len)
         return clf__fail(CLF_EK_TOO_LARGE, "k %zu exceeds max_seq_len %zu",
                          d->k, d->max_seq_len);
+    return 0;
+}
+
+static int
+check_desc(const clf_attention_desc *d, size_t *dh_out)
+{
+    size_t dh;
+
+    CLF_TRY(check_sizes(d));
     if ((int)d->sharing < CLF_SHARE_HEADWISE ||
         d->sharing > CLF_SHARE_KEY_VALUE)
         return clf__fail(CLF_EBAD_ENUM, "sharing %d is not a clf_sharing",
@@ -54,19 +84,7 @@ check_desc(const clf_attention_desc *d, size_t *dh_out)
         return clf__fail(CLF_ESHAPE_MISMATCH,
                          "bias_v is set but share_kv uses the keys as values "
                          "(there is no W_v)");
-    if (d->causal_block > d->max_seq_len)
-        return clf__fail(CLF_EBAD_SIZE,
-                         "causal_block %zu exceeds max_seq_len %zu",
-                         d->causal_block, d->max_seq_len);
-    if (d->causal_block > 0) {
-        size_t nb = (d->max_seq_len + d->causal_block - 1) / d->causal_block;
-        if (d->k % nb != 0)
-            return clf__fail(CLF_ESHAPE_MISMATCH,
-                             "causal mode needs k a multiple of the %zu "
-                             "blocks ceil(max_seq_len / causal_block); k is "
-                             "%zu",
-                             nb, d->k);
-    }
+    CLF_TRY(check_causal(d));
     /* Every dimension a kernel sees must fit in 32 bits. */
     if (d->d_model > UINT_MAX || d->heads > UINT_MAX || dh > UINT_MAX ||
         d->max_seq_len > UINT_MAX)
@@ -75,13 +93,78 @@ check_desc(const clf_attention_desc *d, size_t *dh_out)
     return 0;
 }
 
+/* The layer's dimensions from its checked desc. */
+static void
+set_dims(clf_attention *att, const clf_attention_desc *desc, size_t dh)
+{
+    att->desc = *desc;
+    att->desc.head_dim = dh;
+    att->D = desc->d_model;
+    att->hq = desc->heads;
+    att->hkv = desc->one_kv_head ? 1 : desc->heads;
+    att->dh = dh;
+    att->N = desc->max_seq_len;
+    att->k = desc->k;
+    att->nE = desc->sharing == CLF_SHARE_PER_HEAD ? desc->heads : 1;
+    att->mode = CLF_MODE_LINFORMER;
+    att->score_limit = SCORE_LIMIT;
+}
+
+/* Every weight's element count; 0: not part of this layer. */
+static void
+fill_sizes(clf_attention *att, const clf_attention_desc *desc)
+{
+    att->wsize[CLF_WEIGHT_Q] = att->dq * att->D;
+    att->wsize[CLF_WEIGHT_K] = att->dkv * att->D;
+    att->wsize[CLF_WEIGHT_V] = desc->share_kv ? 0 : att->dkv * att->D;
+    att->wsize[CLF_WEIGHT_OUT] = att->D * att->dq;
+    att->wsize[CLF_BIAS_Q] = desc->bias_q ? att->dq : 0;
+    att->wsize[CLF_BIAS_K] = desc->bias_k ? att->dkv : 0;
+    att->wsize[CLF_BIAS_V] = desc->bias_v ? att->dkv : 0;
+    att->wsize[CLF_BIAS_OUT] = desc->bias_out ? att->D : 0;
+    att->wsize[CLF_PROJ_E] = att->nE * att->k * att->N;
+    att->wsize[CLF_PROJ_F] =
+        (desc->share_kv || desc->sharing == CLF_SHARE_KEY_VALUE)
+            ? 0
+            : att->nE * att->k * att->N;
+}
+
+/* Every weight's element count (0: not part of this layer), checked
+ * against size_t and the device's largest allocation. */
+static int
+set_weight_sizes(clf_attention *att, const clf_attention_desc *desc)
+{
+    const unsigned long long max_alloc = att->ctx->info.max_alloc;
+    size_t t;
+    int i;
+
+    if (clf__mul(att->hq, att->dh, &att->dq) ||
+        clf__mul(att->hkv, att->dh, &att->dkv) ||
+        clf__mul3(att->dq, att->D, sizeof(float), &t) ||
+        clf__mul3(att->nE, att->k, att->N, &t) ||
+        clf__mul(t, sizeof(float), &t))
+        return clf__fail(CLF_ESIZE_OVERFLOW,
+                         "weight sizes overflow size_t (d_model %zu, heads "
+                         "%zu, head_dim %zu, k %zu, max_seq_len %zu)",
+                         att->D, att->hq, att->dh, att->k, att->N);
+    fill_sizes(att, desc);
+    for (i = 0; i < CLF_WEIGHT_COUNT; i++)
+        if (att->wsize[i] * sizeof(float) > max_alloc && max_alloc != 0)
+            return clf__fail(CLF_ETOO_LARGE,
+                             "weight %s needs %zu bytes; the device "
+                             "allocates at most %llu",
+                             weight_names[i], att->wsize[i] * sizeof(float),
+                             max_alloc);
+    return 0;
+}
+
 CLF_EXTERN int
 clf_attention_create(clf_attention **out, clf_context *ctx,
                      const clf_attention_desc *desc)
 {
     clf_attention *att = NULL;
-    size_t dh = 0, t;
-    int rc, i;
+    size_t dh = 0;
+    int rc;
 
     if (out == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "out is NULL");
@@ -97,59 +180,16 @@ clf_attention_create(clf_attention **out, clf_context *ctx,
     if (att == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     att->ctx = ctx;
-    att->desc = *desc;
-    att->desc.head_dim = dh;
-    att->D = desc->d_model;
-    att->hq = desc->heads;
-    att->hkv = desc->one_kv_head ? 1 : desc->heads;
-    att->dh = dh;
-    att->N = desc->max_seq_len;
-    att->k = desc->k;
-    att->nE = desc->sharing == CLF_SHARE_PER_HEAD ? desc->heads : 1;
-    att->mode = CLF_MODE_LINFORMER;
-    att->score_limit = SCORE_LIMIT;
-    if (clf__mul(att->hq, dh, &att->dq) || clf__mul(att->hkv, dh, &att->dkv) ||
-        clf__mul3(att->dq, att->D, sizeof(float), &t) ||
-        clf__mul3(att->nE, att->k, att->N, &t) ||
-        clf__mul(t, sizeof(float), &t)) {
-        rc = clf__fail(CLF_ESIZE_OVERFLOW,
-                       "weight sizes overflow size_t (d_model %zu, heads "
-                       "%zu, head_dim %zu, k %zu, max_seq_len %zu)",
-                       att->D, att->hq, dh, att->k, att->N);
-        goto fail;
+    set_dims(att, desc, dh);
+    rc = set_weight_sizes(att, desc);
+    if (rc == 0)
+        rc = clf_context_build(ctx);
+    if (rc != 0) {
+        clf_attention_destroy(att);
+        return rc;
     }
-    att->wsize[CLF_WEIGHT_Q] = att->dq * att->D;
-    att->wsize[CLF_WEIGHT_K] = att->dkv * att->D;
-    att->wsize[CLF_WEIGHT_V] = desc->share_kv ? 0 : att->dkv * att->D;
-    att->wsize[CLF_WEIGHT_OUT] = att->D * att->dq;
-    att->wsize[CLF_BIAS_Q] = desc->bias_q ? att->dq : 0;
-    att->wsize[CLF_BIAS_K] = desc->bias_k ? att->dkv : 0;
-    att->wsize[CLF_BIAS_V] = desc->bias_v ? att->dkv : 0;
-    att->wsize[CLF_BIAS_OUT] = desc->bias_out ? att->D : 0;
-    att->wsize[CLF_PROJ_E] = att->nE * att->k * att->N;
-    att->wsize[CLF_PROJ_F] =
-        (desc->share_kv || desc->sharing == CLF_SHARE_KEY_VALUE)
-            ? 0
-            : att->nE * att->k * att->N;
-    for (i = 0; i < CLF_WEIGHT_COUNT; i++) {
-        if (att->wsize[i] * sizeof(float) > ctx->info.max_alloc &&
-            ctx->info.max_alloc != 0) {
-            rc = clf__fail(CLF_ETOO_LARGE,
-                           "weight %s needs %zu bytes; the device allocates "
-                           "at most %llu",
-                           weight_names[i], att->wsize[i] * sizeof(float),
-                           ctx->info.max_alloc);
-            goto fail;
-        }
-    }
-    rc = clf_context_build(ctx);
-    if (rc != 0)
-        goto fail;
     *out = att;
     return 0;
-fail:
-    clf_attention_destroy(att);
-    return rc;
 }
 
 CLF_EXTERN void

@@ -83,32 +83,36 @@ clf__attend(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
 
 int
 clf__attend_scores(clf_context *ctx, const struct clf__attend_shape *sh,
-                   size_t b, size_t r0, size_t rows, cl_mem q, cl_mem kbar,
-                   cl_mem s, size_t s_off, size_t ld)
+                   size_t b, size_t seqs, size_t r0, size_t rows, cl_mem q,
+                   cl_mem kbar, cl_mem s, size_t s_off, size_t ld)
 {
     const size_t hc = sh->kv_per_head ? sh->heads : 1;
     const size_t width = hc * sh->dh, L = sh->L;
+    const struct clf__gemm_group g = {seqs, sh->n * sh->dq, L * width,
+                                      sh->heads * rows * ld};
 
-    return clf__gemm_batched(ctx, 0, 1, rows, L, sh->dh, sh->scale, q,
+    return clf__gemm_grouped(ctx, 0, 1, rows, L, sh->dh, sh->scale, q,
                              (b * sh->n + r0) * sh->dq, sh->dq, sh->dh, kbar,
                              b * L * width, width,
                              sh->kv_per_head ? sh->dh : 0, 0.0f, s, s_off,
-                             ld, rows * ld, sh->heads);
+                             ld, rows * ld, sh->heads, &g);
 }
 
 int
 clf__attend_weigh(clf_context *ctx, const struct clf__attend_shape *sh,
-                  size_t b, size_t r0, size_t rows, cl_mem s, size_t s_off,
-                  size_t ld, cl_mem vbar, cl_mem o)
+                  size_t b, size_t seqs, size_t r0, size_t rows, cl_mem s,
+                  size_t s_off, size_t ld, cl_mem vbar, cl_mem o)
 {
     const size_t hc = sh->kv_per_head ? sh->heads : 1;
     const size_t width = hc * sh->dh, L = sh->L;
+    const struct clf__gemm_group g = {seqs, sh->heads * rows * ld, L * width,
+                                      sh->n * sh->dq};
 
-    return clf__gemm_batched(ctx, 0, 0, rows, sh->dh, L, 1.0f, s, s_off, ld,
+    return clf__gemm_grouped(ctx, 0, 0, rows, sh->dh, L, 1.0f, s, s_off, ld,
                              rows * ld, vbar, b * L * width, width,
                              sh->kv_per_head ? sh->dh : 0, 0.0f, o,
                              (b * sh->n + r0) * sh->dq, sh->dq, sh->dh,
-                             sh->heads);
+                             sh->heads, &g);
 }
 
 struct attend_timing {
@@ -126,10 +130,12 @@ run_attend(clf_context *ctx, int variant, void *user)
 
     if (variant == CLF_ATTEND_FUSED - 1)
         return clf__attend(ctx, &t->sh, m[0], m[1], m[2], m[3], m[4], m[5]);
-    CLF_TRY(clf__attend_scores(ctx, &t->sh, 0, 0, n, m[0], m[1], m[4], 0, L));
+    CLF_TRY(clf__attend_scores(ctx, &t->sh, 0, 1, 0, n, m[0], m[1], m[4], 0,
+                               L));
     CLF_TRY(clf__softmax_rows_variant(ctx, t->softmax, m[4], 0,
                                       t->sh.heads * n, L));
-    return clf__attend_weigh(ctx, &t->sh, 0, 0, n, m[4], 0, L, m[2], m[5]);
+    return clf__attend_weigh(ctx, &t->sh, 0, 1, 0, n, m[4], 0, L, m[2],
+                             m[5]);
 }
 
 static int

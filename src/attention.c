@@ -390,8 +390,8 @@ attend_chunked(clf_attention *a, const struct plan *p,
         for (r0 = 0; r0 < n; r0 += rows) {
             rows = n - r0 < p->chunk ? n - r0 : p->chunk;
             TRY(mark(a, CLF_STAGE_SCORES));
-            TRY(clf__attend_scores(a->ctx, sh, b, r0, rows, q, kbar, s, 0,
-                                   ld));
+            TRY(clf__attend_scores(a->ctx, sh, b, 1, r0, rows, q, kbar, s,
+                                   0, ld));
             TRY(mark(a, CLF_STAGE_SOFTMAX));
             if (!p->linformer && (p->masked || p->causal))
                 TRY(clf__mask_scores(a->ctx, s, 1, a->hq, rows, n, r0,
@@ -399,8 +399,8 @@ attend_chunked(clf_attention *a, const struct plan *p,
             TRY(clf__softmax_rows_variant(a->ctx, p->softmax, s, 0,
                                           a->hq * rows, ld));
             TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
-            TRY(clf__attend_weigh(a->ctx, sh, b, r0, rows, s, 0, ld, vbar,
-                                  o));
+            TRY(clf__attend_weigh(a->ctx, sh, b, 1, r0, rows, s, 0, ld,
+                                  vbar, o));
         }
     return 0;
 }
@@ -417,13 +417,12 @@ attend_batch(clf_attention *a, const struct plan *p,
     const size_t n = p->n, ld = p->ld, hq = a->hq;
     const int causal_lin = p->linformer && p->causal;
     struct clf__causal_shape cs;
-    size_t b;
 
     causal_shape(a, p, &cs);
     TRY(mark(a, CLF_STAGE_SCORES));
-    for (b = 0; b < p->B; b++)
-        TRY(clf__attend_scores(ctx, sh, b, 0, n, q, kbar, s, b * hq * n * ld,
-                               ld));
+    /* All sequences in one batched GEMM: B = 128k short sequences cost
+     * one launch, not one each. */
+    TRY(clf__attend_scores(ctx, sh, 0, p->B, 0, n, q, kbar, s, 0, ld));
     if (causal_lin)
         TRY(clf__causal_scores(ctx, &cs, s, q, a->ws[WS_XE].mem, p->mask));
     TRY(mark(a, CLF_STAGE_SOFTMAX));
@@ -432,9 +431,7 @@ attend_batch(clf_attention *a, const struct plan *p,
                              p->causal));
     TRY(clf__softmax_rows_variant(ctx, p->softmax, s, 0, p->B * hq * n, ld));
     TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
-    for (b = 0; b < p->B; b++)
-        TRY(clf__attend_weigh(ctx, sh, b, 0, n, s, b * hq * n * ld, ld, vbar,
-                              o));
+    TRY(clf__attend_weigh(ctx, sh, 0, p->B, 0, n, s, 0, ld, vbar, o));
     if (!causal_lin)
         return 0;
     cs.c = 0;

@@ -76,6 +76,7 @@ struct clf_context {
     cl_mem scratch;       /* transposed GEMM operands */
     size_t scratch_cap;   /* floats */
     size_t blocked_calls; /* GEMMs run by the blocked kernel (tests) */
+    size_t gemm_calls;    /* GEMM calls of either way (tests) */
     /* Kernel choices (choose.c), all under lock. */
     pthread_mutex_t lock; /* recursive; see clf__lock */
     int has_lock;         /* lock was initialised */
@@ -275,15 +276,18 @@ size_t clf__attend_rows(size_t n);
 int clf__attend(clf_context *ctx, const struct clf__attend_shape *sh,
                 cl_mem q, cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem s,
                 cl_mem o);
-/* The GEMM path of the same steps, for sequence b, query rows r0 to
- * r0 + rows: S = Q_h Kbar_h^T * scale into s at s_off (head h at
- * s_off + h * rows * ld, rows of stride ld), and O_h = P_h Vbar_h. */
+/* The GEMM path of the same steps, for `seqs` sequences from b, query
+ * rows r0 to r0 + rows of each (seqs > 1: all rows): S = Q_h Kbar_h^T *
+ * scale into s at s_off (sequence j, head h at s_off + (j * heads + h) *
+ * rows * ld, rows of stride ld), and O_h = P_h Vbar_h. */
 int clf__attend_scores(clf_context *ctx, const struct clf__attend_shape *sh,
-                       size_t b, size_t r0, size_t rows, cl_mem q,
-                       cl_mem kbar, cl_mem s, size_t s_off, size_t ld);
+                       size_t b, size_t seqs, size_t r0, size_t rows,
+                       cl_mem q, cl_mem kbar, cl_mem s, size_t s_off,
+                       size_t ld);
 int clf__attend_weigh(clf_context *ctx, const struct clf__attend_shape *sh,
-                      size_t b, size_t r0, size_t rows, cl_mem s,
-                      size_t s_off, size_t ld, cl_mem vbar, cl_mem o);
+                      size_t b, size_t seqs, size_t r0, size_t rows,
+                      cl_mem s, size_t s_off, size_t ld, cl_mem vbar,
+                      cl_mem o);
 /* The way (enum clf__attend_variant) for this shape: forced, stored, or
  * timed now (one sequence, softmax variant `softmax` on the GEMM path) and
  * stored; bucketed by powers of two of n and L, heads and dh exact. */
@@ -329,6 +333,20 @@ int clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
                       size_t ldb, size_t b_stride, float beta, cl_mem c,
                       size_t c_off, size_t ldc, size_t c_stride,
                       size_t batch);
+
+/* clf__gemm_batched over `count` groups of `batch` entries, group o's
+ * operands o * a (b, c) elements after group 0's: one CLBlast call for
+ * all (offset arrays), so that many short sequences cost one launch; the
+ * blocked kernel, which takes one batch stride, launches once a group. */
+struct clf__gemm_group {
+    size_t count, a, b, c;
+};
+int clf__gemm_grouped(clf_context *ctx, int trans_a, int trans_b, size_t m,
+                      size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
+                      size_t lda, size_t a_stride, cl_mem b, size_t b_off,
+                      size_t ldb, size_t b_stride, float beta, cl_mem c,
+                      size_t c_off, size_t ldc, size_t c_stride, size_t batch,
+                      const struct clf__gemm_group *g);
 
 /* gemm.c: cl/gemm.cl's GEMM, C = alpha A B (+ C when accumulate), A and B
  * not transposed, n a multiple of 16, strides in elements. */

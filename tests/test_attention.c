@@ -608,6 +608,38 @@ START_TEST(attention_choices_are_reported)
 }
 END_TEST
 
+/* Many short sequences on the GEMM path: the scores and the weighted sum
+ * of all sequences run as one batched GEMM each on CLBlast (a launch per
+ * sequence made B = 128k super-linear), per sequence on the blocked
+ * kernel; both match the reference. */
+START_TEST(attention_many_sequences_batch_their_gemms)
+{
+    clf_context *ctx = tu_context();
+    clf_attention_desc d = base_desc();
+    const char *ways[2] = {"clblast", "blocked"};
+    struct layer l;
+    size_t before;
+    int w;
+
+    layer_make(&l, &d, 520);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", "gemm"), 0);
+    for (w = 0; w < 2; w++) {
+        ck_assert_int_eq(clf_context_force_kernel(ctx, "gemm", ways[w]), 0);
+        before = ctx->gemm_calls;
+        check_forward(&l, CLF_MODE_LINFORMER, 64, 5, 521 + (unsigned)w);
+        if (w == 0)
+            ck_assert_uint_lt(ctx->gemm_calls - before, 16);
+        before = ctx->gemm_calls;
+        check_forward(&l, CLF_MODE_FULL, 64, 5, 523 + (unsigned)w);
+        if (w == 0)
+            ck_assert_uint_lt(ctx->gemm_calls - before, 16);
+    }
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "gemm", NULL), 0);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", NULL), 0);
+    layer_free(&l);
+}
+END_TEST
+
 /* A realistic width (D=256, h=4, d_h=64) still meets the tolerance. */
 START_TEST(attention_matches_reference_wide)
 {
@@ -655,6 +687,7 @@ suite(void)
     tcase_add_test(tc, attention_fused_only_where_it_applies);
     tcase_add_test(tc, attention_way_is_chosen_by_timing);
     tcase_add_test(tc, attention_choices_are_reported);
+    tcase_add_test(tc, attention_many_sequences_batch_their_gemms);
     suite_add_tcase(s, tc);
     return s;
 }

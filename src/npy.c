@@ -389,10 +389,10 @@ clf_npy_load(const char *path, clf_array *out)
     memset(out, 0, sizeof *out);
     if (path == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "path is NULL");
-    f = fopen(path, "rb");
-    if (f == NULL)
-        return clf__fail(CLF_EIO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode))
+    rc = clf__file_open_read(path, "array", &f);
+    if (rc != 0)
+        return rc;
+    if (fstat(fileno(f), &sb) == 0)
         file_size = (long long)sb.st_size;
 
     got = fread(pre, 1, 10, f);

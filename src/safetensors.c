@@ -424,13 +424,12 @@ read_whole(const char *path, unsigned char **bytes, size_t *size)
     size_t cap = 1 << 16, len = 0, got;
     int rc;
 
-    f = fopen(path, "rb");
-    if (f == NULL)
-        return clf__fail(CLF_EIO, "%s: cannot open: %s", path, strerror(errno));
+    rc = clf__file_open_read(path, "weights", &f);
+    if (rc != 0)
+        return rc;
     /* One byte beyond the size, so that the read that finds EOF does not
      * need to grow the buffer. */
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) &&
-        (unsigned long long)sb.st_size < SIZE_MAX)
+    if (fstat(fileno(f), &sb) == 0 && (unsigned long long)sb.st_size < SIZE_MAX)
         cap = (size_t)sb.st_size + 1;
     for (;;) {
         if (buf == NULL || len == cap) {

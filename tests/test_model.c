@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define TOL 1e-5
@@ -322,6 +323,27 @@ START_TEST(model_rejects_bad_files)
 }
 END_TEST
 
+START_TEST(model_load_refuses_device_and_fifo)
+{
+    char dir[] = "/tmp/clf-model-XXXXXX", p[256];
+    clf_model *m = (clf_model *)&m;
+
+    ck_assert_int_eq(clf_model_load(&m, tu_context(), "/dev/zero", NULL),
+                     CLF_EIO);
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "not a regular file"));
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(p, sizeof p, "%s/fifo.safetensors", dir);
+    ck_assert_int_eq(mkfifo(p, 0600), 0);
+    alarm(10);
+    ck_assert_int_eq(clf_model_load(&m, tu_context(), p, NULL), CLF_EIO);
+    alarm(0);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), p));
+    unlink(p);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(model_layout_names_round_trip)
 {
     clf_layout l;
@@ -353,6 +375,7 @@ suite(void)
     tcase_add_test(tc, model_fairseq_encoder_layer_matches_reference);
     tcase_add_test(tc, model_padded_batch_equals_each_alone);
     tcase_add_test(tc, model_rejects_bad_files);
+    tcase_add_test(tc, model_load_refuses_device_and_fifo);
     tcase_add_test(tc, model_layout_names_round_trip);
     suite_add_tcase(s, tc);
     return s;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[256];
@@ -724,6 +725,24 @@ START_TEST(npy_load_rejects_missing_file_and_null)
 }
 END_TEST
 
+/* /dev/zero would be read without bound and a FIFO with no writer would
+ * block forever; both are refused at once (the alarm turns a hang into a
+ * failure). */
+START_TEST(npy_load_refuses_device_and_fifo)
+{
+    const char *fifo = path_of("fifo.npy");
+
+    expect_load_fail("/dev/zero", CLF_EIO, "not a regular file");
+    unlink(fifo);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    alarm(10);
+    expect_load_fail(fifo, CLF_EIO, "fifo.npy");
+    alarm(0);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "not a regular file"));
+    unlink(fifo);
+}
+END_TEST
+
 START_TEST(npy_array_free_is_null_safe)
 {
     clf_array a;
@@ -842,6 +861,7 @@ main(void)
     tcase_add_test(tc, npy_load_rejects_malformed_dict);
     tcase_add_test(tc, npy_load_rejects_nul_in_header);
     tcase_add_test(tc, npy_load_rejects_missing_file_and_null);
+    tcase_add_test(tc, npy_load_refuses_device_and_fifo);
     tcase_add_test(tc, npy_array_free_is_null_safe);
     tcase_add_test(tc, npy_load_survives_mutations);
     suite_add_tcase(s, tc);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Room for the largest file built here: 65536 halves plus a header. */
@@ -426,6 +427,32 @@ START_TEST(safetensors_opens_files)
 }
 END_TEST
 
+/* /dev/zero would be read until memory runs out and a FIFO with no writer
+ * would block forever; both are refused at once. */
+START_TEST(safetensors_open_refuses_device_and_fifo)
+{
+    char dir[256], path[300];
+    const char *base = getenv("TMPDIR");
+    clf_safetensors *st = (clf_safetensors *)&st;
+
+    ck_assert_int_eq(clf_safetensors_open(&st, "/dev/zero"), CLF_EIO);
+    ck_assert_ptr_null(st);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "not a regular file"));
+    snprintf(dir, sizeof dir, "%s/clf-st-XXXXXX",
+             base != NULL && base[0] != '\0' ? base : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/fifo.safetensors", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    alarm(10);
+    ck_assert_int_eq(clf_safetensors_open(&st, path), CLF_EIO);
+    alarm(0);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), path));
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "not a regular file"));
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 START_TEST(safetensors_rejects_every_truncation)
 {
     unsigned char *buf = file_buf();
@@ -840,6 +867,7 @@ main(void)
     tcase_add_test(tc, safetensors_lists_but_does_not_read_other_dtypes);
     tcase_add_test(tc, safetensors_reads_padded_unaligned_header);
     tcase_add_test(tc, safetensors_opens_files);
+    tcase_add_test(tc, safetensors_open_refuses_device_and_fifo);
     tcase_add_test(tc, safetensors_rejects_every_truncation);
     tcase_add_test(tc, safetensors_rejects_lying_header_length);
     tcase_add_test(tc, safetensors_rejects_bad_ranges);

@@ -506,6 +506,30 @@ START_TEST(safetensors_rejects_lying_header_length)
 }
 END_TEST
 
+/* Longer than the JSON, over data bytes that parse as trailing spaces: the
+ * data area shrinks, and the error names the header length. */
+START_TEST(safetensors_rejects_header_length_into_data)
+{
+    unsigned char *buf = file_buf(), data[32];
+    const char *json = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
+                       "\"data_offsets\":[0,8]},"
+                       "\"b\":{\"dtype\":\"F32\",\"shape\":[6],"
+                       "\"data_offsets\":[8,32]}}";
+    size_t hlen = strlen(json), n, extra;
+    char what[40];
+
+    memset(data, ' ', sizeof data);
+    n = build(buf, json, data, sizeof data);
+    clf_safetensors_close(open_ok(buf, n));
+    for (extra = 1; extra <= 32; extra += 7) {
+        tu_put_le(buf, hlen + extra, 8);
+        snprintf(what, sizeof what, "header length %zu)", hlen + extra);
+        expect_fail2(buf, n, CLF_EFORMAT, what, "data_offsets end");
+    }
+    free(buf);
+}
+END_TEST
+
 START_TEST(safetensors_rejects_bad_ranges)
 {
     expect_json_fail("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],"
@@ -870,6 +894,7 @@ main(void)
     tcase_add_test(tc, safetensors_open_refuses_device_and_fifo);
     tcase_add_test(tc, safetensors_rejects_every_truncation);
     tcase_add_test(tc, safetensors_rejects_lying_header_length);
+    tcase_add_test(tc, safetensors_rejects_header_length_into_data);
     tcase_add_test(tc, safetensors_rejects_bad_ranges);
     tcase_add_test(tc, safetensors_rejects_bad_entries);
     tcase_add_test(tc, safetensors_rejects_overflowing_shape);

@@ -6,7 +6,11 @@
  *   reversible:          x1 = x2 = x;  x1 += f(x2);  x2 += g(x1);  x1 + x2
  *   fairseq, post-LN:    x = LN1(x + Attn(x));  x = LN2(x + FFN(x))
  *   LM:                  x = tok[ids] + pos[0..n);  stack;  x W^T + b
- * Layer norm: eps 1e-5, biased variance; GELU: exact erf. */
+ * Layer norm: eps 1e-5, biased variance; GELU: exact erf.
+ *
+ * Each layout is one entry of the `layouts` table (tensor names, shapes in
+ * terms of the model's dimensions, and what each tensor becomes); loading
+ * checks the whole file against it, strictly, before building anything. */
 #include "internal.h"
 
 #include <errno.h>
@@ -369,25 +373,6 @@ layer_index(const char *name, const char *root, size_t *idx,
     return 1;
 }
 
-/* One more than the highest layer index in the file, so that a gap in the
- * numbering is a missing layer, not the end of the stack.  No tensor can
- * complete more layers than the file has tensors, which bounds it. */
-static void
-count_layers(struct load_state *s)
-{
-    const char *root = s->ls->root[s->rev], *rest;
-    size_t n = clf_safetensors_count(s->st), i, idx;
-    clf_tensor_info ti;
-
-    s->layers = 1;
-    if (root == NULL)
-        return;
-    for (i = 0; i < n; i++)
-        if (clf_safetensors_info(s->st, i, &ti) == 0 &&
-            layer_index(ti.name, root, &idx, &rest) && idx + 1 > s->layers)
-            s->layers = idx < n ? idx + 1 : n + 1;
-}
-
 /* Keys and values share (lucidrains share_kv, fairseq
  * shared_kv_compressed) exactly when the first layer stores none of the
  * T_KV tensors: PyTorch then creates neither to_v nor proj_v (nor
@@ -531,6 +516,28 @@ in_layer(const struct load_state *s, const struct tspec *t, size_t n,
             return 1;
     }
     return 0;
+}
+
+/* One more than the highest layer index of a tensor the layout names, so
+ * that a gap in the numbering is a missing layer, not the end of the stack
+ * (other names under a layer's prefix are merely unexpected).  No file can
+ * complete more layers than it has tensors, which bounds the count. */
+static void
+count_layers(struct load_state *s)
+{
+    const char *root = s->ls->root[s->rev], *rest;
+    size_t n = clf_safetensors_count(s->st), i, idx;
+    clf_tensor_info ti;
+
+    s->layers = 1;
+    if (root == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        if (clf_safetensors_info(s->st, i, &ti) == 0 &&
+            layer_index(ti.name, root, &idx, &rest) && idx + 1 > s->layers &&
+            (in_layer(s, s->ls->attn, s->ls->nattn, rest) ||
+             in_layer(s, s->ls->ffn, s->ls->nffn, rest)))
+            s->layers = idx < n ? idx + 1 : n + 1;
 }
 
 /* Whether the layout uses the file's tensor `name`. */

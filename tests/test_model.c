@@ -544,6 +544,18 @@ START_TEST(model_strict_rejects_layer_number_gap)
     fake_add(&f, "net.layers.99999999999.0.fn.", "to_q.weight", 8, 8);
     ck_assert_int_eq(fake_load(&f, NULL, 1, &m), CLF_ENOT_FOUND);
     assert_msg_has("net.layers.1.0.fn.to_q.weight", NULL);
+    /* An unknown name under a far layer number is unexpected, not a
+     * missing layer: allowed, the stack keeps its one layer. */
+    f.n = 0;
+    fake_encoder_layer(&f, 0, 0);
+    fake_add(&f, "net.layers.7.0.fn.", "extra", 8, 0);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_EWEIGHT_UNUSED);
+    assert_msg_has("net.layers.7.0.fn.extra", NULL);
+    ck_assert_int_eq(fake_load(&f, NULL, 1, &m), 0);
+    ck_assert_int_eq(clf_model_info_get(m, &info), 0);
+    ck_assert_uint_eq(info.layers, 1);
+    ck_assert_uint_eq(clf_model_unexpected_count(m), 1);
+    clf_model_destroy(m);
     /* A layer's tensor under another block of the layer is unexpected. */
     f.n = 0;
     fake_encoder_layer(&f, 0, 0);

@@ -512,6 +512,9 @@ typedef struct clf_model_opts {
     size_t causal_block; /* for causal Linformer forwards; 0 = none */
     int layerwise;       /* share layer 0's E and F with every layer (the
                             paper's layerwise sharing) */
+    int allow_unexpected; /* nonzero: tensors the layout does not use are
+                             skipped and listed (clf_model_unexpected_*);
+                             0 (strict): they are an error */
 } clf_model_opts;
 
 typedef struct clf_model_info {
@@ -526,16 +529,31 @@ typedef struct clf_model_info {
 typedef struct clf_model clf_model;
 
 /* Loads a model from a safetensors file (what safetensors.torch.save_file
- * writes from a state_dict) onto ctx, which must outlive it.  Every tensor
- * the layout needs must be present with the shape the hyperparameters
- * imply; errors name the tensor: CLF_ENOT_FOUND, CLF_ESHAPE_MISMATCH,
- * CLF_EDTYPE, CLF_EFORMAT, CLF_EIO, CLF_EINVALID_ARGUMENT (heads unknown or
+ * writes from a state_dict) onto ctx, which must outlive it.  Strict, like
+ * PyTorch's load_state_dict(strict=True): every tensor the layout names
+ * must be present, for every layer from 0 to the highest layer number in
+ * the file, with the shape the first tensors imply, and a tensor the layout
+ * does not name is an error unless opts->allow_unexpected.  Keys and values
+ * share (lucidrains share_kv, fairseq shared_kv_compressed) when the file
+ * holds none of to_v.weight/proj_v (compress_v.weight) in its first layer,
+ * or when its "share_kv" metadata entry says "true"; one of the two without
+ * the other is a missing tensor.  Errors name the tensor (and the shape
+ * expected): CLF_ENOT_FOUND (missing), CLF_ESHAPE_MISMATCH (misshapen),
+ * CLF_EWEIGHT_UNUSED (unexpected), CLF_EDTYPE, CLF_EFORMAT, CLF_EIO (also a
+ * path that is not a regular file), CLF_EINVALID_ARGUMENT (heads unknown or
  * contradicting the metadata; a layout that cannot be detected), plus the
  * errors of clf_attention_create. */
 CLF_EXTERN int clf_model_load(clf_model **out, clf_context *ctx,
                               const char *path, const clf_model_opts *opts);
 
 CLF_EXTERN void clf_model_destroy(clf_model *m); /* NULL-safe */
+
+/* The tensors a load with allow_unexpected skipped, in file order: their
+ * number (0 for NULL), and the index-th one's name (owned by the model;
+ * NULL when index is out of range). */
+CLF_EXTERN size_t clf_model_unexpected_count(const clf_model *m);
+CLF_EXTERN const char *clf_model_unexpected_name(const clf_model *m,
+                                                 size_t index);
 
 CLF_EXTERN int clf_model_info_get(const clf_model *m, clf_model_info *out);
 

@@ -279,86 +279,29 @@ double
 clf_bench_flops_model(const clf_bench_shape *s,
                       double stage_flops[CLF_STAGE_COUNT])
 {
-    double f[CLF_STAGE_COUNT];
-    double B, n, D, h, dh, dq, k, ld, total = 0.0;
-    int i;
+    clf_attention_desc d;
+    double total = NAN;
+    int full, causal;
 
-    if (s == NULL || s->batch == 0 || s->n == 0 || s->d_model == 0 ||
-        s->heads == 0 || s->d_model % s->heads != 0)
+    if (s == NULL)
         return NAN;
-    B = (double)s->batch;
-    n = (double)s->n;
-    D = (double)s->d_model;
-    h = (double)s->heads;
-    dh = (double)(s->d_model / s->heads);
-    dq = h * dh;
-    k = (double)s->k;
-    for (i = 0; i < CLF_STAGE_COUNT; i++)
-        f[i] = 0.0;
-
-    /* Q = X W_q^T and Y = O W_out^T + b_out, on all B n rows. */
-    f[CLF_STAGE_PROJECTION] = 2.0 * B * n * D * dq;
-    f[CLF_STAGE_OUTPUT] = 2.0 * B * n * dq * D + B * n * D;
-
-    switch (s->mode) {
-    case CLF_BENCH_FULL:
-    case CLF_BENCH_CAUSAL_FULL:
-        /* Exact K and V, then n x n scores and weighted sum (the causal
-         * mask does not shrink the GEMMs). */
-        f[CLF_STAGE_COMPRESSION] = 2.0 * 2.0 * B * n * D * dq;
-        f[CLF_STAGE_SCORES] = 2.0 * B * h * n * n * dh;
-        f[CLF_STAGE_WEIGHTED_SUM] = 2.0 * B * h * n * n * dh;
-        ld = n;
-        break;
-    case CLF_BENCH_LINFORMER: {
-        /* Per side: E X then W (k n D + k D d_q multiply-adds) or W then
-         * E (n D d_q + k n d_q), whichever is fewer. */
-        double cf, pf;
-        if (s->k == 0 || s->k > s->n)
-            return NAN;
-        cf = k * n * D + k * D * dq;
-        pf = n * D * dq + h * k * n * dh;
-        f[CLF_STAGE_COMPRESSION] = 2.0 * 2.0 * B * (cf <= pf ? cf : pf);
-        f[CLF_STAGE_SCORES] = 2.0 * B * h * n * k * dh;
-        f[CLF_STAGE_WEIGHTED_SUM] = 2.0 * B * h * n * k * dh;
-        ld = k;
-        break;
-    }
-    case CLF_BENCH_CAUSAL: {
-        /* Exact K and V (for the window), block compression of the
-         * complete blocks before the last query's block, then k slots plus
-         * the b-wide window of each query. */
-        size_t b = s->causal_block, nb, full_blocks, rest;
-        double c, nbq, win;
-        if (b == 0 || s->k == 0 || s->k > s->n)
-            return NAN;
-        nb = (s->n + b - 1) / b;
-        if (s->k % nb != 0)
-            return NAN;
-        c = (double)(s->k / nb);
-        nbq = (double)((s->n - 1) / b);
-        /* sum over query positions q of (q mod b) + 1 */
-        full_blocks = s->n / b;
-        rest = s->n % b;
-        win = (double)full_blocks * (double)b * (double)(b + 1) / 2.0 +
-              (double)rest * (double)(rest + 1) / 2.0;
-        f[CLF_STAGE_COMPRESSION] = 2.0 * 2.0 * B * n * D * dq +
-                                   2.0 * 2.0 * B * nbq * c * (double)b * h * dh;
-        f[CLF_STAGE_SCORES] = 2.0 * B * h * n * k * dh + 2.0 * B * h * win * dh;
-        f[CLF_STAGE_WEIGHTED_SUM] = f[CLF_STAGE_SCORES];
-        ld = k + (double)b;
-        break;
-    }
-    default:
+    full = s->mode == CLF_BENCH_FULL || s->mode == CLF_BENCH_CAUSAL_FULL;
+    causal = s->mode == CLF_BENCH_CAUSAL || s->mode == CLF_BENCH_CAUSAL_FULL;
+    if ((int)s->mode < 0 || s->mode >= CLF_BENCH_MODE_COUNT)
         return NAN;
-    }
-    /* max, subtract, exp, sum and scale for each score entry */
-    f[CLF_STAGE_SOFTMAX] = 5.0 * B * h * n * ld;
-    for (i = 0; i < CLF_STAGE_COUNT; i++) {
-        total += f[i];
-        if (stage_flops != NULL)
-            stage_flops[i] = f[i];
-    }
+    /* The layer the bench makes (see layer_make): full modes compress
+     * nothing and are given k = 1. */
+    memset(&d, 0, sizeof d);
+    d.d_model = s->d_model;
+    d.heads = s->heads;
+    d.max_seq_len = s->n;
+    d.k = full ? 1 : s->k;
+    d.bias_out = 1;
+    d.causal_block = s->mode == CLF_BENCH_CAUSAL ? s->causal_block : 0;
+    if (clf_attention_desc_flops(&d, full ? CLF_MODE_FULL : CLF_MODE_LINFORMER,
+                                 s->batch, s->n, causal, stage_flops,
+                                 &total) != 0)
+        return NAN;
     return total;
 }
 

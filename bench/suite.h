@@ -108,7 +108,7 @@ typedef struct clf_bench_result {
     clf_bench_stats device_s; /* sum of the stage times */
     clf_bench_stats stage[CLF_STAGE_COUNT];
     double flops;                        /* the library's count */
-    double stage_flops[CLF_STAGE_COUNT]; /* clf_bench_flops_model's split */
+    double stage_flops[CLF_STAGE_COUNT]; /* the library's split */
     double gflops;                       /* flops / wall.median */
     double device_bytes; /* weights + workspaces after the forward */
     double io_bytes;     /* the bench's own input and output buffers */
@@ -186,11 +186,10 @@ typedef struct clf_bench_shape {
     size_t batch, n, d_model, heads, k, causal_block;
 } clf_bench_shape;
 
-/* FLOPs of one forward of that shape, counted from the equations (2 per
- * multiply-add; 5 per softmax entry; 1 per bias add), per stage into
- * stage_flops (may be NULL), and the total.  Linformer compresses first
- * (E X, then W_k) when that needs fewer multiply-adds than projecting
- * first, as the library does.  Returns NaN for an impossible shape. */
+/* FLOPs of one forward of that shape, per stage into stage_flops (may be
+ * NULL), and the total: the library's count, clf_attention_desc_flops(), for
+ * the layer the bench makes of the shape.  Returns NaN for an impossible
+ * shape. */
 double clf_bench_flops_model(const clf_bench_shape *shape,
                              double stage_flops[CLF_STAGE_COUNT]);
 

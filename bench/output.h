@@ -60,7 +60,7 @@
 #ifndef CLF_BENCH_OUTPUT_H
 #define CLF_BENCH_OUTPUT_H
 
-#include "suite.h"
+#include "results.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -809,121 +809,172 @@ run_config(struct run *run, clf_context *ctx, const struct config *c,
  * under Linformer.  Each sequence of the batch has its own j. */
 #define DEC_D 8
 
-static int
-run_decisive(struct run *run, clf_context *ctx, size_t n, size_t k,
-             clf_bench_init init, clf_bench_accuracy *a)
+/* The decisive-token case's host arrays and layer. */
+struct decisive {
+    size_t T, n, k;
+    double alpha, diff;
+    float *wq, *unit, *e, *f, *x, *y;
+    clf_attention *att;
+};
+
+static void
+decisive_free(struct decisive *dc)
 {
-    const size_t T = a->trials, D = DEC_D;
-    const double alpha = clf_bench_decisive_alpha(n, 0.99);
-    /* The same draws under both inits (both are uniform), so that they
-     * differ in scale only. */
-    unsigned long long seed = run->o->seed * 31 + 17;
-    clf_attention_desc d;
-    clf_attention *att = NULL;
-    float *wq = NULL, *unit = NULL, *e = NULL, *f = NULL, *x = NULL;
-    float *y = NULL;
-    double sum = 0.0, sum_abs = 0.0, max_abs = 0.0, diff = 0.0;
+    clf_attention_destroy(dc->att);
+    free(dc->wq);
+    free(dc->unit);
+    free(dc->e);
+    free(dc->f);
+    free(dc->x);
+    free(dc->y);
+}
+
+/* W_q, the unit weights, E and F under init, and the T input sequences
+ * with their decisive positions. */
+static int
+decisive_inputs(struct decisive *dc, unsigned long long seed,
+                clf_bench_init init)
+{
+    const size_t D = DEC_D, T = dc->T, n = dc->n, k = dc->k;
     size_t b, t;
+
+    dc->wq = calloc(D * D, sizeof *dc->wq);
+    dc->unit = calloc(D * D, sizeof *dc->unit);
+    dc->e = malloc(k * n * sizeof *dc->e);
+    dc->f = malloc(k * n * sizeof *dc->f);
+    dc->x = calloc(T * n * D, sizeof *dc->x);
+    dc->y = malloc(T * n * D * sizeof *dc->y);
+    if (!dc->wq || !dc->unit || !dc->e || !dc->f || !dc->x || !dc->y)
+        return CLF_ENO_MEMORY;
+    dc->wq[0 * D + 1] = (float)(dc->alpha * sqrt((double)D));
+    dc->unit[0] = 1.0f;
+    fill_uniform(dc->e, k * n, mix_seed(seed, 1),
+                 clf_bench_init_bound(init, k, n));
+    fill_uniform(dc->f, k * n, mix_seed(seed, 2),
+                 clf_bench_init_bound(init, k, n));
+    for (b = 0; b < T; b++) {
+        size_t j = (2 * b + 1) * n / (2 * T);
+        for (t = 0; t < n; t++) {
+            dc->x[(b * n + t) * D + 0] = t == j ? 1.0f : 0.0f;
+            dc->x[(b * n + t) * D + 1] = 1.0f;
+        }
+    }
+    return 0;
+}
+
+/* The layer of the case, and its Linformer forward of every sequence. */
+static int
+decisive_forward(struct decisive *dc, clf_context *ctx)
+{
+    const size_t D = DEC_D, kn = dc->k * dc->n;
+    clf_attention_desc d;
     int rc;
 
     memset(&d, 0, sizeof d);
     d.d_model = D;
     d.heads = 1;
-    d.max_seq_len = n;
-    d.k = k;
-    wq = calloc(D * D, sizeof *wq);
-    unit = calloc(D * D, sizeof *unit);
-    e = malloc(k * n * sizeof *e);
-    f = malloc(k * n * sizeof *f);
-    x = calloc(T * n * D, sizeof *x);
-    y = malloc(T * n * D * sizeof *y);
-    if (!wq || !unit || !e || !f || !x || !y) {
-        rc = CLF_ENO_MEMORY;
-        goto done;
-    }
-    wq[0 * D + 1] = (float)(alpha * sqrt((double)D));
-    unit[0] = 1.0f;
-    fill_uniform(e, k * n, mix_seed(seed, 1), clf_bench_init_bound(init, k, n));
-    fill_uniform(f, k * n, mix_seed(seed, 2), clf_bench_init_bound(init, k, n));
-    for (b = 0; b < T; b++) {
-        size_t j = (2 * b + 1) * n / (2 * T);
-        for (t = 0; t < n; t++) {
-            x[(b * n + t) * D + 0] = t == j ? 1.0f : 0.0f;
-            x[(b * n + t) * D + 1] = 1.0f;
-        }
-    }
-    if ((rc = clf_attention_create(&att, ctx, &d)) != 0 ||
-        (rc = clf_attention_set_weight(att, CLF_WEIGHT_Q, wq, D * D)) != 0 ||
-        (rc = clf_attention_set_weight(att, CLF_WEIGHT_K, unit, D * D)) != 0 ||
-        (rc = clf_attention_set_weight(att, CLF_WEIGHT_V, unit, D * D)) != 0 ||
-        (rc = clf_attention_set_weight(att, CLF_WEIGHT_OUT, unit, D * D)) !=
-            0 ||
-        (rc = clf_attention_set_weight(att, CLF_PROJ_E, e, k * n)) != 0 ||
-        (rc = clf_attention_set_weight(att, CLF_PROJ_F, f, k * n)) != 0 ||
-        (rc = clf_attention_forward(att, x, T, n, y)) != 0)
-        goto done;
-    for (b = 0; b < T; b++) {
-        size_t j = (2 * b + 1) * n / (2 * T);
-        double got = y[(b * n) * D];
-        double last = y[(b * n + n - 1) * D];
-        double want = clf_bench_decisive_weight(e, f, k, n, j, alpha);
+    d.max_seq_len = dc->n;
+    d.k = dc->k;
+    if ((rc = clf_attention_create(&dc->att, ctx, &d)) ||
+        (rc = clf_attention_set_weight(dc->att, CLF_WEIGHT_Q, dc->wq, D * D)) ||
+        (rc = clf_attention_set_weight(dc->att, CLF_WEIGHT_K, dc->unit,
+                                       D * D)) ||
+        (rc = clf_attention_set_weight(dc->att, CLF_WEIGHT_V, dc->unit,
+                                       D * D)) ||
+        (rc = clf_attention_set_weight(dc->att, CLF_WEIGHT_OUT, dc->unit,
+                                       D * D)) ||
+        (rc = clf_attention_set_weight(dc->att, CLF_PROJ_E, dc->e, kn)) ||
+        (rc = clf_attention_set_weight(dc->att, CLF_PROJ_F, dc->f, kn)))
+        return rc;
+    return clf_attention_forward(dc->att, dc->x, dc->T, dc->n, dc->y);
+}
+
+/* The weight that reached each decisive position, against the host's. */
+static void
+decisive_collect(struct decisive *dc, clf_bench_weight *wt)
+{
+    const size_t D = DEC_D, n = dc->n;
+    double sum = 0.0, sum_abs = 0.0, max_abs = 0.0;
+    size_t b;
+
+    for (b = 0; b < dc->T; b++) {
+        size_t j = (2 * b + 1) * n / (2 * dc->T);
+        double got = dc->y[(b * n) * D];
+        double last = dc->y[(b * n + n - 1) * D];
+        double want =
+            clf_bench_decisive_weight(dc->e, dc->f, dc->k, n, j, dc->alpha);
         sum += got;
         sum_abs += fabs(got);
         if (fabs(got) > max_abs)
             max_abs = fabs(got);
         /* every query of the sequence sees the same scores */
-        if (fabs(got - want) > diff)
-            diff = fabs(got - want);
-        if (fabs(last - want) > diff)
-            diff = fabs(last - want);
+        dc->diff = fmax(dc->diff, fmax(fabs(got - want), fabs(last - want)));
     }
-    a->weight[init].mean = sum / (double)T;
-    a->weight[init].mean_abs = sum_abs / (double)T;
-    a->weight[init].max_abs = max_abs;
+    wt->mean = sum / (double)dc->T;
+    wt->mean_abs = sum_abs / (double)dc->T;
+    wt->max_abs = max_abs;
+}
 
-    /* Full attention on the first sequence: P[i, j] for every query. */
-    if (init == CLF_BENCH_INIT_LUCIDRAINS) {
-        double want = clf_bench_decisive_full(n, alpha), got;
-        if ((rc = clf_attention_set_mode(att, CLF_MODE_FULL)) != 0)
-            goto done;
-        rc = clf_attention_forward(att, x, 1, n, y);
-        if (rc == CLF_ETOO_LARGE) {
-            a->full_weight = want;
-            set_note(a->note, sizeof a->note,
-                     "full-mode decisive check too large: host value");
-            rc = 0;
-        } else if (rc != 0) {
-            goto done;
-        } else {
-            got = y[0];
-            a->full_weight = got;
-            if (fabs(got - want) > diff)
-                diff = fabs(got - want);
-            if (fabs(y[(n - 1) * D] - want) > diff)
-                diff = fabs(y[(n - 1) * D] - want);
-        }
+/* Full attention on the first sequence: P[i, j] for every query. */
+static int
+decisive_full(struct decisive *dc, clf_bench_accuracy *a)
+{
+    double want = clf_bench_decisive_full(dc->n, dc->alpha);
+    int rc;
+
+    if ((rc = clf_attention_set_mode(dc->att, CLF_MODE_FULL)) != 0)
+        return rc;
+    rc = clf_attention_forward(dc->att, dc->x, 1, dc->n, dc->y);
+    if (rc == CLF_ETOO_LARGE) {
+        a->full_weight = want;
+        set_note(a->note, sizeof a->note,
+                 "full-mode decisive check too large: host value");
+        return 0;
     }
-    if (isnan(a->host_max_diff) || diff > a->host_max_diff)
-        a->host_max_diff = diff;
+    if (rc != 0)
+        return rc;
+    a->full_weight = dc->y[0];
+    dc->diff = fmax(dc->diff, fmax(fabs(dc->y[0] - want),
+                                   fabs(dc->y[(dc->n - 1) * DEC_D] - want)));
+    return 0;
+}
+
+static int
+run_decisive(struct run *run, clf_context *ctx, size_t n, size_t k,
+             clf_bench_init init, clf_bench_accuracy *a)
+{
+    /* The same draws under both inits (both are uniform), so that they
+     * differ in scale only. */
+    unsigned long long seed = run->o->seed * 31 + 17;
+    struct decisive dc;
+    int rc;
+
+    memset(&dc, 0, sizeof dc);
+    dc.T = a->trials;
+    dc.n = n;
+    dc.k = k;
+    dc.alpha = clf_bench_decisive_alpha(n, 0.99);
+    if ((rc = decisive_inputs(&dc, seed, init)) != 0 ||
+        (rc = decisive_forward(&dc, ctx)) != 0)
+        goto done;
+    decisive_collect(&dc, &a->weight[init]);
+    if (init == CLF_BENCH_INIT_LUCIDRAINS && (rc = decisive_full(&dc, a)) != 0)
+        goto done;
+    if (isnan(a->host_max_diff) || dc.diff > a->host_max_diff)
+        a->host_max_diff = dc.diff;
     /* Float accumulation of the full-mode softmax denominator, one dominant
      * term plus n - 1 tiny ones each rounded the same way, leaves about
      * 1e-4 at n = 2048; a wrong weight or stage would be off by far more. */
-    if (diff > 1e-3) {
+    if (dc.diff > 1e-3) {
         fprintf(stderr,
                 "%s: warning: decisive token, n=%zu k=%zu %s: device and "
                 "host differ by %.3g\n",
-                run->o->prog, n, k, clf_bench_init_name(init), diff);
+                run->o->prog, n, k, clf_bench_init_name(init), dc.diff);
         set_note(a->note, sizeof a->note,
-                 "decisive token: device and host differ by %.3g", diff);
+                 "decisive token: device and host differ by %.3g", dc.diff);
     }
 done:
-    clf_attention_destroy(att);
-    free(wq);
-    free(unit);
-    free(e);
-    free(f);
-    free(x);
-    free(y);
+    decisive_free(&dc);
     return rc;
 }
 
@@ -973,150 +1024,235 @@ time_alternating(struct run *run, clf_context *ctx, struct layer *a,
     return 0;
 }
 
+/* One length of the accuracy study while it runs. */
+struct accrun {
+    struct run *run;
+    clf_context *ctx;
+    const struct weights *w;
+    size_t dev, n, D, h, B, count;
+    float *hx, *yfull, *ylin;
+    cl_mem x, y, yf;
+    struct layer full;
+    int have_full;
+    char full_note[200];
+};
+
+/* The input and output buffers. */
+static int
+acc_buffers(struct accrun *ar)
+{
+    int rc = 0;
+
+    ar->hx = malloc(ar->count * sizeof *ar->hx);
+    ar->yfull = malloc(ar->count * sizeof *ar->yfull);
+    ar->ylin = malloc(ar->count * sizeof *ar->ylin);
+    if (ar->hx == NULL || ar->yfull == NULL || ar->ylin == NULL)
+        return CLF_ENO_MEMORY;
+    fill_uniform(ar->hx, ar->count, mix_seed(ar->run->o->seed, 1000 + ar->n),
+                 1.0);
+    ar->x = make_buffer(ar->ctx, ar->count, ar->hx, &rc);
+    if (rc == 0)
+        ar->y = make_buffer(ar->ctx, ar->count, NULL, &rc);
+    if (rc == 0)
+        ar->yf = make_buffer(ar->ctx, ar->count, NULL, &rc);
+    return rc;
+}
+
+/* Full attention: the reference output, from its first call; its timed
+ * runs alternate with each k's Linformer runs. */
+static void
+acc_full(struct accrun *ar)
+{
+    double secs;
+    int rc;
+
+    progress(ar->run, "accuracy n=%zu D=%zu h=%zu B=%zu: full attention",
+             ar->n, ar->D, ar->h, ar->B);
+    rc = layer_make(&ar->full, ar->ctx, CLF_BENCH_FULL, ar->n, 1, ar->h, ar->w,
+                    CLF_BENCH_INIT_LUCIDRAINS, ar->run->o->seed);
+    if (rc == 0)
+        rc = timed_forward(ar->ctx, &ar->full, ar->x, ar->yf, ar->B, ar->n,
+                           &secs);
+    if (rc == 0)
+        rc = read_buffer(ar->ctx, ar->yf, ar->yfull, ar->count);
+    if (rc == 0) {
+        ar->have_full = 1;
+        return;
+    }
+    layer_destroy(&ar->full);
+    if (rc == CLF_ETOO_LARGE) {
+        snprintf(ar->full_note, sizeof ar->full_note,
+                 "full attention too large: no error, no speed-up");
+    } else {
+        snprintf(ar->full_note, sizeof ar->full_note,
+                 "full attention failed: %s", clf_last_error());
+        ar->run->failures++;
+    }
+}
+
+/* A new accuracy row for k; NULL when out of memory. */
+static clf_bench_accuracy *
+acc_add_row(struct accrun *ar, size_t k)
+{
+    clf_bench_accuracy *a = clf_bench_report_add_accuracy(ar->run->rep);
+    size_t trials = ar->run->o->trials;
+
+    if (a == NULL)
+        return NULL;
+    a->device = ar->dev;
+    a->n = ar->n;
+    a->k = k;
+    a->d_model = ar->D;
+    a->heads = ar->h;
+    a->batch = ar->B;
+    a->trials = trials < ar->n ? trials : ar->n;
+    if (ar->full_note[0] != '\0')
+        set_note(a->note, sizeof a->note, "%s", ar->full_note);
+    return a;
+}
+
+/* Whether the budget holds two Linformer forwards and a full one. */
+static int
+acc_fits(struct accrun *ar, struct layer *l)
+{
+    double fl = NAN, ff = NAN;
+
+    clf_attention_flops_ex(l->att, CLF_MODE_LINFORMER, ar->B, ar->n, NULL,
+                           &fl);
+    if (ar->have_full)
+        clf_attention_flops_ex(ar->full.att, CLF_MODE_FULL, ar->B, ar->n, NULL,
+                               &ff);
+    return fits(ar->run,
+                2.0 * estimate_s(ar->run, CLF_MODE_LINFORMER, fl) +
+                    (ar->have_full ? estimate_s(ar->run, CLF_MODE_FULL, ff)
+                                   : 0.0));
+}
+
+/* Linformer's output under the layer's E and F, and its error against
+ * full attention's. */
+static int
+acc_error(struct accrun *ar, double *rel_error)
+{
+    int rc = read_buffer(ar->ctx, ar->y, ar->ylin, ar->count);
+
+    if (rc == 0 && ar->have_full)
+        *rel_error = clf_bench_rel_error(ar->ylin, ar->yfull, ar->count);
+    return rc;
+}
+
+/* Timing and error under the lucidrains init, the error under fairseq's
+ * (the same layer with E and F redrawn). */
+static int
+acc_measure(struct accrun *ar, struct layer *l, clf_bench_accuracy *a)
+{
+    const struct clf_bench_options *o = ar->run->o;
+    int rc;
+
+    rc = time_alternating(ar->run, ar->ctx, l, ar->have_full ? &ar->full : NULL,
+                          ar->x, ar->y, ar->yf, ar->B, ar->n, &a->linformer,
+                          &a->full);
+    if (rc != 0)
+        return rc;
+    if (a->linformer.runs < o->repeat)
+        set_note(a->note, sizeof a->note,
+                 "%zu of %zu warm runs: the time budget is spent",
+                 a->linformer.runs, o->repeat);
+    if ((rc = acc_error(ar, &a->rel_error[CLF_BENCH_INIT_LUCIDRAINS])) != 0 ||
+        (rc = set_projections(l->att, a->k, ar->n, CLF_BENCH_INIT_FAIRSEQ,
+                              o->seed)) != 0 ||
+        (rc = clf_attention_forward_cl_ex(l->att, ar->x, 0, ar->y, 0, ar->B,
+                                          ar->n, NULL)) != 0)
+        return rc;
+    return acc_error(ar, &a->rel_error[CLF_BENCH_INIT_FAIRSEQ]);
+}
+
+/* One k of the study; returns -1 when out of memory. */
+static int
+acc_k(struct accrun *ar, size_t k)
+{
+    struct run *run = ar->run;
+    clf_bench_accuracy *a;
+    struct layer l;
+    int rc, init;
+
+    if (k > ar->n) {
+        progress(run, "accuracy n=%zu: k=%zu exceeds n, left out", ar->n, k);
+        return 0;
+    }
+    if ((a = acc_add_row(ar, k)) == NULL)
+        return -1;
+    rc = layer_make(&l, ar->ctx, CLF_BENCH_LINFORMER, ar->n, k, ar->h, ar->w,
+                    CLF_BENCH_INIT_LUCIDRAINS, run->o->seed);
+    if (rc != 0) {
+        fail_row(run, &a->status, a->note, sizeof a->note, "layer", rc);
+        return 0;
+    }
+    if (!acc_fits(ar, &l)) {
+        a->status = CLF_BENCH_OVER_BUDGET;
+        set_note(a->note, sizeof a->note, "not run: the time budget is spent");
+        layer_destroy(&l);
+        progress(run, "accuracy n=%zu k=%zu: skipped, over the time budget",
+                 ar->n, k);
+        return 0;
+    }
+    progress(run, "accuracy n=%zu k=%zu: Linformer%s, decisive token", ar->n,
+             k, ar->have_full ? " and full, alternating" : "");
+    rc = acc_measure(ar, &l, a);
+    layer_destroy(&l);
+    for (init = 0; rc == 0 && init < CLF_BENCH_INIT_COUNT; init++)
+        rc = run_decisive(run, ar->ctx, ar->n, k, (clf_bench_init)init, a);
+    if (rc != 0)
+        fail_row(run, &a->status, a->note, sizeof a->note, "accuracy", rc);
+    return 0;
+}
+
+static void
+acc_free(struct accrun *ar)
+{
+    layer_destroy(&ar->full);
+    if (ar->x != NULL)
+        clReleaseMemObject(ar->x);
+    if (ar->y != NULL)
+        clReleaseMemObject(ar->y);
+    if (ar->yf != NULL)
+        clReleaseMemObject(ar->yf);
+    free(ar->hx);
+    free(ar->yfull);
+    free(ar->ylin);
+}
+
 static void
 run_accuracy(struct run *run, clf_context *ctx, size_t dev, size_t n, size_t D,
              size_t h, size_t B, const struct weights *w)
 {
-    const struct clf_bench_options *o = run->o;
-    size_t count = B * n * D, i;
-    float *hx = NULL, *yfull = NULL, *ylin = NULL;
-    cl_mem x = NULL, y = NULL, yf = NULL;
-    struct layer full, l;
-    int rc = 0, have_full = 0;
-    char full_note[200] = "";
+    struct accrun ar;
+    size_t i;
+    int rc;
 
-    memset(&full, 0, sizeof full);
-    hx = malloc(count * sizeof *hx);
-    yfull = malloc(count * sizeof *yfull);
-    ylin = malloc(count * sizeof *ylin);
-    if (hx == NULL || yfull == NULL || ylin == NULL)
-        rc = CLF_ENO_MEMORY;
-    if (rc == 0) {
-        fill_uniform(hx, count, mix_seed(o->seed, 1000 + n), 1.0);
-        x = make_buffer(ctx, count, hx, &rc);
-    }
-    if (rc == 0)
-        y = make_buffer(ctx, count, NULL, &rc);
-    if (rc == 0)
-        yf = make_buffer(ctx, count, NULL, &rc);
-    if (rc != 0) {
-        fprintf(stderr, "%s: accuracy study n=%zu: %s\n", o->prog, n,
+    memset(&ar, 0, sizeof ar);
+    ar.run = run;
+    ar.ctx = ctx;
+    ar.w = w;
+    ar.dev = dev;
+    ar.n = n;
+    ar.D = D;
+    ar.h = h;
+    ar.B = B;
+    ar.count = B * n * D;
+    if ((rc = acc_buffers(&ar)) != 0) {
+        fprintf(stderr, "%s: accuracy study n=%zu: %s\n", run->o->prog, n,
                 clf_strerror(rc));
         run->failures++;
-        goto done;
+        acc_free(&ar);
+        return;
     }
-
-    /* Full attention: the reference output, from its first call; its
-     * timed runs alternate with each k's Linformer runs below. */
-    progress(run, "accuracy n=%zu D=%zu h=%zu B=%zu: full attention", n, D, h,
-             B);
-    rc = layer_make(&full, ctx, CLF_BENCH_FULL, n, 1, h, w,
-                    CLF_BENCH_INIT_LUCIDRAINS, o->seed);
-    if (rc == 0) {
-        double secs;
-        rc = timed_forward(ctx, &full, x, yf, B, n, &secs);
-        if (rc == 0)
-            rc = read_buffer(ctx, yf, yfull, count);
-    }
-    if (rc == 0) {
-        have_full = 1;
-    } else {
-        layer_destroy(&full);
-        if (rc == CLF_ETOO_LARGE) {
-            snprintf(full_note, sizeof full_note,
-                     "full attention too large: no error, no speed-up");
-        } else {
-            snprintf(full_note, sizeof full_note, "full attention failed: %s",
-                     clf_last_error());
-            run->failures++;
-        }
-    }
-
-    for (i = 0; i < o->acc_nk; i++) {
-        size_t k = o->acc_k[i];
-        clf_bench_accuracy *a;
-        double fl = NAN, ff = NAN;
-        int init;
-
-        if (k > n) {
-            progress(run, "accuracy n=%zu: k=%zu exceeds n, left out", n, k);
-            continue;
-        }
-        a = clf_bench_report_add_accuracy(run->rep);
-        if (a == NULL) {
+    acc_full(&ar);
+    for (i = 0; i < run->o->acc_nk; i++)
+        if (acc_k(&ar, run->o->acc_k[i]) != 0) {
             run->failures++;
             break;
         }
-        a->device = dev;
-        a->n = n;
-        a->k = k;
-        a->d_model = D;
-        a->heads = h;
-        a->batch = B;
-        a->trials = o->trials < n ? o->trials : n;
-        if (full_note[0] != '\0')
-            set_note(a->note, sizeof a->note, "%s", full_note);
-        rc = layer_make(&l, ctx, CLF_BENCH_LINFORMER, n, k, h, w,
-                        CLF_BENCH_INIT_LUCIDRAINS, o->seed);
-        if (rc != 0) {
-            fail_row(run, &a->status, a->note, sizeof a->note, "layer", rc);
-            continue;
-        }
-        clf_attention_flops_ex(l.att, CLF_MODE_LINFORMER, B, n, NULL, &fl);
-        if (have_full)
-            clf_attention_flops_ex(full.att, CLF_MODE_FULL, B, n, NULL, &ff);
-        if (!fits(run,
-                  2.0 * estimate_s(run, CLF_MODE_LINFORMER, fl) +
-                      (have_full ? estimate_s(run, CLF_MODE_FULL, ff) : 0.0))) {
-            a->status = CLF_BENCH_OVER_BUDGET;
-            set_note(a->note, sizeof a->note,
-                     "not run: the time budget is spent");
-            layer_destroy(&l);
-            progress(run, "accuracy n=%zu k=%zu: skipped, over the time budget",
-                     n, k);
-            continue;
-        }
-        progress(run, "accuracy n=%zu k=%zu: Linformer%s, decisive token", n, k,
-                 have_full ? " and full, alternating" : "");
-        /* lucidrains init: timing and error */
-        rc = time_alternating(run, ctx, &l, have_full ? &full : NULL, x, y, yf,
-                              B, n, &a->linformer, &a->full);
-        if (rc == 0 && a->linformer.runs < o->repeat)
-            set_note(a->note, sizeof a->note,
-                     "%zu of %zu warm runs: the time budget is spent",
-                     a->linformer.runs, o->repeat);
-        if (rc == 0)
-            rc = read_buffer(ctx, y, ylin, count);
-        if (rc == 0 && have_full)
-            a->rel_error[CLF_BENCH_INIT_LUCIDRAINS] =
-                clf_bench_rel_error(ylin, yfull, count);
-        /* fairseq init: the same layer with E and F redrawn */
-        if (rc == 0)
-            rc = set_projections(l.att, k, n, CLF_BENCH_INIT_FAIRSEQ, o->seed);
-        if (rc == 0)
-            rc = clf_attention_forward_cl_ex(l.att, x, 0, y, 0, B, n, NULL);
-        if (rc == 0)
-            rc = read_buffer(ctx, y, ylin, count);
-        if (rc == 0 && have_full)
-            a->rel_error[CLF_BENCH_INIT_FAIRSEQ] =
-                clf_bench_rel_error(ylin, yfull, count);
-        layer_destroy(&l);
-        for (init = 0; rc == 0 && init < CLF_BENCH_INIT_COUNT; init++)
-            rc = run_decisive(run, ctx, n, k, (clf_bench_init)init, a);
-        if (rc != 0)
-            fail_row(run, &a->status, a->note, sizeof a->note, "accuracy", rc);
-    }
-done:
-    layer_destroy(&full);
-    if (x != NULL)
-        clReleaseMemObject(x);
-    if (y != NULL)
-        clReleaseMemObject(y);
-    if (yf != NULL)
-        clReleaseMemObject(yf);
-    free(hx);
-    free(yfull);
-    free(ylin);
+    acc_free(&ar);
 }
 
 /* The device selectors to run on: "all" lists every device. */
@@ -1166,35 +1302,21 @@ device_selectors(const struct clf_bench_options *o, char sel[MAX_DEVICES][128],
     return 0;
 }
 
-static void
-run_device(struct run *run, const char *selector)
+/* Records the device and builds its kernels; returns the device's
+ * index in the report, or -1 (reported) when it failed. */
+static long
+device_open(struct run *run, clf_context *ctx)
 {
-    const struct clf_bench_options *o = run->o;
-    clf_context *ctx = NULL;
     clf_device_info info;
     clf_context_stats cs;
     clf_bench_device *d;
-    size_t dev, id, ih, ib, ik, in;
     double t;
     int rc;
 
-    rc = clf_context_create_ex(&ctx, selector[0] ? selector : NULL,
-                               CLF_CONTEXT_PROFILING);
-    if (rc != 0) {
-        fprintf(stderr, "%s: device \"%s\": %s (%s): %s\n", o->prog,
-                selector[0] ? selector : "default", clf_strerror(rc),
-                clf_status_name(rc), clf_last_error());
-        run->failures++;
-        return;
-    }
     clf_context_device_info(ctx, &info);
     d = clf_bench_report_add_device(run->rep);
-    if (d == NULL) {
-        clf_context_destroy(ctx);
-        run->failures++;
-        return;
-    }
-    dev = run->rep->ndevices - 1;
+    if (d == NULL)
+        return -1;
     d->index = info.index;
     snprintf(d->platform, sizeof d->platform, "%s", info.platform);
     snprintf(d->name, sizeof d->name, "%s", info.name);
@@ -1210,64 +1332,103 @@ run_device(struct run *run, const char *selector)
     rc = clf_context_build(ctx);
     d->build_s = clf_bench_now() - t;
     if (rc != 0) {
-        fprintf(stderr, "%s: device %u: kernel build: %s: %s\n%s\n", o->prog,
-                info.index, clf_strerror(rc), clf_last_error(),
+        fprintf(stderr, "%s: device %u: kernel build: %s: %s\n%s\n",
+                run->o->prog, info.index, clf_strerror(rc), clf_last_error(),
                 clf_context_build_log(ctx));
-        run->failures++;
-        clf_context_destroy(ctx);
-        return;
+        return -1;
     }
     if (clf_context_stats_get(ctx, &cs) == 0) {
         d->source_builds = cs.source_builds;
         d->cache_loads = cs.cache_loads;
     }
-    run->min_rate = run->rate[0] = run->rate[1] = 0.0;
+    return (long)(run->rep->ndevices - 1);
+}
 
-    /* The matrix, then the accuracy study (--accuracy, or --quick at the
-     * first D, h and B). */
-    for (id = 0; id < o->nd; id++)
-        for (ih = 0; ih < o->nh; ih++) {
-            struct weights w;
-            size_t D = o->d[id], h = o->h[ih];
-            if (D % h != 0) {
-                fprintf(stderr,
-                        "%s: D=%zu is not a multiple of h=%zu: skipped\n",
-                        o->prog, D, h);
-                run->failures++;
-                continue;
-            }
-            if (weights_make(&w, D, o->seed) != 0) {
-                fprintf(stderr, "%s: out of host memory\n", o->prog);
-                run->failures++;
-                continue;
-            }
-            for (ib = 0; ib < o->nb; ib++) {
-                if (!o->accuracy)
-                    for (ik = 0; ik < o->nk; ik++)
-                        for (in = 0; in < o->nn; in++) {
-                            struct config c;
-                            c.dev = dev;
-                            c.n = o->n[in];
-                            c.k = o->k[ik];
-                            c.D = D;
-                            c.h = h;
-                            c.B = o->b[ib];
-                            run_config(run, ctx, &c, &w);
-                        }
-                if (o->accuracy || (o->quick && id == 0 && ih == 0 && ib == 0))
-                    for (in = 0; in < o->acc_nn; in++)
-                        run_accuracy(run, ctx, dev, o->acc_n[in], D, h,
-                                     o->b[ib], &w);
-            }
-            weights_free(&w);
+/* The matrix of one (D, h, B): every k and n. */
+static void
+run_matrix(struct run *run, clf_context *ctx, struct config *c,
+           const struct weights *w)
+{
+    const struct clf_bench_options *o = run->o;
+    size_t ik, in;
+
+    for (ik = 0; ik < o->nk; ik++)
+        for (in = 0; in < o->nn; in++) {
+            c->n = o->n[in];
+            c->k = o->k[ik];
+            run_config(run, ctx, c, w);
         }
+}
+
+/* The matrix, then the accuracy study (--accuracy, or --quick at the first
+ * D, h and B), for one (D, h). */
+static void
+run_width(struct run *run, clf_context *ctx, size_t dev, size_t id, size_t ih)
+{
+    const struct clf_bench_options *o = run->o;
+    struct weights w;
+    struct config c;
+    size_t ib, in, D = o->d[id], h = o->h[ih];
+
+    if (D % h != 0) {
+        fprintf(stderr, "%s: D=%zu is not a multiple of h=%zu: skipped\n",
+                o->prog, D, h);
+        run->failures++;
+        return;
+    }
+    if (weights_make(&w, D, o->seed) != 0) {
+        fprintf(stderr, "%s: out of host memory\n", o->prog);
+        run->failures++;
+        return;
+    }
+    for (ib = 0; ib < o->nb; ib++) {
+        c.dev = dev;
+        c.D = D;
+        c.h = h;
+        c.B = o->b[ib];
+        if (!o->accuracy)
+            run_matrix(run, ctx, &c, &w);
+        if (o->accuracy || (o->quick && id == 0 && ih == 0 && ib == 0))
+            for (in = 0; in < o->acc_nn; in++)
+                run_accuracy(run, ctx, dev, o->acc_n[in], D, h, o->b[ib], &w);
+    }
+    weights_free(&w);
+}
+
+static void
+run_device(struct run *run, const char *selector)
+{
+    const struct clf_bench_options *o = run->o;
+    clf_context *ctx = NULL;
+    clf_bench_device *d;
+    size_t id, ih;
+    long dev;
+    int rc;
+
+    rc = clf_context_create_ex(&ctx, selector[0] ? selector : NULL,
+                               CLF_CONTEXT_PROFILING);
+    if (rc != 0) {
+        fprintf(stderr, "%s: device \"%s\": %s (%s): %s\n", o->prog,
+                selector[0] ? selector : "default", clf_strerror(rc),
+                clf_status_name(rc), clf_last_error());
+        run->failures++;
+        return;
+    }
+    if ((dev = device_open(run, ctx)) < 0) {
+        run->failures++;
+        clf_context_destroy(ctx);
+        return;
+    }
+    run->min_rate = run->rate[0] = run->rate[1] = 0.0;
+    for (id = 0; id < o->nd; id++)
+        for (ih = 0; ih < o->nh; ih++)
+            run_width(run, ctx, (size_t)dev, id, ih);
     d = &run->rep->devices[dev];
     snprintf(d->tuning, sizeof d->tuning, "%s", clf_context_tuning(ctx));
     snprintf(d->choices, sizeof d->choices, "%s",
              clf_context_kernel_choices(ctx));
     clf_context_destroy(ctx);
 }
-
 
 int
 clf_bench_run(const struct clf_bench_options *o, clf_bench_report *rep,

@@ -155,15 +155,135 @@ takes_value(const char *opt)
     return 0;
 }
 
+/* The list that a size-list option (--n, --k, --d-model, --heads,
+ * --batch) fills, or NULL for another option. */
+static size_t *
+size_list(struct clf_bench_options *o, const char *opt, size_t **count)
+{
+    static const char *const names[] = {"--n", "--k", "--d-model", "--heads",
+                                        "--batch"};
+    size_t *lists[5], *counts[5];
+    size_t i;
+
+    lists[0] = o->n, counts[0] = &o->nn;
+    lists[1] = o->k, counts[1] = &o->nk;
+    lists[2] = o->d, counts[2] = &o->nd;
+    lists[3] = o->h, counts[3] = &o->nh;
+    lists[4] = o->b, counts[4] = &o->nb;
+    for (i = 0; i < 5; i++)
+        if (strcmp(opt, names[i]) == 0) {
+            *count = counts[i];
+            return lists[i];
+        }
+    return NULL;
+}
+
+static int
+parse_budget(const char *val, double *out)
+{
+    char *end;
+    double v = strtod(val, &end);
+
+    if (*val == '\0' || *end != '\0' || !(v > 0.0) || v > 1e7)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int
+parse_seed(const char *val, unsigned long long *out)
+{
+    char *end;
+
+    errno = 0;
+    *out = strtoull(val, &end, 10);
+    /* JSON integers are signed 64-bit */
+    if (*val < '0' || *val > '9' || *end != '\0' || errno != 0 ||
+        *out > 0x7FFFFFFFFFFFFFFFULL)
+        return -1;
+    return 0;
+}
+
+/* Options with a number: --repeat, --trials, --budget, --seed, --modes.
+ * Returns 0, 2 (reported), or -1 for another option. */
+static int
+parse_number(struct clf_bench_options *o, const char *opt, const char *val)
+{
+    if (strcmp(opt, "--modes") == 0) {
+        if (parse_modes(val, o->modes) == 0) {
+            o->modes_given = 1;
+            return 0;
+        }
+        fprintf(stderr,
+                "%s: bad --modes \"%s\" (a comma list of linformer, full, "
+                "causal, causal-full)\n",
+                o->prog, val);
+    } else if (strcmp(opt, "--repeat") == 0) {
+        if (parse_count(val, 1, MAX_REPEAT, &o->repeat) == 0)
+            return 0;
+        fprintf(stderr, "%s: bad --repeat \"%s\" (1..%d)\n", o->prog, val,
+                MAX_REPEAT);
+    } else if (strcmp(opt, "--trials") == 0) {
+        if (parse_count(val, 1, MAX_TRIALS, &o->trials) == 0)
+            return 0;
+        fprintf(stderr, "%s: bad --trials \"%s\" (1..%d)\n", o->prog, val,
+                MAX_TRIALS);
+    } else if (strcmp(opt, "--budget") == 0) {
+        if (parse_budget(val, &o->budget) == 0)
+            return 0;
+        fprintf(stderr, "%s: bad --budget \"%s\" (seconds > 0)\n", o->prog,
+                val);
+    } else if (strcmp(opt, "--seed") == 0) {
+        if (parse_seed(val, &o->seed) == 0)
+            return 0;
+        fprintf(stderr, "%s: bad --seed \"%s\"\n", o->prog, val);
+    } else {
+        return -1;
+    }
+    return 2;
+}
+
+/* An option that takes a value; returns 0 or 2 (reported). */
+static int
+parse_value(struct clf_bench_options *o, const char *opt, const char *val)
+{
+    static const char *const paths[] = {"--device", "--json",    "--csv",
+                                        "--svg",    "--compare", "--from"};
+    const char **dest[6];
+    size_t *list, *cnt = NULL, i;
+    int rc;
+
+    dest[0] = &o->device, dest[1] = &o->json, dest[2] = &o->csv;
+    dest[3] = &o->svg, dest[4] = &o->compare, dest[5] = &o->from;
+    for (i = 0; i < 6; i++)
+        if (strcmp(opt, paths[i]) == 0) {
+            *dest[i] = val;
+            return 0;
+        }
+    if ((rc = parse_number(o, opt, val)) >= 0)
+        return rc;
+    if ((list = size_list(o, opt, &cnt)) == NULL) {
+        fprintf(stderr, "%s: unknown option %s (see --help)\n", o->prog, opt);
+        return 2;
+    }
+    if (clf_bench_parse_sizes(val, list, MAX_LIST, cnt) != 0) {
+        fprintf(stderr,
+                "%s: bad %s \"%s\" (a comma list of up to %d positive "
+                "integers)\n",
+                o->prog, opt, val, MAX_LIST);
+        return 2;
+    }
+    return 0;
+}
+
 /* Parses the command line into *o; returns 0, 1 after --help, or 2. */
 static int
 parse_args(int argc, char **argv, struct clf_bench_options *o)
 {
-    int a;
+    int a, rc;
 
     for (a = 1; a < argc; a++) {
-        const char *opt = argv[a], *val;
-        size_t *list = NULL, *cnt = NULL;
+        const char *opt = argv[a];
 
         if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
             usage(stdout, o->prog);
@@ -189,87 +309,8 @@ parse_args(int argc, char **argv, struct clf_bench_options *o)
                     opt);
             return 2;
         }
-        val = argv[++a];
-        if (strcmp(opt, "--device") == 0) {
-            o->device = val;
-        } else if (strcmp(opt, "--json") == 0) {
-            o->json = val;
-        } else if (strcmp(opt, "--csv") == 0) {
-            o->csv = val;
-        } else if (strcmp(opt, "--svg") == 0) {
-            o->svg = val;
-        } else if (strcmp(opt, "--compare") == 0) {
-            o->compare = val;
-        } else if (strcmp(opt, "--from") == 0) {
-            o->from = val;
-        } else if (strcmp(opt, "--modes") == 0) {
-            if (parse_modes(val, o->modes) != 0) {
-                fprintf(stderr,
-                        "%s: bad --modes \"%s\" (a comma list of linformer, "
-                        "full, causal, causal-full)\n",
-                        o->prog, val);
-                return 2;
-            }
-            o->modes_given = 1;
-        } else if (strcmp(opt, "--repeat") == 0) {
-            if (parse_count(val, 1, MAX_REPEAT, &o->repeat) != 0) {
-                fprintf(stderr, "%s: bad --repeat \"%s\" (1..%d)\n", o->prog,
-                        val, MAX_REPEAT);
-                return 2;
-            }
-        } else if (strcmp(opt, "--trials") == 0) {
-            if (parse_count(val, 1, MAX_TRIALS, &o->trials) != 0) {
-                fprintf(stderr, "%s: bad --trials \"%s\" (1..%d)\n", o->prog,
-                        val, MAX_TRIALS);
-                return 2;
-            }
-        } else if (strcmp(opt, "--budget") == 0) {
-            char *end;
-            double v = strtod(val, &end);
-            if (*val == '\0' || *end != '\0' || !(v > 0.0) || v > 1e7) {
-                fprintf(stderr, "%s: bad --budget \"%s\" (seconds > 0)\n",
-                        o->prog, val);
-                return 2;
-            }
-            o->budget = v;
-        } else if (strcmp(opt, "--seed") == 0) {
-            char *end;
-            errno = 0;
-            o->seed = strtoull(val, &end, 10);
-            /* JSON integers are signed 64-bit */
-            if (*val < '0' || *val > '9' || *end != '\0' || errno != 0 ||
-                o->seed > 0x7FFFFFFFFFFFFFFFULL) {
-                fprintf(stderr, "%s: bad --seed \"%s\"\n", o->prog, val);
-                return 2;
-            }
-        } else if (strcmp(opt, "--n") == 0) {
-            list = o->n;
-            cnt = &o->nn;
-        } else if (strcmp(opt, "--k") == 0) {
-            list = o->k;
-            cnt = &o->nk;
-        } else if (strcmp(opt, "--d-model") == 0) {
-            list = o->d;
-            cnt = &o->nd;
-        } else if (strcmp(opt, "--heads") == 0) {
-            list = o->h;
-            cnt = &o->nh;
-        } else if (strcmp(opt, "--batch") == 0) {
-            list = o->b;
-            cnt = &o->nb;
-        } else {
-            fprintf(stderr, "%s: unknown option %s (see --help)\n", o->prog,
-                    opt);
-            return 2;
-        }
-        if (list != NULL &&
-            clf_bench_parse_sizes(val, list, MAX_LIST, cnt) != 0) {
-            fprintf(stderr,
-                    "%s: bad %s \"%s\" (a comma list of up to %d positive "
-                    "integers)\n",
-                    o->prog, opt, val, MAX_LIST);
-            return 2;
-        }
+        if ((rc = parse_value(o, opt, argv[++a])) != 0)
+            return rc;
     }
     return 0;
 }
@@ -344,6 +385,53 @@ sort_sizes(size_t *v, size_t *n)
     *n = m;
 }
 
+typedef int (*writer_fn)(FILE *f, const clf_bench_report *r);
+
+/* Writes path with one of output.h's writers; returns 0, or -1 with errno
+ * set. */
+static int
+write_with(const char *path, writer_fn write, const clf_bench_report *rep)
+{
+    FILE *f = fopen(path, "w");
+    int rc;
+
+    if (f == NULL)
+        return -1;
+    rc = write(f, rep) != 0 ? -1 : 0;
+    if (fclose(f) != 0)
+        rc = -1;
+    return rc;
+}
+
+/* The CSV files: matrix rows to --csv's path, accuracy rows to the same
+ * path with -accuracy before its .csv.  Returns 1 when one failed. */
+static int
+write_csvs(const struct clf_bench_options *o, const clf_bench_report *rep)
+{
+    char path[4096];
+    size_t len = strlen(o->csv);
+    int bad = 0;
+
+    if (write_with(o->csv, clf_bench_csv_write, rep) != 0) {
+        fprintf(stderr, "%s: writing %s: %s\n", o->prog, o->csv,
+                strerror(errno));
+        bad = 1;
+    }
+    if (rep->naccuracy == 0)
+        return bad;
+    if (len >= 4 && strcmp(o->csv + len - 4, ".csv") == 0)
+        snprintf(path, sizeof path, "%.*s-accuracy.csv", (int)(len - 4),
+                 o->csv);
+    else
+        snprintf(path, sizeof path, "%s-accuracy.csv", o->csv);
+    if (write_with(path, clf_bench_csv_accuracy_write, rep) != 0) {
+        fprintf(stderr, "%s: writing %s: %s\n", o->prog, path,
+                strerror(errno));
+        bad = 1;
+    }
+    return bad;
+}
+
 static int
 write_outputs(const struct clf_bench_options *o, const clf_bench_report *rep)
 {
@@ -354,48 +442,14 @@ write_outputs(const struct clf_bench_options *o, const clf_bench_report *rep)
                 strerror(errno));
         bad = 1;
     }
-    if (o->csv != NULL) {
-        FILE *f = fopen(o->csv, "w");
-        int rc = f == NULL || clf_bench_csv_write(f, rep) != 0;
-        if (f != NULL && fclose(f) != 0)
-            rc = 1;
-        if (rc) {
-            fprintf(stderr, "%s: writing %s: %s\n", o->prog, o->csv,
-                    strerror(errno));
-            bad = 1;
-        }
-        if (rep->naccuracy > 0) {
-            char path[4096];
-            size_t len = strlen(o->csv);
-            if (len >= 4 && strcmp(o->csv + len - 4, ".csv") == 0)
-                snprintf(path, sizeof path, "%.*s-accuracy.csv", (int)(len - 4),
-                         o->csv);
-            else
-                snprintf(path, sizeof path, "%s-accuracy.csv", o->csv);
-            f = fopen(path, "w");
-            rc = f == NULL || clf_bench_csv_accuracy_write(f, rep) != 0;
-            if (f != NULL && fclose(f) != 0)
-                rc = 1;
-            if (rc) {
-                fprintf(stderr, "%s: writing %s: %s\n", o->prog, path,
-                        strerror(errno));
-                bad = 1;
-            }
-        }
-    }
-    if (o->svg != NULL) {
-        if (rep->nresults == 0) {
-            fprintf(stderr, "%s: --svg: no matrix results to plot\n", o->prog);
-        } else {
-            FILE *f = fopen(o->svg, "w");
-            int rc = f == NULL || clf_bench_svg_write(f, rep) != 0;
-            if (f != NULL && fclose(f) != 0)
-                rc = 1;
-            if (rc) {
-                fprintf(stderr, "%s: writing %s failed\n", o->prog, o->svg);
-                bad = 1;
-            }
-        }
+    if (o->csv != NULL)
+        bad |= write_csvs(o, rep);
+    if (o->svg != NULL && rep->nresults == 0) {
+        fprintf(stderr, "%s: --svg: no matrix results to plot\n", o->prog);
+    } else if (o->svg != NULL &&
+               write_with(o->svg, clf_bench_svg_write, rep) != 0) {
+        fprintf(stderr, "%s: writing %s failed\n", o->prog, o->svg);
+        bad = 1;
     }
     return bad;
 }

@@ -419,11 +419,65 @@ group_median(const clf_bench_report *r, const clf_bench_result *g,
     return NAN;
 }
 
+/* Whether row i starts a crossover group: a Linformer mode, the group's
+ * first row of that mode. */
+static int
+starts_group(const clf_bench_report *r, size_t i)
+{
+    const clf_bench_result *g = &r->results[i];
+    size_t j;
+
+    if (clf_bench_mode_reference(g->mode) == g->mode)
+        return 0;
+    for (j = 0; j < i; j++)
+        if (r->results[j].mode == g->mode && same_group(&r->results[j], g))
+            return 0;
+    return 1;
+}
+
+/* The crossover of the group that row g starts, into *c (may be NULL),
+ * with scratch arrays of nresults entries.  Returns 1, or 0 when the
+ * group has no reference row. */
+static int
+group_crossing(const clf_bench_report *r, const clf_bench_result *g,
+               size_t *ns, double *lin, double *ref, clf_bench_crossing *c)
+{
+    clf_bench_mode refmode = clf_bench_mode_reference(g->mode);
+    size_t j, m = 0, points = 0, p;
+    int has_ref = 0;
+
+    for (j = 0; j < r->nresults; j++) {
+        const clf_bench_result *x = &r->results[j];
+        if (x->mode == g->mode && same_group(x, g))
+            ns[m++] = x->n;
+    }
+    qsort(ns, m, sizeof *ns, cmp_size);
+    for (p = 0; p < m; p++) {
+        lin[p] = group_median(r, g, g->mode, ns[p], NULL);
+        ref[p] = group_median(r, g, refmode, ns[p], &has_ref);
+        if (!isnan(lin[p]) && !isnan(ref[p]))
+            points++;
+    }
+    if (!has_ref)
+        return 0;
+    if (c != NULL) {
+        c->device = g->device;
+        c->d_model = g->d_model;
+        c->heads = g->heads;
+        c->batch = g->batch;
+        c->k_requested = g->k_requested;
+        c->causal = g->mode == CLF_BENCH_CAUSAL;
+        c->points = points;
+        c->n = clf_bench_crossover(ns, lin, ref, m, &c->n_estimate);
+    }
+    return 1;
+}
+
 int
 clf_bench_report_crossings(const clf_bench_report *r, clf_bench_crossing *out,
                            size_t cap, size_t *count)
 {
-    size_t i, j, found = 0;
+    size_t i, found = 0;
     size_t *ns = NULL;
     double *lin = NULL, *ref = NULL;
 
@@ -439,46 +493,11 @@ clf_bench_report_crossings(const clf_bench_report *r, clf_bench_crossing *out,
         free(ref);
         return -1;
     }
-    for (i = 0; i < r->nresults; i++) {
-        const clf_bench_result *g = &r->results[i];
-        clf_bench_mode refmode = clf_bench_mode_reference(g->mode);
-        size_t m = 0, points = 0, p;
-        int seen = 0, has_ref = 0;
-        if (refmode == g->mode)
-            continue;
-        /* Only the group's first row of this mode starts it. */
-        for (j = 0; j < i; j++)
-            if (r->results[j].mode == g->mode && same_group(&r->results[j], g))
-                seen = 1;
-        if (seen)
-            continue;
-        for (j = 0; j < r->nresults; j++) {
-            const clf_bench_result *x = &r->results[j];
-            if (x->mode == g->mode && same_group(x, g))
-                ns[m++] = x->n;
-        }
-        qsort(ns, m, sizeof *ns, cmp_size);
-        for (p = 0; p < m; p++) {
-            lin[p] = group_median(r, g, g->mode, ns[p], NULL);
-            ref[p] = group_median(r, g, refmode, ns[p], &has_ref);
-            if (!isnan(lin[p]) && !isnan(ref[p]))
-                points++;
-        }
-        if (!has_ref)
-            continue;
-        if (found < cap) {
-            clf_bench_crossing *c = &out[found];
-            c->device = g->device;
-            c->d_model = g->d_model;
-            c->heads = g->heads;
-            c->batch = g->batch;
-            c->k_requested = g->k_requested;
-            c->causal = g->mode == CLF_BENCH_CAUSAL;
-            c->points = points;
-            c->n = clf_bench_crossover(ns, lin, ref, m, &c->n_estimate);
-        }
-        found++;
-    }
+    for (i = 0; i < r->nresults; i++)
+        if (starts_group(r, i))
+            found += (size_t)group_crossing(
+                r, &r->results[i], ns, lin, ref,
+                found < cap ? &out[found] : NULL);
     free(ns);
     free(lin);
     free(ref);

@@ -1430,6 +1430,87 @@ run_device(struct run *run, const char *selector)
     clf_context_destroy(ctx);
 }
 
+/* Whether a * b * c * d fits size_t (all nonzero). */
+static int
+fits_size(size_t a, size_t b, size_t c, size_t d)
+{
+    if (b > SIZE_MAX / a)
+        return 0;
+    a *= b;
+    if (c > SIZE_MAX / a)
+        return 0;
+    a *= c;
+    return d <= SIZE_MAX / a;
+}
+
+/* The matrix's and the study's inputs and outputs: B x n x D floats. */
+static int
+check_inputs(const struct clf_bench_options *o, const size_t *ns, size_t nn,
+             char *why, size_t len)
+{
+    size_t ib, in, id;
+
+    for (ib = 0; ib < o->nb; ib++)
+        for (in = 0; in < nn; in++)
+            for (id = 0; id < o->nd; id++)
+                if (!fits_size(o->b[ib], ns[in], o->d[id], sizeof(float))) {
+                    snprintf(why, len,
+                             "--batch %zu x --n %zu x --d-model %zu floats "
+                             "overflow the address space",
+                             o->b[ib], ns[in], o->d[id]);
+                    return -1;
+                }
+    return 0;
+}
+
+/* The study's E and F (k x n) and decisive-token inputs (trials x n x 8
+ * floats). */
+static int
+check_study(const struct clf_bench_options *o, char *why, size_t len)
+{
+    size_t in, ik, trials = o->trials > 0 ? o->trials : 1;
+
+    for (in = 0; in < o->acc_nn; in++) {
+        size_t n = o->acc_n[in];
+        for (ik = 0; ik < o->acc_nk; ik++)
+            if (!fits_size(o->acc_k[ik], n, sizeof(float), 1)) {
+                snprintf(why, len,
+                         "--k %zu x --n %zu floats overflow the address "
+                         "space",
+                         o->acc_k[ik], n);
+                return -1;
+            }
+        if (!fits_size(trials, n, DEC_D, sizeof(float))) {
+            snprintf(why, len,
+                     "--trials %zu x --n %zu x %d floats overflow the "
+                     "address space",
+                     trials, n, DEC_D);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int
+clf_bench_check_sizes(const struct clf_bench_options *o, char *why,
+                      size_t len)
+{
+    size_t id;
+
+    for (id = 0; id < o->nd; id++)
+        if (!fits_size(o->d[id], o->d[id], sizeof(float), 1)) {
+            snprintf(why, len,
+                     "--d-model %zu: its %zu x %zu weights overflow the "
+                     "address space",
+                     o->d[id], o->d[id], o->d[id]);
+            return -1;
+        }
+    if (check_inputs(o, o->n, o->nn, why, len) != 0 ||
+        check_inputs(o, o->acc_n, o->acc_nn, why, len) != 0)
+        return -1;
+    return check_study(o, why, len);
+}
+
 int
 clf_bench_run(const struct clf_bench_options *o, clf_bench_report *rep,
               double t0)
@@ -1437,7 +1518,12 @@ clf_bench_run(const struct clf_bench_options *o, clf_bench_report *rep,
     struct run run;
     char sel[MAX_DEVICES][128];
     size_t nsel = 0, i;
+    char why[256];
 
+    if (clf_bench_check_sizes(o, why, sizeof why) != 0) {
+        fprintf(stderr, "%s: %s\n", o->prog, why);
+        return -1;
+    }
     if (device_selectors(o, sel, &nsel) != 0)
         return -1;
     memset(&run, 0, sizeof run);

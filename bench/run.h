@@ -35,11 +35,19 @@ struct clf_bench_options {
 /* Seconds on a monotonic clock. */
 double clf_bench_now(void);
 
+/* Checks that every buffer the run would allocate from o's sizes (inputs
+ * and outputs B x n x D, weights D x D, the study's E, F and decisive
+ * inputs) has a byte count that fits size_t.  Returns 0, or -1 with a
+ * sentence naming the options at fault in why (len bytes). */
+int clf_bench_check_sizes(const struct clf_bench_options *o, char *why,
+                          size_t len);
+
 /* Measures what o asks for on each of its devices into rep (whose header,
  * settings and command the caller fills), sharing o->budget seconds from
  * t0 (a clf_bench_now() reading) among the devices, and sets rep->wall_s.
  * Progress goes to stderr.  Returns the number of failures (a device, a
- * forward, host memory), or -1 when no device could be named. */
+ * forward, host memory), or -1 when a size overflows (see
+ * clf_bench_check_sizes) or no device could be named. */
 int clf_bench_run(const struct clf_bench_options *o, clf_bench_report *rep,
                   double t0);
 

@@ -562,6 +562,7 @@ clf_bench_main(int argc, char **argv)
 {
     struct clf_bench_options o;
     clf_bench_report rep, base;
+    char why[256];
     double t0;
     int rc;
 
@@ -572,6 +573,10 @@ clf_bench_main(int argc, char **argv)
     if (rc != 0)
         return rc == 1 ? 0 : 2;
     fill_defaults(&o);
+    if (clf_bench_check_sizes(&o, why, sizeof why) != 0) {
+        fprintf(stderr, "%s: %s\n", o.prog, why);
+        return 2;
+    }
     sort_sizes(o.n, &o.nn);
     sort_sizes(o.k, &o.nk);
     sort_sizes(o.d, &o.nd);

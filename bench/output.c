@@ -237,36 +237,26 @@ clf_bench_report_to_json(const clf_bench_report *r)
 }
 
 int
-clf_bench_json_write(const clf_bench_report *r, const char *path)
+clf_bench_json_fwrite(FILE *f, const clf_bench_report *r)
 {
     json_t *root = clf_bench_report_to_json(r);
-    char *tmp;
-    size_t len = strlen(path) + 16;
     int rc;
 
     if (root == NULL) {
         errno = ENOMEM;
         return -1;
     }
-    tmp = malloc(len);
-    if (tmp == NULL) {
-        json_decref(root);
-        errno = ENOMEM;
-        return -1;
-    }
-    /* A reader never sees a half-written file. */
-    snprintf(tmp, len, "%s.tmp%ld", path, (long)getpid());
-    rc = json_dump_file(root, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
     json_decref(root);
-    if (rc != 0 || rename(tmp, path) != 0) {
-        int e = errno ? errno : EIO;
-        remove(tmp);
-        free(tmp);
-        errno = e;
+    if (rc != 0 || fputc('\n', f) == EOF)
         return -1;
-    }
-    free(tmp);
     return 0;
+}
+
+int
+clf_bench_json_write(const clf_bench_report *r, const char *path)
+{
+    return clf_bench_write_file(path, clf_bench_json_fwrite, r);
 }
 
 /* ----------------------------------------------------------- JSON: read */

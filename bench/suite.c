@@ -77,9 +77,15 @@ static const char usage_text[] =
     "Output:\n"
     "  --json FILE       the results as JSON (schema clinformer-bench/1)\n"
     "  --csv FILE        matrix rows as CSV; accuracy rows go to FILE with\n"
-    "                    -accuracy before its .csv\n"
+    "                    -accuracy before its .csv (with -, after a blank\n"
+    "                    line)\n"
     "  --svg FILE        median time against n, per device and mode, with\n"
     "                    the crossover n marked\n"
+    "                    FILE - is standard output (one of the three at\n"
+    "                    most); the tables then go to stderr.  Files are\n"
+    "                    written whole (a temporary file, mode 0600, renamed\n"
+    "                    into place); an existing FILE that is not a\n"
+    "                    regular file is refused\n"
     "  --compare FILE    an earlier run's JSON: print both medians and\n"
     "                    now/baseline for each row found there (same\n"
     "                    platform, device, driver and config; or the same\n"
@@ -385,26 +391,41 @@ sort_sizes(size_t *v, size_t *n)
     *n = m;
 }
 
-typedef int (*writer_fn)(FILE *f, const clf_bench_report *r);
-
-/* Writes path with one of output.h's writers; returns 0, or -1 with errno
- * set. */
-static int
-write_with(const char *path, writer_fn write, const clf_bench_report *rep)
+/* Why writing a file failed, from errno. */
+static const char *
+why_not_written(void)
 {
-    FILE *f = fopen(path, "w");
-    int rc;
+    if (errno == EEXIST)
+        return "it exists and is not a regular file: refused";
+    return strerror(errno);
+}
 
-    if (f == NULL)
+/* Whether a file option names standard output. */
+static int
+is_stdout(const char *path)
+{
+    return path != NULL && strcmp(path, "-") == 0;
+}
+
+/* Writes path with a writer (atomically), or standard output for "-".
+ * Returns 0, or -1 with errno set. */
+static int
+write_to(const char *path, clf_bench_writer write, const clf_bench_report *rep)
+{
+    if (!is_stdout(path))
+        return clf_bench_write_file(path, write, rep);
+    errno = 0;
+    if (write(stdout, rep) != 0 || fflush(stdout) != 0) {
+        if (errno == 0)
+            errno = EIO;
         return -1;
-    rc = write(f, rep) != 0 ? -1 : 0;
-    if (fclose(f) != 0)
-        rc = -1;
-    return rc;
+    }
+    return 0;
 }
 
 /* The CSV files: matrix rows to --csv's path, accuracy rows to the same
- * path with -accuracy before its .csv.  Returns 1 when one failed. */
+ * path with -accuracy before its .csv (on standard output, after a blank
+ * line).  Returns 1 when one failed. */
 static int
 write_csvs(const struct clf_bench_options *o, const clf_bench_report *rep)
 {
@@ -412,21 +433,24 @@ write_csvs(const struct clf_bench_options *o, const clf_bench_report *rep)
     size_t len = strlen(o->csv);
     int bad = 0;
 
-    if (write_with(o->csv, clf_bench_csv_write, rep) != 0) {
+    if (write_to(o->csv, clf_bench_csv_write, rep) != 0) {
         fprintf(stderr, "%s: writing %s: %s\n", o->prog, o->csv,
-                strerror(errno));
+                why_not_written());
         bad = 1;
     }
     if (rep->naccuracy == 0)
         return bad;
-    if (len >= 4 && strcmp(o->csv + len - 4, ".csv") == 0)
+    if (is_stdout(o->csv))
+        snprintf(path, sizeof path, "-");
+    else if (len >= 4 && strcmp(o->csv + len - 4, ".csv") == 0)
         snprintf(path, sizeof path, "%.*s-accuracy.csv", (int)(len - 4),
                  o->csv);
     else
         snprintf(path, sizeof path, "%s-accuracy.csv", o->csv);
-    if (write_with(path, clf_bench_csv_accuracy_write, rep) != 0) {
+    if ((is_stdout(path) && putchar('\n') == EOF) ||
+        write_to(path, clf_bench_csv_accuracy_write, rep) != 0) {
         fprintf(stderr, "%s: writing %s: %s\n", o->prog, path,
-                strerror(errno));
+                why_not_written());
         bad = 1;
     }
     return bad;
@@ -437,9 +461,9 @@ write_outputs(const struct clf_bench_options *o, const clf_bench_report *rep)
 {
     int bad = 0;
 
-    if (o->json != NULL && clf_bench_json_write(rep, o->json) != 0) {
+    if (o->json != NULL && write_to(o->json, clf_bench_json_fwrite, rep) != 0) {
         fprintf(stderr, "%s: writing %s: %s\n", o->prog, o->json,
-                strerror(errno));
+                why_not_written());
         bad = 1;
     }
     if (o->csv != NULL)
@@ -447,8 +471,9 @@ write_outputs(const struct clf_bench_options *o, const clf_bench_report *rep)
     if (o->svg != NULL && rep->nresults == 0) {
         fprintf(stderr, "%s: --svg: no matrix results to plot\n", o->prog);
     } else if (o->svg != NULL &&
-               write_with(o->svg, clf_bench_svg_write, rep) != 0) {
-        fprintf(stderr, "%s: writing %s failed\n", o->prog, o->svg);
+               write_to(o->svg, clf_bench_svg_write, rep) != 0) {
+        fprintf(stderr, "%s: writing %s: %s\n", o->prog, o->svg,
+                why_not_written());
         bad = 1;
     }
     return bad;
@@ -515,20 +540,26 @@ fill_header(const struct clf_bench_options *o, int argc, char **argv,
     rep->quick = o->quick;
 }
 
-/* Prints the tables and writes the files; returns 1 when a file failed. */
+/* Prints the tables (to stderr when standard output carries JSON, CSV or
+ * SVG) and writes the files; returns 1 when a file failed. */
 static int
 report(const struct clf_bench_options *o, const clf_bench_report *rep,
        const clf_bench_report *base)
 {
+    FILE *t = is_stdout(o->json) || is_stdout(o->csv) || is_stdout(o->svg)
+                  ? stderr
+                  : stdout;
+
     if (rep->nresults > 0)
-        clf_bench_print_matrix(stdout, rep);
+        clf_bench_print_matrix(t, rep);
     if (rep->naccuracy > 0)
-        clf_bench_print_accuracy(stdout, rep);
-    if (o->compare != NULL && clf_bench_print_compare(stdout, rep, base) == 0)
-        printf("\n--compare %s: no row of this run matches one there\n",
-               o->compare);
+        clf_bench_print_accuracy(t, rep);
+    if (o->compare != NULL && clf_bench_print_compare(t, rep, base) == 0)
+        fprintf(t, "\n--compare %s: no row of this run matches one there\n",
+                o->compare);
     if (o->quick)
-        clf_bench_print_summary(stdout, rep);
+        clf_bench_print_summary(t, rep);
+    fflush(t);
     return write_outputs(o, rep);
 }
 
@@ -575,6 +606,12 @@ clf_bench_main(int argc, char **argv)
     fill_defaults(&o);
     if (clf_bench_check_sizes(&o, why, sizeof why) != 0) {
         fprintf(stderr, "%s: %s\n", o.prog, why);
+        return 2;
+    }
+    if (is_stdout(o.json) + is_stdout(o.csv) + is_stdout(o.svg) > 1) {
+        fprintf(stderr, "%s: only one of --json, --csv and --svg can be - "
+                        "(standard output)\n",
+                o.prog);
         return 2;
     }
     sort_sizes(o.n, &o.nn);

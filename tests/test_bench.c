@@ -11,12 +11,15 @@
 #include "suite.h"
 #include "testutil.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -956,31 +959,59 @@ END_TEST
 
 /* ------------------------------------------------------- hostile sizes */
 
-/* Runs clf_bench_main on the arguments with stderr caught; returns its
- * status and the text (caller frees). */
+/* Reads and removes a temporary file. */
+static char *
+take_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *text;
+
+    ck_assert_ptr_nonnull(f);
+    text = slurp(f);
+    fclose(f);
+    remove(path);
+    return text;
+}
+
+/* Runs clf_bench_main on the arguments with stdout and stderr caught;
+ * returns its status and the texts (caller frees; out may be NULL). */
+static int
+bench_main_io(char **argv, int argc, char **out, char **err)
+{
+    char po[] = "/tmp/clf-bench-out-XXXXXX", pe[] = "/tmp/clf-bench-err-XXXXXX";
+    int fo = mkstemp(po), fe = mkstemp(pe), so, se, rc;
+
+    ck_assert_int_ge(fo, 0);
+    ck_assert_int_ge(fe, 0);
+    fflush(stdout);
+    fflush(stderr);
+    so = dup(1);
+    se = dup(2);
+    ck_assert_int_ge(so, 0);
+    ck_assert_int_ge(se, 0);
+    ck_assert_int_ge(dup2(fo, 1), 0);
+    ck_assert_int_ge(dup2(fe, 2), 0);
+    rc = clf_bench_main(argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(so, 1);
+    dup2(se, 2);
+    close(so);
+    close(se);
+    close(fo);
+    close(fe);
+    if (out != NULL)
+        *out = take_file(po);
+    else
+        remove(po);
+    *err = take_file(pe);
+    return rc;
+}
+
 static int
 bench_main_caught(char **argv, int argc, char **text)
 {
-    char path[] = "/tmp/clf-bench-err-XXXXXX";
-    int fd = mkstemp(path), saved, rc;
-    FILE *f;
-
-    ck_assert_int_ge(fd, 0);
-    fflush(stderr);
-    saved = dup(2);
-    ck_assert_int_ge(saved, 0);
-    ck_assert_int_ge(dup2(fd, 2), 0);
-    rc = clf_bench_main(argc, argv);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    close(fd);
-    f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    *text = slurp(f);
-    fclose(f);
-    remove(path);
-    return rc;
+    return bench_main_io(argv, argc, NULL, text);
 }
 
 START_TEST(bench_main_refuses_overflowing_sizes_naming_them)
@@ -1107,6 +1138,175 @@ START_TEST(bench_layer_refuses_overflowing_sizes_naming_them)
 }
 END_TEST
 
+/* ---------------------------------------------------------- out files */
+
+static int
+write_hello(FILE *f, const clf_bench_report *r)
+{
+    (void)r;
+    return fputs("hello\n", f) == EOF ? -1 : 0;
+}
+
+static int
+write_fails(FILE *f, const clf_bench_report *r)
+{
+    (void)r;
+    fputs("half", f);
+    return -1;
+}
+
+/* How many entries the directory holds besides . and .. */
+static int
+dir_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int n = 0;
+
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+START_TEST(write_file_is_whole_private_and_leaves_nothing)
+{
+    char dir[] = "/tmp/clf-bench-files-XXXXXX", path[128], *text;
+    clf_bench_report r;
+    struct stat st;
+    FILE *f;
+
+    clf_bench_report_init(&r);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    ck_assert_int_eq(clf_bench_write_file(path, write_hello, &r), 0);
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
+    ck_assert_int_eq(dir_entries(dir), 1);
+    /* a failed writer leaves the old file whole and no temporary */
+    ck_assert_int_eq(clf_bench_write_file(path, write_fails, &r), -1);
+    ck_assert_int_eq(dir_entries(dir), 1);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    text = slurp(f);
+    fclose(f);
+    ck_assert_str_eq(text, "hello\n");
+    free(text);
+    /* an existing regular file is replaced */
+    ck_assert_int_eq(clf_bench_write_file(path, write_hello, &r), 0);
+    ck_assert_int_eq(dir_entries(dir), 1);
+    remove(path);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(write_file_refuses_what_is_not_a_regular_file)
+{
+    char dir[] = "/tmp/clf-bench-files-XXXXXX", path[128], victim[128];
+    char *text;
+    clf_bench_report r;
+    FILE *f;
+
+    clf_bench_report_init(&r);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    /* a directory */
+    errno = 0;
+    ck_assert_int_eq(clf_bench_write_file(dir, write_hello, &r), -1);
+    ck_assert_int_eq(errno, EEXIST);
+    /* a symbolic link: neither it nor its target changes */
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(path, sizeof path, "%s/link", dir);
+    f = fopen(victim, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("keep\n", f);
+    fclose(f);
+    ck_assert_int_eq(symlink(victim, path), 0);
+    ck_assert_int_eq(clf_bench_write_file(path, write_hello, &r), -1);
+    f = fopen(victim, "r");
+    text = slurp(f);
+    fclose(f);
+    ck_assert_str_eq(text, "keep\n");
+    free(text);
+    remove(path);
+    /* a FIFO */
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(clf_bench_write_file(path, write_hello, &r), -1);
+    ck_assert_int_eq(errno, EEXIST);
+    ck_assert_int_eq(dir_entries(dir), 2); /* victim and the FIFO */
+    remove(path);
+    remove(victim);
+    rmdir(dir);
+}
+END_TEST
+
+/* A saved run to report from, in a temporary file. */
+static void
+saved_run(char *path, size_t len)
+{
+    clf_bench_report r;
+    char dir[] = "/tmp/clf-bench-from-XXXXXX";
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, len, "%s/run.json", dir);
+    sample_report(&r);
+    ck_assert_int_eq(clf_bench_json_write(&r, path), 0);
+    clf_bench_report_free(&r);
+}
+
+static void
+saved_run_remove(const char *path)
+{
+    char dir[128];
+
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = '\0';
+    remove(path);
+    rmdir(dir);
+}
+
+START_TEST(bench_main_dash_writes_data_to_stdout_tables_to_stderr)
+{
+    char path[128], *out, *err, why[256] = "";
+    char *json_args[] = {"bench", "--from", path, "--json", "-", NULL};
+    char *csv_args[] = {"bench", "--from", path, "--csv", "-", NULL};
+    char *both[] = {"bench", "--from", path, "--json", "-", "--csv", "-", NULL};
+    clf_bench_report back;
+    json_error_t jerr;
+    json_t *root;
+
+    saved_run(path, sizeof path);
+    ck_assert_int_eq(bench_main_io(json_args, 5, &out, &err), 0);
+    root = json_loads(out, 0, &jerr);
+    ck_assert_msg(root != NULL, "stdout is no JSON: %s", jerr.text);
+    ck_assert_msg(clf_bench_report_from_json(root, &back, why, sizeof why) == 0,
+                  "%s", why);
+    ck_assert_uint_gt(back.nresults, 0);
+    clf_bench_report_free(&back);
+    json_decref(root);
+    ck_assert_ptr_nonnull(strstr(err, "== device"));
+    free(out);
+    free(err);
+
+    ck_assert_int_eq(bench_main_io(csv_args, 5, &out, &err), 0);
+    ck_assert_int_eq(strncmp(out, clf_bench_csv_header(),
+                             strlen(clf_bench_csv_header())),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, clf_bench_csv_accuracy_header()));
+    ck_assert_ptr_null(strstr(out, "== device"));
+    ck_assert_ptr_nonnull(strstr(err, "== device"));
+    free(out);
+    free(err);
+
+    ck_assert_int_eq(bench_main_io(both, 7, &out, &err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "only one of"));
+    free(out);
+    free(err);
+    saved_run_remove(path);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -1146,6 +1346,10 @@ main(void)
     tcase_add_test(sizes, bench_main_refuses_overflowing_sizes_naming_them);
     tcase_add_test(sizes, check_sizes_accepts_the_largest_product_that_fits);
     tcase_add_test(sizes, bench_layer_refuses_overflowing_sizes_naming_them);
+    tcase_add_test(formats, write_file_is_whole_private_and_leaves_nothing);
+    tcase_add_test(formats, write_file_refuses_what_is_not_a_regular_file);
+    tcase_add_test(formats,
+                   bench_main_dash_writes_data_to_stdout_tables_to_stderr);
     suite_add_tcase(s, arith);
     suite_add_tcase(s, formats);
     suite_add_tcase(s, sizes);

@@ -1,7 +1,8 @@
 /*
- * Output of the bench suite: the readable tables on stdout, JSON (jansson)
- * and CSV for machines, SVG plots written directly, and the comparison with
- * an earlier run's JSON.
+ * Output of the bench suite: the readable tables, JSON (jansson) and CSV
+ * for machines, SVG plots written directly, the comparison with an earlier
+ * run's JSON, and whole-file writing (bench/outfile.c).  Everything here
+ * only reads the records of bench/results.h; nothing measures.
  *
  * The JSON document (schema "clinformer-bench/1"):
  *

@@ -483,6 +483,22 @@ CLF_EXTERN int clf_attention_flops_ex(const clf_attention *att, clf_mode mode,
                                       const clf_forward_opts *opts,
                                       double *flops);
 
+/* The same count from a desc alone, no device or layer needed, split by
+ * stage: stage_flops (may be NULL) receives the projection, compression,
+ * scores (with the causal window), softmax, weighted sum and output work;
+ * CLF_STAGE_FUSED is 0 (a fused kernel does the work of the three stages it
+ * replaces).  *total receives their sum, the number clf_attention_flops_ex
+ * gives for a layer of this desc.  causal != 0 counts a causal forward.
+ * Errors, naming the argument: CLF_ENULL_ARGUMENT (desc, total),
+ * CLF_EBAD_SIZE (a zero size, causal Linformer without causal_block),
+ * CLF_EK_TOO_LARGE, CLF_ESHAPE_MISMATCH, CLF_ESEQ_TOO_LONG, CLF_EBAD_ENUM,
+ * CLF_EUNSUPPORTED (causal Linformer with compressed_bias). */
+CLF_EXTERN int clf_attention_desc_flops(const clf_attention_desc *desc,
+                                        clf_mode mode, size_t batch,
+                                        size_t seq_len, int causal,
+                                        double stage_flops[CLF_STAGE_COUNT],
+                                        double *total);
+
 /* ---------------------------------------------------------------- models */
 
 /* Weight layouts of trained models (DESIGN.md section 2). */

@@ -37,13 +37,21 @@ const struct cli_command cli_commands[] = {
      "positions <= t do not change, bit for bit; prints\n"
      "PASS, or FAIL with the first position that moved\n"
      "(random weights of the given shape)\n",
-     NULL, cli_lookahead_options, 0, cli_lookahead_main},
+     "Audit a layer configuration (random weights of the given shape) for\n"
+     "look-ahead: for each tested position t, replace every input after t\n"
+     "with random values and check that the outputs at positions <= t do not\n"
+     "change, bit for bit.  Prints PASS (exit 0), or FAIL (exit 3) with the\n"
+     "first position that moved.\n",
+     cli_lookahead_options, 0, cli_lookahead_main},
     {"run", "",
      "run a trained model: --weights M.safetensors\n"
      "--input X.npy --output Y.npy (float32 (B, n, D) or\n"
      "(n, D); an LM takes int token ids (B, n) and writes\n"
      "logits (B, n, vocab))\n",
-     NULL, cli_run_options, 0, cli_run_main},
+     "Run a trained model from a safetensors file on a .npy input: float32\n"
+     "(B, n, D) or (n, D), or for an LM int token ids (B, n) or (n).  Writes\n"
+     "float32 (B, n, D), or logits (B, n, vocab), to --output.\n",
+     cli_run_options, 0, cli_run_main},
     {"compare", "A.npy B.npy",
      "max |A - B| relative to max |B|; exit 0 when\n"
      "within --tol (default 1e-5), 3 otherwise\n",
@@ -59,11 +67,15 @@ const struct cli_command cli_commands[] = {
      "512, 8, 256, 2048) for --budget seconds (default\n"
      "120) and store the fastest for this device; every\n"
      "later context on it applies them; rerun to resume\n",
-     NULL, cli_tune_options, 0, cli_tune_main},
-    {"help", "[COMMAND]", "show this text, or a command's options\n", NULL,
+     "Time CLBlast GEMM parameters on real forwards of one layer for --budget\n"
+     "seconds and store the fastest for this device; every later context on\n"
+     "it applies them.  Rerun to resume where the last run stopped.\n",
+     cli_tune_options, 0, cli_tune_main},
+    {"help", "[COMMAND]", "show this text, or a command's options\n",
+     "Show the commands, or the options of COMMAND.\n",
      no_options, 0, help_main},
-    {"version", "", "print the library version\n", NULL, no_options, 0,
-     version_main},
+    {"version", "", "print the library version\n",
+     "Print the library version.\n", no_options, 0, version_main},
     {NULL, NULL, NULL, NULL, NULL, 0, NULL}};
 
 const char cli_epilogue[] =

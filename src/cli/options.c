@@ -87,20 +87,29 @@ written_name(const char *arg, char *buf, size_t size)
     buf[len] = '\0';
 }
 
-/* The command other than `cmd` that takes option `name`, or NULL. */
-static const char *
-owner_of(const struct cli_command *cmd, const char *name)
+/* Names the commands other than `cmd` that take option `name` in buf;
+ * returns how many there are. */
+static int
+owners_of(const struct cli_command *cmd, const char *name, char *buf,
+          size_t size)
 {
     const struct cli_command *c;
     const struct cli_option *o;
+    size_t used = 0;
+    int count = 0;
 
+    buf[0] = '\0';
     if (strncmp(name, "--", 2) != 0)
-        return NULL;
+        return 0;
     for (c = cli_commands; c->name != NULL; c++)
         for (o = c->options; c != cmd && o->name != NULL; o++)
-            if (strcmp(o->name, name + 2) == 0)
-                return c->name;
-    return NULL;
+            if (strcmp(o->name, name + 2) == 0 && used < size) {
+                int w = snprintf(buf + used, size - used, "%s%s",
+                                 count ? " and " : "", c->name);
+                used += w > 0 ? (size_t)w : 0;
+                count++;
+            }
+    return count;
 }
 
 /* Reports what getopt_long rejected: argv[optind - 1] or -optopt. */
@@ -108,10 +117,9 @@ static int
 unknown_option(const struct cli_command *cmd, const char *arg, int optopt_)
 {
     const struct cli_option *o;
-    const char *other;
-    char name[64];
+    char name[64], others[256];
 
-    if (optopt_ > 0 && optopt_ < CLI_VAL_BASE)
+    if (optopt_ > ' ' && optopt_ < 127)
         snprintf(name, sizeof name, "-%c", optopt_);
     else
         written_name(arg, name, sizeof name);
@@ -121,12 +129,11 @@ unknown_option(const struct cli_command *cmd, const char *arg, int optopt_)
             cli_error(cmd->name, "%s takes no value", name);
             return CLI_USAGE;
         }
-    other = owner_of(cmd, name);
-    if (other != NULL)
+    if (owners_of(cmd, name, others, sizeof others) > 0)
         cli_error(cmd->name,
                   "%s is an option of %s, not of %s\n"
                   "Try 'clinformer %s --help'.",
-                  name, other, cmd->name, cmd->name);
+                  name, others, cmd->name, cmd->name);
     else
         cli_error(cmd->name,
                   "unknown or ambiguous option %s\n"

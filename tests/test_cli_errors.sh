@@ -67,7 +67,7 @@ X="$data/lucidrains_encoder_x.npy" # (2, 10, 16)
 Y="$data/lucidrains_encoder_y.npy"
 commands="devices demo check-lookahead run compare tune help version"
 
-echo "1..39"
+echo "1..40"
 # Options.
 check cli_unknown_option_names_option_and_command \
     fails 2 "clinformer demo: unknown or ambiguous option --bogus" demo --bogus
@@ -135,6 +135,10 @@ check cli_tune_score_overflow_is_named \
 check cli_demo_overflow_is_named \
     fails 2 "--seq-len 72057594037927937: the layer's input" \
     demo --seq-len 72057594037927937
+check cli_positions_overflow_is_named \
+    fails 2 "--positions 2305843009213693952 overflows size_t" \
+    check-lookahead --seq-len 2305843009213693952 --d-model 1 \
+    --positions 2305843009213693952
 check cli_positions_above_seq_len_are_refused \
     fails 2 "--positions 71 exceeds --seq-len 70" \
     check-lookahead --seq-len 70 --positions 71

@@ -5,6 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* devices takes no options yet; an option is one entry in this table and
+ * one field here. */
+struct devices_opts {
+    int unused;
+};
+
+const struct cli_option cli_devices_options[] = {
+    {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
+
 struct demo_opts {
     const char *device;
     size_t seq_len, repeat;
@@ -24,6 +33,17 @@ const struct cli_option cli_demo_options[] = {
     {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
 
 #define DEMO_D_MODEL 512
+
+int
+cli_devices_main(const struct cli_command *cmd, int argc, char **argv)
+{
+    struct devices_opts o = {0};
+    int first, rc = cli_parse(cmd, argc, argv, &o, &first);
+
+    if (rc != 0)
+        return rc == CLI_HELP_SHOWN ? 0 : rc;
+    return cli_list_devices();
+}
 
 int
 cli_list_devices(void)

@@ -64,6 +64,10 @@ check_sizes(const char *cmd, struct lookahead_opts *o, size_t *count)
                   o->seq_len);
         return CLI_USAGE;
     }
+    if (cli_mul(o->positions, sizeof(size_t), &bytes) != 0) {
+        cli_error(cmd, "--positions %zu overflows size_t", o->positions);
+        return CLI_USAGE;
+    }
     if (cli_mul(o->seq_len, o->d_model, count) != 0 ||
         cli_mul(*count, sizeof(float), &bytes) != 0) {
         cli_error(cmd, "--seq-len %zu times --d-model %zu floats overflows "

@@ -18,7 +18,7 @@ const struct cli_command cli_commands[] = {
      "list OpenCL platforms and devices\n",
      "List the OpenCL platforms and devices, with vendor, driver, compute\n"
      "units, memory, OpenCL C version and fp16/fp64 support.\n",
-     no_options, 0, cli_devices_main},
+     cli_devices_options, 0, cli_devices_main},
     {"demo", "",
      "list devices, run the golden example of the design\n"
      "(full 25.7521, compressed 27.2636) on the device,\n"
@@ -118,9 +118,8 @@ usage(FILE *to)
           to);
     for (c = cli_commands; c->name != NULL; c++) {
         const char *p = c->summary;
-        int w = fprintf(to, "  %s%s%s", c->name,
-                        strcmp(c->name, "compare") == 0 ? " " : "",
-                        strcmp(c->name, "compare") == 0 ? c->args : "");
+        int w = fprintf(to, "  %s%s%s", c->name, c->positional ? " " : "",
+                        c->positional ? c->args : "");
         fprintf(to, "%*s", w < 21 ? 21 - w : 2, "");
         for (; *p != '\0'; p++) {
             fputc(*p, to);
@@ -176,16 +175,6 @@ version_main(const struct cli_command *cmd, int argc, char **argv)
         return rc == CLI_HELP_SHOWN ? 0 : rc;
     printf("clinformer %s\n", clf_version());
     return 0;
-}
-
-int
-cli_devices_main(const struct cli_command *cmd, int argc, char **argv)
-{
-    int first, rc = cli_parse(cmd, argc, argv, NULL, &first);
-
-    if (rc != 0)
-        return rc == CLI_HELP_SHOWN ? 0 : rc;
-    return cli_list_devices();
 }
 
 int

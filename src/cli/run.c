@@ -7,7 +7,7 @@
 struct run_opts {
     const char *device, *weights, *input, *output, *mask, *lengths, *layout;
     size_t heads, block, repeat; /* 0: not given */
-    int causal, full, layerwise;
+    int causal, full, layerwise, non_strict;
 };
 
 #define RO(field) offsetof(struct run_opts, field)
@@ -42,6 +42,10 @@ const struct cli_option cli_run_options[] = {
      1, 0, NULL},
     {"layerwise", CLI_FLAG, RO(layerwise), NULL,
      "share layer 0's E and F with every layer", 1, 0, NULL},
+    {"non-strict", CLI_FLAG, RO(non_strict), NULL,
+     "skip tensors the layout does not use (listed on\n"
+     "stderr); by default they are an error",
+     1, 0, NULL},
     {"repeat", CLI_SIZE, RO(repeat), "R",
      "also time R (1..64) warm forwards and print their\nmedian", 0, 64,
      NULL},
@@ -291,6 +295,17 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
     return 0;
 }
 
+/* With --non-strict, the tensors the layout did not use. */
+static void
+print_unexpected(const clf_model *m)
+{
+    size_t i, count = clf_model_unexpected_count(m);
+
+    for (i = 0; i < count; i++)
+        fprintf(stderr, "clinformer run: skipped unexpected tensor %s\n",
+                clf_model_unexpected_name(m, i));
+}
+
 int
 cli_run_main(const struct cli_command *cmd, int argc, char **argv)
 {
@@ -326,6 +341,7 @@ cli_run_main(const struct cli_command *cmd, int argc, char **argv)
     mo.heads = o.heads;
     mo.causal_block = o.block;
     mo.layerwise = o.layerwise;
+    mo.allow_unexpected = o.non_strict;
     s.o = &o;
     if ((rc = clf_context_create(&s.ctx, o.device)) != 0)
         return cli_fail(NULL, "creating a context", rc);
@@ -335,6 +351,7 @@ cli_run_main(const struct cli_command *cmd, int argc, char **argv)
     else {
         clf_model_info_get(s.m, &s.info);
         print_model(o.weights, &s.info, cli_now() - t0);
+        print_unexpected(s.m);
         rc = run_forward(&s, inputs);
     }
     run_free(&s);

@@ -92,6 +92,27 @@ void clf__format_shape(char *buf, size_t cap, const size_t *shape,
 int clf__device_info_fill(cl_platform_id platform, unsigned platform_index,
                           cl_device_id device, unsigned index,
                           clf_device_info *info);
+/* The process's devices in flat index order, enumerated once (the first
+ * call, from any thread, does it; the others wait for it).  The list lives
+ * until the process ends.  A failed discovery fails every call the same
+ * way. */
+struct clf__device {
+    cl_platform_id platform;
+    cl_device_id device;
+    clf_device_info info;
+};
+int clf__devices(const struct clf__device **list, size_t *count);
+/* Which of n devices a selector names (the rules of clf_context_create);
+ * pure: reads only infos, so tests can pass a made-up list.  Errors:
+ * CLF_EDEVICE_NOT_FOUND naming the selector, CLF_ENO_DEVICE when n is 0. */
+int clf__device_select(const clf_device_info *infos, size_t n,
+                       const char *selector, size_t *chosen);
+/* clf__device_select over the process's devices. */
+int clf__device_find(const char *selector, struct clf__device *out);
+/* The description of a device: its entry of the process's list, or, for a
+ * device outside it, a fresh one with index 0. */
+void clf__device_describe(cl_platform_id platform, cl_device_id device,
+                          clf_device_info *info);
 
 /* program.c: build or load the kernels of ctx. */
 int clf__program_build(clf_context *ctx);

@@ -107,6 +107,11 @@ int clf__devices(const struct clf__device **list, size_t *count);
  * CLF_EDEVICE_NOT_FOUND naming the selector, CLF_ENO_DEVICE when n is 0. */
 int clf__device_select(const clf_device_info *infos, size_t n,
                        const char *selector, size_t *chosen);
+/* A platform's short name from its name and vendor, the stable device
+ * names' prefix (the rules of clf_device_info.stable_name, before the
+ * suffix that tells duplicates apart); pure. */
+void clf__platform_short(const char *name, const char *vendor, char *buf,
+                         size_t cap);
 /* clf__device_select over the process's devices. */
 int clf__device_find(const char *selector, struct clf__device *out);
 /* The description of a device: its entry of the process's list, or, for a
@@ -213,8 +218,8 @@ int clf__causal_scores(clf_context *ctx, const struct clf__causal_shape *sh,
 int clf__causal_apply(clf_context *ctx, const struct clf__causal_shape *sh,
                       cl_mem o, cl_mem s, cl_mem vp);
 
-/* attend.c: host side of the fused attention kernel.  Linformer attention over L slots
- * in one kernel for `batch` sequences of n queries: kbar and vbar hold L
+/* attend.c: host side of the fused attention kernel: Linformer attention
+ * over L slots in one kernel for `batch` sequences of n queries: kbar and vbar hold L
  * rows of (kv_per_head ? heads : 1) * dh floats per sequence, q and o rows
  * of dq floats.  kt needs batch * (kv_per_head ? heads : 1) * dh *
  * clf__attend_slots(L) floats, s batch * heads * clf__attend_rows(n) *

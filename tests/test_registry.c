@@ -130,7 +130,7 @@ END_TEST
  * the kernel files whose last file stops the build on any difference
  * builds. */
 #define PARAM_CHECK(name, value)                                               \
-    "#if !defined(" #name ") || " #name " != " #value "\n"                      \
+    "#if !defined(" #name ") || " #name " != " #value "\n"                     \
     "#error " #name " differs from the host's " #value "\n#endif\n"
 
 START_TEST(registry_params_reach_the_kernels)

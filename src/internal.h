@@ -219,9 +219,9 @@ int clf__causal_apply(clf_context *ctx, const struct clf__causal_shape *sh,
                       cl_mem o, cl_mem s, cl_mem vp);
 
 /* attend.c: host side of the fused attention kernel: Linformer attention
- * over L slots in one kernel for `batch` sequences of n queries: kbar and vbar hold L
- * rows of (kv_per_head ? heads : 1) * dh floats per sequence, q and o rows
- * of dq floats.  kt needs batch * (kv_per_head ? heads : 1) * dh *
+ * over L slots in one kernel for `batch` sequences of n queries: kbar and
+ * vbar hold L rows of (kv_per_head ? heads : 1) * dh floats per sequence,
+ * q and o rows of dq floats.  kt needs batch * (kv_per_head ? heads : 1) * dh *
  * clf__attend_slots(L) floats, s batch * heads * clf__attend_rows(n) *
  * clf__attend_slots(L).  dh must be a multiple of 16. */
 struct clf__attend_shape {

@@ -88,8 +88,16 @@ CLF_EXTERN const char *clf_status_name(int status);
 
 /* A sentence describing the most recent failure on the calling thread, naming
  * the argument, weight or stage involved ("seq_len 5000 exceeds max_seq_len
- * 4096").  Valid until the next failing call on this thread.  Never NULL. */
+ * 4096").  Valid until the next failing call on this thread.  Never NULL.
+ * It may belong to an earlier failure than the status in hand (a status
+ * passed on by a caller's own code carries none): print clf_error_message()
+ * with that status instead. */
 CLF_EXTERN const char *clf_last_error(void);
+
+/* The detail for status: clf_last_error() when the calling thread's most
+ * recent failure returned this status, else clf_strerror(status), so a
+ * message never belongs to another status.  Never NULL. */
+CLF_EXTERN const char *clf_error_message(int status);
 
 /* The version of the library actually linked (the header's is
  * CLF_VERSION_STRING). */

@@ -87,7 +87,9 @@ clf_attend(__global const float *q, const uint ldq,
         }
     }
 
-    /* 2. Padding slots take no part; exp(s - max) and the row sums. */
+    /* 2. Padding slots take no part; exp(s - max) and the row sums.  A NaN
+     * score makes its exp, the row sum and so every output of the row NaN,
+     * whatever the maximum, as the softmax kernels and PyTorch give. */
     float u[ATT_R];
 #pragma unroll
     for (int r = 0; r < ATT_R; r++) {

@@ -12,6 +12,16 @@
  * value checker cannot follow the LLVM 'freeze' that a division/remainder
  * pair compiles to, and oclgrind runs in the test suite. */
 
+/* max(m, v) that keeps a NaN from either side, so that a row holding a NaN
+ * score has a NaN maximum and NaN probabilities, as PyTorch's softmax
+ * gives (fmax returns the other operand and would let a row of NaN pass
+ * for a fully masked row of zeros). */
+static float
+max_nan(const float m, const float v)
+{
+    return (m > v || isnan(m)) ? m : v;
+}
+
 /* Horizontal max and sum, lane by lane through private memory: oclgrind's
  * uninitialised-value checker misreads vector fmax and crashes on .lo/.hi,
  * and this costs nothing next to a row's work. */

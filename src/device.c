@@ -494,7 +494,8 @@ clf_devices_list(clf_device_info *infos, size_t cap, size_t *count)
                          cap);
     *count = 0;
     CLF_TRY(clf__devices(&list, &n));
-    memcpy(infos, found.infos, (n < cap ? n : cap) * sizeof *infos);
+    if (cap > 0)
+        memcpy(infos, found.infos, (n < cap ? n : cap) * sizeof *infos);
     *count = n;
     return 0;
 }

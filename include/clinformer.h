@@ -88,8 +88,16 @@ CLF_EXTERN const char *clf_status_name(int status);
 
 /* A sentence describing the most recent failure on the calling thread, naming
  * the argument, weight or stage involved ("seq_len 5000 exceeds max_seq_len
- * 4096").  Valid until the next failing call on this thread.  Never NULL. */
+ * 4096").  Valid until the next failing call on this thread.  Never NULL.
+ * It may belong to an earlier failure than the status in hand (a status
+ * passed on by a caller's own code carries none): print clf_error_message()
+ * with that status instead. */
 CLF_EXTERN const char *clf_last_error(void);
+
+/* The detail for status: clf_last_error() when the calling thread's most
+ * recent failure returned this status, else clf_strerror(status), so a
+ * message never belongs to another status.  Never NULL. */
+CLF_EXTERN const char *clf_error_message(int status);
 
 /* The version of the library actually linked (the header's is
  * CLF_VERSION_STRING). */
@@ -116,6 +124,18 @@ typedef struct clf_device_info {
     unsigned long long local_mem;     /* bytes */
     int fp16; /* cl_khr_fp16 */
     int fp64; /* cl_khr_fp64 or a double FP config */
+    /* "<platform>:<i>", the device's name that stays the same while other
+     * platforms come and go: <i> its index within its platform, <platform>
+     * the platform's short name: "pocl" (PoCL), "rusticl", "clover",
+     * "nvidia", "amd", "intel-gpu" (an Intel platform named "...Graphics"),
+     * "intel-fpga", "intel-cpu" (any other Intel platform), "apple",
+     * "oclgrind", else the first word of the platform name (its vendor's
+     * when the name is empty) in lower case, letters and digits only, or
+     * "platform".  The rules test the platform name, then its vendor,
+     * case-insensitively.  A platform whose short name an earlier platform
+     * (ICD order) already has gets "-2", "-3", ... appended.  Empty for a
+     * device outside clf_devices_list's list (an adopted sub-device). */
+    char stable_name[64];
 } clf_device_info;
 
 /* Lists the OpenCL devices of every platform.  Writes up to cap entries into
@@ -132,10 +152,19 @@ typedef struct clf_context clf_context;
  * NULL or empty by the environment variable CLINFORMER_DEVICE, or by default
  * the first GPU, else the first CPU device, else the first device.
  *
- * A selector is a flat device index ("0", "1", ...; see clf_devices_list),
- * "cpu", "gpu", or a case-insensitive substring of the platform or device
- * name ("pocl", "nvidia").  Kernels are not built here but on first use or
- * by clf_context_build().
+ * A selector is matched case-insensitively by the first of these rules that
+ * names a device:
+ *   1. digits: the flat device index ("0", "1", ...; see clf_devices_list);
+ *   2. "cpu" or "gpu": the first device of that kind;
+ *   3. a stable name ("pocl:0", "nvidia:1"; see clf_device_info), or a
+ *      platform's short name alone ("pocl", "intel-cpu"): its first device;
+ *   4. a piece of a platform name ("Portable", "CUDA", "intel"): the first
+ *      device of the first such platform;
+ *   5. a piece of a device name ("geforce", "epyc"): the first such device.
+ * So a platform name wins over a device name: "intel" picks an Intel
+ * platform's device, never another platform's CPU whose device name holds
+ * the CPU brand.  Kernels are not built here but on first use or by
+ * clf_context_build().
  *
  * On success *out owns a cl_context and an in-order cl_command_queue; free it
  * with clf_context_destroy().  Errors: CLF_ENULL_ARGUMENT, CLF_ENO_DEVICE,

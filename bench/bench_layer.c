@@ -7,7 +7,9 @@
  * the shapes, and the ratio of the two medians. */
 #include "clinformer.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,189 +89,305 @@ static int
 parse_pos(const char *s, size_t *out)
 {
     char *end;
-    unsigned long long v = strtoull(s, &end, 10);
+    unsigned long long v;
 
-    if (*s == '\0' || *s == '-' || *end != '\0' || v == 0)
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (*s < '0' || *s > '9' || *end != '\0' || v == 0 || errno != 0 ||
+        v > SIZE_MAX)
         return -1;
     *out = (size_t)v;
     return 0;
 }
 
-int
-main(int argc, char **argv)
+struct options {
+    const char *device;
+    size_t lens[MAX_LENS], nlens;
+    size_t D, h, k, B, repeat;
+    int with_full, causal;
+};
+
+static int
+parse_lens(char *list, struct options *o)
 {
-    const char *device = NULL;
-    size_t lens[MAX_LENS] = {1024, 4096}, nlens = 2;
-    size_t D = 512, h = 8, k = 256, B = 1, repeat = 5, i, li;
-    int with_full = 1, causal = 0, rc, a;
-    clf_forward_opts fo;
-    clf_context *ctx = NULL;
-    clf_device_info info;
+    char *tok, *save = NULL;
+
+    o->nlens = 0;
+    for (tok = strtok_r(list, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (o->nlens == MAX_LENS || parse_pos(tok, &o->lens[o->nlens]) != 0) {
+            fprintf(stderr, "bench_layer: bad --n entry \"%s\"\n", tok);
+            return 2;
+        }
+        o->nlens++;
+    }
+    if (o->nlens == 0) {
+        fprintf(stderr, "bench_layer: --n is empty\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* The size_t an option with one positive value sets, or NULL. */
+static size_t *
+size_option(struct options *o, const char *opt)
+{
+    if (strcmp(opt, "--d-model") == 0)
+        return &o->D;
+    if (strcmp(opt, "--heads") == 0)
+        return &o->h;
+    if (strcmp(opt, "--k") == 0)
+        return &o->k;
+    if (strcmp(opt, "--batch") == 0)
+        return &o->B;
+    if (strcmp(opt, "--repeat") == 0)
+        return &o->repeat;
+    return NULL;
+}
+
+/* Parses the command line; returns 0, 1 after --help, or 2. */
+static int
+parse_args(int argc, char **argv, struct options *o)
+{
+    int a;
 
     for (a = 1; a < argc; a++) {
         const char *opt = argv[a];
-        size_t *target = NULL;
+        size_t *target;
         if (strcmp(opt, "--help") == 0) {
             fputs(usage, stdout);
-            return 0;
+            return 1;
         } else if (strcmp(opt, "--no-full") == 0) {
-            with_full = 0;
+            o->with_full = 0;
             continue;
         } else if (strcmp(opt, "--causal") == 0) {
-            causal = 1;
+            o->causal = 1;
             continue;
         } else if (a + 1 >= argc) {
             fprintf(stderr, "bench_layer: %s needs a value\n%s", opt, usage);
             return 2;
         }
         if (strcmp(opt, "--device") == 0) {
-            device = argv[++a];
+            o->device = argv[++a];
             continue;
         } else if (strcmp(opt, "--n") == 0) {
-            char *list = argv[++a], *tok, *save = NULL;
-            nlens = 0;
-            for (tok = strtok_r(list, ",", &save); tok != NULL;
-                 tok = strtok_r(NULL, ",", &save)) {
-                if (nlens == MAX_LENS || parse_pos(tok, &lens[nlens]) != 0) {
-                    fprintf(stderr, "bench_layer: bad --n entry \"%s\"\n",
-                            tok);
-                    return 2;
-                }
-                nlens++;
-            }
-            if (nlens == 0) {
-                fprintf(stderr, "bench_layer: --n is empty\n");
+            if (parse_lens(argv[++a], o) != 0)
                 return 2;
-            }
             continue;
-        } else if (strcmp(opt, "--d-model") == 0) {
-            target = &D;
-        } else if (strcmp(opt, "--heads") == 0) {
-            target = &h;
-        } else if (strcmp(opt, "--k") == 0) {
-            target = &k;
-        } else if (strcmp(opt, "--batch") == 0) {
-            target = &B;
-        } else if (strcmp(opt, "--repeat") == 0) {
-            target = &repeat;
-        } else {
+        }
+        if ((target = size_option(o, opt)) == NULL) {
             fprintf(stderr, "bench_layer: unknown option %s\n%s", opt, usage);
             return 2;
         }
         if (parse_pos(argv[++a], target) != 0 ||
-            (target == &repeat && repeat > MAX_REPEAT)) {
+            (target == &o->repeat && o->repeat > MAX_REPEAT)) {
             fprintf(stderr, "bench_layer: bad value \"%s\" for %s\n", argv[a],
                     opt);
             return 2;
         }
     }
+    return 0;
+}
 
-    if ((rc = clf_context_create(&ctx, device)) != 0)
+/* The bytes of one input (B x n x D floats), or 0 with a message naming
+ * the options when that overflows size_t. */
+static size_t
+input_bytes(const struct options *o, size_t n)
+{
+    size_t max = SIZE_MAX / sizeof(float);
+
+    if (n > max / o->B || o->D > max / (o->B * n)) {
+        fprintf(stderr,
+                "bench_layer: --batch %zu x --n %zu x --d-model %zu floats "
+                "overflow the address space\n",
+                o->B, n, o->D);
+        return 0;
+    }
+    return o->B * n * o->D * sizeof(float);
+}
+
+/* Checks every length's input size before anything runs; returns 0 or 2. */
+static int
+check_sizes(const struct options *o)
+{
+    size_t li;
+
+    for (li = 0; li < o->nlens; li++)
+        if (input_bytes(o, o->lens[li]) == 0)
+            return 2;
+    return 0;
+}
+
+/* The layer for length n: k clamped to n; in causal mode b the power of
+ * two nearest sqrt(n) and k a multiple of the ceil(n / b) blocks. */
+static void
+layer_desc(const struct options *o, size_t n, clf_attention_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    d->d_model = o->D;
+    d->heads = o->h;
+    d->max_seq_len = n;
+    d->k = o->k < n ? o->k : n;
+    d->bias_out = 1;
+    if (o->causal) {
+        size_t blk = 1, nb;
+        while (blk * blk * 2 < n)
+            blk *= 2;
+        nb = (n + blk - 1) / blk;
+        d->causal_block = blk;
+        d->k = nb * (d->k / nb > 0 ? d->k / nb : 1);
+        if (d->k > n)
+            d->k = nb;
+    }
+}
+
+/* The input and output buffers for length n; returns 0 or 1 (reported). */
+static int
+make_buffers(clf_context *ctx, size_t bytes, cl_mem *x, cl_mem *y)
+{
+    size_t count = bytes / sizeof(float), i;
+    float *hx = malloc(bytes);
+    cl_int err = CL_SUCCESS;
+
+    *x = *y = NULL;
+    if (hx == NULL) {
+        fprintf(stderr, "bench_layer: out of host memory (%zu bytes of "
+                        "input)\n",
+                bytes);
+        return 1;
+    }
+    for (i = 0; i < count; i++)
+        hx[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+    *x = clCreateBuffer(clf_context_cl_context(ctx),
+                        CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, hx,
+                        &err);
+    if (*x != NULL)
+        *y = clCreateBuffer(clf_context_cl_context(ctx), CL_MEM_READ_WRITE,
+                            bytes, NULL, &err);
+    free(hx);
+    if (*x == NULL || *y == NULL) {
+        fprintf(stderr, "bench_layer: clCreateBuffer failed (%d)\n", err);
+        if (*x != NULL)
+            clReleaseMemObject(*x);
+        return 1;
+    }
+    return 0;
+}
+
+/* Times the modes of one layer, alternating: a warm-up, then repeat
+ * rounds.  tl and tf receive the warm times. */
+static int
+time_modes(clf_context *ctx, clf_attention *att, const struct options *o,
+           size_t n, cl_mem x, cl_mem y, double *tl, double *tf)
+{
+    clf_forward_opts fo;
+    double first_l = 0, first_f = 0;
+    size_t i;
+    int rc;
+
+    memset(&fo, 0, sizeof fo);
+    fo.causal = o->causal;
+    fprintf(stderr, "n=%zu: warm-up...\n", n);
+    rc = timed(ctx, att, CLF_MODE_LINFORMER, x, y, o->B, n, &fo, &first_l);
+    if (rc == 0 && o->with_full)
+        rc = timed(ctx, att, CLF_MODE_FULL, x, y, o->B, n, &fo, &first_f);
+    for (i = 0; rc == 0 && i < o->repeat; i++) {
+        fprintf(stderr, "n=%zu: run %zu/%zu\n", n, i + 1, o->repeat);
+        rc = timed(ctx, att, CLF_MODE_LINFORMER, x, y, o->B, n, &fo, &tl[i]);
+        if (rc == 0 && o->with_full)
+            rc = timed(ctx, att, CLF_MODE_FULL, x, y, o->B, n, &fo, &tf[i]);
+    }
+    if (rc == 0)
+        fprintf(stderr, "n=%zu: first calls %.3f s (linformer), %.3f s "
+                        "(full)\n",
+                n, first_l, first_f);
+    return rc;
+}
+
+/* The table rows of one length. */
+static void
+print_rows(clf_attention *att, const struct options *o, size_t n,
+           const clf_attention_desc *d, double *tl, double *tf)
+{
+    clf_forward_opts fo;
+    double fl = 0, ff = 0, ml, mf;
+    size_t r = o->repeat;
+    char ratio[32];
+
+    memset(&fo, 0, sizeof fo);
+    fo.causal = o->causal;
+    clf_attention_flops_ex(att, CLF_MODE_LINFORMER, o->B, n, &fo, &fl);
+    ml = median(tl, (int)r);
+    printf("%7zu  %-9s %5zu %5zu  %10.1f  %9.1f .. %9.1f  %8.2f  %8.1f  "
+           "%9s\n",
+           n, "linformer", d->k, d->causal_block, ml * 1e3, tl[0] * 1e3,
+           tl[r - 1] * 1e3, fl * 1e-9, fl * 1e-9 / ml, "");
+    if (!o->with_full)
+        return;
+    clf_attention_flops_ex(att, CLF_MODE_FULL, o->B, n, &fo, &ff);
+    mf = median(tf, (int)r);
+    snprintf(ratio, sizeof ratio, "%.2fx", mf / ml);
+    printf("%7zu  %-9s %5s %5s  %10.1f  %9.1f .. %9.1f  %8.2f  %8.1f  "
+           "%9s\n",
+           n, "full", "-", "-", mf * 1e3, tf[0] * 1e3, tf[r - 1] * 1e3,
+           ff * 1e-9, ff * 1e-9 / mf, ratio);
+}
+
+/* One length: layer, buffers, timing, rows.  Returns 0 or 1 (reported). */
+static int
+run_length(clf_context *ctx, const struct options *o, size_t n)
+{
+    clf_attention_desc d;
+    clf_attention *att = NULL;
+    double tl[MAX_REPEAT], tf[MAX_REPEAT];
+    cl_mem x = NULL, y = NULL;
+    int rc;
+
+    layer_desc(o, n, &d);
+    if ((rc = clf_attention_create(&att, ctx, &d)) != 0 ||
+        (rc = clf_attention_randomize(att, 1234)) != 0) {
+        clf_attention_destroy(att);
+        return die("layer", rc);
+    }
+    if (make_buffers(ctx, input_bytes(o, n), &x, &y) != 0) {
+        clf_attention_destroy(att);
+        return 1;
+    }
+    rc = time_modes(ctx, att, o, n, x, y, tl, tf);
+    if (rc == 0)
+        print_rows(att, o, n, &d, tl, tf);
+    clReleaseMemObject(x);
+    clReleaseMemObject(y);
+    clf_attention_destroy(att);
+    return rc != 0 ? die("forward", rc) : 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    struct options o = {NULL, {1024, 4096}, 2, 512, 8, 256, 1, 5, 1, 0};
+    clf_context *ctx = NULL;
+    clf_device_info info;
+    size_t li;
+    int rc;
+
+    if ((rc = parse_args(argc, argv, &o)) != 0)
+        return rc == 1 ? 0 : 2;
+    if (check_sizes(&o) != 0)
+        return 2;
+    if ((rc = clf_context_create(&ctx, o.device)) != 0)
         return die("context", rc);
     clf_context_device_info(ctx, &info);
     printf("device: %s / %s (driver %s)\n", info.platform, info.name,
            info.driver);
-    memset(&fo, 0, sizeof fo);
-    fo.causal = causal;
     printf("layer: D=%zu h=%zu k=%zu B=%zu%s, %zu warm runs per mode "
            "(alternating), medians\n\n",
-           D, h, k, B, causal ? ", causal" : "", repeat);
+           o.D, o.h, o.k, o.B, o.causal ? ", causal" : "", o.repeat);
     printf("%7s  %-9s %5s %5s  %10s  %21s  %8s  %8s  %9s\n", "n", "mode", "k",
            "b", "median ms", "spread ms", "GFLOP", "GFLOP/s", "full/lin");
-
-    for (li = 0; li < nlens; li++) {
-        size_t n = lens[li], count;
-        clf_attention_desc d;
-        clf_attention *att = NULL;
-        double tl[MAX_REPEAT], tf[MAX_REPEAT], fl = 0, ff = 0, ml, mf = 0;
-        double first_l, first_f = 0;
-        cl_mem x = NULL, y = NULL;
-        float *hx;
-        cl_int err;
-
-        memset(&d, 0, sizeof d);
-        d.d_model = D;
-        d.heads = h;
-        d.max_seq_len = n;
-        d.k = k < n ? k : n;
-        d.bias_out = 1;
-        if (causal) {
-            /* b: the power of two nearest sqrt(n); k: a multiple of the
-             * ceil(n / b) blocks. */
-            size_t blk = 1, nb;
-            while (blk * blk * 2 < n)
-                blk *= 2;
-            nb = (n + blk - 1) / blk;
-            d.causal_block = blk;
-            d.k = nb * (d.k / nb > 0 ? d.k / nb : 1);
-            if (d.k > n)
-                d.k = nb;
-        }
-        if ((rc = clf_attention_create(&att, ctx, &d)) != 0 ||
-            (rc = clf_attention_randomize(att, 1234)) != 0) {
-            clf_attention_destroy(att);
-            clf_context_destroy(ctx);
-            return die("layer", rc);
-        }
-        count = B * n * D;
-        hx = malloc(count * sizeof *hx);
-        if (hx == NULL) {
-            fprintf(stderr, "bench_layer: out of host memory\n");
-            return 1;
-        }
-        for (i = 0; i < count; i++)
-            hx[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
-        x = clCreateBuffer(clf_context_cl_context(ctx),
-                           CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                           count * sizeof(float), hx, &err);
-        if (x != NULL)
-            y = clCreateBuffer(clf_context_cl_context(ctx), CL_MEM_READ_WRITE,
-                               count * sizeof(float), NULL, &err);
-        free(hx);
-        if (x == NULL || y == NULL) {
-            fprintf(stderr, "bench_layer: clCreateBuffer failed (%d)\n", err);
-            return 1;
-        }
-        fprintf(stderr, "n=%zu: warm-up...\n", n);
-        rc = timed(ctx, att, CLF_MODE_LINFORMER, x, y, B, n, &fo, &first_l);
-        if (rc == 0 && with_full)
-            rc = timed(ctx, att, CLF_MODE_FULL, x, y, B, n, &fo, &first_f);
-        for (i = 0; rc == 0 && i < repeat; i++) {
-            fprintf(stderr, "n=%zu: run %zu/%zu\n", n, i + 1, repeat);
-            rc = timed(ctx, att, CLF_MODE_LINFORMER, x, y, B, n, &fo, &tl[i]);
-            if (rc == 0 && with_full)
-                rc = timed(ctx, att, CLF_MODE_FULL, x, y, B, n, &fo, &tf[i]);
-        }
-        if (rc != 0) {
-            clReleaseMemObject(x);
-            clReleaseMemObject(y);
-            clf_attention_destroy(att);
-            clf_context_destroy(ctx);
-            return die("forward", rc);
-        }
-        clf_attention_flops_ex(att, CLF_MODE_LINFORMER, B, n, &fo, &fl);
-        ml = median(tl, (int)repeat);
-        printf("%7zu  %-9s %5zu %5zu  %10.1f  %9.1f .. %9.1f  %8.2f  %8.1f  "
-               "%9s\n",
-               n, "linformer", d.k, d.causal_block, ml * 1e3, tl[0] * 1e3,
-               tl[repeat - 1] * 1e3, fl * 1e-9, fl * 1e-9 / ml, "");
-        if (with_full) {
-            char ratio[32];
-            clf_attention_flops_ex(att, CLF_MODE_FULL, B, n, &fo, &ff);
-            mf = median(tf, (int)repeat);
-            snprintf(ratio, sizeof ratio, "%.2fx", mf / ml);
-            printf("%7zu  %-9s %5s %5s  %10.1f  %9.1f .. %9.1f  %8.2f  %8.1f  "
-                   "%9s\n",
-                   n, "full", "-", "-", mf * 1e3, tf[0] * 1e3,
-                   tf[repeat - 1] * 1e3, ff * 1e-9, ff * 1e-9 / mf, ratio);
-        }
-        fprintf(stderr, "n=%zu: first calls %.3f s (linformer), %.3f s "
-                        "(full)\n",
-                n, first_l, first_f);
-        clReleaseMemObject(x);
-        clReleaseMemObject(y);
-        clf_attention_destroy(att);
-    }
+    for (li = 0; li < o.nlens; li++)
+        if ((rc = run_length(ctx, &o, o.lens[li])) != 0)
+            break;
     clf_context_destroy(ctx);
-    return 0;
+    return rc;
 }

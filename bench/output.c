@@ -135,13 +135,70 @@ accuracy_to_json(const clf_bench_report *r, const clf_bench_accuracy *a)
     return o;
 }
 
+static json_t *
+device_to_json(const clf_bench_device *d)
+{
+    return json_pack(
+        "{s:I, s:s, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:o, s:I, s:I, s:s, "
+        "s:s}",
+        "index", (json_int_t)d->index, "platform", d->platform, "device",
+        d->name, "driver", d->driver, "version", d->version, "is_gpu",
+        d->is_gpu, "compute_units", (json_int_t)d->compute_units,
+        "global_mem", (json_int_t)d->global_mem, "max_alloc",
+        (json_int_t)d->max_alloc, "build_s", jnum(d->build_s),
+        "source_builds", (json_int_t)d->source_builds, "cache_loads",
+        (json_int_t)d->cache_loads, "gemm_tuning", d->tuning,
+        "kernel_choices", d->choices);
+}
+
+static json_t *
+crossing_to_json(const clf_bench_report *r, const clf_bench_crossing *c)
+{
+    json_t *o = json_pack(
+        "{s:I, s:I, s:I, s:I, s:s, s:I, s:o, s:o}", "d_model",
+        (json_int_t)c->d_model, "heads", (json_int_t)c->heads, "batch",
+        (json_int_t)c->batch, "k", (json_int_t)c->k_requested, "pair",
+        c->causal ? "causal/causal-full" : "linformer/full", "points",
+        (json_int_t)c->points, "n",
+        c->n ? json_integer((json_int_t)c->n) : json_null(), "n_estimate",
+        jnum(c->n_estimate));
+
+    if (o == NULL || add_identity(o, r, c->device)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* The crossovers as a JSON array; NULL when out of memory. */
+static json_t *
+crossings_to_json(const clf_bench_report *r)
+{
+    clf_bench_crossing *cs = NULL;
+    json_t *cross = json_array();
+    size_t i, nc = 0;
+    int bad = cross == NULL;
+
+    if (!bad && (clf_bench_report_crossings(r, NULL, 0, &nc) != 0 ||
+                 (nc > 0 && (cs = malloc(nc * sizeof *cs)) == NULL) ||
+                 clf_bench_report_crossings(r, cs, nc, &nc) != 0))
+        bad = 1;
+    for (i = 0; !bad && i < nc; i++)
+        bad |= json_array_append_new(cross, crossing_to_json(r, &cs[i]));
+    free(cs);
+    if (bad) {
+        json_decref(cross);
+        return NULL;
+    }
+    return cross;
+}
+
 json_t *
 clf_bench_report_to_json(const clf_bench_report *r)
 {
     json_t *root, *devs, *res, *cross, *acc;
-    clf_bench_crossing *cs = NULL;
-    size_t i, nc = 0;
-    int bad = 0;
+    size_t i;
+    int bad;
 
     root = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:{s:I, s:o, s:I, s:b}, s:o}", "schema",
@@ -151,59 +208,16 @@ clf_bench_report_to_json(const clf_bench_report *r)
         (json_int_t)r->seed, "quick", r->quick, "wall_s", jnum(r->wall_s));
     devs = json_array();
     res = json_array();
-    cross = json_array();
+    cross = crossings_to_json(r);
     acc = json_array();
-    if (root == NULL || devs == NULL || res == NULL || cross == NULL ||
-        acc == NULL) {
-        bad = 1;
-        goto done;
-    }
-    for (i = 0; i < r->ndevices; i++) {
-        const clf_bench_device *d = &r->devices[i];
-        bad |= json_array_append_new(
-            devs,
-            json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:o, "
-                      "s:I, s:I, s:s, s:s}",
-                      "index", (json_int_t)d->index, "platform", d->platform,
-                      "device", d->name, "driver", d->driver, "version",
-                      d->version, "is_gpu", d->is_gpu, "compute_units",
-                      (json_int_t)d->compute_units, "global_mem",
-                      (json_int_t)d->global_mem, "max_alloc",
-                      (json_int_t)d->max_alloc, "build_s", jnum(d->build_s),
-                      "source_builds", (json_int_t)d->source_builds,
-                      "cache_loads", (json_int_t)d->cache_loads,
-                      "gemm_tuning", d->tuning, "kernel_choices",
-                      d->choices));
-    }
-    for (i = 0; i < r->nresults; i++)
+    bad = root == NULL || devs == NULL || res == NULL || cross == NULL ||
+          acc == NULL;
+    for (i = 0; !bad && i < r->ndevices; i++)
+        bad |= json_array_append_new(devs, device_to_json(&r->devices[i]));
+    for (i = 0; !bad && i < r->nresults; i++)
         bad |= json_array_append_new(res, result_to_json(r, &r->results[i]));
-    if (clf_bench_report_crossings(r, NULL, 0, &nc) != 0 ||
-        (nc > 0 && (cs = malloc(nc * sizeof *cs)) == NULL) ||
-        clf_bench_report_crossings(r, cs, nc, &nc) != 0) {
-        bad = 1;
-        goto done;
-    }
-    for (i = 0; i < nc; i++) {
-        json_t *o =
-            json_pack("{s:I, s:I, s:I, s:I, s:s, s:I, s:o, s:o}", "d_model",
-                      (json_int_t)cs[i].d_model, "heads",
-                      (json_int_t)cs[i].heads, "batch", (json_int_t)cs[i].batch,
-                      "k", (json_int_t)cs[i].k_requested, "pair",
-                      cs[i].causal ? "causal/causal-full" : "linformer/full",
-                      "points", (json_int_t)cs[i].points, "n",
-                      cs[i].n ? json_integer((json_int_t)cs[i].n) : json_null(),
-                      "n_estimate", jnum(cs[i].n_estimate));
-        if (o == NULL || add_identity(o, r, cs[i].device)) {
-            json_decref(o);
-            bad = 1;
-            break;
-        }
-        bad |= json_array_append_new(cross, o);
-    }
-    for (i = 0; i < r->naccuracy; i++)
+    for (i = 0; !bad && i < r->naccuracy; i++)
         bad |= json_array_append_new(acc, accuracy_to_json(r, &r->accuracy[i]));
-done:
-    free(cs);
     if (!bad) {
         bad |= json_object_set_new(root, "devices", devs);
         bad |= json_object_set_new(root, "results", res);
@@ -223,36 +237,26 @@ done:
 }
 
 int
-clf_bench_json_write(const clf_bench_report *r, const char *path)
+clf_bench_json_fwrite(FILE *f, const clf_bench_report *r)
 {
     json_t *root = clf_bench_report_to_json(r);
-    char *tmp;
-    size_t len = strlen(path) + 16;
     int rc;
 
     if (root == NULL) {
         errno = ENOMEM;
         return -1;
     }
-    tmp = malloc(len);
-    if (tmp == NULL) {
-        json_decref(root);
-        errno = ENOMEM;
-        return -1;
-    }
-    /* A reader never sees a half-written file. */
-    snprintf(tmp, len, "%s.tmp%ld", path, (long)getpid());
-    rc = json_dump_file(root, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
     json_decref(root);
-    if (rc != 0 || rename(tmp, path) != 0) {
-        int e = errno ? errno : EIO;
-        remove(tmp);
-        free(tmp);
-        errno = e;
+    if (rc != 0 || fputc('\n', f) == EOF)
         return -1;
-    }
-    free(tmp);
     return 0;
+}
+
+int
+clf_bench_json_write(const clf_bench_report *r, const char *path)
+{
+    return clf_bench_write_file(path, clf_bench_json_fwrite, r);
 }
 
 /* ----------------------------------------------------------- JSON: read */
@@ -536,14 +540,103 @@ read_accuracy(struct jr *j, const json_t *o, const char *path,
     }
 }
 
+static void
+read_device(struct jr *j, const json_t *v, const char *p, clf_bench_report *r)
+{
+    clf_bench_device *d;
+
+    if (!json_is_object(v)) {
+        jr_fail(j, p, "", "not an object");
+        return;
+    }
+    if ((d = clf_bench_report_add_device(r)) == NULL) {
+        jr_fail(j, p, "", "out of memory");
+        return;
+    }
+    d->index = (unsigned)jr_size(j, v, p, "index");
+    jr_string(j, v, p, "platform", d->platform, sizeof d->platform);
+    jr_string(j, v, p, "device", d->name, sizeof d->name);
+    jr_string(j, v, p, "driver", d->driver, sizeof d->driver);
+    jr_string(j, v, p, "version", d->version, sizeof d->version);
+    d->is_gpu = jr_bool(j, v, p, "is_gpu");
+    d->compute_units = (unsigned)jr_size(j, v, p, "compute_units");
+    d->global_mem = jr_size(j, v, p, "global_mem");
+    d->max_alloc = jr_size(j, v, p, "max_alloc");
+    d->build_s = jr_num(j, v, p, "build_s");
+    d->source_builds = (unsigned)jr_size(j, v, p, "source_builds");
+    d->cache_loads = (unsigned)jr_size(j, v, p, "cache_loads");
+    /* Not in files from before these fields. */
+    if (json_object_get(v, "gemm_tuning") != NULL)
+        jr_string(j, v, p, "gemm_tuning", d->tuning, sizeof d->tuning);
+    if (json_object_get(v, "kernel_choices") != NULL)
+        jr_string(j, v, p, "kernel_choices", d->choices, sizeof d->choices);
+}
+
+/* Crossovers are derived from the results; only their shape is checked. */
+static void
+read_crossover(struct jr *j, const json_t *v, const char *p,
+               clf_bench_report *r)
+{
+    if (!json_is_object(v)) {
+        jr_fail(j, p, "", "not an object");
+        return;
+    }
+    (void)jr_device(j, v, p, r);
+    (void)jr_size(j, v, p, "points");
+    (void)jr_num(j, v, p, "n");
+    (void)jr_num(j, v, p, "n_estimate");
+}
+
+/* Reads each entry of the array `key` with `read`, stopping at the first
+ * fault. */
+static void
+read_array(struct jr *j, const json_t *root, const char *key,
+           void (*read)(struct jr *, const json_t *, const char *,
+                        clf_bench_report *),
+           clf_bench_report *r)
+{
+    json_t *arr = jr_array(j, root, "", key), *v;
+    size_t i;
+
+    json_array_foreach (arr, i, v) {
+        char p[48];
+        if (j->bad)
+            break;
+        snprintf(p, sizeof p, "%s[%zu]", key, i);
+        read(j, v, p, r);
+    }
+}
+
+/* The schema, the run's header and its settings. */
+static void
+read_header(struct jr *j, const json_t *root, clf_bench_report *out)
+{
+    json_t *settings;
+    char schema[64];
+
+    jr_string(j, root, "", "schema", schema, sizeof schema);
+    if (!j->bad && strcmp(schema, CLF_BENCH_SCHEMA) != 0)
+        jr_fail(j, "", "schema", "not " CLF_BENCH_SCHEMA);
+    jr_string(j, root, "", "clinformer_version", out->version,
+              sizeof out->version);
+    jr_string(j, root, "", "started", out->started, sizeof out->started);
+    jr_string(j, root, "", "host", out->host, sizeof out->host);
+    jr_string(j, root, "", "command", out->command, sizeof out->command);
+    settings = jr_object(j, root, "", "settings");
+    if (settings != NULL) {
+        out->repeat = jr_size(j, settings, "settings", "repeat");
+        out->budget_s = jr_num(j, settings, "settings", "budget_s");
+        out->seed = jr_size(j, settings, "settings", "seed");
+        out->quick = jr_bool(j, settings, "settings", "quick");
+    }
+    out->wall_s = jr_num(j, root, "", "wall_s");
+}
+
 int
 clf_bench_report_from_json(const json_t *root, clf_bench_report *out, char *why,
                            size_t why_len)
 {
     struct jr j;
-    json_t *settings, *arr, *v;
-    char schema[64];
-    size_t i;
 
     j.why = why;
     j.len = why_len;
@@ -553,90 +646,11 @@ clf_bench_report_from_json(const json_t *root, clf_bench_report *out, char *why,
         snprintf(why, why_len, "the document is not a JSON object");
         return -1;
     }
-    jr_string(&j, root, "", "schema", schema, sizeof schema);
-    if (!j.bad && strcmp(schema, CLF_BENCH_SCHEMA) != 0)
-        jr_fail(&j, "", "schema", "not " CLF_BENCH_SCHEMA);
-    jr_string(&j, root, "", "clinformer_version", out->version,
-              sizeof out->version);
-    jr_string(&j, root, "", "started", out->started, sizeof out->started);
-    jr_string(&j, root, "", "host", out->host, sizeof out->host);
-    jr_string(&j, root, "", "command", out->command, sizeof out->command);
-    settings = jr_object(&j, root, "", "settings");
-    if (settings != NULL) {
-        out->repeat = jr_size(&j, settings, "settings", "repeat");
-        out->budget_s = jr_num(&j, settings, "settings", "budget_s");
-        out->seed = jr_size(&j, settings, "settings", "seed");
-        out->quick = jr_bool(&j, settings, "settings", "quick");
-    }
-    out->wall_s = jr_num(&j, root, "", "wall_s");
-
-    arr = jr_array(&j, root, "", "devices");
-    json_array_foreach (arr, i, v) {
-        char p[48];
-        clf_bench_device *d;
-        snprintf(p, sizeof p, "devices[%zu]", i);
-        if (j.bad)
-            break;
-        if (!json_is_object(v)) {
-            jr_fail(&j, p, "", "not an object");
-            break;
-        }
-        if ((d = clf_bench_report_add_device(out)) == NULL) {
-            jr_fail(&j, p, "", "out of memory");
-            break;
-        }
-        d->index = (unsigned)jr_size(&j, v, p, "index");
-        jr_string(&j, v, p, "platform", d->platform, sizeof d->platform);
-        jr_string(&j, v, p, "device", d->name, sizeof d->name);
-        jr_string(&j, v, p, "driver", d->driver, sizeof d->driver);
-        jr_string(&j, v, p, "version", d->version, sizeof d->version);
-        d->is_gpu = jr_bool(&j, v, p, "is_gpu");
-        d->compute_units = (unsigned)jr_size(&j, v, p, "compute_units");
-        d->global_mem = jr_size(&j, v, p, "global_mem");
-        d->max_alloc = jr_size(&j, v, p, "max_alloc");
-        d->build_s = jr_num(&j, v, p, "build_s");
-        d->source_builds = (unsigned)jr_size(&j, v, p, "source_builds");
-        d->cache_loads = (unsigned)jr_size(&j, v, p, "cache_loads");
-        /* Not in files from before these fields. */
-        if (json_object_get(v, "gemm_tuning") != NULL)
-            jr_string(&j, v, p, "gemm_tuning", d->tuning, sizeof d->tuning);
-        if (json_object_get(v, "kernel_choices") != NULL)
-            jr_string(&j, v, p, "kernel_choices", d->choices,
-                      sizeof d->choices);
-    }
-    arr = jr_array(&j, root, "", "results");
-    json_array_foreach (arr, i, v) {
-        char p[48];
-        if (j.bad)
-            break;
-        snprintf(p, sizeof p, "results[%zu]", i);
-        read_result(&j, v, p, out);
-    }
-    /* Crossovers are derived from the results; only their shape is
-     * checked. */
-    arr = jr_array(&j, root, "", "crossovers");
-    json_array_foreach (arr, i, v) {
-        char p[48];
-        if (j.bad)
-            break;
-        snprintf(p, sizeof p, "crossovers[%zu]", i);
-        if (!json_is_object(v)) {
-            jr_fail(&j, p, "", "not an object");
-            break;
-        }
-        (void)jr_device(&j, v, p, out);
-        (void)jr_size(&j, v, p, "points");
-        (void)jr_num(&j, v, p, "n");
-        (void)jr_num(&j, v, p, "n_estimate");
-    }
-    arr = jr_array(&j, root, "", "accuracy");
-    json_array_foreach (arr, i, v) {
-        char p[48];
-        if (j.bad)
-            break;
-        snprintf(p, sizeof p, "accuracy[%zu]", i);
-        read_accuracy(&j, v, p, out);
-    }
+    read_header(&j, root, out);
+    read_array(&j, root, "devices", read_device, out);
+    read_array(&j, root, "results", read_result, out);
+    read_array(&j, root, "crossovers", read_crossover, out);
+    read_array(&j, root, "accuracy", read_accuracy, out);
     if (j.bad) {
         clf_bench_report_free(out);
         return -1;
@@ -929,50 +943,85 @@ nice_above(double v)
     return v <= 2 * p ? log10(2 * p) : v <= 5 * p ? log10(5 * p) : e + 1;
 }
 
+/* The panel's axes: log2 n around the measured lengths, log10 ms around
+ * the measured spread. */
 static void
-svg_panel(FILE *f, const clf_bench_report *r, const clf_bench_result *g,
-          double top, const clf_bench_crossing *cs, size_t nc)
+panel_axes(const clf_bench_report *r, const clf_bench_result *g, double top,
+           struct axes *a)
 {
-    const clf_bench_device *d = &r->devices[g->device];
-    struct axes a;
-    double nmin = INFINITY, nmax = 0, tmin = INFINITY, tmax = 0, e;
-    size_t i, c;
-    int m, legend = 0, line = 0;
-    char title[512];
+    double nmin = INFINITY, nmax = 0, tmin = INFINITY, tmax = 0;
+    size_t i;
 
     for (i = 0; i < r->nresults; i++) {
         const clf_bench_result *x = &r->results[i];
         if (!same_panel(x, g))
             continue;
-        if ((double)x->n < nmin)
-            nmin = (double)x->n;
-        if ((double)x->n > nmax)
-            nmax = (double)x->n;
+        nmin = fmin(nmin, (double)x->n);
+        nmax = fmax(nmax, (double)x->n);
         if (x->status == CLF_BENCH_OK && x->wall.runs > 0) {
-            if (x->wall.min * 1e3 < tmin)
-                tmin = x->wall.min * 1e3;
-            if (x->wall.max * 1e3 > tmax)
-                tmax = x->wall.max * 1e3;
+            tmin = fmin(tmin, x->wall.min * 1e3);
+            tmax = fmax(tmax, x->wall.max * 1e3);
         }
     }
-    a.top = top;
-    a.x0 = log2(nmin);
-    a.x1 = log2(nmax);
-    if (a.x1 - a.x0 < 1e-9) {
-        a.x0 -= 0.5;
-        a.x1 += 0.5;
+    a->top = top;
+    a->x0 = log2(nmin);
+    a->x1 = log2(nmax);
+    if (a->x1 - a->x0 < 1e-9) {
+        a->x0 -= 0.5;
+        a->x1 += 0.5;
     } else {
-        a.x0 -= 0.15 * (a.x1 - a.x0);
-        a.x1 += 0.15 * (a.x1 - a.x0) / 1.15;
+        a->x0 -= 0.15 * (a->x1 - a->x0);
+        a->x1 += 0.15 * (a->x1 - a->x0) / 1.15;
     }
     if (!(tmax > 0)) {
         tmin = 1;
         tmax = 10;
     }
-    a.y0 = nice_below(tmin);
-    a.y1 = nice_above(tmax);
-    if (a.y1 - a.y0 < 0.3)
-        a.y1 = a.y0 + 0.3;
+    a->y0 = nice_below(tmin);
+    a->y1 = nice_above(tmax);
+    if (a->y1 - a->y0 < 0.3)
+        a->y1 = a->y0 + 0.3;
+}
+
+/* y grid: 1, 2, 5 of each decade, and the y label. */
+static void
+svg_ygrid(FILE *f, const struct axes *a)
+{
+    static const double sub[] = {1, 2, 5};
+    double e, top = a->top;
+    int s;
+
+    for (e = floor(a->y0); e < a->y1 + 1e-9; e += 1.0) {
+        for (s = 0; s < 3; s++) {
+            double v = sub[s] * pow(10.0, e), y;
+            if (log10(v) < a->y0 - 1e-9)
+                continue;
+            if (log10(v) > a->y1 + 1e-9)
+                break;
+            y = ax_y(a, v);
+            fprintf(f,
+                    "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+                    "stroke=\"%s\"/>\n",
+                    PLOT_L, y, PLOT_R, y, s == 0 ? "#bbb" : "#e4e4e4");
+            fprintf(f,
+                    "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" "
+                    "text-anchor=\"end\">%g</text>\n",
+                    PLOT_L - 6, y + 4, v);
+        }
+    }
+    fprintf(f,
+            "<text x=\"20\" y=\"%.1f\" font-size=\"12\" "
+            "transform=\"rotate(-90 20 %.1f)\" text-anchor=\"middle\">"
+            "median forward time, ms (whiskers: min..max)</text>\n",
+            top + (PLOT_T + PLOT_B) / 2.0, top + (PLOT_T + PLOT_B) / 2.0);
+}
+
+/* The panel's titles and frame. */
+static void
+svg_frame(FILE *f, const clf_bench_device *d, const clf_bench_result *g,
+          double top)
+{
+    char title[512];
 
     snprintf(title, sizeof title, "%s / %s (driver %s)", d->platform, d->name,
              d->driver);
@@ -990,36 +1039,18 @@ svg_panel(FILE *f, const clf_bench_report *r, const clf_bench_result *g,
             "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\" "
             "fill=\"none\" stroke=\"#000\"/>\n",
             PLOT_L, top + PLOT_T, PLOT_R - PLOT_L, PLOT_B - PLOT_T);
-    /* y grid: 1, 2, 5 of each decade */
-    for (e = floor(a.y0); e < a.y1 + 1e-9; e += 1.0) {
-        static const double sub[] = {1, 2, 5};
-        int s;
-        for (s = 0; s < 3; s++) {
-            double v = sub[s] * pow(10.0, e), y;
-            if (log10(v) < a.y0 - 1e-9)
-                continue;
-            if (log10(v) > a.y1 + 1e-9)
-                break;
-            y = ax_y(&a, v);
-            fprintf(f,
-                    "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
-                    "stroke=\"%s\"/>\n",
-                    PLOT_L, y, PLOT_R, y, s == 0 ? "#bbb" : "#e4e4e4");
-            fprintf(f,
-                    "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" "
-                    "text-anchor=\"end\">%g</text>\n",
-                    PLOT_L - 6, y + 4, v);
-        }
-    }
-    fprintf(f,
-            "<text x=\"20\" y=\"%.1f\" font-size=\"12\" "
-            "transform=\"rotate(-90 20 %.1f)\" text-anchor=\"middle\">"
-            "median forward time, ms (whiskers: min..max)</text>\n",
-            top + (PLOT_T + PLOT_B) / 2.0, top + (PLOT_T + PLOT_B) / 2.0);
-    /* x ticks at each measured n */
+}
+
+/* x ticks at each measured n, and the x label. */
+static void
+svg_xticks(FILE *f, const clf_bench_report *r, const clf_bench_result *g,
+           const struct axes *a)
+{
+    double top = a->top;
+    size_t i, j;
+
     for (i = 0; i < r->nresults; i++) {
         const clf_bench_result *x = &r->results[i];
-        size_t j;
         int dup = 0;
         if (!same_panel(x, g))
             continue;
@@ -1031,85 +1062,135 @@ svg_panel(FILE *f, const clf_bench_report *r, const clf_bench_result *g,
         fprintf(f,
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
                 "stroke=\"#e4e4e4\"/>\n",
-                ax_x(&a, (double)x->n), top + PLOT_T, ax_x(&a, (double)x->n),
+                ax_x(a, (double)x->n), top + PLOT_T, ax_x(a, (double)x->n),
                 top + PLOT_B);
         fprintf(f,
                 "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
                 "text-anchor=\"middle\">%zu</text>\n",
-                ax_x(&a, (double)x->n), top + PLOT_B + 16, x->n);
+                ax_x(a, (double)x->n), top + PLOT_B + 16, x->n);
     }
     fprintf(f,
             "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
             "text-anchor=\"middle\">sequence length n (log scale)</text>\n",
             (PLOT_L + PLOT_R) / 2.0, top + PLOT_B + 36);
+}
 
-    for (m = 0; m < CLF_BENCH_MODE_COUNT; m++) {
-        int any = 0, first = 1;
-        size_t order[256], no = 0, p, q;
-        for (i = 0; i < r->nresults && no < 256; i++)
-            if (same_panel(&r->results[i], g) && (int)r->results[i].mode == m)
-                order[no++] = i;
-        if (no == 0)
-            continue;
-        /* by n, for the polyline */
-        for (p = 1; p < no; p++)
-            for (q = p;
-                 q > 0 && r->results[order[q]].n < r->results[order[q - 1]].n;
-                 q--) {
-                size_t t = order[q];
-                order[q] = order[q - 1];
-                order[q - 1] = t;
-            }
-        for (p = 0; p < no; p++) {
-            const clf_bench_result *x = &r->results[order[p]];
-            if (x->status != CLF_BENCH_OK || x->wall.runs == 0)
-                continue;
-            if (first) {
-                fprintf(f,
-                        "<polyline fill=\"none\" stroke=\"%s\" "
-                        "stroke-width=\"2\" points=\"",
-                        mode_colors[m]);
-                first = 0;
-            }
-            fprintf(f, "%.1f,%.1f ", ax_x(&a, (double)x->n),
-                    ax_y(&a, x->wall.median * 1e3));
-            any = 1;
+/* The panel's rows of mode m, sorted by n (at most cap); returns how many. */
+static size_t
+mode_rows(const clf_bench_report *r, const clf_bench_result *g, int m,
+          size_t *order, size_t cap)
+{
+    size_t i, no = 0, p, q;
+
+    for (i = 0; i < r->nresults && no < cap; i++)
+        if (same_panel(&r->results[i], g) && (int)r->results[i].mode == m)
+            order[no++] = i;
+    for (p = 1; p < no; p++)
+        for (q = p;
+             q > 0 && r->results[order[q]].n < r->results[order[q - 1]].n;
+             q--) {
+            size_t t = order[q];
+            order[q] = order[q - 1];
+            order[q - 1] = t;
         }
-        if (any)
-            fputs("\"/>\n", f);
-        for (p = 0; p < no; p++) {
-            const clf_bench_result *x = &r->results[order[p]];
-            double px = ax_x(&a, (double)x->n);
-            if (x->status != CLF_BENCH_OK || x->wall.runs == 0) {
-                /* a row that did not run: a hollow marker on the axis */
-                fprintf(f,
-                        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" "
-                        "fill=\"%s\" text-anchor=\"middle\">%s: %s</text>\n",
-                        px, top + PLOT_T + 14.0 + 12.0 * m, mode_colors[m],
-                        clf_bench_mode_name((clf_bench_mode)m),
-                        x->status == CLF_BENCH_TOO_LARGE     ? "too large"
-                        : x->status == CLF_BENCH_OVER_BUDGET ? "over budget"
-                                                             : "failed");
-                continue;
-            }
+    return no;
+}
+
+static int
+row_ran(const clf_bench_result *x)
+{
+    return x->status == CLF_BENCH_OK && x->wall.runs > 0;
+}
+
+/* The median line through the rows of mode m that ran. */
+static void
+svg_polyline(FILE *f, const clf_bench_report *r, const struct axes *a,
+             const size_t *order, size_t no, int m)
+{
+    size_t p;
+    int first = 1;
+
+    for (p = 0; p < no; p++) {
+        const clf_bench_result *x = &r->results[order[p]];
+        if (!row_ran(x))
+            continue;
+        if (first)
             fprintf(f,
-                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-                    "stroke=\"%s\"/>\n",
-                    px, ax_y(&a, x->wall.min * 1e3), px,
-                    ax_y(&a, x->wall.max * 1e3), mode_colors[m]);
+                    "<polyline fill=\"none\" stroke=\"%s\" "
+                    "stroke-width=\"2\" points=\"",
+                    mode_colors[m]);
+        first = 0;
+        fprintf(f, "%.1f,%.1f ", ax_x(a, (double)x->n),
+                ax_y(a, x->wall.median * 1e3));
+    }
+    if (!first)
+        fputs("\"/>\n", f);
+}
+
+/* Whiskers and a marker for each row of mode m; a row that did not run
+ * is named on the axis. */
+static void
+svg_markers(FILE *f, const clf_bench_report *r, const struct axes *a,
+            const size_t *order, size_t no, int m)
+{
+    size_t p;
+
+    for (p = 0; p < no; p++) {
+        const clf_bench_result *x = &r->results[order[p]];
+        double px = ax_x(a, (double)x->n);
+        if (!row_ran(x)) {
             fprintf(f,
-                    "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
-                    px, ax_y(&a, x->wall.median * 1e3), mode_colors[m]);
+                    "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" "
+                    "fill=\"%s\" text-anchor=\"middle\">%s: %s</text>\n",
+                    px, a->top + PLOT_T + 14.0 + 12.0 * m, mode_colors[m],
+                    clf_bench_mode_name((clf_bench_mode)m),
+                    x->status == CLF_BENCH_TOO_LARGE     ? "too large"
+                    : x->status == CLF_BENCH_OVER_BUDGET ? "over budget"
+                                                         : "failed");
+            continue;
         }
         fprintf(f,
-                "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
-                "stroke=\"%s\" stroke-width=\"2\"/>\n",
-                PLOT_R + 20, top + PLOT_T + 10 + 20.0 * legend, PLOT_R + 44,
-                top + PLOT_T + 10 + 20.0 * legend, mode_colors[m]);
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\">%s</text>\n",
-                PLOT_R + 50, top + PLOT_T + 14 + 20.0 * legend,
-                clf_bench_mode_name((clf_bench_mode)m));
-        legend++;
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                "stroke=\"%s\"/>\n",
+                px, ax_y(a, x->wall.min * 1e3), px,
+                ax_y(a, x->wall.max * 1e3), mode_colors[m]);
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
+                px, ax_y(a, x->wall.median * 1e3), mode_colors[m]);
+    }
+}
+
+static void
+svg_legend(FILE *f, double top, int m, int legend)
+{
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+            "stroke=\"%s\" stroke-width=\"2\"/>\n",
+            PLOT_R + 20, top + PLOT_T + 10 + 20.0 * legend, PLOT_R + 44,
+            top + PLOT_T + 10 + 20.0 * legend, mode_colors[m]);
+    fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\">%s</text>\n",
+            PLOT_R + 50, top + PLOT_T + 14 + 20.0 * legend,
+            clf_bench_mode_name((clf_bench_mode)m));
+}
+
+static void
+svg_panel(FILE *f, const clf_bench_report *r, const clf_bench_result *g,
+          double top, const clf_bench_crossing *cs, size_t nc)
+{
+    struct axes a;
+    size_t c, order[256], no;
+    int m, legend = 0, line = 0;
+
+    panel_axes(r, g, top, &a);
+    svg_frame(f, &r->devices[g->device], g, top);
+    svg_ygrid(f, &a);
+    svg_xticks(f, r, g, &a);
+    for (m = 0; m < CLF_BENCH_MODE_COUNT; m++) {
+        no = mode_rows(r, g, m, order, 256);
+        if (no == 0)
+            continue;
+        svg_polyline(f, r, &a, order, no, m);
+        svg_markers(f, r, &a, order, no, m);
+        svg_legend(f, top, m, legend++);
     }
     for (c = 0; c < nc; c++)
         if (cs[c].device == g->device && cs[c].d_model == g->d_model &&
@@ -1265,113 +1346,136 @@ print_crossings(FILE *f, const clf_bench_report *r, size_t dev)
     free(cs);
 }
 
+/* One row of the matrix table; returns 1 when the row has a note. */
+static int
+print_matrix_row(FILE *f, const clf_bench_report *r,
+                 const clf_bench_result *x)
+{
+    char k[24] = "-", b[24] = "-", first[16], med[16], spr[40], devm[16];
+    char gf[16], rate[16], mib[16], err[16], sp[16], lo[16], hi[16];
+
+    if (x->k)
+        snprintf(k, sizeof k, "%zu", x->k);
+    if (x->causal_block)
+        snprintf(b, sizeof b, "%zu", x->causal_block);
+    fprintf(f, "%6zu %5s %4s %5zu %3zu %3zu  %-11s ", x->n, k, b, x->d_model,
+            x->heads, x->batch, clf_bench_mode_name(x->mode));
+    if (x->status != CLF_BENCH_OK || x->wall.runs == 0) {
+        fprintf(f, "%s\n",
+                x->status == CLF_BENCH_TOO_LARGE ? "not run (too large)"
+                : x->status == CLF_BENCH_OVER_BUDGET
+                    ? "not run (over the time budget)"
+                : x->status == CLF_BENCH_FAILED ? "failed (see notes)"
+                                                : "no warm run");
+        return 1;
+    }
+    fmt_g(first, sizeof first, "%.3f", x->first_call_s);
+    fmt_ms(med, sizeof med, x->wall.median);
+    fmt_ms(lo, sizeof lo, x->wall.min);
+    fmt_ms(hi, sizeof hi, x->wall.max);
+    snprintf(spr, sizeof spr, "%s .. %s", lo, hi);
+    fmt_ms(devm, sizeof devm, x->device_s.median);
+    fmt_g(gf, sizeof gf, "%.2f", x->flops * 1e-9);
+    fmt_g(rate, sizeof rate, "%.1f", x->gflops);
+    fmt_g(mib, sizeof mib, "%.1f", x->device_bytes / 1048576.0);
+    fmt_g(err, sizeof err, "%.3g", x->rel_error);
+    fmt_g(sp, sizeof sp, "%.2fx", speedup(r, x));
+    fprintf(f, "%8s %9s %19s %9s %7s %7s %7s %9s %8s\n", first, med, spr, devm,
+            gf, rate, mib, err, sp);
+    return x->note[0] != '\0';
+}
+
+/* The device's matrix table; returns how many rows have notes. */
+static int
+print_matrix_table(FILE *f, const clf_bench_report *r, size_t dev)
+{
+    size_t i;
+    int notes = 0;
+
+    fprintf(f, "warm runs: median and spread (min..max); first s = the "
+               "first forward of a fresh layer\n(the first on this "
+               "context includes CLBlast's GEMM compile, unless the "
+               "OpenCL driver\ncached it)\n\n");
+    fprintf(f,
+            "%6s %5s %4s %5s %3s %3s  %-11s %8s %9s %19s %9s %7s %7s "
+            "%7s %9s %8s\n",
+            "n", "k", "b", "D", "h", "B", "mode", "first s", "median ms",
+            "spread ms", "device ms", "GFLOP", "GFLOP/s", "MiB", "rel.err",
+            "speed-up");
+    for (i = 0; i < r->nresults; i++)
+        if (r->results[i].device == dev)
+            notes += print_matrix_row(f, r, &r->results[i]);
+    fprintf(f, "\nMiB: device memory the layer holds after its forward "
+               "(weights + workspaces);\nrel.err: ||Y - Y_full||/||Y_full|| "
+               "on the same weights and input; speed-up: full median / "
+               "this median\n");
+    return notes;
+}
+
+/* The device's per-stage medians and GFLOP/s. */
+static void
+print_stages(FILE *f, const clf_bench_report *r, size_t dev)
+{
+    size_t i;
+    int s;
+
+    fprintf(f,
+            "\nper stage, median ms (GFLOP/s), from profiling "
+            "markers:\n%6s %-11s",
+            "n", "mode");
+    for (s = 0; s < CLF_STAGE_COUNT; s++)
+        fprintf(f, " %16s", clf_stage_name((clf_stage)s));
+    fputc('\n', f);
+    for (i = 0; i < r->nresults; i++) {
+        const clf_bench_result *x = &r->results[i];
+        if (x->device != dev || x->status != CLF_BENCH_OK || x->wall.runs == 0)
+            continue;
+        fprintf(f, "%6zu %-11s", x->n, clf_bench_mode_name(x->mode));
+        for (s = 0; s < CLF_STAGE_COUNT; s++) {
+            char cell[40], ms[16], g[16];
+            fmt_ms(ms, sizeof ms, x->stage[s].median);
+            fmt_g(g, sizeof g, "%.1f",
+                  clf_bench_gflops(x->stage_flops[s], x->stage[s].median));
+            snprintf(cell, sizeof cell, "%s (%s)", ms, g);
+            fprintf(f, " %16s", cell);
+        }
+        fputc('\n', f);
+    }
+}
+
+static void
+print_notes(FILE *f, const clf_bench_report *r, size_t dev)
+{
+    size_t i;
+
+    fprintf(f, "\nnotes:\n");
+    for (i = 0; i < r->nresults; i++) {
+        const clf_bench_result *x = &r->results[i];
+        if (x->device != dev || x->note[0] == '\0')
+            continue;
+        fprintf(f, "  n=%zu k=%zu D=%zu h=%zu B=%zu %s: %s\n", x->n,
+                x->k_requested, x->d_model, x->heads, x->batch,
+                clf_bench_mode_name(x->mode), x->note);
+    }
+}
+
 void
 clf_bench_print_matrix(FILE *f, const clf_bench_report *r)
 {
     size_t dev, i;
-    int s;
 
     for (dev = 0; dev < r->ndevices; dev++) {
-        int notes = 0, any = 0;
+        int notes, any = 0;
         for (i = 0; i < r->nresults; i++)
             any |= r->results[i].device == dev;
         if (!any)
             continue;
         print_device_head(f, r, dev);
-        fprintf(f, "warm runs: median and spread (min..max); first s = the "
-                   "first forward of a fresh layer\n(the first on this "
-                   "context includes CLBlast's GEMM compile, unless the "
-                   "OpenCL driver\ncached it)\n\n");
-        fprintf(f,
-                "%6s %5s %4s %5s %3s %3s  %-11s %8s %9s %19s %9s %7s %7s "
-                "%7s %9s %8s\n",
-                "n", "k", "b", "D", "h", "B", "mode", "first s", "median ms",
-                "spread ms", "device ms", "GFLOP", "GFLOP/s", "MiB", "rel.err",
-                "speed-up");
-        for (i = 0; i < r->nresults; i++) {
-            const clf_bench_result *x = &r->results[i];
-            char k[24], b[24], first[16], med[16], spr[40], devm[16];
-            char gf[16], rate[16], mib[16], err[16], sp[16], lo[16], hi[16];
-            if (x->device != dev)
-                continue;
-            if (x->k)
-                snprintf(k, sizeof k, "%zu", x->k);
-            else
-                snprintf(k, sizeof k, "-");
-            if (x->causal_block)
-                snprintf(b, sizeof b, "%zu", x->causal_block);
-            else
-                snprintf(b, sizeof b, "-");
-            fprintf(f, "%6zu %5s %4s %5zu %3zu %3zu  %-11s ", x->n, k, b,
-                    x->d_model, x->heads, x->batch,
-                    clf_bench_mode_name(x->mode));
-            if (x->status != CLF_BENCH_OK || x->wall.runs == 0) {
-                fprintf(f, "%s\n",
-                        x->status == CLF_BENCH_TOO_LARGE ? "not run (too large)"
-                        : x->status == CLF_BENCH_OVER_BUDGET
-                            ? "not run (over the time budget)"
-                        : x->status == CLF_BENCH_FAILED ? "failed (see notes)"
-                                                        : "no warm run");
-                notes++;
-                continue;
-            }
-            if (x->note[0] != '\0')
-                notes++;
-            fmt_g(first, sizeof first, "%.3f", x->first_call_s);
-            fmt_ms(med, sizeof med, x->wall.median);
-            fmt_ms(lo, sizeof lo, x->wall.min);
-            fmt_ms(hi, sizeof hi, x->wall.max);
-            snprintf(spr, sizeof spr, "%s .. %s", lo, hi);
-            fmt_ms(devm, sizeof devm, x->device_s.median);
-            fmt_g(gf, sizeof gf, "%.2f", x->flops * 1e-9);
-            fmt_g(rate, sizeof rate, "%.1f", x->gflops);
-            fmt_g(mib, sizeof mib, "%.1f", x->device_bytes / 1048576.0);
-            fmt_g(err, sizeof err, "%.3g", x->rel_error);
-            fmt_g(sp, sizeof sp, "%.2fx", speedup(r, x));
-            fprintf(f, "%8s %9s %19s %9s %7s %7s %7s %9s %8s\n", first, med,
-                    spr, devm, gf, rate, mib, err, sp);
-        }
-        fprintf(f,
-                "\nMiB: device memory the layer holds after its forward "
-                "(weights + workspaces);\nrel.err: ||Y - Y_full||/||Y_full|| "
-                "on the same weights and input; speed-up: full median / "
-                "this median\n");
-
-        fprintf(f,
-                "\nper stage, median ms (GFLOP/s), from profiling "
-                "markers:\n%6s %-11s",
-                "n", "mode");
-        for (s = 0; s < CLF_STAGE_COUNT; s++)
-            fprintf(f, " %16s", clf_stage_name((clf_stage)s));
-        fputc('\n', f);
-        for (i = 0; i < r->nresults; i++) {
-            const clf_bench_result *x = &r->results[i];
-            if (x->device != dev || x->status != CLF_BENCH_OK ||
-                x->wall.runs == 0)
-                continue;
-            fprintf(f, "%6zu %-11s", x->n, clf_bench_mode_name(x->mode));
-            for (s = 0; s < CLF_STAGE_COUNT; s++) {
-                char cell[40], ms[16], g[16];
-                fmt_ms(ms, sizeof ms, x->stage[s].median);
-                fmt_g(g, sizeof g, "%.1f",
-                      clf_bench_gflops(x->stage_flops[s], x->stage[s].median));
-                snprintf(cell, sizeof cell, "%s (%s)", ms, g);
-                fprintf(f, " %16s", cell);
-            }
-            fputc('\n', f);
-        }
+        notes = print_matrix_table(f, r, dev);
+        print_stages(f, r, dev);
         print_crossings(f, r, dev);
-        if (notes) {
-            fprintf(f, "\nnotes:\n");
-            for (i = 0; i < r->nresults; i++) {
-                const clf_bench_result *x = &r->results[i];
-                if (x->device != dev || x->note[0] == '\0')
-                    continue;
-                fprintf(f, "  n=%zu k=%zu D=%zu h=%zu B=%zu %s: %s\n", x->n,
-                        x->k_requested, x->d_model, x->heads, x->batch,
-                        clf_bench_mode_name(x->mode), x->note);
-            }
-        }
+        if (notes)
+            print_notes(f, r, dev);
     }
 }
 

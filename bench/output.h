@@ -1,7 +1,8 @@
 /*
- * Output of the bench suite: the readable tables on stdout, JSON (jansson)
- * and CSV for machines, SVG plots written directly, and the comparison with
- * an earlier run's JSON.
+ * Output of the bench suite: the readable tables, JSON (jansson) and CSV
+ * for machines, SVG plots written directly, the comparison with an earlier
+ * run's JSON, and whole-file writing (bench/outfile.c).  Everything here
+ * only reads the records of bench/results.h; nothing measures.
  *
  * The JSON document (schema "clinformer-bench/1"):
  *
@@ -60,7 +61,7 @@
 #ifndef CLF_BENCH_OUTPUT_H
 #define CLF_BENCH_OUTPUT_H
 
-#include "suite.h"
+#include "results.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -78,8 +79,24 @@ json_t *clf_bench_report_to_json(const clf_bench_report *r);
 int clf_bench_report_from_json(const json_t *root, clf_bench_report *out,
                                char *why, size_t why_len);
 
-/* Writes the report's JSON to path (atomically: a temporary file renamed
- * into place).  Returns 0, or -1 with errno set. */
+/* A writer of the report to an open stream; returns 0, or -1 on a write
+ * error. */
+typedef int (*clf_bench_writer)(FILE *f, const clf_bench_report *r);
+
+/* Writes path with a writer, atomically: the writer fills a new temporary
+ * file in path's directory (opened O_CREAT | O_EXCL | O_NOFOLLOW, mode
+ * 0600), which is fsynced and renamed over path.  An existing path that is
+ * not a regular file (directory, symbolic link, device, FIFO) is refused
+ * and left alone (errno EEXIST).  Returns 0, or -1 with errno set and no
+ * temporary file left behind. */
+int clf_bench_write_file(const char *path, clf_bench_writer write,
+                         const clf_bench_report *r);
+
+/* The report's JSON to a stream, ending with a newline. */
+int clf_bench_json_fwrite(FILE *f, const clf_bench_report *r);
+
+/* Writes the report's JSON to path with clf_bench_write_file.  Returns 0,
+ * or -1 with errno set. */
 int clf_bench_json_write(const clf_bench_report *r, const char *path);
 
 /* Loads and checks a JSON file; returns 0, or -1 with the reason in why. */

@@ -6,11 +6,11 @@
  * on the device, so each context times both (src/attend.c). */
 
 /* Rows of the transposed keys are padded to a multiple of ATT_KB slots;
- * a work-item handles ATT_R query rows (the host's CLF_ATTEND_SLOT_BLOCK
- * and CLF_ATTEND_ROWS, src/internal.h).  The loops over rows have constant
- * bounds and are unrolled, so the accumulators stay in registers. */
-#define ATT_R 6
-#define ATT_KB 64
+ * a work-item handles ATT_R query rows.  Both are -D options from
+ * src/kernel_params.h, shared with the host.  The loops over rows have
+ * constant bounds and are unrolled, so the accumulators stay in registers. */
+#define ATT_R CLF_ATTEND_ROWS
+#define ATT_KB CLF_ATTEND_SLOT_BLOCK
 
 /* kt[((b * hc + g) * dh + c) * lp + j] = kbar[b * L * width + j * width +
  * g * dh + c] for j < L, 0 for L <= j < lp.  One work-item per element of
@@ -87,7 +87,9 @@ clf_attend(__global const float *q, const uint ldq,
         }
     }
 
-    /* 2. Padding slots take no part; exp(s - max) and the row sums. */
+    /* 2. Padding slots take no part; exp(s - max) and the row sums.  A NaN
+     * score makes its exp, the row sum and so every output of the row NaN,
+     * whatever the maximum, as the softmax kernels and PyTorch give. */
     float u[ATT_R];
 #pragma unroll
     for (int r = 0; r < ATT_R; r++) {

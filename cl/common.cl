@@ -1,13 +1,26 @@
 /* Shared definitions for every clinformer kernel (OpenCL C 1.2).
- * Sizes that a build may tune arrive as -D options; these are defaults. */
-/* Largest work-group of the group-per-row softmax (a power of two). */
-#ifndef CLF_SOFTMAX_WG
-#define CLF_SOFTMAX_WG 256
+ * The sizes host and kernels share (CLF_ATTEND_ROWS, CLF_SOFTMAX_WG, ...)
+ * arrive as -D options from src/kernel_params.h, never as defaults here:
+ * a build without them stops at once rather than disagreeing with the
+ * host. */
+#if !defined(CLF_ATTEND_ROWS) || !defined(CLF_ATTEND_SLOT_BLOCK) ||           \
+    !defined(CLF_GEMM_ROWS) || !defined(CLF_SOFTMAX_WG)
+#error "build with the -D options of src/kernel_params.h"
 #endif
 
 /* Index arithmetic in these kernels avoids '%': oclgrind's uninitialised-
  * value checker cannot follow the LLVM 'freeze' that a division/remainder
  * pair compiles to, and oclgrind runs in the test suite. */
+
+/* max(m, v) that keeps a NaN from either side, so that a row holding a NaN
+ * score has a NaN maximum and NaN probabilities, as PyTorch's softmax
+ * gives (fmax returns the other operand and would let a row of NaN pass
+ * for a fully masked row of zeros). */
+static float
+max_nan(const float m, const float v)
+{
+    return (m > v || isnan(m)) ? m : v;
+}
 
 /* Horizontal max and sum, lane by lane through private memory: oclgrind's
  * uninitialised-value checker misreads vector fmax and crashes on .lo/.hi,

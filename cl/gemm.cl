@@ -12,7 +12,7 @@
  * rows.  N must be a multiple of 16.  The loops over rows have constant
  * bounds and are unrolled, so the accumulators stay in registers. */
 
-#define GEMM_R 6 /* CLF_GEMM_ROWS on the host (src/internal.h) */
+#define GEMM_R CLF_GEMM_ROWS /* a -D option from src/kernel_params.h */
 
 /* Global size (at least ceil(M / GEMM_R), N / 64 + (N mod 64) / 16,
  * batch): work-item (i, j) takes rows GEMM_R i.. and, while 64 (j + 1) <=

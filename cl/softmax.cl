@@ -1,6 +1,7 @@
 /* Row softmax over the k slots (or n positions) of each score row:
  * max-subtracted, float accumulation.  A row whose entries are all -INFINITY
- * (every slot masked) becomes zeros, not NaN. */
+ * (every slot masked) becomes zeros, not NaN; a row holding a NaN becomes
+ * NaN throughout (its maximum is NaN, see max_nan), as in PyTorch. */
 
 /* One row per work-item; rows of cols contiguous floats from off. */
 __kernel void
@@ -13,7 +14,7 @@ clf_softmax_rows(__global float *s, const ulong off, const uint rows,
     __global float *row = s + off + r * (size_t)cols;
     float m = -INFINITY;
     for (uint j = 0; j < cols; j++)
-        m = fmax(m, row[j]);
+        m = max_nan(m, row[j]);
     if (m == -INFINITY) {
         for (uint j = 0; j < cols; j++)
             row[j] = 0.0f;
@@ -47,19 +48,19 @@ clf_softmax_rows_vec(__global float *s, const ulong off, const uint rows,
     float m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;
     float m4 = -INFINITY, m5 = -INFINITY, m6 = -INFINITY, m7 = -INFINITY;
     for (uint j = 0; j < nv; j += 8) {
-        m0 = fmax(m0, row[j]);
-        m1 = fmax(m1, row[j + 1]);
-        m2 = fmax(m2, row[j + 2]);
-        m3 = fmax(m3, row[j + 3]);
-        m4 = fmax(m4, row[j + 4]);
-        m5 = fmax(m5, row[j + 5]);
-        m6 = fmax(m6, row[j + 6]);
-        m7 = fmax(m7, row[j + 7]);
+        m0 = max_nan(m0, row[j]);
+        m1 = max_nan(m1, row[j + 1]);
+        m2 = max_nan(m2, row[j + 2]);
+        m3 = max_nan(m3, row[j + 3]);
+        m4 = max_nan(m4, row[j + 4]);
+        m5 = max_nan(m5, row[j + 5]);
+        m6 = max_nan(m6, row[j + 6]);
+        m7 = max_nan(m7, row[j + 7]);
     }
     for (uint j = nv; j < cols; j++)
-        m0 = fmax(m0, row[j]);
-    const float m = fmax(fmax(fmax(m0, m1), fmax(m2, m3)),
-                         fmax(fmax(m4, m5), fmax(m6, m7)));
+        m0 = max_nan(m0, row[j]);
+    const float m = max_nan(max_nan(max_nan(m0, m1), max_nan(m2, m3)),
+                            max_nan(max_nan(m4, m5), max_nan(m6, m7)));
     if (m == -INFINITY) {
         for (uint j = 0; j < cols; j++)
             row[j] = 0.0f;
@@ -116,12 +117,12 @@ clf_softmax_rows_wg(__global float *s, const ulong off, const uint rows,
     if (r >= rows)
         return; /* whole group: no barrier is skipped by part of it */
     for (uint j = lid; j < cols; j += lsz)
-        m = fmax(m, row[j]);
+        m = max_nan(m, row[j]);
     red[lid] = m;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint h = lsz / 2; h > 0; h /= 2) {
         if (lid < h)
-            red[lid] = fmax(red[lid], red[lid + h]);
+            red[lid] = max_nan(red[lid], red[lid + h]);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     m = red[0];

@@ -88,8 +88,16 @@ CLF_EXTERN const char *clf_status_name(int status);
 
 /* A sentence describing the most recent failure on the calling thread, naming
  * the argument, weight or stage involved ("seq_len 5000 exceeds max_seq_len
- * 4096").  Valid until the next failing call on this thread.  Never NULL. */
+ * 4096").  Valid until the next failing call on this thread.  Never NULL.
+ * It may belong to an earlier failure than the status in hand (a status
+ * passed on by a caller's own code carries none): print clf_error_message()
+ * with that status instead. */
 CLF_EXTERN const char *clf_last_error(void);
+
+/* The detail for status: clf_last_error() when the calling thread's most
+ * recent failure returned this status, else clf_strerror(status), so a
+ * message never belongs to another status.  Never NULL. */
+CLF_EXTERN const char *clf_error_message(int status);
 
 /* The version of the library actually linked (the header's is
  * CLF_VERSION_STRING). */
@@ -116,6 +124,18 @@ typedef struct clf_device_info {
     unsigned long long local_mem;     /* bytes */
     int fp16; /* cl_khr_fp16 */
     int fp64; /* cl_khr_fp64 or a double FP config */
+    /* "<platform>:<i>", the device's name that stays the same while other
+     * platforms come and go: <i> its index within its platform, <platform>
+     * the platform's short name: "pocl" (PoCL), "rusticl", "clover",
+     * "nvidia", "amd", "intel-gpu" (an Intel platform named "...Graphics"),
+     * "intel-fpga", "intel-cpu" (any other Intel platform), "apple",
+     * "oclgrind", else the first word of the platform name (its vendor's
+     * when the name is empty) in lower case, letters and digits only, or
+     * "platform".  The rules test the platform name, then its vendor,
+     * case-insensitively.  A platform whose short name an earlier platform
+     * (ICD order) already has gets "-2", "-3", ... appended.  Empty for a
+     * device outside clf_devices_list's list (an adopted sub-device). */
+    char stable_name[64];
 } clf_device_info;
 
 /* Lists the OpenCL devices of every platform.  Writes up to cap entries into
@@ -132,10 +152,19 @@ typedef struct clf_context clf_context;
  * NULL or empty by the environment variable CLINFORMER_DEVICE, or by default
  * the first GPU, else the first CPU device, else the first device.
  *
- * A selector is a flat device index ("0", "1", ...; see clf_devices_list),
- * "cpu", "gpu", or a case-insensitive substring of the platform or device
- * name ("pocl", "nvidia").  Kernels are not built here but on first use or
- * by clf_context_build().
+ * A selector is matched case-insensitively by the first of these rules that
+ * names a device:
+ *   1. digits: the flat device index ("0", "1", ...; see clf_devices_list);
+ *   2. "cpu" or "gpu": the first device of that kind;
+ *   3. a stable name ("pocl:0", "nvidia:1"; see clf_device_info), or a
+ *      platform's short name alone ("pocl", "intel-cpu"): its first device;
+ *   4. a piece of a platform name ("Portable", "CUDA", "intel"): the first
+ *      device of the first such platform;
+ *   5. a piece of a device name ("geforce", "epyc"): the first such device.
+ * So a platform name wins over a device name: "intel" picks an Intel
+ * platform's device, never another platform's CPU whose device name holds
+ * the CPU brand.  Kernels are not built here but on first use or by
+ * clf_context_build().
  *
  * On success *out owns a cl_context and an in-order cl_command_queue; free it
  * with clf_context_destroy().  Errors: CLF_ENULL_ARGUMENT, CLF_ENO_DEVICE,
@@ -542,6 +571,22 @@ CLF_EXTERN int clf_attention_flops_ex(const clf_attention *att, clf_mode mode,
                                       const clf_forward_opts *opts,
                                       double *flops);
 
+/* The same count from a desc alone, no device or layer needed, split by
+ * stage: stage_flops (may be NULL) receives the projection, compression,
+ * scores (with the causal window), softmax, weighted sum and output work;
+ * CLF_STAGE_FUSED is 0 (a fused kernel does the work of the three stages it
+ * replaces).  *total receives their sum, the number clf_attention_flops_ex
+ * gives for a layer of this desc.  causal != 0 counts a causal forward.
+ * Errors, naming the argument: CLF_ENULL_ARGUMENT (desc, total),
+ * CLF_EBAD_SIZE (a zero size, causal Linformer without causal_block),
+ * CLF_EK_TOO_LARGE, CLF_ESHAPE_MISMATCH, CLF_ESEQ_TOO_LONG, CLF_EBAD_ENUM,
+ * CLF_EUNSUPPORTED (causal Linformer with compressed_bias). */
+CLF_EXTERN int clf_attention_desc_flops(const clf_attention_desc *desc,
+                                        clf_mode mode, size_t batch,
+                                        size_t seq_len, int causal,
+                                        double stage_flops[CLF_STAGE_COUNT],
+                                        double *total);
+
 /* ---------------------------------------------------------------- models */
 
 /* Weight layouts of trained models (DESIGN.md section 2). */
@@ -571,6 +616,9 @@ typedef struct clf_model_opts {
     size_t causal_block; /* for causal Linformer forwards; 0 = none */
     int layerwise;       /* share layer 0's E and F with every layer (the
                             paper's layerwise sharing) */
+    int allow_unexpected; /* nonzero: tensors the layout does not use are
+                             skipped and listed (clf_model_unexpected_*);
+                             0 (strict): they are an error */
 } clf_model_opts;
 
 typedef struct clf_model_info {
@@ -585,16 +633,31 @@ typedef struct clf_model_info {
 typedef struct clf_model clf_model;
 
 /* Loads a model from a safetensors file (what safetensors.torch.save_file
- * writes from a state_dict) onto ctx, which must outlive it.  Every tensor
- * the layout needs must be present with the shape the hyperparameters
- * imply; errors name the tensor: CLF_ENOT_FOUND, CLF_ESHAPE_MISMATCH,
- * CLF_EDTYPE, CLF_EFORMAT, CLF_EIO, CLF_EINVALID_ARGUMENT (heads unknown or
+ * writes from a state_dict) onto ctx, which must outlive it.  Strict, like
+ * PyTorch's load_state_dict(strict=True): every tensor the layout names
+ * must be present, for every layer from 0 to the highest layer number in
+ * the file, with the shape the first tensors imply, and a tensor the layout
+ * does not name is an error unless opts->allow_unexpected.  Keys and values
+ * share (lucidrains share_kv, fairseq shared_kv_compressed) when the file
+ * holds none of to_v.weight/proj_v (compress_v.weight) in its first layer,
+ * or when its "share_kv" metadata entry says "true"; one of the two without
+ * the other is a missing tensor.  Errors name the tensor (and the shape
+ * expected): CLF_ENOT_FOUND (missing), CLF_ESHAPE_MISMATCH (misshapen),
+ * CLF_EWEIGHT_UNUSED (unexpected), CLF_EDTYPE, CLF_EFORMAT, CLF_EIO (also a
+ * path that is not a regular file), CLF_EINVALID_ARGUMENT (heads unknown or
  * contradicting the metadata; a layout that cannot be detected), plus the
  * errors of clf_attention_create. */
 CLF_EXTERN int clf_model_load(clf_model **out, clf_context *ctx,
                               const char *path, const clf_model_opts *opts);
 
 CLF_EXTERN void clf_model_destroy(clf_model *m); /* NULL-safe */
+
+/* The tensors a load with allow_unexpected skipped, in file order: their
+ * number (0 for NULL), and the index-th one's name (owned by the model;
+ * NULL when index is out of range). */
+CLF_EXTERN size_t clf_model_unexpected_count(const clf_model *m);
+CLF_EXTERN const char *clf_model_unexpected_name(const clf_model *m,
+                                                 size_t index);
 
 CLF_EXTERN int clf_model_info_get(const clf_model *m, clf_model_info *out);
 

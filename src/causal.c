@@ -1,4 +1,4 @@
-/* Host side of cl/causal.cl: the exact in-block window of prefix-safe
+/* Host side of the causal kernels: the exact in-block window of prefix-safe
  * causal Linformer. */
 #include "internal.h"
 

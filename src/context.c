@@ -7,146 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct candidate {
-    cl_platform_id platform;
-    unsigned platform_index;
-    cl_device_id device;
-    clf_device_info info;
-};
-
-static int
-ci_contains(const char *hay, const char *needle)
-{
-    size_t hn = strlen(hay), nn = strlen(needle), i, j;
-
-    if (nn == 0 || nn > hn)
-        return nn == 0;
-    for (i = 0; i + nn <= hn; i++) {
-        for (j = 0; j < nn; j++)
-            if (tolower((unsigned char)hay[i + j]) !=
-                tolower((unsigned char)needle[j]))
-                break;
-        if (j == nn)
-            return 1;
-    }
-    return 0;
-}
-
-static int
-all_digits(const char *s)
-{
-    if (*s == '\0')
-        return 0;
-    for (; *s; s++)
-        if (!isdigit((unsigned char)*s))
-            return 0;
-    return 1;
-}
-
-/* Collects every device of every platform into a calloc'd array. */
-static int
-gather(struct candidate **out, size_t *count)
-{
-    cl_uint nplat = 0, p;
-    cl_platform_id plats[64];
-    struct candidate *c = NULL;
-    size_t n = 0, cap = 0;
-    cl_int err;
-
-    *out = NULL;
-    *count = 0;
-    err = clGetPlatformIDs(64, plats, &nplat);
-    if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && nplat == 0))
-        return clf__fail(CLF_ENO_DEVICE,
-                         "no OpenCL platform found (is an ICD such as "
-                         "pocl-opencl-icd installed?)");
-    if (err != CL_SUCCESS)
-        return clf__fail(err, "clGetPlatformIDs failed (%d)", err);
-    if (nplat > 64)
-        nplat = 64;
-    for (p = 0; p < nplat; p++) {
-        cl_device_id devs[64];
-        cl_uint ndev = 0, d;
-
-        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 64, devs, &ndev) !=
-            CL_SUCCESS)
-            continue;
-        if (ndev > 64)
-            ndev = 64;
-        for (d = 0; d < ndev; d++) {
-            if (n == cap) {
-                size_t ncap = cap ? 2 * cap : 8;
-                struct candidate *g = realloc(c, ncap * sizeof *c);
-                if (g == NULL) {
-                    free(c);
-                    return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-                }
-                c = g;
-                cap = ncap;
-            }
-            c[n].platform = plats[p];
-            c[n].platform_index = p;
-            c[n].device = devs[d];
-            clf__device_info_fill(plats[p], p, devs[d], (unsigned)n,
-                                  &c[n].info);
-            n++;
-        }
-    }
-    if (n == 0) {
-        free(c);
-        return clf__fail(CLF_ENO_DEVICE,
-                         "OpenCL platforms exist but expose no device");
-    }
-    *out = c;
-    *count = n;
-    return 0;
-}
-
-static int
-pick(const struct candidate *c, size_t n, const char *sel, size_t *chosen)
-{
-    size_t i;
-
-    if (sel == NULL || *sel == '\0') {
-        for (i = 0; i < n; i++)
-            if (c[i].info.is_gpu) {
-                *chosen = i;
-                return 0;
-            }
-        for (i = 0; i < n; i++)
-            if (c[i].info.is_cpu) {
-                *chosen = i;
-                return 0;
-            }
-        *chosen = 0;
-        return 0;
-    }
-    if (all_digits(sel)) {
-        unsigned long idx = strtoul(sel, NULL, 10);
-        if (idx >= n)
-            return clf__fail(CLF_EDEVICE_NOT_FOUND,
-                             "device index %lu out of range (%zu devices)",
-                             idx, n);
-        *chosen = idx;
-        return 0;
-    }
-    for (i = 0; i < n; i++) {
-        if ((ci_contains(sel, "gpu") && strlen(sel) == 3 &&
-             c[i].info.is_gpu) ||
-            (ci_contains(sel, "cpu") && strlen(sel) == 3 &&
-             c[i].info.is_cpu) ||
-            ci_contains(c[i].info.name, sel) ||
-            ci_contains(c[i].info.platform, sel)) {
-            *chosen = i;
-            return 0;
-        }
-    }
-    return clf__fail(CLF_EDEVICE_NOT_FOUND,
-                     "no OpenCL device matches selector \"%s\" (try an index, "
-                     "cpu, gpu, or part of a name from 'clinformer devices')",
-                     sel);
-}
-
 /* Refuses devices below OpenCL 1.2, whose kernels we cannot build. */
 static int
 check_version(const clf_device_info *info)
@@ -212,8 +72,7 @@ CLF_EXTERN int
 clf_context_create_ex(clf_context **out, const char *selector,
                       unsigned flags)
 {
-    struct candidate *cands = NULL;
-    size_t ncand = 0, chosen = 0;
+    struct clf__device dev;
     clf_context *ctx = NULL;
     cl_context_properties props[3];
     cl_int err;
@@ -227,13 +86,10 @@ clf_context_create_ex(clf_context **out, const char *selector,
                          flags & ~CLF_CONTEXT_PROFILING);
     if (selector == NULL || *selector == '\0')
         selector = getenv("CLINFORMER_DEVICE");
-    rc = gather(&cands, &ncand);
+    rc = clf__device_find(selector, &dev);
     if (rc != 0)
         return rc;
-    rc = pick(cands, ncand, selector, &chosen);
-    if (rc != 0)
-        goto fail;
-    rc = check_version(&cands[chosen].info);
+    rc = check_version(&dev.info);
     if (rc != 0)
         goto fail;
     ctx = context_alloc();
@@ -241,9 +97,9 @@ clf_context_create_ex(clf_context **out, const char *selector,
         rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
         goto fail;
     }
-    ctx->platform = cands[chosen].platform;
-    ctx->device = cands[chosen].device;
-    ctx->info = cands[chosen].info;
+    ctx->platform = dev.platform;
+    ctx->device = dev.device;
+    ctx->info = dev.info;
     props[0] = CL_CONTEXT_PLATFORM;
     props[1] = (cl_context_properties)ctx->platform;
     props[2] = 0;
@@ -263,12 +119,10 @@ clf_context_create_ex(clf_context **out, const char *selector,
         goto fail;
     }
     clf__tune_apply(ctx);
-    free(cands);
     *out = ctx;
     return 0;
 
 fail:
-    free(cands);
     clf_context_destroy(ctx);
     return rc;
 }
@@ -337,7 +191,7 @@ clf_context_adopt(clf_context **out, cl_context context, cl_device_id device,
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     ctx->platform = platform;
     ctx->device = device;
-    clf__device_info_fill(platform, 0, device, 0, &ctx->info);
+    clf__device_describe(platform, device, &ctx->info);
     rc = check_version(&ctx->info);
     if (rc != 0) {
         clf_context_destroy(ctx);

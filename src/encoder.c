@@ -1,4 +1,4 @@
-/* Host side of cl/encoder.cl: layer norm, GELU, residual adds and
+/* Host side of the encoder kernels: layer norm, GELU, residual adds and
  * embeddings. */
 #include "internal.h"
 

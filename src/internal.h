@@ -3,38 +3,26 @@
 #define CLINFORMER_INTERNAL_H
 
 #include "clinformer.h"
+#include "kernel_params.h"
+#include "kernels.h"
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* From cl_ext.h (cl_khr_icd); the ICD loader returns it with no platform. */
 #ifndef CL_PLATFORM_NOT_FOUND_KHR
 #define CL_PLATFORM_NOT_FOUND_KHR -1001
 #endif
 
-/* The kernels, one program built from common.cl and every stage file. */
+/* The kernels, one program built from the files of the registry
+ * (kernels.h): CLF_K_<ID> for each KERNEL(ID, name) line. */
+#define CLF_KERNEL_ENUM_ENTRY(id, name) CLF_K_##id,
 enum clf__kernel_id {
-    CLF_K_ADD_BIAS = 0,
-    CLF_K_ROWSUM,
-    CLF_K_ADD_ROWSUM_BIAS,
-    CLF_K_SOFTMAX_ROWS,
-    CLF_K_SOFTMAX_VEC,
-    CLF_K_SOFTMAX_WG,
-    CLF_K_MASK_ROWS,
-    CLF_K_MASKED_ROWSUM,
-    CLF_K_MASK_SCORES,
-    CLF_K_CAUSAL_SCORES,
-    CLF_K_CAUSAL_APPLY,
-    CLF_K_LAYERNORM,
-    CLF_K_GELU,
-    CLF_K_ADD,
-    CLF_K_EMBED,
-    CLF_K_KV_TRANSPOSE,
-    CLF_K_ATTEND,
-    CLF_K_GEMM_NN,
-    CLF_K_TRANSPOSE,
+    CLF_KERNEL_REGISTRY(CLF_REGISTRY_SKIP_FILE, CLF_KERNEL_ENUM_ENTRY)
     CLF_K_COUNT
 };
+#undef CLF_KERNEL_ENUM_ENTRY
 
 /* The kernel choices (choose.c), each with its candidates. */
 enum clf__choice_kind {
@@ -96,7 +84,7 @@ struct clf_context {
 enum clf__gemm_variant {
     CLF_GEMM_UNDECIDED = 0,
     CLF_GEMM_CLBLAST,
-    CLF_GEMM_BLOCKED /* cl/gemm.cl, where the shape fits */
+    CLF_GEMM_BLOCKED /* the register-blocked kernel, where the shape fits */
 };
 
 /* How Linformer attention over the compressed slots runs (steps 3 to 5):
@@ -104,7 +92,7 @@ enum clf__gemm_variant {
 enum clf__attend_variant {
     CLF_ATTEND_UNDECIDED = 0,
     CLF_ATTEND_GEMM,  /* batched GEMM, row softmax, batched GEMM */
-    CLF_ATTEND_FUSED  /* cl/attend.cl */
+    CLF_ATTEND_FUSED  /* the fused attention kernel */
 };
 
 enum clf__softmax_variant {
@@ -135,6 +123,32 @@ void clf__format_shape(char *buf, size_t cap, const size_t *shape,
 /* device.c */
 int clf__device_info_fill(cl_platform_id platform, unsigned platform_index,
                           cl_device_id device, unsigned index,
+                          clf_device_info *info);
+/* The process's devices in flat index order, enumerated once (the first
+ * call, from any thread, does it; the others wait for it).  The list lives
+ * until the process ends.  A failed discovery fails every call the same
+ * way. */
+struct clf__device {
+    cl_platform_id platform;
+    cl_device_id device;
+    clf_device_info info;
+};
+int clf__devices(const struct clf__device **list, size_t *count);
+/* Which of n devices a selector names (the rules of clf_context_create);
+ * pure: reads only infos, so tests can pass a made-up list.  Errors:
+ * CLF_EDEVICE_NOT_FOUND naming the selector, CLF_ENO_DEVICE when n is 0. */
+int clf__device_select(const clf_device_info *infos, size_t n,
+                       const char *selector, size_t *chosen);
+/* A platform's short name from its name and vendor, the stable device
+ * names' prefix (the rules of clf_device_info.stable_name, before the
+ * suffix that tells duplicates apart); pure. */
+void clf__platform_short(const char *name, const char *vendor, char *buf,
+                         size_t cap);
+/* clf__device_select over the process's devices. */
+int clf__device_find(const char *selector, struct clf__device *out);
+/* The description of a device: its entry of the process's list, or, for a
+ * device outside it, a fresh one with index 0. */
+void clf__device_describe(cl_platform_id platform, cl_device_id device,
                           clf_device_info *info);
 
 /* program.c: build or load the kernels of ctx. */
@@ -192,7 +206,7 @@ int clf__launch_1d(clf_context *ctx, enum clf__kernel_id id, size_t items);
 int clf__enqueue3(clf_context *ctx, enum clf__kernel_id id, size_t g[3],
                   int grouped, const char *what);
 
-/* projection.c: host side of cl/projection.cl */
+/* projection.c: host side of the projection kernels */
 int clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows,
                   size_t cols, size_t ld, cl_mem bias);
 int clf__rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
@@ -223,7 +237,7 @@ unsigned long long clf__splitmix64(unsigned long long *state);
             return clf__fail(e_, "clSetKernelArg %d failed (%d)", (i), e_);    \
     } while (0)
 
-/* mask.c: host side of cl/mask.cl; mask is a batch x n byte buffer. */
+/* mask.c: host side of the mask kernels; mask is a batch x n byte buffer. */
 /* The host mask (batch x n bytes, 1 = a real position) from lengths (each
  * 1..n; CLF_EBAD_SIZE naming the entry otherwise) or, when lengths is
  * NULL, from key_mask (nonzero = real). */
@@ -237,7 +251,7 @@ int clf__mask_scores(clf_context *ctx, cl_mem s, size_t batch, size_t heads,
                      size_t rows, size_t n, size_t row0, cl_mem mask,
                      size_t mask_off, int causal);
 
-/* encoder.c: host side of cl/encoder.cl. */
+/* encoder.c: host side of the encoder kernels. */
 int clf__layernorm(clf_context *ctx, cl_mem x, size_t x_off, cl_mem y,
                    size_t y_off, size_t rows, size_t cols, cl_mem gamma,
                    cl_mem beta, float eps);
@@ -247,7 +261,7 @@ int clf__residual_add(clf_context *ctx, cl_mem y, size_t y_off, cl_mem x,
 int clf__embed(clf_context *ctx, cl_mem ids, size_t rows, size_t n,
                size_t dim, cl_mem tokens, cl_mem positions, cl_mem out);
 
-/* causal.c: host side of cl/causal.cl. */
+/* causal.c: host side of the causal kernels. */
 struct clf__causal_shape {
     size_t batch, heads, n, dh, dq, dkv, k, c, block;
     int kv_per_head;
@@ -258,14 +272,12 @@ int clf__causal_scores(clf_context *ctx, const struct clf__causal_shape *sh,
 int clf__causal_apply(clf_context *ctx, const struct clf__causal_shape *sh,
                       cl_mem o, cl_mem s, cl_mem vp);
 
-/* attend.c: host side of cl/attend.cl.  Linformer attention over L slots
- * in one kernel for `batch` sequences of n queries: kbar and vbar hold L
- * rows of (kv_per_head ? heads : 1) * dh floats per sequence, q and o rows
- * of dq floats.  kt needs batch * (kv_per_head ? heads : 1) * dh *
+/* attend.c: host side of the fused attention kernel: Linformer attention
+ * over L slots in one kernel for `batch` sequences of n queries: kbar and
+ * vbar hold L rows of (kv_per_head ? heads : 1) * dh floats per sequence,
+ * q and o rows of dq floats.  kt needs batch * (kv_per_head ? heads : 1) * dh *
  * clf__attend_slots(L) floats, s batch * heads * clf__attend_rows(n) *
  * clf__attend_slots(L).  dh must be a multiple of 16. */
-#define CLF_ATTEND_ROWS 6        /* ATT_R in cl/attend.cl */
-#define CLF_ATTEND_SLOT_BLOCK 64 /* ATT_KB */
 struct clf__attend_shape {
     size_t batch, heads, n, dh, dq, L;
     int kv_per_head;
@@ -294,7 +306,7 @@ int clf__attend_weigh(clf_context *ctx, const struct clf__attend_shape *sh,
 int clf__attend_resolve(clf_context *ctx, const struct clf__attend_shape *sh,
                         int softmax, int *variant);
 
-/* softmax.c: host side of cl/softmax.cl; rows of `cols` contiguous floats
+/* softmax.c: host side of the softmax kernels; rows of `cols` contiguous floats
  * starting at element `off`. */
 int clf__softmax_rows(clf_context *ctx, cl_mem s, size_t off, size_t rows,
                       size_t cols);
@@ -348,9 +360,9 @@ int clf__gemm_grouped(clf_context *ctx, int trans_a, int trans_b, size_t m,
                       size_t c_off, size_t ldc, size_t c_stride, size_t batch,
                       const struct clf__gemm_group *g);
 
-/* gemm.c: cl/gemm.cl's GEMM, C = alpha A B (+ C when accumulate), A and B
- * not transposed, n a multiple of 16, strides in elements. */
-#define CLF_GEMM_ROWS 6 /* GEMM_R in cl/gemm.cl */
+/* gemm.c: the register-blocked GEMM kernel, C = alpha A B (+ C when
+ * accumulate), A and B not transposed, n a multiple of 16, strides in
+ * elements. */
 int clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
                  cl_mem a, size_t a_off, size_t lda, size_t a_stride,
                  cl_mem b, size_t b_off, size_t ldb, size_t b_stride,
@@ -390,20 +402,27 @@ int clf__attention_forward_cl_mask(clf_attention *att, cl_mem x,
                                    const clf_forward_opts *opts,
                                    cl_mem dev_mask);
 
-/* The embedded kernel sources (generated from cl/ at build time). */
-extern const char clf__cl_common[];
-extern const char clf__cl_projection[];
-extern const char clf__cl_softmax[];
-extern const char clf__cl_mask[];
-extern const char clf__cl_causal[];
-extern const char clf__cl_encoder[];
-extern const char clf__cl_attend[];
-extern const char clf__cl_gemm[];
+/* The embedded kernel sources, clf__cl_<stem> for each FILE(stem) of the
+ * registry (generated from cl/ at build time). */
+#define CLF_KERNEL_SOURCE_DECL(stem) extern const char clf__cl_##stem[];
+CLF_KERNEL_REGISTRY(CLF_KERNEL_SOURCE_DECL, CLF_REGISTRY_SKIP_KERNEL)
+#undef CLF_KERNEL_SOURCE_DECL
 
 /* program.c: the kernel files in build order (CLINFORMER_KERNEL_DIR holds
  * files of these names) and their embedded texts. */
-#define CLF_KERNEL_FILES 8
+#define CLF_KERNEL_FILE_COUNT(stem) +1
+enum {
+    CLF_KERNEL_FILES =
+        0 CLF_KERNEL_REGISTRY(CLF_KERNEL_FILE_COUNT, CLF_REGISTRY_SKIP_KERNEL)
+};
+#undef CLF_KERNEL_FILE_COUNT
 extern const char *const clf__kernel_files[CLF_KERNEL_FILES];
 extern const char *const clf__kernel_sources[CLF_KERNEL_FILES];
+
+/* fileio.c: files read and written as if hostile. */
+int clf__file_open_read(const char *path, const char *what, FILE **out);  /* regular files only (refuses FIFO, device, directory with an error naming `what` and path, without blocking on a FIFO: open O_RDONLY|O_NONBLOCK|O_NOCTTY, fstat, S_ISREG, then clear O_NONBLOCK, fdopen) */
+int clf__file_read_all(const char *path, const char *what, size_t max, char **data, size_t *len); /* whole regular file, at most max bytes (else an error), malloc'd, NUL-terminated */
+int clf__file_write_atomic(const char *path, const void *data, size_t len); /* temp file in path's directory opened with open(O_CREAT|O_EXCL|O_NOFOLLOW|O_WRONLY, 0600), write, fsync, rename over path; an existing path that is not a regular file (symlink included, lstat) is refused */
+int clf__dir_private(const char *path); /* mkdir -p with mode 0700; an existing directory must be owned by the user and not group/other-writable, else an error naming it */
 
 #endif /* CLINFORMER_INTERNAL_H */

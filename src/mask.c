@@ -1,4 +1,4 @@
-/* Host side of cl/mask.cl: key padding masks. */
+/* Host side of the mask kernels: key padding masks. */
 #include "internal.h"
 
 static int

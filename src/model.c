@@ -6,10 +6,15 @@
  *   reversible:          x1 = x2 = x;  x1 += f(x2);  x2 += g(x1);  x1 + x2
  *   fairseq, post-LN:    x = LN1(x + Attn(x));  x = LN2(x + FFN(x))
  *   LM:                  x = tok[ids] + pos[0..n);  stack;  x W^T + b
- * Layer norm: eps 1e-5, biased variance; GELU: exact erf. */
+ * Layer norm: eps 1e-5, biased variance; GELU: exact erf.
+ *
+ * Each layout is one entry of the `layouts` table (tensor names, shapes in
+ * terms of the model's dimensions, and what each tensor becomes); loading
+ * checks the whole file against it, strictly, before building anything. */
 #include "internal.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +41,8 @@ struct clf_model {
     unsigned char *host_mask;
     int *host_ids;
     size_t host_cap; /* entries of host_mask and host_ids */
+    char **unexpected; /* tensors a non-strict load skipped */
+    size_t n_unexpected;
 };
 
 static const char *const layout_names[] = {
@@ -73,6 +80,161 @@ clf_layout_parse(const char *name, clf_layout *out)
 
 #define TRY CLF_TRY
 
+/* Every layout is one entry of the table below: the tensors of a layer (in
+ * blocks: attention, first norm, feed-forward, second norm) and of the
+ * model, each with its shape in terms of the model's dimensions and the
+ * weight it becomes.  Loading is strict, like PyTorch's
+ * load_state_dict(strict=True): each tensor the layout names must be there
+ * with that shape, and a tensor it does not name is an error unless the
+ * caller allows it.  The dimensions are not given: the first tensor that
+ * uses one defines it (so each table starts with the query projection),
+ * and every later use must agree. */
+enum dim {
+    X_NONE = 0, /* as cols: the tensor is a vector */
+    X_D,        /* d_model */
+    X_HD,       /* heads x head_dim */
+    X_KV,       /* key/value width: heads x head_dim, or head_dim
+                   (one_kv_head) */
+    X_N,        /* max_seq_len */
+    X_K,        /* compressed length */
+    X_F,        /* feed-forward width */
+    X_V,        /* vocabulary */
+    X_COUNT
+};
+
+static const char *const dim_names[X_COUNT] = {
+    "", "d_model", "heads x head_dim", "kv width", "max_seq_len", "k",
+    "ffn_dim", "vocab"};
+
+/* Where a tensor goes: an attention weight, or a buffer of the model. */
+enum dest {
+    TO_ATT, TO_LN1_G, TO_LN1_B, TO_LN2_G, TO_LN2_B, TO_W1, TO_B1, TO_W2,
+    TO_B2, TO_TOK, TO_POS, TO_LOGIT_W, TO_LOGIT_B
+};
+
+enum block { B_ATTN, B_NORM1, B_FF, B_NORM2, B_COUNT };
+
+#define T_TRANSPOSE 1 /* stored (N, k): E and F are its transpose */
+#define T_KV 2        /* absent when keys and values share (see kv_shared) */
+#define T_LAYERWISE 4 /* layer 0's is used by every layer (opts.layerwise) */
+
+struct tspec {
+    unsigned char block; /* enum block (layer tensors) */
+    const char *name;    /* after the layer's and the block's prefix */
+    unsigned char rows, cols; /* enum dim */
+    unsigned char dest;       /* enum dest */
+    signed char weight;       /* clf_weight for TO_ATT */
+    unsigned char flags;
+};
+
+/* linformer.LinformerSelfAttention */
+static const struct tspec lucid_attn[] = {
+    {B_ATTN, "to_q.weight", X_HD, X_D, TO_ATT, CLF_WEIGHT_Q, 0},
+    {B_ATTN, "to_k.weight", X_KV, X_D, TO_ATT, CLF_WEIGHT_K, 0},
+    {B_ATTN, "to_v.weight", X_KV, X_D, TO_ATT, CLF_WEIGHT_V, T_KV},
+    {B_ATTN, "to_out.weight", X_D, X_HD, TO_ATT, CLF_WEIGHT_OUT, 0},
+    {B_ATTN, "to_out.bias", X_D, X_NONE, TO_ATT, CLF_BIAS_OUT, 0},
+    {B_ATTN, "proj_k", X_N, X_K, TO_ATT, CLF_PROJ_E,
+     T_TRANSPOSE | T_LAYERWISE},
+    {B_ATTN, "proj_v", X_N, X_K, TO_ATT, CLF_PROJ_F,
+     T_TRANSPOSE | T_LAYERWISE | T_KV}};
+
+/* fairseq's Linformer attention; compress_v is absent under
+ * shared_kv_compressed. */
+static const struct tspec fairseq_attn[] = {
+    {B_ATTN, "q_proj.weight", X_HD, X_D, TO_ATT, CLF_WEIGHT_Q, 0},
+    {B_ATTN, "q_proj.bias", X_HD, X_NONE, TO_ATT, CLF_BIAS_Q, 0},
+    {B_ATTN, "k_proj.weight", X_HD, X_D, TO_ATT, CLF_WEIGHT_K, 0},
+    {B_ATTN, "k_proj.bias", X_HD, X_NONE, TO_ATT, CLF_BIAS_K, 0},
+    {B_ATTN, "v_proj.weight", X_HD, X_D, TO_ATT, CLF_WEIGHT_V, 0},
+    {B_ATTN, "v_proj.bias", X_HD, X_NONE, TO_ATT, CLF_BIAS_V, 0},
+    {B_ATTN, "out_proj.weight", X_D, X_HD, TO_ATT, CLF_WEIGHT_OUT, 0},
+    {B_ATTN, "out_proj.bias", X_D, X_NONE, TO_ATT, CLF_BIAS_OUT, 0},
+    {B_ATTN, "compress_k.weight", X_K, X_N, TO_ATT, CLF_PROJ_E, 0},
+    {B_ATTN, "compress_v.weight", X_K, X_N, TO_ATT, CLF_PROJ_F, T_KV}};
+
+/* Layer norms and feed-forward blocks. */
+static const struct tspec lucid_ffn[] = {
+    {B_NORM1, "weight", X_D, X_NONE, TO_LN1_G, -1, 0},
+    {B_NORM1, "bias", X_D, X_NONE, TO_LN1_B, -1, 0},
+    {B_FF, "w1.weight", X_F, X_D, TO_W1, -1, 0},
+    {B_FF, "w1.bias", X_F, X_NONE, TO_B1, -1, 0},
+    {B_FF, "w2.weight", X_D, X_F, TO_W2, -1, 0},
+    {B_FF, "w2.bias", X_D, X_NONE, TO_B2, -1, 0},
+    {B_NORM2, "weight", X_D, X_NONE, TO_LN2_G, -1, 0},
+    {B_NORM2, "bias", X_D, X_NONE, TO_LN2_B, -1, 0}};
+
+static const struct tspec fairseq_ffn[] = {
+    {B_NORM1, "weight", X_D, X_NONE, TO_LN1_G, -1, 0},
+    {B_NORM1, "bias", X_D, X_NONE, TO_LN1_B, -1, 0},
+    {B_FF, "fc1.weight", X_F, X_D, TO_W1, -1, 0},
+    {B_FF, "fc1.bias", X_F, X_NONE, TO_B1, -1, 0},
+    {B_FF, "fc2.weight", X_D, X_F, TO_W2, -1, 0},
+    {B_FF, "fc2.bias", X_D, X_NONE, TO_B2, -1, 0},
+    {B_NORM2, "weight", X_D, X_NONE, TO_LN2_G, -1, 0},
+    {B_NORM2, "bias", X_D, X_NONE, TO_LN2_B, -1, 0}};
+
+/* LinformerLM's tensors outside the stack (full names). */
+static const struct tspec lucid_lm[] = {
+    {0, "token_emb.weight", X_V, X_D, TO_TOK, -1, 0},
+    {0, "pos_emb.weight", X_N, X_D, TO_POS, -1, 0},
+    {0, "to_logits.weight", X_V, X_D, TO_LOGIT_W, -1, 0},
+    {0, "to_logits.bias", X_V, X_NONE, TO_LOGIT_B, -1, 0}};
+
+struct layout_spec {
+    clf_layout layout;
+    int fairseq; /* attention as fairseq builds it (biases everywhere) */
+    /* Prefix of layer l is root[reversible] followed by "l."; NULL: one
+     * layer, no prefix. */
+    const char *root[2];
+    const char *block[2][B_COUNT]; /* block prefixes inside a layer */
+    const struct tspec *attn;      /* the attention module's tensors */
+    size_t nattn;
+    const struct tspec *ffn; /* layer norms and feed-forward, or NULL */
+    size_t nffn;
+    const struct tspec *model; /* outside the layers, or NULL */
+    size_t nmodel;
+};
+
+#define SPECS(a) a, sizeof a / sizeof a[0]
+#define NONE NULL, 0
+#define NO_ROOT {NULL, NULL}
+#define NO_BLOCKS {{"", "", "", ""}, {"", "", "", ""}}
+#define LUCID_BLOCKS                                                           \
+    {{"0.fn.", "0.norm.", "1.fn.", "1.norm."},                                 \
+     {"f.net.fn.", "f.net.norm.", "g.net.fn.", "g.net.norm."}}
+#define FAIRSEQ_BLOCKS                                                         \
+    {{"self_attn.", "self_attn_layer_norm.", "", "final_layer_norm."},         \
+     {"", "", "", ""}}
+
+/* Detection tries the entries in this order (each by the name of its first
+ * attention tensor in layer 0, sequential then reversible). */
+static const struct layout_spec layouts[] = {
+    {CLF_LAYOUT_LUCIDRAINS_ATTENTION, 0, NO_ROOT, NO_BLOCKS,
+     SPECS(lucid_attn), NONE, NONE},
+    {CLF_LAYOUT_LUCIDRAINS_ENCODER, 0, {"net.layers.", "net.blocks."},
+     LUCID_BLOCKS, SPECS(lucid_attn), SPECS(lucid_ffn), NONE},
+    {CLF_LAYOUT_LUCIDRAINS_LM, 0,
+     {"linformer.net.layers.", "linformer.net.blocks."}, LUCID_BLOCKS,
+     SPECS(lucid_attn), SPECS(lucid_ffn), SPECS(lucid_lm)},
+    {CLF_LAYOUT_FAIRSEQ_ATTENTION, 1, NO_ROOT, NO_BLOCKS,
+     SPECS(fairseq_attn), NONE, NONE},
+    {CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER, 1, NO_ROOT, FAIRSEQ_BLOCKS,
+     SPECS(fairseq_attn), SPECS(fairseq_ffn), NONE}};
+
+#define NLAYOUTS (sizeof layouts / sizeof layouts[0])
+
+/* What loading has learnt so far. */
+struct load_state {
+    const clf_safetensors *st;
+    const clf_model_opts *o;
+    const struct layout_spec *ls;
+    size_t dims[X_COUNT]; /* 0: not yet known */
+    int rev;              /* reversible stack */
+    int shared;           /* keys and values share: no T_KV tensors */
+    size_t heads, layers;
+};
+
 static int
 has(const clf_safetensors *st, const char *name)
 {
@@ -80,72 +242,386 @@ has(const clf_safetensors *st, const char *name)
     return clf_safetensors_find(st, name, &ti) == 0;
 }
 
-/* The tensor's shape, which must have ndim dimensions. */
-static int
-shape_of(const clf_safetensors *st, const char *name, size_t ndim,
-         size_t *shape)
+/* The full name of a tensor of layer l (or of the model, for NULL l). */
+static void
+tensor_name(const struct load_state *s, const struct tspec *t,
+            const size_t *l, char *buf, size_t cap)
 {
-    clf_tensor_info ti;
-    size_t i;
+    if (l == NULL)
+        snprintf(buf, cap, "%s", t->name);
+    else if (s->ls->root[s->rev] != NULL)
+        snprintf(buf, cap, "%s%zu.%s%s", s->ls->root[s->rev], *l,
+                 s->ls->block[s->rev][t->block], t->name);
+    else
+        snprintf(buf, cap, "%s%s", s->ls->block[s->rev][t->block], t->name);
+}
 
-    TRY(clf_safetensors_find(st, name, &ti));
-    if (ti.ndim != ndim)
+/* "(16, 8)", "(16,)", or with names for dimensions not yet known. */
+static void
+expected_shape(const struct load_state *s, const struct tspec *t, char *buf,
+               size_t cap)
+{
+    char r[40], c[40];
+    unsigned char d[2] = {t->rows, t->cols};
+    char *out[2] = {r, c};
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        if (s->dims[d[i]] != 0)
+            snprintf(out[i], sizeof r, "%zu", s->dims[d[i]]);
+        else
+            snprintf(out[i], sizeof r, "%s", dim_names[d[i]]);
+    }
+    if (t->cols == X_NONE)
+        snprintf(buf, cap, "(%s,)", r);
+    else
+        snprintf(buf, cap, "(%s, %s)", r, c);
+}
+
+/* Called when a tensor first defines dimension d. */
+static int
+dim_defined(struct load_state *s, enum dim d, const char *name)
+{
+    size_t *x = s->dims, heads = s->heads;
+
+    if (d == X_HD) {
+        if (x[X_HD] % heads != 0)
+            return clf__fail(CLF_ESHAPE_MISMATCH,
+                             "tensor %s has %zu rows, not a multiple of "
+                             "heads %zu",
+                             name, x[X_HD], heads);
+    } else if (d == X_KV && x[X_KV] != x[X_HD] &&
+               !(heads > 1 && x[X_KV] == x[X_HD] / heads)) {
         return clf__fail(CLF_ESHAPE_MISMATCH,
-                         "tensor %s has %zu dimensions; %zu expected", name,
-                         ti.ndim, ndim);
-    for (i = 0; i < ndim; i++)
-        shape[i] = ti.shape[i];
+                         "tensor %s has %zu rows; %zu (heads x head_dim) or "
+                         "%zu (one_kv_head) expected",
+                         name, x[X_KV], x[X_HD], x[X_HD] / heads);
+    }
     return 0;
 }
 
-/* Reads a tensor whose shape must be rows x cols (cols 0: a vector of
- * rows), optionally transposed, into a fresh host array. */
+/* Checks one tensor against the spec, defining the dimensions it is the
+ * first to use. */
+static int
+check_tensor(struct load_state *s, const struct tspec *t, const char *name)
+{
+    unsigned char d[2] = {t->rows, t->cols};
+    size_t ndim = t->cols == X_NONE ? 1 : 2, i;
+    clf_tensor_info ti;
+    char want[100], got[160];
+
+    if (clf_safetensors_find(s->st, name, &ti) != 0) {
+        expected_shape(s, t, want, sizeof want);
+        return clf__fail(CLF_ENOT_FOUND,
+                         "tensor %s %s not found: a %s model needs it",
+                         name, want, clf_layout_name(s->ls->layout));
+    }
+    for (i = 0; i < ndim && ti.ndim == ndim; i++)
+        if (s->dims[d[i]] != 0 && s->dims[d[i]] != ti.shape[i])
+            break;
+    if (ti.ndim != ndim || i < ndim || ti.count == 0) {
+        expected_shape(s, t, want, sizeof want);
+        clf__format_shape(got, sizeof got, ti.shape, ti.ndim, 1);
+        return clf__fail(CLF_ESHAPE_MISMATCH,
+                         "tensor %s has shape %s; %s expected", name, got,
+                         want);
+    }
+    for (i = 0; i < ndim; i++)
+        if (s->dims[d[i]] == 0) {
+            s->dims[d[i]] = ti.shape[i];
+            TRY(dim_defined(s, (enum dim)d[i], name));
+        }
+    return 0;
+}
+
+static int
+check_specs(struct load_state *s, const struct tspec *t, size_t n,
+            const size_t *l)
+{
+    char name[200];
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if ((t[i].flags & T_KV) && s->shared)
+            continue;
+        tensor_name(s, &t[i], l, name, sizeof name);
+        TRY(check_tensor(s, &t[i], name));
+    }
+    return 0;
+}
+
+/* Layer l's index in a name under root ("net.layers.12.0.fn..." gives 12,
+ * rest "0.fn..."); 0 for a name that is not a layer's, or not written the
+ * way PyTorch writes indices (no sign, no leading zero). */
+static int
+layer_index(const char *name, const char *root, size_t *idx,
+            const char **rest)
+{
+    size_t len = strlen(root);
+    unsigned long long v;
+    char *end;
+
+    if (strncmp(name, root, len) != 0 || name[len] < '0' ||
+        name[len] > '9' || (name[len] == '0' && name[len + 1] != '.'))
+        return 0;
+    errno = 0;
+    v = strtoull(name + len, &end, 10);
+    if (*end != '.' || errno != 0 || v >= SIZE_MAX)
+        return 0;
+    *idx = (size_t)v;
+    *rest = end + 1;
+    return 1;
+}
+
+/* Keys and values share (lucidrains share_kv, fairseq
+ * shared_kv_compressed) exactly when the first layer stores none of the
+ * T_KV tensors: PyTorch then creates neither to_v nor proj_v (nor
+ * compress_v), and otherwise all of them, so one without the other is a
+ * missing tensor, not sharing.  A "share_kv" metadata entry ("true" or
+ * "false"), where the file has one, decides instead. */
+static int
+kv_shared(struct load_state *s)
+{
+    const char *meta = clf_safetensors_metadata(s->st, "share_kv");
+    const size_t zero = 0;
+    char name[200];
+    size_t i;
+
+    if (meta != NULL) {
+        if (strcmp(meta, "true") != 0 && strcmp(meta, "false") != 0)
+            return clf__fail(CLF_EFORMAT,
+                             "metadata share_kv = \"%s\" is not true or "
+                             "false",
+                             meta);
+        s->shared = strcmp(meta, "true") == 0;
+        return 0;
+    }
+    s->shared = 1;
+    for (i = 0; i < s->ls->nattn; i++) {
+        if (!(s->ls->attn[i].flags & T_KV))
+            continue;
+        tensor_name(s, &s->ls->attn[i], &zero, name, sizeof name);
+        if (has(s->st, name))
+            s->shared = 0;
+    }
+    return 0;
+}
+
+/* The layout whose first layer's query projection the file holds. */
+static int
+detect(struct load_state *s)
+{
+    const size_t zero = 0;
+    char name[200], tried[600] = "";
+    size_t i, used = 0;
+
+    for (i = 0; i < 2 * NLAYOUTS; i++) {
+        s->ls = &layouts[i / 2];
+        s->rev = (int)(i % 2);
+        if (s->rev && s->ls->root[1] == NULL)
+            continue;
+        tensor_name(s, &s->ls->attn[0], &zero, name, sizeof name);
+        if (has(s->st, name))
+            return 0;
+        used += (size_t)snprintf(tried + used, sizeof tried - used, "%s%s",
+                                 used ? ", " : "", name);
+        if (used >= sizeof tried)
+            used = sizeof tried - 1;
+    }
+    return clf__fail(CLF_EINVALID_ARGUMENT,
+                     "cannot tell the layout from the tensor names (none "
+                     "of %s); pass a layout",
+                     tried);
+}
+
+static int
+pick_layout(struct load_state *s)
+{
+    const size_t zero = 0;
+    char name[200];
+    size_t i;
+
+    if (s->o->layout == CLF_LAYOUT_AUTO)
+        return detect(s);
+    for (i = 0; i < NLAYOUTS; i++)
+        if (layouts[i].layout == s->o->layout)
+            s->ls = &layouts[i];
+    if (s->ls == NULL)
+        return clf__fail(CLF_EBAD_ENUM, "layout %d is not a clf_layout",
+                         (int)s->o->layout);
+    /* ReversibleSequence names its blocks net.blocks.{l}.f/g. */
+    s->rev = 1;
+    if (s->ls->root[1] != NULL) {
+        tensor_name(s, &s->ls->attn[0], &zero, name, sizeof name);
+        if (has(s->st, name))
+            return 0;
+    }
+    s->rev = 0;
+    return 0;
+}
+
+static int
+metadata_size(const clf_safetensors *st, const char *key, size_t *out)
+{
+    const char *v = clf_safetensors_metadata(st, key);
+    char *end;
+    unsigned long long x;
+
+    *out = 0;
+    if (v == NULL)
+        return 0;
+    errno = 0;
+    x = strtoull(v, &end, 10);
+    if (*v == '\0' || *v == '-' || *end != '\0' || errno != 0 ||
+        x > SIZE_MAX)
+        return clf__fail(CLF_EFORMAT,
+                         "metadata %s = \"%s\" is not a non-negative integer",
+                         key, v);
+    *out = (size_t)x;
+    return 0;
+}
+
+static int
+pick_heads(struct load_state *s)
+{
+    size_t meta = 0;
+
+    TRY(metadata_size(s->st, "heads", &meta));
+    if (s->o->heads != 0 && meta != 0 && s->o->heads != meta)
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "heads %zu disagrees with the file's metadata "
+                         "(heads %zu)",
+                         s->o->heads, meta);
+    s->heads = s->o->heads ? s->o->heads : meta;
+    if (s->heads == 0)
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "the number of heads is not in the file's metadata; "
+                         "pass it (--heads)");
+    return 0;
+}
+
+/* Whether rest (a name inside a layer) is one of the specs'. */
+static int
+in_layer(const struct load_state *s, const struct tspec *t, size_t n,
+         const char *rest)
+{
+    size_t i, len;
+
+    for (i = 0; i < n; i++) {
+        const char *bp = s->ls->block[s->rev][t[i].block];
+        if ((t[i].flags & T_KV) && s->shared)
+            continue;
+        len = strlen(bp);
+        if (strncmp(rest, bp, len) == 0 && strcmp(rest + len, t[i].name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* One more than the highest layer index of a tensor the layout names, so
+ * that a gap in the numbering is a missing layer, not the end of the stack
+ * (other names under a layer's prefix are merely unexpected).  No file can
+ * complete more layers than it has tensors, which bounds the count. */
+static void
+count_layers(struct load_state *s)
+{
+    const char *root = s->ls->root[s->rev], *rest;
+    size_t n = clf_safetensors_count(s->st), i, idx;
+    clf_tensor_info ti;
+
+    s->layers = 1;
+    if (root == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        if (clf_safetensors_info(s->st, i, &ti) == 0 &&
+            layer_index(ti.name, root, &idx, &rest) && idx + 1 > s->layers &&
+            (in_layer(s, s->ls->attn, s->ls->nattn, rest) ||
+             in_layer(s, s->ls->ffn, s->ls->nffn, rest)))
+            s->layers = idx < n ? idx + 1 : n + 1;
+}
+
+/* Whether the layout uses the file's tensor `name`. */
+static int
+expected(const struct load_state *s, const char *name)
+{
+    const struct layout_spec *ls = s->ls;
+    const char *rest = name;
+    size_t i, idx;
+
+    for (i = 0; i < ls->nmodel; i++)
+        if (strcmp(name, ls->model[i].name) == 0)
+            return 1;
+    if (ls->root[s->rev] != NULL &&
+        (!layer_index(name, ls->root[s->rev], &idx, &rest) ||
+         idx >= s->layers))
+        return 0;
+    return in_layer(s, ls->attn, ls->nattn, rest) ||
+           in_layer(s, ls->ffn, ls->nffn, rest);
+}
+
+/* Lists the tensors the layout does not use; unless the caller allows
+ * them, the first is an error. */
+static int
+collect_unexpected(clf_model *m, const struct load_state *s)
+{
+    size_t n = clf_safetensors_count(s->st), i;
+    clf_tensor_info ti;
+
+    for (i = 0; i < n; i++) {
+        if (clf_safetensors_info(s->st, i, &ti) != 0 ||
+            expected(s, ti.name))
+            continue;
+        if (m->unexpected == NULL) {
+            m->unexpected = calloc(n, sizeof *m->unexpected);
+            if (m->unexpected == NULL)
+                return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        }
+        m->unexpected[m->n_unexpected] = strdup(ti.name);
+        if (m->unexpected[m->n_unexpected] == NULL)
+            return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        m->n_unexpected++;
+    }
+    if (m->n_unexpected > 0 && !s->o->allow_unexpected)
+        return clf__fail(CLF_EWEIGHT_UNUSED,
+                         "tensor %s is not part of a %s model (%zu unexpected "
+                         "tensor%s); allow unexpected tensors to skip them",
+                         m->unexpected[0], clf_layout_name(s->ls->layout),
+                         m->n_unexpected, m->n_unexpected == 1 ? "" : "s");
+    return 0;
+}
+
+/* Reads a tensor whose shape has been checked into a fresh host array,
+ * transposed when asked. */
 static int
 read_tensor(const clf_safetensors *st, const char *name, size_t rows,
             size_t cols, int transpose, float **out)
 {
-    clf_tensor_info ti;
     size_t count = cols ? rows * cols : rows, r, c;
     float *buf, *t;
     int rc;
 
     *out = NULL;
-    TRY(clf_safetensors_find(st, name, &ti));
-    if ((cols == 0 && (ti.ndim != 1 || ti.shape[0] != rows)) ||
-        (cols != 0 &&
-         (ti.ndim != 2 || ti.shape[0] != rows || ti.shape[1] != cols))) {
-        char got[160];
-        clf__format_shape(got, sizeof got, ti.shape, ti.ndim, 1);
-        if (cols)
-            return clf__fail(CLF_ESHAPE_MISMATCH,
-                             "tensor %s has shape %s; (%zu, %zu) expected",
-                             name, got, rows, cols);
-        return clf__fail(CLF_ESHAPE_MISMATCH,
-                         "tensor %s has shape %s; (%zu,) expected", name, got,
-                         rows);
-    }
     buf = malloc(count * sizeof *buf);
     if (buf == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory for %s", name);
     rc = clf_safetensors_read_f32(st, name, buf, count);
-    if (rc != 0) {
-        free(buf);
+    if (rc != 0 || !transpose || cols == 0) {
+        if (rc != 0)
+            free(buf);
+        else
+            *out = buf;
         return rc;
     }
-    if (transpose && cols) {
-        t = malloc(count * sizeof *t);
-        if (t == NULL) {
-            free(buf);
-            return clf__fail(CLF_ENO_MEMORY, "out of host memory for %s",
-                             name);
-        }
-        for (r = 0; r < rows; r++)
-            for (c = 0; c < cols; c++)
-                t[c * rows + r] = buf[r * cols + c];
+    t = malloc(count * sizeof *t);
+    if (t == NULL) {
         free(buf);
-        buf = t;
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory for %s", name);
     }
-    *out = buf;
+    for (r = 0; r < rows; r++)
+        for (c = 0; c < cols; c++)
+            t[c * rows + r] = buf[r * cols + c];
+    free(buf);
+    *out = t;
     return 0;
 }
 
@@ -183,382 +659,137 @@ set_from(clf_attention *att, const clf_safetensors *st, const char *name,
     return rc;
 }
 
-static int
-metadata_size(const clf_safetensors *st, const char *key, size_t *out)
+static cl_mem *
+slot(clf_model *m, struct model_layer *L, enum dest d)
 {
-    const char *v = clf_safetensors_metadata(st, key);
-    char *end;
-    unsigned long long x;
+    if (d >= TO_TOK) {
+        cl_mem *model[] = {&m->tok, &m->pos, &m->logit_w, &m->logit_b};
+        return model[d - TO_TOK];
+    } else {
+        cl_mem *layer[] = {NULL,   &L->ln1_g, &L->ln1_b, &L->ln2_g,
+                           &L->ln2_b, &L->w1, &L->b1,    &L->w2, &L->b2};
+        return layer[d];
+    }
+}
 
-    *out = 0;
-    if (v == NULL)
-        return 0;
-    errno = 0;
-    x = strtoull(v, &end, 10);
-    if (*v == '\0' || *v == '-' || *end != '\0' || errno != 0)
-        return clf__fail(CLF_EFORMAT,
-                         "metadata %s = \"%s\" is not a non-negative integer",
-                         key, v);
-    *out = (size_t)x;
+/* Reads the specs' tensors of layer l (NULL: the model's) into place. */
+static int
+load_specs(clf_model *m, const struct load_state *s, const struct tspec *t,
+           size_t n, const size_t *l, struct model_layer *L)
+{
+    const size_t zero = 0;
+    char name[200];
+    size_t i, rows, cols;
+
+    for (i = 0; i < n; i++) {
+        int first = (t[i].flags & T_LAYERWISE) && s->o->layerwise;
+        if ((t[i].flags & T_KV) && s->shared)
+            continue;
+        tensor_name(s, &t[i], first ? &zero : l, name, sizeof name);
+        rows = s->dims[t[i].rows];
+        cols = t[i].cols == X_NONE ? 0 : s->dims[t[i].cols];
+        if (t[i].dest == TO_ATT)
+            TRY(set_from(L->att, s->st, name, (clf_weight)t[i].weight, rows,
+                         cols, t[i].flags & T_TRANSPOSE));
+        else
+            TRY(upload(m, s->st, name, rows, cols, slot(m, L, t[i].dest)));
+    }
     return 0;
 }
 
 static int
-detect(const clf_safetensors *st, clf_layout *layout)
+make_attention(clf_model *m, const struct load_state *s,
+               struct model_layer *L)
 {
-    if (has(st, "to_q.weight"))
-        *layout = CLF_LAYOUT_LUCIDRAINS_ATTENTION;
-    else if (has(st, "token_emb.weight"))
-        *layout = CLF_LAYOUT_LUCIDRAINS_LM;
-    else if (has(st, "net.layers.0.0.fn.to_q.weight") ||
-             has(st, "net.blocks.0.f.net.fn.to_q.weight"))
-        *layout = CLF_LAYOUT_LUCIDRAINS_ENCODER;
-    else if (has(st, "self_attn.q_proj.weight"))
-        *layout = CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER;
-    else if (has(st, "q_proj.weight"))
-        *layout = CLF_LAYOUT_FAIRSEQ_ATTENTION;
-    else
-        return clf__fail(CLF_EINVALID_ARGUMENT,
-                         "cannot tell the layout from the tensor names (no "
-                         "to_q.weight, net.layers.0.0.fn.to_q.weight, "
-                         "token_emb.weight, q_proj.weight or "
-                         "self_attn.q_proj.weight); pass a layout");
-    return 0;
-}
+    const size_t *x = s->dims;
+    clf_attention_desc d;
 
-/* Name prefixes of attention layer l and of its blocks. */
-struct names {
-    char attn[96]; /* prefix of the attention module's tensors */
-    char norm1[96], norm2[96], ff[96];
-};
+    memset(&d, 0, sizeof d);
+    d.d_model = x[X_D];
+    d.heads = s->heads;
+    d.head_dim = x[X_HD] / s->heads;
+    d.max_seq_len = x[X_N];
+    d.k = x[X_K];
+    d.causal_block = s->o->causal_block;
+    d.sharing = CLF_SHARE_HEADWISE;
+    d.bias_out = 1;
+    if (s->ls->fairseq) {
+        d.bias_q = d.bias_k = d.bias_v = 1;
+        d.compressed_bias = 1;
+        if (s->shared)
+            d.sharing = CLF_SHARE_KEY_VALUE;
+    } else {
+        d.share_kv = s->shared;
+        d.one_kv_head = x[X_KV] != x[X_HD];
+    }
+    return clf_attention_create(&L->att, m->ctx, &d);
+}
 
 static void
-layer_names(const clf_model *m, int reversible, size_t l, struct names *nm)
-{
-    const char *root =
-        m->info.layout == CLF_LAYOUT_LUCIDRAINS_LM ? "linformer." : "";
-
-    switch (m->info.layout) {
-    case CLF_LAYOUT_LUCIDRAINS_ENCODER:
-    case CLF_LAYOUT_LUCIDRAINS_LM:
-        if (reversible) {
-            snprintf(nm->attn, sizeof nm->attn, "%snet.blocks.%zu.f.net.fn.",
-                     root, l);
-            snprintf(nm->norm1, sizeof nm->norm1,
-                     "%snet.blocks.%zu.f.net.norm.", root, l);
-            snprintf(nm->ff, sizeof nm->ff, "%snet.blocks.%zu.g.net.fn.",
-                     root, l);
-            snprintf(nm->norm2, sizeof nm->norm2,
-                     "%snet.blocks.%zu.g.net.norm.", root, l);
-        } else {
-            snprintf(nm->attn, sizeof nm->attn, "%snet.layers.%zu.0.fn.",
-                     root, l);
-            snprintf(nm->norm1, sizeof nm->norm1, "%snet.layers.%zu.0.norm.",
-                     root, l);
-            snprintf(nm->ff, sizeof nm->ff, "%snet.layers.%zu.1.fn.", root, l);
-            snprintf(nm->norm2, sizeof nm->norm2, "%snet.layers.%zu.1.norm.",
-                     root, l);
-        }
-        break;
-    case CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER:
-        snprintf(nm->attn, sizeof nm->attn, "self_attn.");
-        snprintf(nm->norm1, sizeof nm->norm1, "self_attn_layer_norm.");
-        snprintf(nm->norm2, sizeof nm->norm2, "final_layer_norm.");
-        nm->ff[0] = '\0';
-        break;
-    default:
-        nm->attn[0] = nm->norm1[0] = nm->norm2[0] = nm->ff[0] = '\0';
-        break;
-    }
-}
-
-/* The head width from the rows of a query projection tensor. */
-static int
-split_heads(const char *name, size_t rows, clf_model_info *in)
-{
-    if (rows % in->heads != 0)
-        return clf__fail(CLF_ESHAPE_MISMATCH,
-                         "tensor %s has %zu rows, not a multiple of heads %zu",
-                         name, rows, in->heads);
-    in->head_dim = rows / in->heads;
-    return 0;
-}
-
-static int
-lucidrains_layer(clf_model *m, const clf_safetensors *st,
-                 const struct names *nm, const clf_model_opts *o,
-                 struct model_layer *L, size_t l)
+fill_info(clf_model *m, const struct load_state *s)
 {
     clf_model_info *in = &m->info;
-    clf_attention_desc d;
-    char name[160];
-    size_t q[2], kv[2], pk[2], dkv;
+    const size_t *x = s->dims;
 
-    snprintf(name, sizeof name, "%sto_q.weight", nm->attn);
-    TRY(shape_of(st, name, 2, q));
-    if (q[1] != in->d_model && in->d_model != 0)
-        return clf__fail(CLF_ESHAPE_MISMATCH,
-                         "tensor %s has %zu columns; d_model is %zu", name,
-                         q[1], in->d_model);
-    in->d_model = q[1];
-    TRY(split_heads(name, q[0], in));
-    snprintf(name, sizeof name, "%sto_k.weight", nm->attn);
-    TRY(shape_of(st, name, 2, kv));
-    dkv = kv[0];
-    in->one_kv_head = dkv == in->head_dim && in->heads > 1;
-    if (dkv != q[0] && !in->one_kv_head)
-        return clf__fail(CLF_ESHAPE_MISMATCH,
-                         "tensor %s has %zu rows; %zu (heads x head_dim) or "
-                         "%zu (one_kv_head) expected",
-                         name, dkv, q[0], in->head_dim);
-    snprintf(name, sizeof name, "%sto_v.weight", nm->attn);
-    in->share_kv = !has(st, name);
-    /* proj_k is stored (N, k) and used as E = proj_k^T. */
-    snprintf(name, sizeof name, "%sproj_k", nm->attn);
-    if (o->layerwise && l > 0) {
-        struct names first;
-        layer_names(m, in->reversible, 0, &first);
-        snprintf(name, sizeof name, "%sproj_k", first.attn);
-    }
-    TRY(shape_of(st, name, 2, pk));
-    in->max_seq_len = pk[0];
-    in->k = pk[1];
-
-    memset(&d, 0, sizeof d);
-    d.d_model = in->d_model;
-    d.heads = in->heads;
-    d.head_dim = in->head_dim;
-    d.max_seq_len = in->max_seq_len;
-    d.k = in->k;
-    d.sharing = CLF_SHARE_HEADWISE;
-    d.share_kv = in->share_kv;
-    d.one_kv_head = in->one_kv_head;
-    d.bias_out = 1;
-    d.causal_block = o->causal_block;
-    TRY(clf_attention_create(&L->att, m->ctx, &d));
-    snprintf(name, sizeof name, "%sto_q.weight", nm->attn);
-    TRY(set_from(L->att, st, name, CLF_WEIGHT_Q, q[0], in->d_model, 0));
-    snprintf(name, sizeof name, "%sto_k.weight", nm->attn);
-    TRY(set_from(L->att, st, name, CLF_WEIGHT_K, dkv, in->d_model, 0));
-    if (!in->share_kv) {
-        snprintf(name, sizeof name, "%sto_v.weight", nm->attn);
-        TRY(set_from(L->att, st, name, CLF_WEIGHT_V, dkv, in->d_model, 0));
-    }
-    snprintf(name, sizeof name, "%sto_out.weight", nm->attn);
-    TRY(set_from(L->att, st, name, CLF_WEIGHT_OUT, in->d_model, q[0], 0));
-    snprintf(name, sizeof name, "%sto_out.bias", nm->attn);
-    TRY(set_from(L->att, st, name, CLF_BIAS_OUT, in->d_model, 0, 0));
-    {
-        struct names src = *nm;
-        if (o->layerwise && l > 0)
-            layer_names(m, in->reversible, 0, &src);
-        snprintf(name, sizeof name, "%sproj_k", src.attn);
-        TRY(set_from(L->att, st, name, CLF_PROJ_E, in->max_seq_len, in->k,
-                     1));
-        if (!in->share_kv) {
-            snprintf(name, sizeof name, "%sproj_v", src.attn);
-            TRY(set_from(L->att, st, name, CLF_PROJ_F, in->max_seq_len,
-                         in->k, 1));
-        }
-    }
-    return 0;
+    in->layout = s->ls->layout;
+    in->d_model = x[X_D];
+    in->heads = s->heads;
+    in->head_dim = x[X_HD] / s->heads;
+    in->max_seq_len = x[X_N];
+    in->k = x[X_K];
+    in->layers = s->layers;
+    in->ffn_dim = x[X_F];
+    in->vocab = x[X_V];
+    in->reversible = s->rev;
+    in->share_kv = !s->ls->fairseq && s->shared;
+    in->one_kv_head = !s->ls->fairseq && x[X_KV] != x[X_HD];
+    in->layerwise = s->o->layerwise != 0;
 }
 
+/* Checks the whole file against the layout before anything is built, so
+ * that the first error is the first missing or misshapen tensor. */
 static int
-fairseq_attention(clf_model *m, const clf_safetensors *st,
-                  const struct names *nm, const clf_model_opts *o,
-                  struct model_layer *L)
+check_file(clf_model *m, struct load_state *s)
 {
-    clf_model_info *in = &m->info;
-    clf_attention_desc d;
-    char name[160];
-    size_t q[2], ck[2];
+    const struct layout_spec *ls;
+    size_t l;
 
-    snprintf(name, sizeof name, "%sq_proj.weight", nm->attn);
-    TRY(shape_of(st, name, 2, q));
-    in->d_model = q[1];
-    TRY(split_heads(name, q[0], in));
-    /* compress_k.weight is E as stored, (k, N). */
-    snprintf(name, sizeof name, "%scompress_k.weight", nm->attn);
-    TRY(shape_of(st, name, 2, ck));
-    in->k = ck[0];
-    in->max_seq_len = ck[1];
-    snprintf(name, sizeof name, "%scompress_v.weight", nm->attn);
-    in->share_kv = 0;
-
-    memset(&d, 0, sizeof d);
-    d.d_model = in->d_model;
-    d.heads = in->heads;
-    d.head_dim = in->head_dim;
-    d.max_seq_len = in->max_seq_len;
-    d.k = in->k;
-    d.sharing = has(st, name) ? CLF_SHARE_HEADWISE : CLF_SHARE_KEY_VALUE;
-    d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
-    d.compressed_bias = 1;
-    d.causal_block = o->causal_block;
-    TRY(clf_attention_create(&L->att, m->ctx, &d));
-#define FS(key, which, rows, cols)                                             \
-    do {                                                                       \
-        snprintf(name, sizeof name, "%s" key, nm->attn);                       \
-        TRY(set_from(L->att, st, name, which, rows, cols, 0));                 \
-    } while (0)
-    FS("q_proj.weight", CLF_WEIGHT_Q, q[0], in->d_model);
-    FS("q_proj.bias", CLF_BIAS_Q, q[0], 0);
-    FS("k_proj.weight", CLF_WEIGHT_K, q[0], in->d_model);
-    FS("k_proj.bias", CLF_BIAS_K, q[0], 0);
-    FS("v_proj.weight", CLF_WEIGHT_V, q[0], in->d_model);
-    FS("v_proj.bias", CLF_BIAS_V, q[0], 0);
-    FS("out_proj.weight", CLF_WEIGHT_OUT, in->d_model, q[0]);
-    FS("out_proj.bias", CLF_BIAS_OUT, in->d_model, 0);
-    FS("compress_k.weight", CLF_PROJ_E, in->k, in->max_seq_len);
-    if (d.sharing == CLF_SHARE_HEADWISE)
-        FS("compress_v.weight", CLF_PROJ_F, in->k, in->max_seq_len);
-#undef FS
-    return 0;
-}
-
-/* Layer norms and the feed-forward block of one layer. */
-static int
-blocks(clf_model *m, const clf_safetensors *st, const struct names *nm,
-       struct model_layer *L)
-{
-    clf_model_info *in = &m->info;
-    const size_t D = in->d_model;
-    const char *w1 = in->layout == CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER
-                         ? "fc1."
-                         : "w1.";
-    const char *w2 = in->layout == CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER
-                         ? "fc2."
-                         : "w2.";
-    char name[160];
-    size_t f[2];
-
-    snprintf(name, sizeof name, "%sweight", nm->norm1);
-    TRY(upload(m, st, name, D, 0, &L->ln1_g));
-    snprintf(name, sizeof name, "%sbias", nm->norm1);
-    TRY(upload(m, st, name, D, 0, &L->ln1_b));
-    snprintf(name, sizeof name, "%sweight", nm->norm2);
-    TRY(upload(m, st, name, D, 0, &L->ln2_g));
-    snprintf(name, sizeof name, "%sbias", nm->norm2);
-    TRY(upload(m, st, name, D, 0, &L->ln2_b));
-    snprintf(name, sizeof name, "%s%sweight", nm->ff, w1);
-    TRY(shape_of(st, name, 2, f));
-    if (in->ffn_dim != 0 && f[0] != in->ffn_dim)
-        return clf__fail(CLF_ESHAPE_MISMATCH,
-                         "tensor %s has %zu rows; the first layer's has %zu",
-                         name, f[0], in->ffn_dim);
-    in->ffn_dim = f[0];
-    TRY(upload(m, st, name, in->ffn_dim, D, &L->w1));
-    snprintf(name, sizeof name, "%s%sbias", nm->ff, w1);
-    TRY(upload(m, st, name, in->ffn_dim, 0, &L->b1));
-    snprintf(name, sizeof name, "%s%sweight", nm->ff, w2);
-    TRY(upload(m, st, name, D, in->ffn_dim, &L->w2));
-    snprintf(name, sizeof name, "%s%sbias", nm->ff, w2);
-    TRY(upload(m, st, name, D, 0, &L->b2));
-    return 0;
+    TRY(pick_layout(s));
+    ls = s->ls;
+    TRY(pick_heads(s));
+    TRY(kv_shared(s));
+    count_layers(s);
+    for (l = 0; l < s->layers; l++) {
+        TRY(check_specs(s, ls->attn, ls->nattn, &l));
+        TRY(check_specs(s, ls->ffn, ls->nffn, &l));
+    }
+    TRY(check_specs(s, ls->model, ls->nmodel, NULL));
+    return collect_unexpected(m, s);
 }
 
 static int
 load(clf_model *m, const clf_safetensors *st, const clf_model_opts *o)
 {
-    clf_model_info *in = &m->info;
-    size_t meta_heads = 0, l;
-    char name[160];
-    int reversible;
+    struct load_state s;
+    const struct layout_spec *ls;
+    size_t l;
 
-    if (o->layout == CLF_LAYOUT_AUTO) {
-        TRY(detect(st, &in->layout));
-    } else {
-        if ((int)o->layout < 0 || o->layout > CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER)
-            return clf__fail(CLF_EBAD_ENUM, "layout %d is not a clf_layout",
-                             (int)o->layout);
-        in->layout = o->layout;
-    }
-    /* ReversibleSequence names its blocks net.blocks.{l}.f/g. */
-    reversible = has(st, "net.blocks.0.f.net.fn.to_q.weight") ||
-                 has(st, "linformer.net.blocks.0.f.net.fn.to_q.weight");
-    in->reversible = reversible;
-    in->layerwise = o->layerwise != 0;
-
-    TRY(metadata_size(st, "heads", &meta_heads));
-    if (o->heads != 0 && meta_heads != 0 && o->heads != meta_heads)
-        return clf__fail(CLF_EINVALID_ARGUMENT,
-                         "heads %zu disagrees with the file's metadata "
-                         "(heads %zu)",
-                         o->heads, meta_heads);
-    in->heads = o->heads ? o->heads : meta_heads;
-    if (in->heads == 0)
-        return clf__fail(CLF_EINVALID_ARGUMENT,
-                         "the number of heads is not in the file's metadata; "
-                         "pass it (--heads)");
-
-    /* Count the layers. */
-    in->layers = 1;
-    if (in->layout == CLF_LAYOUT_LUCIDRAINS_ENCODER ||
-        in->layout == CLF_LAYOUT_LUCIDRAINS_LM) {
-        for (l = 0;; l++) {
-            struct names nm;
-            layer_names(m, reversible, l, &nm);
-            snprintf(name, sizeof name, "%sto_q.weight", nm.attn);
-            if (!has(st, name))
-                break;
-        }
-        if (l == 0) {
-            struct names nm;
-            layer_names(m, reversible, 0, &nm);
-            snprintf(name, sizeof name, "%sto_q.weight", nm.attn);
-            return clf__fail(CLF_ENOT_FOUND,
-                             "tensor %s not found: not a %s model", name,
-                             clf_layout_name(in->layout));
-        }
-        in->layers = l;
-    }
-    m->layers = calloc(in->layers, sizeof *m->layers);
+    memset(&s, 0, sizeof s);
+    s.st = st;
+    s.o = o;
+    TRY(check_file(m, &s));
+    ls = s.ls;
+    fill_info(m, &s);
+    m->layers = calloc(s.layers, sizeof *m->layers);
     if (m->layers == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-
-    for (l = 0; l < in->layers; l++) {
-        struct names nm;
-        layer_names(m, reversible, l, &nm);
-        switch (in->layout) {
-        case CLF_LAYOUT_LUCIDRAINS_ATTENTION:
-            TRY(lucidrains_layer(m, st, &nm, o, &m->layers[l], l));
-            break;
-        case CLF_LAYOUT_LUCIDRAINS_ENCODER:
-        case CLF_LAYOUT_LUCIDRAINS_LM:
-            TRY(lucidrains_layer(m, st, &nm, o, &m->layers[l], l));
-            TRY(blocks(m, st, &nm, &m->layers[l]));
-            break;
-        case CLF_LAYOUT_FAIRSEQ_ATTENTION:
-            TRY(fairseq_attention(m, st, &nm, o, &m->layers[l]));
-            break;
-        case CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER:
-            TRY(fairseq_attention(m, st, &nm, o, &m->layers[l]));
-            TRY(blocks(m, st, &nm, &m->layers[l]));
-            break;
-        default:
-            return clf__fail(CLF_EBAD_ENUM, "layout %d", (int)in->layout);
-        }
+    for (l = 0; l < s.layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        TRY(make_attention(m, &s, L));
+        TRY(load_specs(m, &s, ls->attn, ls->nattn, &l, L));
+        TRY(load_specs(m, &s, ls->ffn, ls->nffn, &l, L));
     }
-
-    if (in->layout == CLF_LAYOUT_LUCIDRAINS_LM) {
-        size_t t[2];
-        TRY(shape_of(st, "token_emb.weight", 2, t));
-        in->vocab = t[0];
-        if (t[1] != in->d_model)
-            return clf__fail(CLF_ESHAPE_MISMATCH,
-                             "tensor token_emb.weight has %zu columns; "
-                             "d_model is %zu",
-                             t[1], in->d_model);
-        TRY(upload(m, st, "token_emb.weight", in->vocab, in->d_model,
-                   &m->tok));
-        TRY(upload(m, st, "pos_emb.weight", in->max_seq_len, in->d_model,
-                   &m->pos));
-        TRY(upload(m, st, "to_logits.weight", in->vocab, in->d_model,
-                   &m->logit_w));
-        TRY(upload(m, st, "to_logits.bias", in->vocab, 0, &m->logit_b));
-    }
-    return 0;
+    return load_specs(m, &s, ls->model, ls->nmodel, NULL, NULL);
 }
 
 CLF_EXTERN int
@@ -639,7 +870,24 @@ clf_model_destroy(clf_model *m)
         release(&m->ws[i]);
     free(m->host_mask);
     free(m->host_ids);
+    for (l = 0; l < m->n_unexpected; l++)
+        free(m->unexpected[l]);
+    free(m->unexpected);
     free(m);
+}
+
+CLF_EXTERN size_t
+clf_model_unexpected_count(const clf_model *m)
+{
+    return m != NULL ? m->n_unexpected : 0;
+}
+
+CLF_EXTERN const char *
+clf_model_unexpected_name(const clf_model *m, size_t index)
+{
+    if (m == NULL || index >= m->n_unexpected)
+        return NULL;
+    return m->unexpected[index];
 }
 
 CLF_EXTERN int

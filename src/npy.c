@@ -35,6 +35,8 @@
 /* Writers align the start of the data to this many bytes. */
 #define NPY_ALIGN 64
 
+#define TRY CLF_TRY
+
 enum npy_kind { NPY_F4, NPY_I4, NPY_I8 };
 
 struct npy_header {
@@ -253,6 +255,50 @@ repeated:
                      (int)klen, key);
 }
 
+/* The keys every header needs, with values this reader supports. */
+static int
+header_complete(const struct npy_header *h, const char *path)
+{
+    if (!h->have_descr)
+        return clf__fail(CLF_EFORMAT, "%s: header lacks 'descr'", path);
+    if (!h->have_fortran)
+        return clf__fail(CLF_EFORMAT, "%s: header lacks 'fortran_order'", path);
+    if (!h->have_shape)
+        return clf__fail(CLF_EFORMAT, "%s: header lacks 'shape'", path);
+    if (h->itemsize == 0)
+        return clf__fail(CLF_EDTYPE,
+                         "%s: header 'descr' '%s' is not supported; only "
+                         "'<f4', '<i4' and '<i8' are",
+                         path, h->descr);
+    if (h->fortran)
+        return clf__fail(CLF_EDTYPE,
+                         "%s: header 'fortran_order' is True; only C order "
+                         "is supported",
+                         path);
+    return 0;
+}
+
+/* What follows the dict: padding, then the newline that ends the header.
+ * Bytes after that newline mean the declared length reaches into the data
+ * (the data would be read from the wrong place). */
+static int
+header_tail(struct cursor *c, const char *path, size_t hlen,
+            const char *text)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r'))
+        c->p++;
+    if (c->p < c->end && *c->p == '\n' && c->p + 1 < c->end)
+        return clf__fail(CLF_EFORMAT,
+                         "%s: header length %zu reaches into the data (the "
+                         "header ends with its newline after %zu bytes)",
+                         path, hlen, (size_t)(c->p + 1 - text));
+    skip_space(c);
+    if (c->p != c->end)
+        return clf__fail(CLF_EFORMAT,
+                         "%s: header has characters after the dict", path);
+    return 0;
+}
+
 /* The header dict, e.g.
  *   {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
  * followed by spaces and a newline. */
@@ -292,27 +338,8 @@ parse_header(const char *text, size_t len, const char *path,
             break;
         }
     }
-    skip_space(&c);
-    if (c.p != c.end)
-        return clf__fail(CLF_EFORMAT,
-                         "%s: header has characters after the dict", path);
-    if (!h->have_descr)
-        return clf__fail(CLF_EFORMAT, "%s: header lacks 'descr'", path);
-    if (!h->have_fortran)
-        return clf__fail(CLF_EFORMAT, "%s: header lacks 'fortran_order'", path);
-    if (!h->have_shape)
-        return clf__fail(CLF_EFORMAT, "%s: header lacks 'shape'", path);
-    if (h->itemsize == 0)
-        return clf__fail(CLF_EDTYPE,
-                         "%s: header 'descr' '%s' is not supported; only "
-                         "'<f4', '<i4' and '<i8' are",
-                         path, h->descr);
-    if (h->fortran)
-        return clf__fail(CLF_EDTYPE,
-                         "%s: header 'fortran_order' is True; only C order "
-                         "is supported",
-                         path);
-    return 0;
+    rc = header_tail(&c, path, len, text);
+    return rc != 0 ? rc : header_complete(h, path);
 }
 
 static int
@@ -370,164 +397,167 @@ convert(void *buf, size_t count, enum npy_kind kind)
     }
 }
 
-CLF_EXTERN int
-clf_npy_load(const char *path, clf_array *out)
+/* Reads EOF-or-error after a short read as the right status. */
+static int
+short_read(FILE *f, const char *path, int status, const char *what,
+           size_t n)
 {
-    FILE *f = NULL;
-    char *text = NULL;
-    void *buf = NULL;
+    if (ferror(f))
+        return read_error(path);
+    return clf__fail(status, "%s: %s (%zu bytes)", path, what, n);
+}
+
+/* The magic, the version and the header length; start is where the
+ * header begins. */
+static int
+read_preamble(FILE *f, const char *path, size_t *start, size_t *hlen)
+{
     unsigned char pre[12];
-    struct npy_header h;
-    struct stat sb;
-    size_t start, hlen, got, count = 1, nbytes, outbytes, i;
-    long long file_size = -1;
-    char shape_text[200];
+    size_t got = fread(pre, 1, 10, f);
+
+    if (got < 10)
+        return short_read(f, path, CLF_EFORMAT,
+                          "file too short for the .npy magic and header "
+                          "length",
+                          got);
+    if (memcmp(pre, NPY_MAGIC, NPY_MAGIC_LEN) != 0)
+        return clf__fail(CLF_EFORMAT, "%s: bad magic, not a .npy file", path);
+    if (pre[6] == 1 && pre[7] == 0) {
+        *start = 10;
+        *hlen = (size_t)load_le(pre + 8, 2);
+        return 0;
+    }
+    if ((pre[6] != 2 && pre[6] != 3) || pre[7] != 0)
+        return clf__fail(CLF_EFORMAT,
+                         "%s: unsupported .npy version %u.%u (1.0, 2.0 and "
+                         "3.0 are read)",
+                         path, pre[6], pre[7]);
+    got = fread(pre + 10, 1, 2, f);
+    if (got != 2)
+        return short_read(f, path, CLF_EFORMAT,
+                          "file too short for the version 2/3 header length",
+                          10 + got);
+    *start = 12;
+    *hlen = (size_t)load_le(pre + 8, 4);
+    return 0;
+}
+
+/* Reads and parses the header of hlen bytes, which must fit in the file
+ * of file_size bytes with start bytes before it. */
+static int
+read_header(FILE *f, const char *path, size_t start, size_t hlen,
+            size_t file_size, struct npy_header *h)
+{
+    char *text;
     int rc;
 
-    if (out == NULL)
-        return clf__fail(CLF_ENULL_ARGUMENT, "out is NULL");
-    memset(out, 0, sizeof *out);
-    if (path == NULL)
-        return clf__fail(CLF_ENULL_ARGUMENT, "path is NULL");
-    f = fopen(path, "rb");
-    if (f == NULL)
-        return clf__fail(CLF_EIO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode))
-        file_size = (long long)sb.st_size;
-
-    got = fread(pre, 1, 10, f);
-    if (got < 10) {
-        rc = ferror(f) ? read_error(path)
-                       : clf__fail(CLF_EFORMAT,
-                                   "%s: file of %zu bytes is too short for "
-                                   "the .npy magic and header length",
-                                   path, got);
-        goto fail;
-    }
-    if (memcmp(pre, NPY_MAGIC, NPY_MAGIC_LEN) != 0) {
-        rc = clf__fail(CLF_EFORMAT, "%s: bad magic, not a .npy file", path);
-        goto fail;
-    }
-    if (pre[6] == 1 && pre[7] == 0) {
-        start = 10;
-        hlen = (size_t)load_le(pre + 8, 2);
-    } else if ((pre[6] == 2 || pre[6] == 3) && pre[7] == 0) {
-        start = 12;
-        if (fread(pre + 10, 1, 2, f) != 2) {
-            rc = ferror(f) ? read_error(path)
-                           : clf__fail(CLF_EFORMAT,
-                                       "%s: file too short for the "
-                                       "version %u header length",
-                                       path, pre[6]);
-            goto fail;
-        }
-        hlen = (size_t)load_le(pre + 8, 4);
-    } else {
-        rc = clf__fail(CLF_EFORMAT,
-                       "%s: unsupported .npy version %u.%u (1.0, 2.0 and "
-                       "3.0 are read)",
-                       path, pre[6], pre[7]);
-        goto fail;
-    }
-    if (file_size >= 0 && (long long)hlen > file_size - (long long)start) {
-        rc = clf__fail(CLF_EFORMAT,
-                       "%s: header length %zu runs past the end of the file "
-                       "(%lld bytes)",
-                       path, hlen, file_size);
-        goto fail;
-    }
-    if (hlen > NPY_HEADER_MAX) {
-        rc = clf__fail(CLF_EFORMAT,
-                       "%s: header length %zu exceeds the %u-byte limit", path,
-                       hlen, NPY_HEADER_MAX);
-        goto fail;
-    }
+    if (hlen > file_size - start)
+        return clf__fail(CLF_EFORMAT,
+                         "%s: header length %zu runs past the end of the file "
+                         "(%zu bytes)",
+                         path, hlen, file_size);
+    if (hlen > NPY_HEADER_MAX)
+        return clf__fail(CLF_EFORMAT,
+                         "%s: header length %zu exceeds the %u-byte limit",
+                         path, hlen, NPY_HEADER_MAX);
     text = malloc(hlen + 1);
-    if (text == NULL) {
-        rc = clf__fail(CLF_ENO_MEMORY, "%s: out of host memory", path);
-        goto fail;
-    }
-    if (fread(text, 1, hlen, f) != hlen) {
-        rc = ferror(f) ? read_error(path)
-                       : clf__fail(CLF_EFORMAT,
-                                   "%s: header length %zu runs past the end "
-                                   "of the file",
-                                   path, hlen);
-        goto fail;
-    }
-    rc = parse_header(text, hlen, path, &h);
-    if (rc != 0)
-        goto fail;
+    if (text == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "%s: out of host memory", path);
+    if (fread(text, 1, hlen, f) != hlen)
+        rc = short_read(f, path, CLF_EFORMAT,
+                        "header runs past the end of the file; header length",
+                        hlen);
+    else
+        rc = parse_header(text, hlen, path, h);
+    free(text);
+    return rc;
+}
 
-    clf__format_shape(shape_text, sizeof shape_text, h.shape, h.ndim, 1);
-    for (i = 0; i < h.ndim; i++) {
-        if (clf__mul(count, h.shape[i], &count) != 0) {
-            rc = clf__fail(CLF_ESIZE_OVERFLOW,
-                           "%s: header 'shape' %s overflows size_t", path,
-                           shape_text);
-            goto fail;
-        }
-    }
-    if (clf__mul(count, h.itemsize, &nbytes) != 0 ||
-        clf__mul(count, h.kind == NPY_F4 ? sizeof(float) : sizeof(long long),
-                 &outbytes) != 0) {
-        rc = clf__fail(CLF_ESIZE_OVERFLOW,
-                       "%s: header 'shape' %s of '%s' overflows size_t in "
-                       "bytes",
-                       path, shape_text, h.descr);
-        goto fail;
-    }
+/* The element count and the bytes on disk (nbytes) and in memory
+ * (outbytes), checked against the avail bytes after the header. */
+static int
+data_size(const struct npy_header *h, const char *path, size_t avail,
+          size_t *count, size_t *nbytes, size_t *outbytes)
+{
+    size_t out_item = h->kind == NPY_F4 ? sizeof(float) : sizeof(long long);
+    char shape_text[200];
+    size_t i;
+
+    clf__format_shape(shape_text, sizeof shape_text, h->shape, h->ndim, 1);
+    *count = 1;
+    for (i = 0; i < h->ndim; i++)
+        if (clf__mul(*count, h->shape[i], count) != 0)
+            return clf__fail(CLF_ESIZE_OVERFLOW,
+                             "%s: header 'shape' %s overflows size_t", path,
+                             shape_text);
+    if (clf__mul(*count, h->itemsize, nbytes) != 0 ||
+        clf__mul(*count, out_item, outbytes) != 0)
+        return clf__fail(CLF_ESIZE_OVERFLOW,
+                         "%s: header 'shape' %s of '%s' overflows size_t in "
+                         "bytes",
+                         path, shape_text, h->descr);
     /* Checking the size first keeps a lying shape from allocating more
      * than the file holds. */
-    if (file_size >= 0) {
-        unsigned long long avail = (unsigned long long)file_size - start - hlen;
-        if (avail < nbytes) {
-            rc = clf__fail(CLF_EFORMAT,
-                           "%s: data truncated: shape %s of '%s' needs %zu "
-                           "bytes, the file holds %llu",
-                           path, shape_text, h.descr, nbytes, avail);
-            goto fail;
-        }
-        if (avail > nbytes) {
-            rc = clf__fail(CLF_EFORMAT,
-                           "%s: %llu trailing bytes after the data of shape "
-                           "%s",
-                           path, avail - nbytes, shape_text);
-            goto fail;
-        }
-    }
-    /* One byte at least, so that a zero-size array still has exactly one
-     * non-NULL pointer. */
-    buf = malloc(outbytes > 0 ? outbytes : 1);
-    if (buf == NULL) {
-        rc = clf__fail(CLF_ENO_MEMORY,
-                       "%s: out of host memory for %zu bytes of data", path,
-                       outbytes);
-        goto fail;
-    }
-    /* Read into the start of the output buffer and widen in place. */
+    if (avail < *nbytes)
+        return clf__fail(CLF_EFORMAT,
+                         "%s: data truncated: shape %s of '%s' needs %zu "
+                         "bytes, the file holds %zu",
+                         path, shape_text, h->descr, *nbytes, avail);
+    if (avail > *nbytes)
+        return clf__fail(CLF_EFORMAT,
+                         "%s: %zu trailing bytes after the data of shape %s",
+                         path, avail - *nbytes, shape_text);
+    return 0;
+}
+
+/* Reads nbytes of data into a fresh buffer of outbytes (one at least, so
+ * that a zero-size array still has a non-NULL pointer) and converts it. */
+static int
+read_data(FILE *f, const char *path, const struct npy_header *h,
+          size_t count, size_t nbytes, size_t outbytes, void **out)
+{
+    void *buf = malloc(outbytes > 0 ? outbytes : 1);
+    size_t got;
+
+    if (buf == NULL)
+        return clf__fail(CLF_ENO_MEMORY,
+                         "%s: out of host memory for %zu bytes of data", path,
+                         outbytes);
+    /* Read into the start of the output buffer and widen in place.  The
+     * file may have changed since its size was taken. */
     got = fread(buf, 1, nbytes, f);
-    if (got != nbytes) {
-        rc = ferror(f) ? read_error(path)
-                       : clf__fail(CLF_EFORMAT,
-                                   "%s: data truncated: shape %s needs %zu "
-                                   "bytes, the file holds %zu",
-                                   path, shape_text, nbytes, got);
-        goto fail;
+    if (got != nbytes || fgetc(f) != EOF || ferror(f)) {
+        int rc = got != nbytes || ferror(f)
+                     ? short_read(f, path, CLF_EFORMAT,
+                                  "data truncated; it holds", got)
+                     : clf__fail(CLF_EFORMAT,
+                                 "%s: trailing bytes after the data", path);
+        free(buf);
+        return rc;
     }
-    if (fgetc(f) != EOF) {
-        rc = clf__fail(CLF_EFORMAT,
-                       "%s: trailing bytes after the data of shape %s", path,
-                       shape_text);
-        goto fail;
-    }
-    if (ferror(f)) {
-        rc = read_error(path);
-        goto fail;
-    }
-    convert(buf, count, h.kind);
-    fclose(f);
-    free(text);
+    convert(buf, count, h->kind);
+    *out = buf;
+    return 0;
+}
+
+static int
+load_file(FILE *f, const char *path, clf_array *out)
+{
+    struct npy_header h;
+    struct stat sb;
+    size_t start = 0, hlen = 0, size, count = 0, nbytes = 0, outbytes = 0;
+    void *buf = NULL;
+
+    if (fstat(fileno(f), &sb) != 0)
+        return clf__fail(CLF_EIO, "%s: cannot inspect: %s", path,
+                         strerror(errno));
+    size = (size_t)sb.st_size;
+    if ((unsigned long long)sb.st_size != (unsigned long long)size)
+        return clf__fail(CLF_ESIZE_OVERFLOW, "%s: file too large", path);
+    TRY(read_preamble(f, path, &start, &hlen));
+    TRY(read_header(f, path, start, hlen, size, &h));
+    TRY(data_size(&h, path, size - start - hlen, &count, &nbytes, &outbytes));
+    TRY(read_data(f, path, &h, count, nbytes, outbytes, &buf));
     if (h.kind == NPY_F4)
         out->data = buf;
     else
@@ -536,11 +566,24 @@ clf_npy_load(const char *path, clf_array *out)
     memcpy(out->shape, h.shape, sizeof h.shape);
     out->count = count;
     return 0;
-fail:
-    if (f != NULL)
-        fclose(f);
-    free(text);
-    free(buf);
+}
+
+CLF_EXTERN int
+clf_npy_load(const char *path, clf_array *out)
+{
+    FILE *f = NULL;
+    int rc;
+
+    if (out == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "out is NULL");
+    memset(out, 0, sizeof *out);
+    if (path == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "path is NULL");
+    rc = clf__file_open_read(path, "array", &f);
+    if (rc != 0)
+        return rc;
+    rc = load_file(f, path, out);
+    fclose(f);
     return rc;
 }
 

@@ -16,24 +16,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define BUILD_OPTIONS "-cl-std=CL1.2"
+/* OpenCL C 1.2, and the constants host and kernels share (kernel_params.h)
+ * as -D options; the cache key hashes this string, so a changed constant
+ * never loads a stale binary. */
+#define BUILD_OPTIONS "-cl-std=CL1.2" CLF_KERNEL_PARAM_OPTIONS
 #define CACHE_MAGIC "CLFBIN01"
 
+/* Everything below expands the registry (kernels.h). */
+#define KERNEL_NAME(id, name) #name,
 static const char *const kernel_names[CLF_K_COUNT] = {
-    "clf_add_bias",      "clf_rowsum",        "clf_add_rowsum_bias",
-    "clf_softmax_rows",  "clf_softmax_rows_vec", "clf_softmax_rows_wg",
-    "clf_mask_rows",     "clf_masked_rowsum",
-    "clf_mask_scores",   "clf_causal_scores", "clf_causal_apply",
-    "clf_layernorm",     "clf_gelu",          "clf_add",
-    "clf_embed",         "clf_kv_transpose",  "clf_attend",
-    "clf_gemm_nn",       "clf_transpose"};
+    CLF_KERNEL_REGISTRY(CLF_REGISTRY_SKIP_FILE, KERNEL_NAME)};
+#undef KERNEL_NAME
 
+#define FILE_NAME(stem) #stem ".cl",
 const char *const clf__kernel_files[CLF_KERNEL_FILES] = {
-    "common.cl", "projection.cl", "softmax.cl", "mask.cl",
-    "causal.cl", "encoder.cl",    "attend.cl",  "gemm.cl"};
+    CLF_KERNEL_REGISTRY(FILE_NAME, CLF_REGISTRY_SKIP_KERNEL)};
+#undef FILE_NAME
+
+#define FILE_SOURCE(stem) clf__cl_##stem,
 const char *const clf__kernel_sources[CLF_KERNEL_FILES] = {
-    clf__cl_common, clf__cl_projection, clf__cl_softmax, clf__cl_mask,
-    clf__cl_causal, clf__cl_encoder,    clf__cl_attend, clf__cl_gemm};
+    CLF_KERNEL_REGISTRY(FILE_SOURCE, CLF_REGISTRY_SKIP_KERNEL)};
+#undef FILE_SOURCE
 
 uint64_t
 clf__hash64(const void *data, size_t len, uint64_t seed)

@@ -1,4 +1,4 @@
-/* Host side of cl/projection.cl. */
+/* Host side of the projection kernels: biases and rowsum terms. */
 #include "internal.h"
 
 #include <limits.h>

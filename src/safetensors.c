@@ -125,32 +125,15 @@ json_size(const json_t *v, size_t *out)
  * them still fits clf_last_error()'s buffer. */
 #define NAME_FMT "'%.200s'"
 
+/* The entry's shape, its element count and its text for messages. */
 static int
-parse_tensor(clf_safetensors *st, const char *name, json_t *entry,
-             struct tensor *t)
+parse_shape(const char *name, json_t *entry, struct tensor *t,
+            char *shape_text, size_t cap)
 {
-    json_t *dtype, *shape, *offsets, *v, *b, *e;
-    size_t i, esize, nbytes, span;
-    char shape_text[200];
-    int rc, rb, re;
+    json_t *shape = json_object_get(entry, "shape"), *v;
+    size_t i;
+    int rc;
 
-    if (!json_is_object(entry))
-        return clf__fail(CLF_EFORMAT,
-                         "tensor " NAME_FMT ": entry is not a JSON object",
-                         name);
-    t->name = dup_string(name, strlen(name));
-    if (t->name == NULL)
-        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-
-    dtype = json_object_get(entry, "dtype");
-    if (!json_is_string(dtype))
-        return clf__fail(CLF_EFORMAT, "tensor " NAME_FMT ": dtype is %s", name,
-                         dtype == NULL ? "missing" : "not a string");
-    t->dtype = dup_string(json_string_value(dtype), json_string_length(dtype));
-    if (t->dtype == NULL)
-        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-
-    shape = json_object_get(entry, "shape");
     if (!json_is_array(shape))
         return clf__fail(CLF_EFORMAT, "tensor " NAME_FMT ": shape is %s", name,
                          shape == NULL ? "missing" : "not an array");
@@ -173,15 +156,24 @@ parse_tensor(clf_safetensors *st, const char *name, json_t *entry,
                              "a non-negative integer",
                              name, i);
     }
-    clf__format_shape(shape_text, sizeof shape_text, t->shape, t->ndim, 0);
+    clf__format_shape(shape_text, cap, t->shape, t->ndim, 0);
     t->count = 1;
     for (i = 0; i < t->ndim; i++)
         if (clf__mul(t->count, t->shape[i], &t->count) != 0)
             return clf__fail(CLF_ESIZE_OVERFLOW,
                              "tensor " NAME_FMT ": shape %s overflows size_t",
                              name, shape_text);
+    return 0;
+}
 
-    offsets = json_object_get(entry, "data_offsets");
+/* data_offsets: begin <= end <= the data area's size. */
+static int
+parse_offsets(const clf_safetensors *st, const char *name, json_t *entry,
+              struct tensor *t)
+{
+    json_t *offsets = json_object_get(entry, "data_offsets"), *b, *e;
+    int rb, re;
+
     if (!json_is_array(offsets) || json_array_size(offsets) != 2)
         return clf__fail(
             CLF_EFORMAT, "tensor " NAME_FMT ": data_offsets is %s", name,
@@ -203,25 +195,58 @@ parse_tensor(clf_safetensors *st, const char *name, json_t *entry,
                          "after end %lld",
                          name, (long long)json_integer_value(b),
                          (long long)json_integer_value(e));
+    /* A header length that reaches into the data (JSON may end in padding
+     * spaces, so data bytes that look like spaces parse) shrinks the data
+     * area: name the length, which may be what is wrong. */
     if (re == -2 || t->end > st->data_size)
         return clf__fail(CLF_EFORMAT,
                          "tensor " NAME_FMT ": data_offsets end %lld is past "
-                         "the end of the data area (%zu bytes)",
-                         name, (long long)json_integer_value(e), st->data_size);
+                         "the end of the data area (%zu bytes after header "
+                         "length %zu)",
+                         name, (long long)json_integer_value(e), st->data_size,
+                         (size_t)(st->data - st->bytes) - 8);
+    return 0;
+}
+
+static int
+parse_tensor(clf_safetensors *st, const char *name, json_t *entry,
+             struct tensor *t)
+{
+    json_t *dtype;
+    size_t esize, nbytes, span;
+    char shape_text[200];
+
+    if (!json_is_object(entry))
+        return clf__fail(CLF_EFORMAT,
+                         "tensor " NAME_FMT ": entry is not a JSON object",
+                         name);
+    t->name = dup_string(name, strlen(name));
+    if (t->name == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+
+    dtype = json_object_get(entry, "dtype");
+    if (!json_is_string(dtype))
+        return clf__fail(CLF_EFORMAT, "tensor " NAME_FMT ": dtype is %s", name,
+                         dtype == NULL ? "missing" : "not a string");
+    t->dtype = dup_string(json_string_value(dtype), json_string_length(dtype));
+    if (t->dtype == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    CLF_TRY(parse_shape(name, entry, t, shape_text, sizeof shape_text));
+    CLF_TRY(parse_offsets(st, name, entry, t));
     esize = dtype_size(t->dtype);
-    if (esize != 0) {
-        span = t->end - t->begin;
-        if (clf__mul(t->count, esize, &nbytes) != 0)
-            return clf__fail(CLF_ESIZE_OVERFLOW,
-                             "tensor " NAME_FMT ": shape %s of %s overflows "
-                             "size_t in bytes",
-                             name, shape_text, t->dtype);
-        if (nbytes != span)
-            return clf__fail(CLF_EFORMAT,
-                             "tensor " NAME_FMT ": shape %s of %s needs %zu "
-                             "bytes but data_offsets span %zu",
-                             name, shape_text, t->dtype, nbytes, span);
-    }
+    if (esize == 0)
+        return 0;
+    span = t->end - t->begin;
+    if (clf__mul(t->count, esize, &nbytes) != 0)
+        return clf__fail(CLF_ESIZE_OVERFLOW,
+                         "tensor " NAME_FMT ": shape %s of %s overflows "
+                         "size_t in bytes",
+                         name, shape_text, t->dtype);
+    if (nbytes != span)
+        return clf__fail(CLF_EFORMAT,
+                         "tensor " NAME_FMT ": shape %s of %s needs %zu "
+                         "bytes but data_offsets span %zu",
+                         name, shape_text, t->dtype, nbytes, span);
     return 0;
 }
 
@@ -424,13 +449,12 @@ read_whole(const char *path, unsigned char **bytes, size_t *size)
     size_t cap = 1 << 16, len = 0, got;
     int rc;
 
-    f = fopen(path, "rb");
-    if (f == NULL)
-        return clf__fail(CLF_EIO, "%s: cannot open: %s", path, strerror(errno));
+    rc = clf__file_open_read(path, "weights", &f);
+    if (rc != 0)
+        return rc;
     /* One byte beyond the size, so that the read that finds EOF does not
      * need to grow the buffer. */
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) &&
-        (unsigned long long)sb.st_size < SIZE_MAX)
+    if (fstat(fileno(f), &sb) == 0 && (unsigned long long)sb.st_size < SIZE_MAX)
         cap = (size_t)sb.st_size + 1;
     for (;;) {
         if (buf == NULL || len == cap) {

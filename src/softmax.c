@@ -30,8 +30,8 @@ softmax_rows_variant_unlocked(clf_context *ctx, int variant, cl_mem s, size_t of
     if (variant == CLF_SOFTMAX_GROUP) {
         /* A power-of-two group, no wider than the row needs. */
         size_t local = 1, global;
-        while (local * 2 <= ctx->kernel_wg[id] && local * 2 <= 256 &&
-               local < cols)
+        while (local * 2 <= ctx->kernel_wg[id] &&
+               local * 2 <= CLF_SOFTMAX_WG && local < cols)
             local *= 2;
         global = rows * local;
         err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &global, &local,

@@ -2,18 +2,25 @@
  * and spread, GFLOP/s, relative error, the FLOP model (against counts done
  * by hand), the causal shape, the inits of E and F, the decisive-token
  * weight, crossover detection, list parsing, the JSON schema (round trip
- * and rejection of malformed documents), CSV, SVG and the comparison with
- * a baseline. */
+ * and rejection of malformed documents), CSV, SVG, the comparison with
+ * a baseline, and option sizes whose products overflow. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "output.h"
+#include "run.h"
 #include "suite.h"
 #include "testutil.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Relative closeness for values computed in a different order. */
@@ -950,12 +957,363 @@ START_TEST(compare_prints_ratio_now_over_baseline)
 }
 END_TEST
 
+/* ------------------------------------------------------- hostile sizes */
+
+/* Reads and removes a temporary file. */
+static char *
+take_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *text;
+
+    ck_assert_ptr_nonnull(f);
+    text = slurp(f);
+    fclose(f);
+    remove(path);
+    return text;
+}
+
+/* Runs clf_bench_main on the arguments with stdout and stderr caught;
+ * returns its status and the texts (caller frees; out may be NULL). */
+static int
+bench_main_io(char **argv, int argc, char **out, char **err)
+{
+    char po[] = "/tmp/clf-bench-out-XXXXXX", pe[] = "/tmp/clf-bench-err-XXXXXX";
+    int fo = mkstemp(po), fe = mkstemp(pe), so, se, rc;
+
+    ck_assert_int_ge(fo, 0);
+    ck_assert_int_ge(fe, 0);
+    fflush(stdout);
+    fflush(stderr);
+    so = dup(1);
+    se = dup(2);
+    ck_assert_int_ge(so, 0);
+    ck_assert_int_ge(se, 0);
+    ck_assert_int_ge(dup2(fo, 1), 0);
+    ck_assert_int_ge(dup2(fe, 2), 0);
+    rc = clf_bench_main(argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(so, 1);
+    dup2(se, 2);
+    close(so);
+    close(se);
+    close(fo);
+    close(fe);
+    if (out != NULL)
+        *out = take_file(po);
+    else
+        remove(po);
+    *err = take_file(pe);
+    return rc;
+}
+
+static int
+bench_main_caught(char **argv, int argc, char **text)
+{
+    return bench_main_io(argv, argc, NULL, text);
+}
+
+START_TEST(bench_main_refuses_overflowing_sizes_naming_them)
+{
+    static const struct {
+        const char *args[14];
+        const char *names;
+    } cases[] = {
+        {{"bench", "--batch", "1125899906842624", "--n", "64", "--d-model",
+          "64", "--heads", "2", "--k", "32"},
+         "--batch 1125899906842624 x --n 64 x --d-model 64"},
+        {{"bench", "--d-model", "4294967296", "--heads", "1"},
+         "--d-model 4294967296"},
+        {{"bench", "--accuracy", "--n", "4611686018427387904", "--k", "2"},
+         "--n 4611686018427387904"},
+        {{"bench", "--quick", "--batch", "4611686018427387904", "--n", "64"},
+         "--batch 4611686018427387904"},
+        {{"bench", "--accuracy", "--n", "1152921504606846976", "--k", "1",
+          "--d-model", "1", "--heads", "1", "--trials", "1"},
+         "--trials 1 x --n 1152921504606846976"},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[14], *text = NULL;
+        int argc = 0, rc;
+        while (argc < 13 && cases[i].args[argc] != NULL) {
+            argv[argc] = (char *)cases[i].args[argc];
+            argc++;
+        }
+        argv[argc] = NULL;
+        rc = bench_main_caught(argv, argc, &text);
+        ck_assert_msg(rc == 2, "case %zu: status %d (%s)", i, rc, text);
+        ck_assert_msg(strstr(text, cases[i].names) != NULL,
+                      "case %zu: \"%s\" does not name %s", i, text,
+                      cases[i].names);
+        ck_assert_ptr_nonnull(strstr(text, "overflow"));
+        free(text);
+    }
+}
+END_TEST
+
+static void
+options_of(struct clf_bench_options *o, size_t B, size_t n, size_t D)
+{
+    memset(o, 0, sizeof *o);
+    o->prog = "bench";
+    o->b[0] = B, o->nb = 1;
+    o->n[0] = n, o->nn = 1;
+    o->d[0] = D, o->nd = 1;
+    o->h[0] = 1, o->nh = 1;
+    o->k[0] = 1, o->nk = 1;
+}
+
+START_TEST(check_sizes_accepts_the_largest_product_that_fits)
+{
+    struct clf_bench_options o;
+    char why[256] = "";
+    size_t n = SIZE_MAX / sizeof(float) / 64; /* B n D floats just fit */
+
+    options_of(&o, 64, n, 1);
+    ck_assert_msg(clf_bench_check_sizes(&o, why, sizeof why) == 0, "%s", why);
+    o.n[0] = n + 1;
+    ck_assert_int_eq(clf_bench_check_sizes(&o, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "--batch 64 x --n"));
+    /* the study's E and F: k x n floats */
+    options_of(&o, 1, 8, 8);
+    o.acc_n[0] = SIZE_MAX / 16, o.acc_nn = 1;
+    o.acc_k[0] = 2, o.acc_nk = 1;
+    o.trials = 1;
+    ck_assert_int_eq(clf_bench_check_sizes(&o, why, sizeof why), -1);
+    ck_assert_msg(strstr(why, "--n") != NULL, "%s", why);
+    /* ordinary sizes pass */
+    options_of(&o, 4, 4096, 1024);
+    o.acc_n[0] = 2048, o.acc_nn = 1;
+    o.acc_k[0] = 1024, o.acc_nk = 1;
+    o.trials = 1024;
+    ck_assert_msg(clf_bench_check_sizes(&o, why, sizeof why) == 0, "%s", why);
+}
+END_TEST
+
+/* Runs bench/bench_layer with the arguments; returns its exit status and
+ * its stderr (caller frees). */
+static int
+bench_layer_status(const char *args, char **text)
+{
+    const char *top = getenv("top_builddir");
+    char cmd[512], path[] = "/tmp/clf-bench-layer-XXXXXX";
+    int fd = mkstemp(path), st;
+    FILE *f;
+
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "%s/bench/bench_layer %s >/dev/null 2>%s",
+             top != NULL ? top : ".", args, path);
+    st = system(cmd);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    *text = slurp(f);
+    fclose(f);
+    remove(path);
+    ck_assert_msg(WIFEXITED(st), "%s did not exit", cmd);
+    return WEXITSTATUS(st);
+}
+
+START_TEST(bench_layer_refuses_overflowing_sizes_naming_them)
+{
+    char *text = NULL;
+
+    ck_assert_int_eq(
+        bench_layer_status("--batch 1125899906842624 --n 64 --d-model 64 "
+                           "--heads 2 --k 32",
+                           &text),
+        2);
+    ck_assert_msg(strstr(text, "--batch 1125899906842624 x --n 64 x "
+                               "--d-model 64") != NULL,
+                  "%s", text);
+    free(text);
+    /* a value past what size_t holds is no value */
+    ck_assert_int_eq(
+        bench_layer_status("--batch 99999999999999999999999", &text), 2);
+    ck_assert_msg(strstr(text, "--batch") != NULL, "%s", text);
+    free(text);
+}
+END_TEST
+
+/* ---------------------------------------------------------- out files */
+
+static int
+write_hello(FILE *f, const clf_bench_report *r)
+{
+    (void)r;
+    return fputs("hello\n", f) == EOF ? -1 : 0;
+}
+
+static int
+write_fails(FILE *f, const clf_bench_report *r)
+{
+    (void)r;
+    fputs("half", f);
+    return -1;
+}
+
+/* How many entries the directory holds besides . and .. */
+static int
+dir_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int n = 0;
+
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+START_TEST(write_file_is_whole_private_and_leaves_nothing)
+{
+    char dir[] = "/tmp/clf-bench-files-XXXXXX", path[128], *text;
+    clf_bench_report r;
+    struct stat st;
+    FILE *f;
+
+    clf_bench_report_init(&r);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    ck_assert_int_eq(clf_bench_write_file(path, write_hello, &r), 0);
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
+    ck_assert_int_eq(dir_entries(dir), 1);
+    /* a failed writer leaves the old file whole and no temporary */
+    ck_assert_int_eq(clf_bench_write_file(path, write_fails, &r), -1);
+    ck_assert_int_eq(dir_entries(dir), 1);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    text = slurp(f);
+    fclose(f);
+    ck_assert_str_eq(text, "hello\n");
+    free(text);
+    /* an existing regular file is replaced */
+    ck_assert_int_eq(clf_bench_write_file(path, write_hello, &r), 0);
+    ck_assert_int_eq(dir_entries(dir), 1);
+    remove(path);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(write_file_refuses_what_is_not_a_regular_file)
+{
+    char dir[] = "/tmp/clf-bench-files-XXXXXX", path[128], victim[128];
+    char *text;
+    clf_bench_report r;
+    FILE *f;
+
+    clf_bench_report_init(&r);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    /* a directory */
+    errno = 0;
+    ck_assert_int_eq(clf_bench_write_file(dir, write_hello, &r), -1);
+    ck_assert_int_eq(errno, EEXIST);
+    /* a symbolic link: neither it nor its target changes */
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(path, sizeof path, "%s/link", dir);
+    f = fopen(victim, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("keep\n", f);
+    fclose(f);
+    ck_assert_int_eq(symlink(victim, path), 0);
+    ck_assert_int_eq(clf_bench_write_file(path, write_hello, &r), -1);
+    f = fopen(victim, "r");
+    text = slurp(f);
+    fclose(f);
+    ck_assert_str_eq(text, "keep\n");
+    free(text);
+    remove(path);
+    /* a FIFO */
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(clf_bench_write_file(path, write_hello, &r), -1);
+    ck_assert_int_eq(errno, EEXIST);
+    ck_assert_int_eq(dir_entries(dir), 2); /* victim and the FIFO */
+    remove(path);
+    remove(victim);
+    rmdir(dir);
+}
+END_TEST
+
+/* A saved run to report from, in a temporary file. */
+static void
+saved_run(char *path, size_t len)
+{
+    clf_bench_report r;
+    char dir[] = "/tmp/clf-bench-from-XXXXXX";
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, len, "%s/run.json", dir);
+    sample_report(&r);
+    ck_assert_int_eq(clf_bench_json_write(&r, path), 0);
+    clf_bench_report_free(&r);
+}
+
+static void
+saved_run_remove(const char *path)
+{
+    char dir[128];
+
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = '\0';
+    remove(path);
+    rmdir(dir);
+}
+
+START_TEST(bench_main_dash_writes_data_to_stdout_tables_to_stderr)
+{
+    char path[128], *out, *err, why[256] = "";
+    char *json_args[] = {"bench", "--from", path, "--json", "-", NULL};
+    char *csv_args[] = {"bench", "--from", path, "--csv", "-", NULL};
+    char *both[] = {"bench", "--from", path, "--json", "-", "--csv", "-", NULL};
+    clf_bench_report back;
+    json_error_t jerr;
+    json_t *root;
+
+    saved_run(path, sizeof path);
+    ck_assert_int_eq(bench_main_io(json_args, 5, &out, &err), 0);
+    root = json_loads(out, 0, &jerr);
+    ck_assert_msg(root != NULL, "stdout is no JSON: %s", jerr.text);
+    ck_assert_msg(clf_bench_report_from_json(root, &back, why, sizeof why) == 0,
+                  "%s", why);
+    ck_assert_uint_gt(back.nresults, 0);
+    clf_bench_report_free(&back);
+    json_decref(root);
+    ck_assert_ptr_nonnull(strstr(err, "== device"));
+    free(out);
+    free(err);
+
+    ck_assert_int_eq(bench_main_io(csv_args, 5, &out, &err), 0);
+    ck_assert_int_eq(strncmp(out, clf_bench_csv_header(),
+                             strlen(clf_bench_csv_header())),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, clf_bench_csv_accuracy_header()));
+    ck_assert_ptr_null(strstr(out, "== device"));
+    ck_assert_ptr_nonnull(strstr(err, "== device"));
+    free(out);
+    free(err);
+
+    ck_assert_int_eq(bench_main_io(both, 7, &out, &err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "only one of"));
+    free(out);
+    free(err);
+    saved_run_remove(path);
+}
+END_TEST
+
 int
 main(void)
 {
     Suite *s = suite_create("bench");
     TCase *arith = tcase_create("arithmetic");
     TCase *formats = tcase_create("formats");
+    TCase *sizes = tcase_create("sizes");
 
     tcase_add_test(arith, stats_median_of_odd_and_even_counts);
     tcase_add_test(arith, stats_skip_nan_and_empty_is_nan);
@@ -985,7 +1343,15 @@ main(void)
     tcase_add_test(formats, svg_marks_the_crossover_and_escapes_text);
     tcase_add_test(formats, compare_matches_same_device_then_single_other);
     tcase_add_test(formats, compare_prints_ratio_now_over_baseline);
+    tcase_add_test(sizes, bench_main_refuses_overflowing_sizes_naming_them);
+    tcase_add_test(sizes, check_sizes_accepts_the_largest_product_that_fits);
+    tcase_add_test(sizes, bench_layer_refuses_overflowing_sizes_naming_them);
+    tcase_add_test(formats, write_file_is_whole_private_and_leaves_nothing);
+    tcase_add_test(formats, write_file_refuses_what_is_not_a_regular_file);
+    tcase_add_test(formats,
+                   bench_main_dash_writes_data_to_stdout_tables_to_stderr);
     suite_add_tcase(s, arith);
     suite_add_tcase(s, formats);
+    suite_add_tcase(s, sizes);
     return tu_run(s, 0);
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -75,6 +76,59 @@ START_TEST(error_table_is_consistent)
     ck_assert_str_eq(clf_strerror(-1500), "CLBlast error");
     ck_assert_str_eq(clf_strerror(12345), "unknown status");
     ck_assert_str_eq(clf_version(), CLF_VERSION_STRING);
+}
+END_TEST
+
+/* A thread's detail message belongs to the status it was set for: a status
+ * that arrives with none (a caller's own, or one passed on) reads as its
+ * own sentence, never as "no error" or an earlier failure's detail; an
+ * empty detail reads as the status's sentence. */
+static void *
+fresh_thread_messages(void *arg)
+{
+    const char **out = arg;
+
+    out[0] = clf_error_message(CLF_ENO_MEMORY);
+    out[1] = clf_last_error();
+    return NULL;
+}
+
+START_TEST(error_message_belongs_to_its_status)
+{
+    const char *got[2] = {NULL, NULL};
+    pthread_t t;
+
+    ck_assert_int_eq(pthread_create(&t, NULL, fresh_thread_messages, got), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_str_eq(got[0], clf_strerror(CLF_ENO_MEMORY));
+    ck_assert_ptr_null(strstr(got[1], "no error"));
+
+    ck_assert_int_eq(clf__fail(CLF_EBAD_SIZE, "n is %d", 0), CLF_EBAD_SIZE);
+    ck_assert_str_eq(clf_error_message(CLF_EBAD_SIZE), "n is 0");
+    ck_assert_str_eq(clf_error_message(CLF_ENO_MEMORY),
+                     "host memory allocation failed");
+    ck_assert_str_eq(clf_error_message(0), "success");
+    ck_assert_str_eq(clf_error_message(CL_OUT_OF_RESOURCES),
+                     "OpenCL: out of device resources");
+    clf__fail(CLF_EIO, "%s", "");
+    ck_assert_str_eq(clf_last_error(), clf_strerror(CLF_EIO));
+    ck_assert_str_eq(clf_error_message(CLF_EIO), clf_strerror(CLF_EIO));
+}
+END_TEST
+
+/* Every status OpenCL 1.2 defines has its own sentence and name. */
+START_TEST(error_every_opencl_status_is_named)
+{
+    int code;
+
+    for (code = -1; code >= -68; code--) {
+        if (code == -20)
+            code = -30; /* -20..-29 are not used */
+        ck_assert_msg(strcmp(clf_strerror(code), "OpenCL error") != 0,
+                      "status %d has no sentence", code);
+        ck_assert_msg(strncmp(clf_status_name(code), "CL_", 3) == 0,
+                      "status %d is %s", code, clf_status_name(code));
+    }
 }
 END_TEST
 
@@ -510,6 +564,8 @@ suite(void)
     tcase_add_test(tc, attention_forward_cl_validates_buffers);
     tcase_add_test(tc, kernel_build_failure_keeps_log);
     tcase_add_test(tc, overrides_are_checked);
+    tcase_add_test(tc, error_message_belongs_to_its_status);
+    tcase_add_test(tc, error_every_opencl_status_is_named);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define TOL 1e-5
@@ -181,7 +182,7 @@ static void
 write_st(const char *path, size_t count, const char *const *names,
          const size_t (*shapes)[2], const char *metadata)
 {
-    char header[4096];
+    char header[16384];
     size_t len = 0, off = 0, i, j, total = 0;
     unsigned char lenbytes[8];
     FILE *f;
@@ -322,6 +323,318 @@ START_TEST(model_rejects_bad_files)
 }
 END_TEST
 
+/* A hand-built file: tensors added one by one, then written. */
+struct fake {
+    char dir[64], path[128];
+    char name[96][96];
+    const char *names[96];
+    size_t shapes[96][2];
+    size_t n;
+};
+
+static void
+fake_init(struct fake *f)
+{
+    memset(f, 0, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/clf-model-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(f->dir));
+    snprintf(f->path, sizeof f->path, "%s/m.safetensors", f->dir);
+}
+
+static void
+fake_add(struct fake *f, const char *prefix, const char *name, size_t rows,
+         size_t cols)
+{
+    ck_assert_uint_lt(f->n, 96);
+    snprintf(f->name[f->n], sizeof f->name[f->n], "%s%s", prefix, name);
+    f->names[f->n] = f->name[f->n];
+    f->shapes[f->n][0] = rows;
+    f->shapes[f->n][1] = cols;
+    f->n++;
+}
+
+/* Removes the tensor of that full name (it must be there). */
+static void
+fake_drop(struct fake *f, const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < f->n; i++)
+        if (strcmp(f->name[i], name) == 0)
+            break;
+    ck_assert_uint_lt(i, f->n);
+    for (; i + 1 < f->n; i++) {
+        memcpy(f->name[i], f->name[i + 1], sizeof f->name[i]);
+        f->shapes[i][0] = f->shapes[i + 1][0];
+        f->shapes[i][1] = f->shapes[i + 1][1];
+    }
+    f->n--;
+}
+
+/* lucidrains attention, d_model 8, 2 heads, N 6, k 2. */
+static void
+fake_attention(struct fake *f, const char *p, int share_kv)
+{
+    fake_add(f, p, "to_q.weight", 8, 8);
+    fake_add(f, p, "to_k.weight", 8, 8);
+    if (!share_kv)
+        fake_add(f, p, "to_v.weight", 8, 8);
+    fake_add(f, p, "to_out.weight", 8, 8);
+    fake_add(f, p, "to_out.bias", 8, 0);
+    fake_add(f, p, "proj_k", 6, 2);
+    if (!share_kv)
+        fake_add(f, p, "proj_v", 6, 2);
+}
+
+/* Layer l of a sequential lucidrains encoder, ffn width 16. */
+static void
+fake_encoder_layer(struct fake *f, size_t l, int share_kv)
+{
+    char p[64];
+
+    snprintf(p, sizeof p, "net.layers.%zu.0.fn.", l);
+    fake_attention(f, p, share_kv);
+    snprintf(p, sizeof p, "net.layers.%zu.0.norm.", l);
+    fake_add(f, p, "weight", 8, 0);
+    fake_add(f, p, "bias", 8, 0);
+    snprintf(p, sizeof p, "net.layers.%zu.1.fn.", l);
+    fake_add(f, p, "w1.weight", 16, 8);
+    fake_add(f, p, "w1.bias", 16, 0);
+    fake_add(f, p, "w2.weight", 8, 16);
+    fake_add(f, p, "w2.bias", 8, 0);
+    snprintf(p, sizeof p, "net.layers.%zu.1.norm.", l);
+    fake_add(f, p, "weight", 8, 0);
+    fake_add(f, p, "bias", 8, 0);
+}
+
+/* Writes the file and loads it; returns the status, *m the model. */
+static int
+fake_load(struct fake *f, const char *meta, int allow_unexpected,
+          clf_model **m)
+{
+    clf_model_opts mo;
+    char md[200];
+
+    snprintf(md, sizeof md, "\"__metadata__\":{\"heads\":\"2\"%s%s}",
+             meta ? "," : "", meta ? meta : "");
+    write_st(f->path, f->n, f->names, (const size_t(*)[2])f->shapes, md);
+    memset(&mo, 0, sizeof mo);
+    mo.allow_unexpected = allow_unexpected;
+    *m = (clf_model *)f;
+    return clf_model_load(m, tu_context(), f->path, &mo);
+}
+
+static void
+fake_done(struct fake *f)
+{
+    remove(f->path);
+    rmdir(f->dir);
+}
+
+static void
+assert_msg_has(const char *a, const char *b)
+{
+    const char *msg = clf_last_error();
+
+    ck_assert_msg(strstr(msg, a) != NULL && (b == NULL || strstr(msg, b)),
+                  "\"%s\" should name \"%s\" and \"%s\"", msg, a,
+                  b ? b : "");
+}
+
+START_TEST(model_strict_rejects_missing_tensor)
+{
+    struct fake f;
+    clf_model *m;
+
+    fake_init(&f);
+    fake_attention(&f, "", 0);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), 0);
+    clf_model_destroy(m);
+    /* to_v alone missing used to be taken for share_kv: proj_v is there,
+     * so keys and values do not share, and to_v is missing. */
+    fake_drop(&f, "to_v.weight");
+    ck_assert_int_eq(fake_load(&f, NULL, 1, &m), CLF_ENOT_FOUND);
+    ck_assert_ptr_null(m);
+    assert_msg_has("to_v.weight", "(8, 8)");
+    fake_add(&f, "", "to_v.weight", 8, 8);
+    fake_drop(&f, "to_out.bias");
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ENOT_FOUND);
+    assert_msg_has("to_out.bias", "(8,)");
+    fake_done(&f);
+}
+END_TEST
+
+START_TEST(model_strict_rejects_unexpected_tensor)
+{
+    struct fake f;
+    clf_model *m;
+
+    fake_init(&f);
+    fake_attention(&f, "", 0);
+    fake_add(&f, "", "extra.weight", 4, 4);
+    fake_add(&f, "", "to_q.bias", 8, 0);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_EWEIGHT_UNUSED);
+    ck_assert_ptr_null(m);
+    assert_msg_has("extra.weight", "2 unexpected");
+    /* Allowed, they are skipped and listed. */
+    ck_assert_int_eq(fake_load(&f, NULL, 1, &m), 0);
+    ck_assert_uint_eq(clf_model_unexpected_count(m), 2);
+    ck_assert_str_eq(clf_model_unexpected_name(m, 0), "extra.weight");
+    ck_assert_str_eq(clf_model_unexpected_name(m, 1), "to_q.bias");
+    ck_assert_ptr_null(clf_model_unexpected_name(m, 2));
+    clf_model_destroy(m);
+    ck_assert_uint_eq(clf_model_unexpected_count(NULL), 0);
+    ck_assert_ptr_null(clf_model_unexpected_name(NULL, 0));
+    /* Nothing unexpected: nothing listed. */
+    fake_drop(&f, "extra.weight");
+    fake_drop(&f, "to_q.bias");
+    ck_assert_int_eq(fake_load(&f, NULL, 1, &m), 0);
+    ck_assert_uint_eq(clf_model_unexpected_count(m), 0);
+    clf_model_destroy(m);
+    fake_done(&f);
+}
+END_TEST
+
+START_TEST(model_strict_rejects_misshapen_tensor)
+{
+    struct fake f;
+    clf_model *m;
+
+    fake_init(&f);
+    fake_attention(&f, "", 0);
+    f.shapes[6][1] = 3; /* proj_v (6, 3) while proj_k is (6, 2) */
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ESHAPE_MISMATCH);
+    assert_msg_has("proj_v", "(6, 2) expected");
+    f.shapes[6][1] = 2;
+    f.shapes[4][1] = 8; /* to_out.bias as a matrix */
+    ck_assert_int_eq(fake_load(&f, NULL, 1, &m), CLF_ESHAPE_MISMATCH);
+    assert_msg_has("to_out.bias", "(8,) expected");
+    f.shapes[4][1] = 0;
+    f.shapes[1][0] = 5; /* to_k neither 8 nor one head's 4 rows */
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ESHAPE_MISMATCH);
+    assert_msg_has("to_k.weight", "one_kv_head");
+    fake_done(&f);
+}
+END_TEST
+
+START_TEST(model_strict_rejects_layer_number_gap)
+{
+    struct fake f;
+    clf_model *m;
+    clf_model_info info;
+
+    fake_init(&f);
+    fake_encoder_layer(&f, 0, 0);
+    fake_encoder_layer(&f, 1, 0);
+    fake_encoder_layer(&f, 2, 0);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), 0);
+    ck_assert_int_eq(clf_model_info_get(m, &info), 0);
+    ck_assert_uint_eq(info.layers, 3);
+    ck_assert_uint_eq(info.ffn_dim, 16);
+    clf_model_destroy(m);
+    /* Without layer 1, layer 2 used to be dropped unseen. */
+    f.n = 0;
+    fake_encoder_layer(&f, 0, 0);
+    fake_encoder_layer(&f, 2, 0);
+    ck_assert_int_eq(fake_load(&f, NULL, 1, &m), CLF_ENOT_FOUND);
+    assert_msg_has("net.layers.1.0.fn.to_q.weight", NULL);
+    /* A far-off layer number is a missing layer too, not a huge stack. */
+    f.n = 0;
+    fake_encoder_layer(&f, 0, 0);
+    fake_add(&f, "net.layers.99999999999.0.fn.", "to_q.weight", 8, 8);
+    ck_assert_int_eq(fake_load(&f, NULL, 1, &m), CLF_ENOT_FOUND);
+    assert_msg_has("net.layers.1.0.fn.to_q.weight", NULL);
+    /* An unknown name under a far layer number is unexpected, not a
+     * missing layer: allowed, the stack keeps its one layer. */
+    f.n = 0;
+    fake_encoder_layer(&f, 0, 0);
+    fake_add(&f, "net.layers.7.0.fn.", "extra", 8, 0);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_EWEIGHT_UNUSED);
+    assert_msg_has("net.layers.7.0.fn.extra", NULL);
+    ck_assert_int_eq(fake_load(&f, NULL, 1, &m), 0);
+    ck_assert_int_eq(clf_model_info_get(m, &info), 0);
+    ck_assert_uint_eq(info.layers, 1);
+    ck_assert_uint_eq(clf_model_unexpected_count(m), 1);
+    clf_model_destroy(m);
+    /* A layer's tensor under another block of the layer is unexpected. */
+    f.n = 0;
+    fake_encoder_layer(&f, 0, 0);
+    fake_add(&f, "net.layers.0.2.fn.", "w1.weight", 16, 8);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_EWEIGHT_UNUSED);
+    assert_msg_has("net.layers.0.2.fn.w1.weight", NULL);
+    fake_done(&f);
+}
+END_TEST
+
+/* Keys and values share exactly when the first layer holds neither to_v
+ * nor proj_v, unless the metadata says otherwise. */
+START_TEST(model_share_kv_comes_from_the_file)
+{
+    struct fake f;
+    clf_model *m;
+    clf_model_info info;
+
+    fake_init(&f);
+    fake_attention(&f, "", 1);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), 0);
+    ck_assert_int_eq(clf_model_info_get(m, &info), 0);
+    ck_assert_int_eq(info.share_kv, 1);
+    clf_model_destroy(m);
+    ck_assert_int_eq(fake_load(&f, "\"share_kv\":\"true\"", 0, &m), 0);
+    clf_model_destroy(m);
+    ck_assert_int_eq(fake_load(&f, "\"share_kv\":\"false\"", 0, &m),
+                     CLF_ENOT_FOUND);
+    assert_msg_has("to_v.weight", NULL);
+    ck_assert_int_eq(fake_load(&f, "\"share_kv\":\"maybe\"", 0, &m),
+                     CLF_EFORMAT);
+    assert_msg_has("share_kv", "maybe");
+    /* Only proj_v: to_v is missing, not shared. */
+    fake_add(&f, "", "proj_v", 6, 2);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ENOT_FOUND);
+    assert_msg_has("to_v.weight", NULL);
+    /* The metadata's sharing makes a to_v that is there unexpected. */
+    fake_drop(&f, "proj_v");
+    fake_add(&f, "", "to_v.weight", 8, 8);
+    fake_add(&f, "", "proj_v", 6, 2);
+    ck_assert_int_eq(fake_load(&f, "\"share_kv\":\"true\"", 0, &m),
+                     CLF_EWEIGHT_UNUSED);
+    assert_msg_has("to_v.weight", NULL);
+    /* A later layer must follow the first. */
+    f.n = 0;
+    fake_encoder_layer(&f, 0, 1);
+    fake_encoder_layer(&f, 1, 0);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_EWEIGHT_UNUSED);
+    assert_msg_has("net.layers.1.0.fn.to_v.weight", NULL);
+    f.n = 0;
+    fake_encoder_layer(&f, 0, 0);
+    fake_encoder_layer(&f, 1, 1);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ENOT_FOUND);
+    assert_msg_has("net.layers.1.0.fn.to_v.weight", NULL);
+    fake_done(&f);
+}
+END_TEST
+
+START_TEST(model_load_refuses_device_and_fifo)
+{
+    char dir[] = "/tmp/clf-model-XXXXXX", p[256];
+    clf_model *m = (clf_model *)&m;
+
+    ck_assert_int_eq(clf_model_load(&m, tu_context(), "/dev/zero", NULL),
+                     CLF_EIO);
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "not a regular file"));
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(p, sizeof p, "%s/fifo.safetensors", dir);
+    ck_assert_int_eq(mkfifo(p, 0600), 0);
+    alarm(10);
+    ck_assert_int_eq(clf_model_load(&m, tu_context(), p, NULL), CLF_EIO);
+    alarm(0);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), p));
+    unlink(p);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(model_layout_names_round_trip)
 {
     clf_layout l;
@@ -353,6 +666,12 @@ suite(void)
     tcase_add_test(tc, model_fairseq_encoder_layer_matches_reference);
     tcase_add_test(tc, model_padded_batch_equals_each_alone);
     tcase_add_test(tc, model_rejects_bad_files);
+    tcase_add_test(tc, model_load_refuses_device_and_fifo);
+    tcase_add_test(tc, model_strict_rejects_missing_tensor);
+    tcase_add_test(tc, model_strict_rejects_unexpected_tensor);
+    tcase_add_test(tc, model_strict_rejects_misshapen_tensor);
+    tcase_add_test(tc, model_strict_rejects_layer_number_gap);
+    tcase_add_test(tc, model_share_kv_comes_from_the_file);
     tcase_add_test(tc, model_layout_names_round_trip);
     suite_add_tcase(s, tc);
     return s;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[256];
@@ -548,6 +549,35 @@ START_TEST(npy_load_rejects_header_length_past_eof)
 }
 END_TEST
 
+/* A header length that takes in part of the data: whatever the data bytes
+ * are (spaces and newlines included), the error names the length. */
+START_TEST(npy_load_rejects_header_length_into_data)
+{
+    static const unsigned char fills[] = {0x3f, ' ', '\n', '}'};
+    unsigned char buf[256], data[16];
+    size_t n, hlen, f, extra;
+    int major;
+
+    for (major = 1; major <= 3; major += 2)
+        for (f = 0; f < sizeof fills; f++)
+            for (extra = 1; extra <= sizeof data; extra += 5) {
+                char what[40];
+                memset(data, fills[f], sizeof data);
+                n = build(buf, major,
+                          "{'descr': '<f4', 'fortran_order': False, "
+                          "'shape': (4,), }",
+                          data, sizeof data);
+                hlen = n - sizeof data - (major == 1 ? 10 : 12) + extra;
+                tu_put_le(buf + 8, hlen, major == 1 ? 2 : 4);
+                snprintf(what, sizeof what, "header length %zu reaches",
+                         hlen);
+                expect_load_fail(write_file("hd.npy", buf, n), CLF_EFORMAT,
+                                 what);
+            }
+    unlink(path_of("hd.npy"));
+}
+END_TEST
+
 START_TEST(npy_load_rejects_other_dtypes)
 {
     expect_dict_fail("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), "
@@ -724,6 +754,24 @@ START_TEST(npy_load_rejects_missing_file_and_null)
 }
 END_TEST
 
+/* /dev/zero would be read without bound and a FIFO with no writer would
+ * block forever; both are refused at once (the alarm turns a hang into a
+ * failure). */
+START_TEST(npy_load_refuses_device_and_fifo)
+{
+    const char *fifo = path_of("fifo.npy");
+
+    expect_load_fail("/dev/zero", CLF_EIO, "not a regular file");
+    unlink(fifo);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    alarm(10);
+    expect_load_fail(fifo, CLF_EIO, "fifo.npy");
+    alarm(0);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "not a regular file"));
+    unlink(fifo);
+}
+END_TEST
+
 START_TEST(npy_array_free_is_null_safe)
 {
     clf_array a;
@@ -835,6 +883,7 @@ main(void)
     tcase_add_test(tc, npy_load_rejects_unsupported_version);
     tcase_add_test(tc, npy_load_rejects_every_truncation);
     tcase_add_test(tc, npy_load_rejects_header_length_past_eof);
+    tcase_add_test(tc, npy_load_rejects_header_length_into_data);
     tcase_add_test(tc, npy_load_rejects_other_dtypes);
     tcase_add_test(tc, npy_load_rejects_wrong_data_size);
     tcase_add_test(tc, npy_load_rejects_overflowing_shape);
@@ -842,6 +891,7 @@ main(void)
     tcase_add_test(tc, npy_load_rejects_malformed_dict);
     tcase_add_test(tc, npy_load_rejects_nul_in_header);
     tcase_add_test(tc, npy_load_rejects_missing_file_and_null);
+    tcase_add_test(tc, npy_load_refuses_device_and_fifo);
     tcase_add_test(tc, npy_array_free_is_null_safe);
     tcase_add_test(tc, npy_load_survives_mutations);
     suite_add_tcase(s, tc);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Room for the largest file built here: 65536 halves plus a header. */
@@ -426,6 +427,32 @@ START_TEST(safetensors_opens_files)
 }
 END_TEST
 
+/* /dev/zero would be read until memory runs out and a FIFO with no writer
+ * would block forever; both are refused at once. */
+START_TEST(safetensors_open_refuses_device_and_fifo)
+{
+    char dir[256], path[300];
+    const char *base = getenv("TMPDIR");
+    clf_safetensors *st = (clf_safetensors *)&st;
+
+    ck_assert_int_eq(clf_safetensors_open(&st, "/dev/zero"), CLF_EIO);
+    ck_assert_ptr_null(st);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "not a regular file"));
+    snprintf(dir, sizeof dir, "%s/clf-st-XXXXXX",
+             base != NULL && base[0] != '\0' ? base : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/fifo.safetensors", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    alarm(10);
+    ck_assert_int_eq(clf_safetensors_open(&st, path), CLF_EIO);
+    alarm(0);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), path));
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "not a regular file"));
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 START_TEST(safetensors_rejects_every_truncation)
 {
     unsigned char *buf = file_buf();
@@ -475,6 +502,30 @@ START_TEST(safetensors_rejects_lying_header_length)
      * the JSON is cut. */
     tu_put_le(buf, hlen - 1, 8);
     expect_fail2(buf, n, CLF_EFORMAT, "header JSON", NULL);
+    free(buf);
+}
+END_TEST
+
+/* Longer than the JSON, over data bytes that parse as trailing spaces: the
+ * data area shrinks, and the error names the header length. */
+START_TEST(safetensors_rejects_header_length_into_data)
+{
+    unsigned char *buf = file_buf(), data[32];
+    const char *json = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
+                       "\"data_offsets\":[0,8]},"
+                       "\"b\":{\"dtype\":\"F32\",\"shape\":[6],"
+                       "\"data_offsets\":[8,32]}}";
+    size_t hlen = strlen(json), n, extra;
+    char what[40];
+
+    memset(data, ' ', sizeof data);
+    n = build(buf, json, data, sizeof data);
+    clf_safetensors_close(open_ok(buf, n));
+    for (extra = 1; extra <= 32; extra += 7) {
+        tu_put_le(buf, hlen + extra, 8);
+        snprintf(what, sizeof what, "header length %zu)", hlen + extra);
+        expect_fail2(buf, n, CLF_EFORMAT, what, "data_offsets end");
+    }
     free(buf);
 }
 END_TEST
@@ -840,8 +891,10 @@ main(void)
     tcase_add_test(tc, safetensors_lists_but_does_not_read_other_dtypes);
     tcase_add_test(tc, safetensors_reads_padded_unaligned_header);
     tcase_add_test(tc, safetensors_opens_files);
+    tcase_add_test(tc, safetensors_open_refuses_device_and_fifo);
     tcase_add_test(tc, safetensors_rejects_every_truncation);
     tcase_add_test(tc, safetensors_rejects_lying_header_length);
+    tcase_add_test(tc, safetensors_rejects_header_length_into_data);
     tcase_add_test(tc, safetensors_rejects_bad_ranges);
     tcase_add_test(tc, safetensors_rejects_bad_entries);
     tcase_add_test(tc, safetensors_rejects_overflowing_shape);

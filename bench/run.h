@@ -1,0 +1,54 @@
+/*
+ * Measuring: the options of a run and the call that measures them into a
+ * report.  Formats nothing; bench/output.h reports what it measured.
+ */
+#ifndef CLF_BENCH_RUN_H
+#define CLF_BENCH_RUN_H
+
+#include "results.h"
+
+#define CLF_BENCH_MAX_LIST 32    /* entries of an option's list */
+#define CLF_BENCH_MAX_REPEAT 101 /* warm runs of a row */
+
+/* What to measure: the matrix (or, with accuracy, the accuracy study) over
+ * the lists, on the devices of `device`. */
+struct clf_bench_options {
+    const char *prog;
+    const char *device; /* NULL: the library's default; "all"; or a list */
+    size_t n[CLF_BENCH_MAX_LIST], nn;
+    size_t k[CLF_BENCH_MAX_LIST], nk;
+    size_t d[CLF_BENCH_MAX_LIST], nd;
+    size_t h[CLF_BENCH_MAX_LIST], nh;
+    size_t b[CLF_BENCH_MAX_LIST], nb;
+    /* the accuracy study's n and k */
+    size_t acc_n[CLF_BENCH_MAX_LIST], acc_nn;
+    size_t acc_k[CLF_BENCH_MAX_LIST], acc_nk;
+    int modes[CLF_BENCH_MODE_COUNT];
+    int modes_given;
+    size_t repeat, trials;
+    double budget;
+    unsigned long long seed;
+    const char *json, *csv, *svg, *compare, *from;
+    int accuracy, quick;
+};
+
+/* Seconds on a monotonic clock. */
+double clf_bench_now(void);
+
+/* Checks that every buffer the run would allocate from o's sizes (inputs
+ * and outputs B x n x D, weights D x D, the study's E, F and decisive
+ * inputs) has a byte count that fits size_t.  Returns 0, or -1 with a
+ * sentence naming the options at fault in why (len bytes). */
+int clf_bench_check_sizes(const struct clf_bench_options *o, char *why,
+                          size_t len);
+
+/* Measures what o asks for on each of its devices into rep (whose header,
+ * settings and command the caller fills), sharing o->budget seconds from
+ * t0 (a clf_bench_now() reading) among the devices, and sets rep->wall_s.
+ * Progress goes to stderr.  Returns the number of failures (a device, a
+ * forward, host memory), or -1 when a size overflows (see
+ * clf_bench_check_sizes) or no device could be named. */
+int clf_bench_run(const struct clf_bench_options *o, clf_bench_report *rep,
+                  double t0);
+
+#endif

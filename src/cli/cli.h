@@ -1,0 +1,140 @@
+/* clinformer command-line tool: what the command files share.
+ *
+ * Each command declares its options once, in a table of struct cli_option;
+ * cli_parse() reads the command line with getopt_long from that table into
+ * the command's own options struct, and cli_help() prints the command's
+ * --help from the same table, so parsing and help cannot drift. */
+#ifndef CLINFORMER_CLI_H
+#define CLINFORMER_CLI_H
+
+#include "clinformer.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Exit statuses of every command. */
+enum {
+    CLI_OK = 0,       /* success (check-lookahead: PASS; compare: MATCH) */
+    CLI_ERROR = 1,    /* a runtime failure; the message names it */
+    CLI_USAGE = 2,    /* a usage error: bad option, value or argument */
+    CLI_DIFFER = 3,   /* check-lookahead FAIL, compare DIFFER */
+    CLI_HELP_SHOWN = -1 /* cli_parse() printed --help: exit 0 */
+};
+
+/* How cli_parse() stores an option's value at `offset` in the command's
+ * options struct. */
+enum cli_type {
+    CLI_FLAG,      /* int, set to `flag` */
+    CLI_STRING,    /* const char *, pointing into argv */
+    CLI_SIZE,      /* size_t, a positive integer up to `max` (0: SIZE_MAX) */
+    CLI_SECONDS,   /* double > 0 */
+    CLI_NONNEG,    /* double >= 0 */
+    CLI_CHOICE     /* int, the value of the entry of `choices` named */
+};
+
+struct cli_choice {
+    const char *name;
+    int value;
+};
+
+/* One option of a command.  Adding an option to a command is one entry in
+ * its table (plus using the field it sets). */
+struct cli_option {
+    const char *name;    /* without the leading "--" */
+    enum cli_type type;
+    size_t offset;       /* of the field set, in the command's struct */
+    const char *metavar; /* of the value in --help; NULL for a flag */
+    const char *help;    /* lines after the first start with '\n' */
+    int flag;            /* CLI_FLAG: the value stored */
+    size_t max;          /* CLI_SIZE: the largest value (0: no limit) */
+    const struct cli_choice *choices; /* CLI_CHOICE: ended by a NULL name */
+};
+
+struct cli_command {
+    const char *name;
+    const char *args;    /* positional arguments in the usage line, or "" */
+    const char *summary; /* for `clinformer --help`; lines end with '\n' */
+    const char *about;   /* for `clinformer CMD --help`, or NULL */
+    const struct cli_option *options; /* ended by an entry with NULL name */
+    size_t positional;   /* how many positional arguments it takes */
+    int (*main)(const struct cli_command *cmd, int argc, char **argv);
+};
+
+/* Parses argv[1..argc-1] of `cmd` (argv[0] is the command's name) into
+ * `opts`; the positional arguments are left in argv[*first..argc-1].
+ * Returns 0, CLI_HELP_SHOWN after printing --help, or CLI_USAGE after
+ * printing an error that names the option and the command. */
+int cli_parse(const struct cli_command *cmd, int argc, char **argv,
+              void *opts, int *first);
+
+/* Prints the command's usage, description and options table. */
+void cli_help(const struct cli_command *cmd, FILE *to);
+
+/* Every command, ended by an entry with a NULL name. */
+extern const struct cli_command cli_commands[];
+
+/* Looks a command up by name; NULL if there is none. */
+const struct cli_command *cli_command_find(const char *name);
+
+/* The text about the environment and exit statuses that ends every help. */
+extern const char cli_epilogue[];
+
+/* Prints "clinformer: WHAT: ERROR (NAME): DETAIL" and, when ctx holds the
+ * log of a failed kernel build, the log.  Returns CLI_ERROR. */
+int cli_fail(clf_context *ctx, const char *what, int rc);
+
+/* Prints "clinformer CMD: MESSAGE" to stderr. */
+void cli_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* *out = a * b; returns -1 instead when the product overflows size_t. */
+int cli_mul(size_t a, size_t b, size_t *out);
+
+/* *out = the product of the `count` sizes times `elem`; returns -1 instead
+ * when it overflows size_t. */
+int cli_bytes(const size_t *sizes, size_t count, size_t elem, size_t *out);
+
+/* Monotonic seconds. */
+double cli_now(void);
+
+int cli_cmp_double(const void *a, const void *b);
+
+/* A file the command reads, and the option that named it. */
+struct cli_file {
+    const char *option, *path;
+};
+
+/* Checks that `path` may be written as an output: it does not exist or is
+ * a regular file (not a link, device, FIFO or directory), and it is not
+ * the same file (device and inode) as any of the `count` inputs (NULL paths
+ * are skipped).  Prints an error naming `option` and returns CLI_USAGE
+ * when refused. */
+int cli_output_check(const char *cmd, const char *option, const char *path,
+                     const struct cli_file *inputs, size_t count);
+
+/* Writes a version 1 .npy of little-endian float32 to `path` atomically:
+ * a new temporary file in the same directory (O_EXCL | O_NOFOLLOW), fsync,
+ * rename over `path`.  Prints an error and returns CLI_ERROR on failure. */
+int cli_npy_write(const char *path, const float *data, const size_t *shape,
+                  size_t ndim);
+
+/* The commands (one file each, or a few per file). */
+int cli_devices_main(const struct cli_command *cmd, int argc, char **argv);
+int cli_list_devices(void);
+int cli_demo_main(const struct cli_command *cmd, int argc, char **argv);
+int cli_lookahead_main(const struct cli_command *cmd, int argc, char **argv);
+int cli_run_main(const struct cli_command *cmd, int argc, char **argv);
+int cli_compare_main(const struct cli_command *cmd, int argc, char **argv);
+int cli_tune_main(const struct cli_command *cmd, int argc, char **argv);
+
+extern const struct cli_option cli_devices_options[];
+extern const struct cli_option cli_demo_options[];
+extern const struct cli_option cli_lookahead_options[];
+extern const struct cli_option cli_run_options[];
+extern const struct cli_option cli_compare_options[];
+extern const struct cli_option cli_tune_options[];
+
+#endif

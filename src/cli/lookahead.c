@@ -1,0 +1,196 @@
+/* clinformer check-lookahead: audit a layer configuration for look-ahead. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct lookahead_opts {
+    const char *device;
+    size_t seq_len, max_seq_len, d_model, heads, k, block, positions, seed;
+    int sharing, full, causal;
+};
+
+static const struct cli_choice sharings[] = {
+    {"headwise", CLF_SHARE_HEADWISE},
+    {"per-head", CLF_SHARE_PER_HEAD},
+    {"key-value", CLF_SHARE_KEY_VALUE},
+    {NULL, 0}};
+
+#define LA(field) offsetof(struct lookahead_opts, field)
+
+const struct cli_option cli_lookahead_options[] = {
+    {"device", CLI_STRING, LA(device), "SEL",
+     "device index, cpu, gpu, or part of a platform or\n"
+     "device name (default: $CLINFORMER_DEVICE, else the\n"
+     "first GPU, else the first CPU device)",
+     0, 0, NULL},
+    {"seq-len", CLI_SIZE, LA(seq_len), "N", "sequence length (default 256)",
+     0, 0, NULL},
+    {"max-seq-len", CLI_SIZE, LA(max_seq_len), "N",
+     "the layer's max_seq_len (default: --seq-len)", 0, 0, NULL},
+    {"d-model", CLI_SIZE, LA(d_model), "D", "model width (default 64)", 0, 0,
+     NULL},
+    {"heads", CLI_SIZE, LA(heads), "H", "heads (default 4)", 0, 0, NULL},
+    {"k", CLI_SIZE, LA(k), "K", "compressed length (default 64)", 0, 0, NULL},
+    {"block", CLI_SIZE, LA(block), "B",
+     "causal block size (default 16; not used with\n--no-causal)", 0, 0,
+     NULL},
+    {"sharing", CLI_CHOICE, LA(sharing), "S",
+     "headwise, per-head or key-value (default headwise)", 0, 0, sharings},
+    {"full", CLI_FLAG, LA(full), NULL,
+     "audit full attention instead of Linformer", 1, 0, NULL},
+    {"no-causal", CLI_FLAG, LA(causal), NULL,
+     "audit the plain (non-causal) mode, which must FAIL", 0, 0, NULL},
+    {"positions", CLI_SIZE, LA(positions), "P",
+     "positions t to test, spread over the sequence\n"
+     "(default 32, or --seq-len when shorter; at most\n--seq-len)",
+     0, 0, NULL},
+    {"seed", CLI_SIZE, LA(seed), "S",
+     "seed of weights, input and perturbations (default 1)", 0, 0, NULL},
+    {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
+
+/* Refuses sizes the audit cannot hold: 0 or CLI_USAGE. */
+static int
+check_sizes(const char *cmd, struct lookahead_opts *o, size_t *count)
+{
+    size_t bytes;
+
+    if (o->max_seq_len == 0)
+        o->max_seq_len = o->seq_len;
+    if (o->positions == 0)
+        o->positions = o->seq_len < 32 ? o->seq_len : 32;
+    if (o->positions > o->seq_len) {
+        cli_error(cmd, "--positions %zu exceeds --seq-len %zu", o->positions,
+                  o->seq_len);
+        return CLI_USAGE;
+    }
+    if (cli_mul(o->positions, sizeof(size_t), &bytes) != 0) {
+        cli_error(cmd, "--positions %zu overflows size_t", o->positions);
+        return CLI_USAGE;
+    }
+    if (cli_mul(o->seq_len, o->d_model, count) != 0 ||
+        cli_mul(*count, sizeof(float), &bytes) != 0) {
+        cli_error(cmd, "--seq-len %zu times --d-model %zu floats overflows "
+                       "size_t",
+                  o->seq_len, o->d_model);
+        return CLI_USAGE;
+    }
+    if (o->causal && !o->full && o->max_seq_len > (size_t)-1 - o->block) {
+        cli_error(cmd, "--max-seq-len %zu plus --block %zu overflows size_t",
+                  o->max_seq_len, o->block);
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
+static void
+describe(const struct lookahead_opts *o, const clf_attention_desc *d)
+{
+    printf("layer: D=%zu h=%zu N=%zu k=%zu %s, %s%s, n=%zu\n", d->d_model,
+           d->heads, d->max_seq_len, d->k,
+           o->sharing == CLF_SHARE_PER_HEAD    ? "per-head E/F"
+           : o->sharing == CLF_SHARE_KEY_VALUE ? "key-value E=F"
+                                                : "headwise E/F",
+           o->full ? "full attention" : "Linformer",
+           o->causal ? (o->full ? ", causal" : ", causal (prefix-safe)")
+                     : ", not causal",
+           o->seq_len);
+    if (d->causal_block != 0)
+        printf("causal block b=%zu: %zu slots per block\n", d->causal_block,
+               d->k / ((d->max_seq_len + d->causal_block - 1) /
+                       d->causal_block));
+}
+
+static int
+audit(clf_attention *att, const struct lookahead_opts *o, const float *x,
+      const size_t *pos, clf_context *ctx)
+{
+    clf_forward_opts fo;
+    clf_lookahead_result r;
+    int rc;
+
+    memset(&fo, 0, sizeof fo);
+    fo.causal = o->causal;
+    rc = clf_attention_check_lookahead(att, x, o->seq_len, &fo, pos,
+                                       o->positions, o->seed + 1, &r);
+    if (rc != 0)
+        return cli_fail(ctx, "look-ahead audit", rc);
+    if (!r.passed) {
+        printf("FAIL: changing the inputs after t=%zu moved the output at "
+               "position %zu (max change at positions <= t: %.6g)\n",
+               r.t, r.moved, r.change);
+        return CLI_DIFFER;
+    }
+    printf("PASS: for each of %zu positions t, changing every input after t "
+           "left the outputs at positions 0..t unchanged, bit for bit\n",
+           r.checked);
+    return 0;
+}
+
+/* Random input and the positions, spread from 0 to seq_len - 1; then the
+ * audit. */
+static int
+audit_layer(clf_context *ctx, clf_attention *att,
+            const struct lookahead_opts *o, const clf_attention_desc *d,
+            size_t count)
+{
+    float *x = malloc(count * sizeof *x);
+    size_t *pos = malloc(o->positions * sizeof *pos), i, np = o->positions;
+    unsigned long long st = o->seed;
+    int rc = CLI_ERROR;
+
+    if (x == NULL || pos == NULL) {
+        fprintf(stderr, "clinformer: out of host memory\n");
+        goto done;
+    }
+    for (i = 0; i < count; i++) {
+        st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = (float)((double)(st >> 11) * 0x1.0p-52 - 1.0);
+    }
+    for (i = 0; i < np; i++)
+        pos[i] = np == 1 ? 0 : i * (o->seq_len - 1) / (np - 1);
+    describe(o, d);
+    rc = audit(att, o, x, pos, ctx);
+done:
+    free(x);
+    free(pos);
+    return rc;
+}
+
+int
+cli_lookahead_main(const struct cli_command *cmd, int argc, char **argv)
+{
+    struct lookahead_opts o = {NULL, 256, 0, 64, 4, 64, 16, 0, 1,
+                               CLF_SHARE_HEADWISE, 0, 1};
+    clf_context *ctx = NULL;
+    clf_attention *att = NULL;
+    clf_attention_desc d;
+    size_t count;
+    int first, rc = cli_parse(cmd, argc, argv, &o, &first);
+
+    if (rc != 0)
+        return rc == CLI_HELP_SHOWN ? 0 : rc;
+    if ((rc = check_sizes(cmd->name, &o, &count)) != 0)
+        return rc;
+    memset(&d, 0, sizeof d);
+    d.d_model = o.d_model;
+    d.heads = o.heads;
+    d.max_seq_len = o.max_seq_len;
+    d.k = o.k;
+    d.sharing = (clf_sharing)o.sharing;
+    /* The block size is a property of causal Linformer only. */
+    d.causal_block = o.full || !o.causal ? 0 : o.block;
+    d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
+    if ((rc = clf_context_create(&ctx, o.device)) != 0)
+        return cli_fail(NULL, "creating a context", rc);
+    if ((rc = clf_attention_create(&att, ctx, &d)) != 0 ||
+        (rc = clf_attention_randomize(att, o.seed)) != 0 ||
+        (rc = clf_attention_set_mode(
+             att, o.full ? CLF_MODE_FULL : CLF_MODE_LINFORMER)) != 0)
+        rc = cli_fail(ctx, "creating the layer", rc);
+    else
+        rc = audit_layer(ctx, att, &o, &d, count);
+    clf_attention_destroy(att);
+    clf_context_destroy(ctx);
+    return rc;
+}

@@ -1,0 +1,359 @@
+/* clinformer run: a trained model on a .npy input, written to a .npy. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct run_opts {
+    const char *device, *weights, *input, *output, *mask, *lengths, *layout;
+    size_t heads, block, repeat; /* 0: not given */
+    int causal, full, layerwise, non_strict;
+};
+
+#define RO(field) offsetof(struct run_opts, field)
+
+const struct cli_option cli_run_options[] = {
+    {"weights", CLI_STRING, RO(weights), "FILE",
+     "safetensors file (safetensors.torch.save_file of a\nstate_dict)", 0,
+     0, NULL},
+    {"input", CLI_STRING, RO(input), "FILE", "input .npy", 0, 0, NULL},
+    {"output", CLI_STRING, RO(output), "FILE",
+     "output .npy, written atomically; refused when it\n"
+     "exists and is not a regular file, or is the same\n"
+     "file as --weights, --input or --mask",
+     0, 0, NULL},
+    {"layout", CLI_STRING, RO(layout), "L",
+     "auto (default), lucidrains-attention,\n"
+     "lucidrains-encoder, lucidrains-lm, fairseq-attention,\n"
+     "fairseq-encoder-layer",
+     0, 0, NULL},
+    {"heads", CLI_SIZE, RO(heads), "H",
+     "heads, when the file's metadata lacks \"heads\"", 0, 0, NULL},
+    {"lengths", CLI_STRING, RO(lengths), "L1,L2,..",
+     "per-sequence lengths (right padding)", 0, 0, NULL},
+    {"mask", CLI_STRING, RO(mask), "FILE",
+     "(B, n) .npy key mask, nonzero = real position; (n)\n"
+     "when the input has no batch axis",
+     0, 0, NULL},
+    {"causal", CLI_FLAG, RO(causal), NULL,
+     "causal mode (Linformer needs --block)", 1, 0, NULL},
+    {"block", CLI_SIZE, RO(block), "B", "causal block size b", 0, 0, NULL},
+    {"full", CLI_FLAG, RO(full), NULL, "full attention instead of Linformer",
+     1, 0, NULL},
+    {"layerwise", CLI_FLAG, RO(layerwise), NULL,
+     "share layer 0's E and F with every layer", 1, 0, NULL},
+    {"non-strict", CLI_FLAG, RO(non_strict), NULL,
+     "skip tensors the layout does not use (listed on\n"
+     "stderr); by default they are an error",
+     1, 0, NULL},
+    {"repeat", CLI_SIZE, RO(repeat), "R",
+     "also time R (1..64) warm forwards and print their\nmedian", 0, 64,
+     NULL},
+    {"device", CLI_STRING, RO(device), "SEL",
+     "device index, cpu, gpu, or part of a platform or\n"
+     "device name (default: $CLINFORMER_DEVICE, else the\n"
+     "first GPU, else the first CPU device)",
+     0, 0, NULL},
+    {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
+
+/* What a run holds; run_free() releases it. */
+struct run_state {
+    const struct run_opts *o;
+    clf_context *ctx;
+    clf_model *m;
+    clf_model_info info;
+    clf_forward_opts fo;
+    clf_array x, mask;
+    unsigned *lens;
+    unsigned char *mbytes;
+    float *y;
+    size_t B, n, cols;
+    int batched; /* the input has a batch axis */
+};
+
+static void
+run_free(struct run_state *s)
+{
+    clf_array_free(&s->x);
+    clf_array_free(&s->mask);
+    free(s->lens);
+    free(s->mbytes);
+    free(s->y);
+    clf_model_destroy(s->m);
+    clf_context_destroy(s->ctx);
+}
+
+static void
+print_shape(const char *what, const clf_array *a)
+{
+    size_t i;
+
+    printf("%s: (", what);
+    for (i = 0; i < a->ndim; i++)
+        printf("%s%zu", i ? ", " : "", a->shape[i]);
+    printf(") %s\n", a->data ? "float32" : "int");
+}
+
+static void
+print_model(const char *weights, const clf_model_info *info, double t_load)
+{
+    printf("loaded %s: layout %s, %zu layer%s%s, d_model %zu, heads %zu "
+           "(head_dim %zu), max_seq_len %zu, k %zu",
+           weights, clf_layout_name(info->layout), info->layers,
+           info->layers == 1 ? "" : "s",
+           info->reversible ? " (reversible)" : "", info->d_model,
+           info->heads, info->head_dim, info->max_seq_len, info->k);
+    if (info->ffn_dim)
+        printf(", ffn %zu", info->ffn_dim);
+    if (info->vocab)
+        printf(", vocab %zu", info->vocab);
+    if (info->share_kv)
+        printf(", share_kv");
+    if (info->one_kv_head)
+        printf(", one_kv_head");
+    printf(" (%.3f s)\n", t_load);
+}
+
+/* Checks the input against the model: B, n and the output's columns. */
+static int
+input_shape(struct run_state *s)
+{
+    const clf_array *x = &s->x;
+    size_t bytes, shape[3];
+
+    if (s->info.vocab != 0) {
+        if (x->ids == NULL || x->ndim < 1 || x->ndim > 2) {
+            cli_error("run", "%s: an LM takes an int array of token ids "
+                             "shaped (B, n) or (n)",
+                      s->o->input);
+            return CLI_ERROR;
+        }
+        s->batched = x->ndim == 2;
+        s->n = x->shape[x->ndim - 1];
+        s->cols = s->info.vocab;
+    } else {
+        if (x->data == NULL || x->ndim < 2 || x->ndim > 3 ||
+            x->shape[x->ndim - 1] != s->info.d_model) {
+            cli_error("run", "%s: expected float32 shaped (B, n, %zu) or "
+                             "(n, %zu)",
+                      s->o->input, s->info.d_model, s->info.d_model);
+            return CLI_ERROR;
+        }
+        s->batched = x->ndim == 3;
+        s->n = x->shape[x->ndim - 2];
+        s->cols = s->info.d_model;
+    }
+    s->B = s->batched ? x->shape[0] : 1;
+    if (s->B == 0 || s->n == 0) {
+        cli_error("run", "%s is empty", s->o->input);
+        return CLI_ERROR;
+    }
+    shape[0] = s->B;
+    shape[1] = s->n;
+    shape[2] = s->cols;
+    if (cli_bytes(shape, 3, sizeof(float), &bytes) != 0) {
+        cli_error("run", "%s: the output of (%zu, %zu, %zu) floats "
+                         "overflows size_t",
+                  s->o->input, s->B, s->n, s->cols);
+        return CLI_ERROR;
+    }
+    return 0;
+}
+
+static int
+parse_lengths(struct run_state *s)
+{
+    const char *p = s->o->lengths;
+    size_t i;
+
+    s->lens = calloc(s->B, sizeof *s->lens);
+    if (s->lens == NULL)
+        return CLI_ERROR;
+    for (i = 0; i < s->B; i++) {
+        char *end;
+        unsigned long v = strtoul(p, &end, 10);
+        if (end == p || (*end != ',' && *end != '\0') ||
+            (*end == '\0' && i + 1 < s->B) || v > 0xffffffffUL) {
+            cli_error("run", "--lengths needs %zu comma-separated lengths",
+                      s->B);
+            return CLI_USAGE;
+        }
+        s->lens[i] = (unsigned)v;
+        p = *end ? end + 1 : end;
+    }
+    if (*p != '\0') {
+        cli_error("run", "--lengths has more than %zu entries", s->B);
+        return CLI_USAGE;
+    }
+    s->fo.lengths = s->lens;
+    return 0;
+}
+
+/* The mask must be (B, n), or (n) when the input has no batch axis. */
+static int
+load_mask(struct run_state *s)
+{
+    const clf_array *a = &s->mask;
+    size_t i, count = s->B * s->n;
+    int rc = clf_npy_load(s->o->mask, &s->mask);
+
+    if (rc != 0)
+        return cli_fail(NULL, s->o->mask, rc);
+    if (!((a->ndim == 2 && a->shape[0] == s->B && a->shape[1] == s->n) ||
+          (!s->batched && a->ndim == 1 && a->shape[0] == s->n))) {
+        fprintf(stderr, "clinformer run: --mask %s: shape (", s->o->mask);
+        for (i = 0; i < a->ndim; i++)
+            fprintf(stderr, "%s%zu", i ? ", " : "", a->shape[i]);
+        fprintf(stderr, "%s does not match the input's (B, n) = (%zu, %zu)\n",
+                a->ndim == 1 ? ",)" : ")", s->B, s->n);
+        return CLI_ERROR;
+    }
+    s->mbytes = malloc(count);
+    if (s->mbytes == NULL)
+        return CLI_ERROR;
+    for (i = 0; i < count; i++)
+        s->mbytes[i] = a->data ? a->data[i] != 0.0f : a->ids[i] != 0;
+    s->fo.key_mask = s->mbytes;
+    return 0;
+}
+
+static int
+forward(struct run_state *s)
+{
+    return s->info.vocab
+               ? clf_model_forward_tokens(s->m, s->x.ids, s->B, s->n, s->y,
+                                          &s->fo)
+               : clf_model_forward(s->m, s->x.data, s->B, s->n, s->y, &s->fo);
+}
+
+static int
+time_repeats(struct run_state *s)
+{
+    double t[64], t0;
+    size_t r, repeat = s->o->repeat;
+
+    for (r = 0; r < repeat; r++) {
+        int rc;
+        t0 = cli_now();
+        rc = forward(s);
+        t[r] = cli_now() - t0;
+        if (rc != 0)
+            return cli_fail(s->ctx, "forward", rc);
+    }
+    qsort(t, repeat, sizeof t[0], cli_cmp_double);
+    printf("warm forward: median %.3f ms over %zu runs (min %.3f, max "
+           "%.3f)\n",
+           t[repeat / 2] * 1e3, repeat, t[0] * 1e3, t[repeat - 1] * 1e3);
+    return 0;
+}
+
+/* Everything after the model is loaded: input, forward, output. */
+static int
+run_forward(struct run_state *s, const struct cli_file *inputs)
+{
+    const struct run_opts *o = s->o;
+    size_t shape[3];
+    double t0, t_fwd;
+    int rc;
+
+    if ((rc = clf_npy_load(o->input, &s->x)) != 0)
+        return cli_fail(NULL, o->input, rc);
+    print_shape("input", &s->x);
+    if ((rc = input_shape(s)) != 0 ||
+        (o->lengths != NULL && (rc = parse_lengths(s)) != 0) ||
+        (o->mask != NULL && (rc = load_mask(s)) != 0))
+        return rc;
+    s->fo.causal = o->causal;
+    if (o->full && (rc = clf_model_set_mode(s->m, CLF_MODE_FULL)) != 0)
+        return cli_fail(s->ctx, "--full", rc);
+    s->y = malloc(s->B * s->n * s->cols * sizeof *s->y);
+    if (s->y == NULL) {
+        fprintf(stderr, "clinformer run: out of host memory\n");
+        return CLI_ERROR;
+    }
+    t0 = cli_now();
+    rc = forward(s);
+    t_fwd = cli_now() - t0;
+    if (rc != 0)
+        return cli_fail(s->ctx, "forward", rc);
+    shape[0] = s->B;
+    shape[1] = s->n;
+    shape[2] = s->cols;
+    if ((rc = cli_output_check("run", "--output", o->output, inputs, 3)) != 0 ||
+        (rc = cli_npy_write(o->output, s->y, shape, 3)) != 0)
+        return rc;
+    printf("forward: batch %zu, seq_len %zu, %s%s in %.3f s (first call "
+           "includes kernel compilation)\n",
+           s->B, s->n, o->full ? "full attention" : "Linformer",
+           o->causal ? ", causal" : "", t_fwd);
+    printf("kernels chosen by timing: %s\n",
+           clf_context_kernel_choices(s->ctx));
+    if (o->repeat != 0 && (rc = time_repeats(s)) != 0)
+        return rc;
+    printf("wrote %s: (%zu, %zu, %zu) float32\n", o->output, s->B, s->n,
+           s->cols);
+    return 0;
+}
+
+/* With --non-strict, the tensors the layout did not use. */
+static void
+print_unexpected(const clf_model *m)
+{
+    size_t i, count = clf_model_unexpected_count(m);
+
+    for (i = 0; i < count; i++)
+        fprintf(stderr, "clinformer run: skipped unexpected tensor %s\n",
+                clf_model_unexpected_name(m, i));
+}
+
+int
+cli_run_main(const struct cli_command *cmd, int argc, char **argv)
+{
+    struct run_opts o;
+    struct run_state s;
+    clf_model_opts mo;
+    struct cli_file inputs[3];
+    double t0;
+    int first, rc;
+
+    memset(&o, 0, sizeof o);
+    memset(&s, 0, sizeof s);
+    memset(&mo, 0, sizeof mo);
+    if ((rc = cli_parse(cmd, argc, argv, &o, &first)) != 0)
+        return rc == CLI_HELP_SHOWN ? 0 : rc;
+    if (o.weights == NULL || o.input == NULL || o.output == NULL) {
+        cli_error(cmd->name, "--weights, --input and --output are required");
+        return CLI_USAGE;
+    }
+    if (o.layout != NULL && clf_layout_parse(o.layout, &mo.layout) != 0) {
+        cli_error(cmd->name, "%s", clf_last_error());
+        return CLI_USAGE;
+    }
+    inputs[0].option = "--weights";
+    inputs[0].path = o.weights;
+    inputs[1].option = "--input";
+    inputs[1].path = o.input;
+    inputs[2].option = "--mask";
+    inputs[2].path = o.mask;
+    if ((rc = cli_output_check(cmd->name, "--output", o.output, inputs, 3)) !=
+        0)
+        return rc;
+    mo.heads = o.heads;
+    mo.causal_block = o.block;
+    mo.layerwise = o.layerwise;
+    mo.allow_unexpected = o.non_strict;
+    s.o = &o;
+    if ((rc = clf_context_create(&s.ctx, o.device)) != 0)
+        return cli_fail(NULL, "creating a context", rc);
+    t0 = cli_now();
+    if ((rc = clf_model_load(&s.m, s.ctx, o.weights, &mo)) != 0)
+        rc = cli_fail(s.ctx, o.weights, rc);
+    else {
+        clf_model_info_get(s.m, &s.info);
+        print_model(o.weights, &s.info, cli_now() - t0);
+        print_unexpected(s.m);
+        rc = run_forward(&s, inputs);
+    }
+    run_free(&s);
+    return rc;
+}

@@ -1,0 +1,32 @@
+/* Constants that the host code and the kernels must agree on.  The host
+ * includes this header; every entry also reaches the kernels as a -D build
+ * option (program.c), so the two sides cannot differ, and the options are
+ * part of the program binary cache key.  The kernels have no defaults of
+ * their own: the shared kernel definitions refuse to compile without these
+ * options.
+ *
+ *   X(NAME, value)   value a decimal integer literal */
+#ifndef CLINFORMER_KERNEL_PARAMS_H
+#define CLINFORMER_KERNEL_PARAMS_H
+
+#define CLF_KERNEL_PARAMS(X)                                                   \
+    /* Query rows per work-item of the fused attention kernel. */              \
+    X(CLF_ATTEND_ROWS, 6)                                                      \
+    /* Slots of the fused attention's transposed keys are padded to a          \
+     * multiple of this; its score loop takes this many at a time. */          \
+    X(CLF_ATTEND_SLOT_BLOCK, 64)                                               \
+    /* Rows of C per work-item of the register-blocked GEMM. */                \
+    X(CLF_GEMM_ROWS, 6)                                                        \
+    /* Largest work-group of the group-per-row softmax (a power of two): the   \
+     * size of its local reduction array. */                                   \
+    X(CLF_SOFTMAX_WG, 256)
+
+#define CLF_KERNEL_PARAM_ENUM(name, value) name = value,
+enum clf__kernel_param { CLF_KERNEL_PARAMS(CLF_KERNEL_PARAM_ENUM) };
+#undef CLF_KERNEL_PARAM_ENUM
+
+/* The kernel build options the list yields: " -DNAME=value" each. */
+#define CLF_KERNEL_PARAM_OPTION(name, value) " -D" #name "=" #value
+#define CLF_KERNEL_PARAM_OPTIONS CLF_KERNEL_PARAMS(CLF_KERNEL_PARAM_OPTION)
+
+#endif /* CLINFORMER_KERNEL_PARAMS_H */

@@ -1,0 +1,256 @@
+#!/bin/sh
+# The clinformer command-line tool on bad input: options of the wrong
+# command, missing values, sizes that overflow, output paths that must be
+# refused, a mask of the wrong shape and a kernel that does not build.
+# Output is TAP.
+set -u
+builddir=${top_builddir:-.}
+srcdir=${top_srcdir:-.}
+cli="$builddir/clinformer"
+data="$srcdir/tests/data"
+n=0
+failed=0
+tmp=$(mktemp -d)
+out="$tmp/stdout"
+err="$tmp/stderr"
+trap 'rm -rf "$tmp"' EXIT
+CLINFORMER_CACHE_DIR="$tmp/cache"
+export CLINFORMER_CACHE_DIR
+
+check() { # name, command...; the command's status decides
+    name=$1
+    shift
+    n=$((n + 1))
+    if "$@"; then
+        echo "ok $n - $name"
+    else
+        echo "not ok $n - $name"
+        sed 's/^/# /' "$out" "$err" | head -40
+        failed=$((failed + 1))
+    fi
+}
+
+# expected status, text expected on stderr (or ""), arguments...
+fails() {
+    want=$1
+    text=$2
+    shift 2
+    "$cli" "$@" >"$out" 2>"$err"
+    status=$?
+    test $status -eq "$want" || {
+        echo "exit status $status, wanted $want" >>"$err"
+        return 1
+    }
+    test -z "$text" || grep -qF -e "$text" "$err"
+}
+
+# path, shape as Python writes it, element count: a .npy of '<i4' ones.
+mknpy() {
+    hdr="{'descr': '<i4', 'fortran_order': False, 'shape': $2, }"
+    pad=$(((64 - (10 + ${#hdr} + 1) % 64) % 64))
+    hlen=$((${#hdr} + 1 + pad))
+    {
+        printf '\223NUMPY\001\000'
+        printf "\\$(printf %03o $hlen)\\000"
+        printf '%s' "$hdr"
+        printf "%${pad}s\n" ""
+        i=0
+        while [ $i -lt "$3" ]; do
+            printf '\001\000\000\000'
+            i=$((i + 1))
+        done
+    } >"$1"
+}
+
+W="$data/lucidrains_encoder.safetensors"
+X="$data/lucidrains_encoder_x.npy" # (2, 10, 16)
+Y="$data/lucidrains_encoder_y.npy"
+commands="devices demo check-lookahead run compare tune help version"
+
+echo "1..42"
+# Options.
+check cli_unknown_option_names_option_and_command \
+    fails 2 "clinformer demo: unknown or ambiguous option --bogus" demo --bogus
+check cli_foreign_option_is_refused \
+    fails 2 "clinformer demo: --weights is an option of run, not of demo" \
+    demo --weights w.safetensors
+check cli_foreign_option_of_tune_is_refused \
+    fails 2 "clinformer tune: --seed is an option of check-lookahead" \
+    tune --seed 3
+check cli_foreign_option_of_compare_is_refused \
+    fails 2 "clinformer compare: --device is an option of" \
+    compare "$Y" "$Y" --device cpu
+check cli_missing_value_is_named \
+    fails 2 "clinformer check-lookahead: --seq-len needs a value" \
+    check-lookahead --seq-len
+check cli_invalid_value_is_named \
+    fails 2 "clinformer check-lookahead: --k wants a positive integer" \
+    check-lookahead --k=sixteen
+check cli_value_beyond_size_t_is_named \
+    fails 2 "--seq-len wants a positive integer below 2^" \
+    check-lookahead --seq-len 99999999999999999999999
+check cli_flag_with_value_is_refused \
+    fails 2 "clinformer check-lookahead: --full takes no value" \
+    check-lookahead --full=yes
+check cli_stray_argument_is_refused \
+    fails 2 'clinformer devices: unexpected argument "extra"' devices extra
+check cli_compare_needs_two_files \
+    fails 2 "clinformer compare: needs A.npy B.npy" compare "$Y"
+check cli_option_equals_value_is_accepted \
+    fails 0 "" check-lookahead --k=16 --seq-len=70 --max-seq-len=80 \
+    --block=10 --positions=2
+check cli_option_equals_value_is_used \
+    grep -q '^layer: D=64 h=4 N=80 k=16 .*n=70$' "$out"
+
+# Help: every command's own, the same through `help CMD`.
+helps_ok() {
+    for c in $commands; do
+        "$cli" "$c" --help >"$out" 2>"$err" || return 1
+        head -n 1 "$out" | grep -q "^Usage: clinformer $c" || return 1
+        grep -q '^  --help ' "$out" || return 1
+        grep -q '^Exit status: 0 on success' "$out" || return 1
+        "$cli" help "$c" >"$tmp/help2" 2>>"$err" || return 1
+        cmp -s "$out" "$tmp/help2" || return 1
+    done
+}
+check cli_every_command_has_help helps_ok
+check cli_help_lists_every_option sh -c "'$cli' run --help >'$out' &&
+    for o in weights input output layout heads lengths mask causal block \
+        full layerwise repeat device; do
+        grep -q \"^  --\$o\" '$out' || exit 1; done"
+check cli_top_help_documents_exit_status sh -c "'$cli' --help >'$out' &&
+    grep -q '2 on a usage error' '$out' && grep -q 'check-lookahead' '$out'"
+check cli_bench_help_is_reached fails 0 "" help bench
+
+# Sizes.
+check cli_lookahead_overflow_is_named \
+    fails 2 "--seq-len 72057594037927937 times --d-model 64 floats overflows" \
+    check-lookahead --max-seq-len 64 --seq-len 72057594037927937
+check cli_tune_overflow_is_named \
+    fails 2 "--seq-len 72057594037927937 times --d-model 512 floats overflows" \
+    tune --seq-len 72057594037927937 --k 16
+check cli_tune_score_overflow_is_named \
+    fails 2 "--heads 72057594037927937 times --seq-len 4096 times --k 64" \
+    tune --heads 72057594037927937 --seq-len 4096 --k 64
+check cli_demo_overflow_is_named \
+    fails 2 "--seq-len 72057594037927937: the layer's input" \
+    demo --seq-len 72057594037927937
+check cli_positions_overflow_is_named \
+    fails 2 "--positions 2305843009213693952 overflows size_t" \
+    check-lookahead --seq-len 2305843009213693952 --d-model 1 \
+    --positions 2305843009213693952
+check cli_positions_above_seq_len_are_refused \
+    fails 2 "--positions 71 exceeds --seq-len 70" \
+    check-lookahead --seq-len 70 --positions 71
+check cli_tune_k_above_seq_len_is_refused \
+    fails 2 "--k 300 exceeds --seq-len 200" tune --seq-len 200 --k 300
+check cli_repeat_above_limit_is_refused \
+    fails 2 "--repeat wants a positive integer up to 64" demo --repeat 65
+check cli_no_causal_ignores_block_size sh -c "'$cli' check-lookahead \
+    --no-causal --seq-len 1000 --k 8 --positions 2 >'$out' 2>'$err';
+    test \$? -eq 3 && grep -q '^FAIL: changing the inputs after t=0' '$out'"
+
+# Output files.
+ln -s "$tmp/target.npy" "$tmp/link.npy"
+check cli_output_symlink_is_refused sh -c "'$cli' run --weights '$W' \
+    --input '$X' --output '$tmp/link.npy' >'$out' 2>'$err';
+    test \$? -eq 2 && grep -q 'is a symbolic link; refusing' '$err' &&
+    test ! -e '$tmp/target.npy'"
+# The output is checked before anything is read, so a missing input keeps a
+# CLI that failed to refuse /dev/null from replacing it.
+check cli_output_device_is_refused \
+    fails 2 "--output /dev/null exists and is a device" \
+    run --weights "$W" --input "$tmp/none.npy" --output /dev/null
+check cli_output_device_is_untouched test -c /dev/null
+mkfifo "$tmp/fifo"
+check cli_output_fifo_is_refused \
+    fails 2 "exists and is a FIFO" \
+    run --weights "$W" --input "$X" --output "$tmp/fifo"
+check cli_output_directory_is_refused \
+    fails 2 "exists and is a directory" \
+    run --weights "$W" --input "$X" --output "$tmp"
+cp "$X" "$tmp/x.npy"
+check cli_output_same_as_input_is_refused sh -c "'$cli' run --weights '$W' \
+    --input '$tmp/x.npy' --output '$tmp/x.npy' >'$out' 2>'$err';
+    test \$? -eq 2 && grep -q 'is the same file as --input' '$err' &&
+    cmp -s '$X' '$tmp/x.npy'"
+ln "$tmp/x.npy" "$tmp/hard.npy"
+check cli_output_same_file_by_other_name_is_refused \
+    fails 2 "is the same file as --input" \
+    run --weights "$W" --input "$tmp/x.npy" --output "$tmp/../${tmp##*/}/hard.npy"
+# A copy, so that a CLI which overwrote its weights cannot harm the fixture.
+cp "$W" "$tmp/w.safetensors"
+check cli_output_same_as_weights_is_refused sh -c "'$cli' run \
+    --weights '$tmp/w.safetensors' --input '$X' \
+    --output '$tmp/w.safetensors' >'$out' 2>'$err';
+    test \$? -eq 2 && grep -q 'is the same file as --weights' '$err' &&
+    cmp -s '$W' '$tmp/w.safetensors'"
+echo stale >"$tmp/y.npy"
+check cli_output_replaces_regular_file sh -c "'$cli' run --weights '$W' \
+    --input '$X' --output '$tmp/y.npy' >'$out' 2>'$err' &&
+    '$cli' compare '$tmp/y.npy' '$Y' >>'$out' 2>>'$err' &&
+    test -z \"\$(ls '$tmp' | grep '\.tmp\.')\""
+
+# Masks: the shape, not only the element count.
+mknpy "$tmp/mask_10x2.npy" "(10, 2)" 20
+mknpy "$tmp/mask_2x10.npy" "(2, 10)" 20
+check cli_mask_shape_mismatch_is_named \
+    fails 1 "shape (10, 2) does not match the input's (B, n) = (2, 10)" \
+    run --weights "$W" --input "$X" --output "$tmp/m.npy" \
+    --mask "$tmp/mask_10x2.npy"
+check cli_mask_of_wrong_shape_writes_nothing test ! -e "$tmp/m.npy"
+check cli_mask_of_ones_matches_no_mask sh -c "'$cli' run --weights '$W' \
+    --input '$X' --output '$tmp/m.npy' --mask '$tmp/mask_2x10.npy' \
+    >'$out' 2>'$err' && '$cli' compare '$tmp/m.npy' '$Y' >>'$out' 2>>'$err'"
+
+# Strict loading: a tensor the layout does not use is an error naming it;
+# --non-strict skips it, lists it, and the output is unchanged.
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$W" "$tmp/extra.safetensors" <<'PY'
+import json, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+raw = open(src, "rb").read()
+hlen = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + hlen])
+data = raw[8 + hlen:]
+header["extra.scale"] = {"dtype": "F32", "shape": [1],
+                         "data_offsets": [len(data), len(data) + 4]}
+text = json.dumps(header).encode()
+open(dst, "wb").write(struct.pack("<Q", len(text)) + text + data +
+                      struct.pack("<f", 1.0))
+PY
+    check cli_run_unexpected_tensor_is_named \
+        fails 1 "extra.scale" \
+        run --weights "$tmp/extra.safetensors" --input "$X" \
+        --output "$tmp/e.npy"
+    check cli_run_non_strict_skips_and_lists sh -c "'$cli' run \
+        --weights '$tmp/extra.safetensors' --input '$X' --non-strict \
+        --output '$tmp/e.npy' >'$out' 2>'$err' &&
+        grep -q 'skipped unexpected tensor extra.scale' '$err' &&
+        '$cli' compare '$tmp/e.npy' '$Y' >>'$out' 2>>'$err'"
+else
+    for t in cli_run_unexpected_tensor_is_named \
+        cli_run_non_strict_skips_and_lists; do
+        n=$((n + 1))
+        echo "ok $n - $t # SKIP python3 is not installed"
+    done
+fi
+
+# A kernel that does not build: its log is printed.
+mkdir "$tmp/cl"
+cp "$srcdir"/cl/*.cl "$tmp/cl/"
+for f in "$tmp"/cl/*.cl; do
+    echo "this is not OpenCL C;" >>"$f"
+done
+build_log_shown() {
+    CLINFORMER_KERNEL_DIR="$tmp/cl" "$cli" "$@" >"$out" 2>"$err"
+    test $? -eq 1 &&
+        sed -n '/^clinformer: kernel build log:/,$p' "$err" | grep -q "this"
+}
+check cli_lookahead_prints_build_log build_log_shown check-lookahead \
+    --seq-len 32 --k 8 --block 4 --positions 2
+check cli_run_prints_build_log build_log_shown run --weights "$W" \
+    --input "$X" --output "$tmp/b.npy"
+check cli_tune_prints_build_log build_log_shown tune --seq-len 32 --k 8 \
+    --d-model 16 --heads 2 --budget 1
+test $failed -eq 0

@@ -1,0 +1,181 @@
+/* The kernel registry: the files it names are exactly the kernel files of
+ * the source tree, embedded unchanged; CLINFORMER_KERNEL_DIR loads them
+ * from disk; the shared constants reach the kernels as build options. */
+#include "internal.h"
+#include "testutil.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *
+kernel_src_dir(char *buf, size_t cap)
+{
+    const char *top = getenv("top_srcdir");
+
+    snprintf(buf, cap, "%s/cl", top != NULL && *top != '\0' ? top : ".");
+    return buf;
+}
+
+static char *
+slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long len;
+
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    len = ftell(f);
+    ck_assert_int_ge(len, 0);
+    rewind(f);
+    buf = tu_malloc((size_t)len + 1);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
+    buf[len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static int
+registered(const char *file)
+{
+    int i;
+
+    for (i = 0; i < CLF_KERNEL_FILES; i++)
+        if (strcmp(clf__kernel_files[i], file) == 0)
+            return i;
+    return -1;
+}
+
+/* Every .cl file of cl/ is registered, and every registered file exists
+ * there with the text the library embeds. */
+START_TEST(registry_names_every_kernel_file)
+{
+    char dir[4096], path[4400];
+    struct dirent *e;
+    DIR *d;
+    int seen = 0, i;
+
+    d = opendir(kernel_src_dir(dir, sizeof dir));
+    ck_assert_msg(d != NULL, "cannot list %s", dir);
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 4 || strcmp(e->d_name + len - 3, ".cl") != 0)
+            continue;
+        ck_assert_msg(registered(e->d_name) >= 0,
+                      "%s is not in the kernel registry", e->d_name);
+        seen++;
+    }
+    closedir(d);
+    ck_assert_int_eq(seen, CLF_KERNEL_FILES);
+    for (i = 0; i < CLF_KERNEL_FILES; i++) {
+        char *text;
+        snprintf(path, sizeof path, "%s/%s", dir, clf__kernel_files[i]);
+        text = slurp(path);
+        ck_assert_msg(strcmp(text, clf__kernel_sources[i]) == 0,
+                      "%s differs from its embedded copy", path);
+        free(text);
+    }
+}
+END_TEST
+
+/* A fresh context (cache off) builds from the directory, and its softmax
+ * computes a known row: exp(j) / sum_j exp(j) for j = 0, 1, 2, 3. */
+static void
+build_and_run(void)
+{
+    clf_context *ctx = NULL;
+    clf_context_stats st;
+    float row[4] = {0.0f, 1.0f, 2.0f, 3.0f};
+    double sum = 1.0 + exp(1.0) + exp(2.0) + exp(3.0);
+    cl_mem m;
+    cl_int err;
+    int j, rc;
+
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    rc = clf_context_build(ctx);
+    ck_assert_msg(rc == 0, "build: %s; log: %s", clf_last_error(),
+                  clf_context_build_log(ctx));
+    ck_assert_int_eq(clf_context_stats_get(ctx, &st), 0);
+    ck_assert_uint_eq(st.source_builds, 1);
+    m = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                       sizeof row, row, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    ck_assert_int_eq(clf__softmax_rows(ctx, m, 0, 1, 4), 0);
+    ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0,
+                                         sizeof row, row, 0, NULL, NULL),
+                     CL_SUCCESS);
+    clReleaseMemObject(m);
+    for (j = 0; j < 4; j++)
+        ck_assert_double_eq_tol(row[j], exp((double)j) / sum, 1e-6);
+    clf_context_destroy(ctx);
+}
+
+START_TEST(registry_kernel_dir_loads_the_source_tree)
+{
+    char dir[4096];
+
+    setenv("CLINFORMER_KERNEL_DIR", kernel_src_dir(dir, sizeof dir), 1);
+    setenv("CLINFORMER_CACHE_DIR", "off", 1);
+    build_and_run();
+    unsetenv("CLINFORMER_KERNEL_DIR");
+    unsetenv("CLINFORMER_CACHE_DIR");
+}
+END_TEST
+
+/* The kernels see each shared constant with the host's value: a copy of
+ * the kernel files whose last file stops the build on any difference
+ * builds. */
+#define PARAM_CHECK(name, value)                                               \
+    "#if !defined(" #name ") || " #name " != " #value "\n"                     \
+    "#error " #name " differs from the host's " #value "\n#endif\n"
+
+START_TEST(registry_params_reach_the_kernels)
+{
+    char dir[] = "/tmp/clf-kparams-XXXXXX";
+    char path[256];
+    int i;
+    FILE *f;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    for (i = 0; i < CLF_KERNEL_FILES; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, clf__kernel_files[i]);
+        f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(clf__kernel_sources[i], f);
+        if (i == CLF_KERNEL_FILES - 1)
+            fputs(CLF_KERNEL_PARAMS(PARAM_CHECK), f);
+        fclose(f);
+    }
+    setenv("CLINFORMER_KERNEL_DIR", dir, 1);
+    setenv("CLINFORMER_CACHE_DIR", "off", 1);
+    build_and_run();
+    unsetenv("CLINFORMER_KERNEL_DIR");
+    unsetenv("CLINFORMER_CACHE_DIR");
+    tu_clear_dir(dir);
+    rmdir(dir);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("registry");
+    TCase *tc = tcase_create("registry");
+
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, registry_names_every_kernel_file);
+    tcase_add_test(tc, registry_kernel_dir_loads_the_source_tree);
+    tcase_add_test(tc, registry_params_reach_the_kernels);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    return tu_run(suite(), 1);
+}

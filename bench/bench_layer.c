@@ -63,7 +63,7 @@ static int
 die(const char *what, int rc)
 {
     fprintf(stderr, "bench_layer: %s: %s (%s): %s\n", what, clf_strerror(rc),
-            clf_status_name(rc), clf_last_error());
+            clf_status_name(rc), clf_error_message(rc));
     return 1;
 }
 

@@ -333,12 +333,12 @@ fail_row(struct run *run, clf_bench_status *status, char *note, size_t len,
 {
     if (rc == CLF_ETOO_LARGE) {
         *status = CLF_BENCH_TOO_LARGE;
-        set_note(note, len, "not run (too large): %s", clf_last_error());
+        set_note(note, len, "not run (too large): %s", clf_error_message(rc));
         return;
     }
     *status = CLF_BENCH_FAILED;
     set_note(note, len, "%s: %s (%s): %s", what, clf_strerror(rc),
-             clf_status_name(rc), clf_last_error());
+             clf_status_name(rc), clf_error_message(rc));
     run->failures++;
 }
 
@@ -1273,7 +1273,7 @@ device_selectors(const struct clf_bench_options *o, char sel[MAX_DEVICES][128],
         int rc = clf_devices_list(infos, MAX_DEVICES, &total);
         if (rc != 0) {
             fprintf(stderr, "%s: listing devices: %s: %s\n", o->prog,
-                    clf_strerror(rc), clf_last_error());
+                    clf_strerror(rc), clf_error_message(rc));
             return -1;
         }
         for (i = 0; i < total && i < MAX_DEVICES; i++)
@@ -1333,7 +1333,7 @@ device_open(struct run *run, clf_context *ctx)
     d->build_s = clf_bench_now() - t;
     if (rc != 0) {
         fprintf(stderr, "%s: device %u: kernel build: %s: %s\n%s\n",
-                run->o->prog, info.index, clf_strerror(rc), clf_last_error(),
+                run->o->prog, info.index, clf_strerror(rc), clf_error_message(rc),
                 clf_context_build_log(ctx));
         return -1;
     }
@@ -1410,7 +1410,7 @@ run_device(struct run *run, const char *selector)
     if (rc != 0) {
         fprintf(stderr, "%s: device \"%s\": %s (%s): %s\n", o->prog,
                 selector[0] ? selector : "default", clf_strerror(rc),
-                clf_status_name(rc), clf_last_error());
+                clf_status_name(rc), clf_error_message(rc));
         run->failures++;
         return;
     }

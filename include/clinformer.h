@@ -25,9 +25,8 @@
 #ifndef CLINFORMER_H
 #define CLINFORMER_H
 
-#ifndef CL_TARGET_OPENCL_VERSION
-#define CL_TARGET_OPENCL_VERSION 120
-#endif
+/* The caller chooses its OpenCL API version (CL_TARGET_OPENCL_VERSION, or
+ * the headers' default); this header uses only OpenCL 1.2 declarations. */
 #include <CL/cl.h>
 #include <stddef.h>
 

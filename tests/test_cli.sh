@@ -29,7 +29,7 @@ run() { # expected-status, args...
     test $? -eq "$want"
 }
 
-echo "1..20"
+echo "1..21"
 check cli_help_exits_zero run 0 help
 check cli_help_lists_commands grep -q "devices" "$out"
 check cli_version_prints_version sh -c "'$cli' version | grep -Eq '^clinformer [0-9]+\.[0-9]+\.[0-9]+$'"
@@ -37,6 +37,7 @@ check cli_unknown_command_is_usage_error run 2 frobnicate
 check cli_bad_option_value_is_usage_error run 2 demo --seq-len -5
 check cli_missing_device_is_named sh -c "'$cli' demo --device no-such-dev-xyz >'$out' 2>'$err'; test \$? -eq 1 && grep -q 'no-such-dev-xyz' '$err'"
 check cli_devices_lists_one run 0 devices
+check cli_devices_shows_stable_names grep -Eq '^\[0\] [a-z0-9-]+:0  ' "$out"
 check cli_demo_runs run 0 demo --seq-len 96 --repeat 1
 check cli_demo_prints_golden_values sh -c "grep -q 'full attention       25.7521' '$out' && grep -q 'compressed attention 27.2636' '$out'"
 check cli_lookahead_causal_passes run 0 check-lookahead --seq-len 70 --max-seq-len 80 --block 10 --k 16 --positions 70

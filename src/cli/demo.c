@@ -56,7 +56,8 @@ cli_list_devices(void)
         return cli_fail(NULL, "listing devices", rc);
     for (i = 0; i < count && i < 64; i++) {
         const clf_device_info *d = &infos[i];
-        printf("[%u] %s / %s\n", d->index, d->platform, d->name);
+        printf("[%u] %s  %s / %s\n", d->index, d->stable_name, d->platform,
+               d->name);
         printf("    type %s, vendor %s, driver %s\n",
                d->is_gpu ? "GPU" : d->is_cpu ? "CPU" : "other", d->vendor,
                d->driver);

@@ -11,7 +11,7 @@ cli_fail(clf_context *ctx, const char *what, int rc)
     const char *log = ctx != NULL ? clf_context_build_log(ctx) : "";
 
     fprintf(stderr, "clinformer: %s: %s (%s): %s\n", what, clf_strerror(rc),
-            clf_status_name(rc), clf_last_error());
+            clf_status_name(rc), clf_error_message(rc));
     if (log != NULL && log[0] != '\0')
         fprintf(stderr, "clinformer: kernel build log:\n%s\n", log);
     return CLI_ERROR;

@@ -374,51 +374,12 @@ clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
     return rc;
 }
 
-/* One CLBlast call for every entry of every group, by offset arrays. */
-static int
-clblast_grouped(clf_context *ctx, int trans_a, int trans_b, size_t m,
-                size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
-                size_t lda, size_t a_stride, cl_mem b, size_t b_off,
-                size_t ldb, size_t b_stride, float beta, cl_mem c,
-                size_t c_off, size_t ldc, size_t c_stride, size_t batch,
-                const struct clf__gemm_group *g)
-{
-    size_t total, o, t, i, *offs;
-    float *ab;
-    CLBlastStatusCode st;
-
-    if (clf__mul(batch, g->count, &total) || total > SIZE_MAX / 3 / 8)
-        return clf__fail(CLF_ESIZE_OVERFLOW,
-                         "GEMM batch %zu x %zu overflows", batch, g->count);
-    offs = malloc(3 * total * sizeof *offs);
-    ab = malloc(2 * total * sizeof *ab);
-    if (offs == NULL || ab == NULL) {
-        free(offs);
-        free(ab);
-        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    }
-    for (o = 0, i = 0; o < g->count; o++)
-        for (t = 0; t < batch; t++, i++) {
-            offs[i] = a_off + o * g->a + t * a_stride;
-            offs[total + i] = b_off + o * g->b + t * b_stride;
-            offs[2 * total + i] = c_off + o * g->c + t * c_stride;
-            ab[i] = alpha;
-            ab[total + i] = beta;
-        }
-    ctx->gemm_calls++;
-    st = CLBlastSgemmBatched(CLBlastLayoutRowMajor, tr(trans_a), tr(trans_b),
-                             m, n, k, ab, a, offs, lda, b, offs + total, ldb,
-                             ab + total, c, offs + 2 * total, ldc, total,
-                             &ctx->queue, NULL);
-    free(offs);
-    free(ab);
-    if (st != CLBlastSuccess)
-        return clf__fail((int)st,
-                         "CLBlastSgemmBatched %zux%zux%zu x%zu failed (%d)",
-                         m, n, k, total, (int)st);
-    return 0;
-}
-
+/* A group of `count` batches, each `batch` matrices apart by the strides:
+ * the loop runs over the smaller of the two, and each call takes the
+ * larger as one strided batch, so the launches grow with neither B nor
+ * the heads beyond min(count, batch).  CLBlastSgemmBatched would take the
+ * offsets in one call, but it copies its offset arrays to the device with
+ * a blocking write, and a forward only enqueues. */
 int
 clf__gemm_grouped(clf_context *ctx, int trans_a, int trans_b, size_t m,
                   size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
@@ -427,24 +388,26 @@ clf__gemm_grouped(clf_context *ctx, int trans_a, int trans_b, size_t m,
                   size_t c_off, size_t ldc, size_t c_stride, size_t batch,
                   const struct clf__gemm_group *g)
 {
-    size_t o;
+    size_t o, outer, inner, step[3], stride[3];
     int rc = 0;
 
     if (m == 0 || n == 0 || batch == 0 || g->count == 0)
         return 0;
+    if (g->count <= batch) {
+        outer = g->count, inner = batch;
+        step[0] = g->a, step[1] = g->b, step[2] = g->c;
+        stride[0] = a_stride, stride[1] = b_stride, stride[2] = c_stride;
+    } else {
+        outer = batch, inner = g->count;
+        step[0] = a_stride, step[1] = b_stride, step[2] = c_stride;
+        stride[0] = g->a, stride[1] = g->b, stride[2] = g->c;
+    }
     clf__lock(ctx);
-    if (g->count > 1 && !(way(ctx) == CLF_GEMM_BLOCKED &&
-                          blocked_fits(trans_a, m, n, k, beta, lda, ldb, ldc)))
-        rc = clblast_grouped(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off,
-                             lda, a_stride, b, b_off, ldb, b_stride, beta, c,
-                             c_off, ldc, c_stride, batch, g);
-    else
-        /* The blocked kernel takes one batch stride: a launch per group. */
-        for (o = 0; o < g->count && rc == 0; o++)
-            rc = gemm_batched_unlocked(
-                ctx, trans_a, trans_b, m, n, k, alpha, a, a_off + o * g->a,
-                lda, a_stride, b, b_off + o * g->b, ldb, b_stride, beta, c,
-                c_off + o * g->c, ldc, c_stride, batch);
+    for (o = 0; o < outer && rc == 0; o++)
+        rc = gemm_batched_unlocked(
+            ctx, trans_a, trans_b, m, n, k, alpha, a, a_off + o * step[0], lda,
+            stride[0], b, b_off + o * step[1], ldb, stride[1], beta, c,
+            c_off + o * step[2], ldc, stride[2], inner);
     clf__unlock(ctx);
     return rc;
 }

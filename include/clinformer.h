@@ -161,9 +161,11 @@ CLF_EXTERN int clf_context_create_ex(clf_context **out, const char *selector,
 CLF_EXTERN int clf_context_adopt(clf_context **out, cl_context ctx,
                                  cl_device_id device, cl_command_queue queue);
 
-/* Releases everything the context holds, including CLBlast's program cache
- * (CLBlastClearCache(), which is process-wide: other live contexts rebuild
- * their GEMM kernels on next use).  Destroy layers first.  NULL-safe. */
+/* Releases everything the context holds.  CLBlast's program cache is left
+ * alone, since it is process-wide (clearing it would make every other
+ * CLBlast user of the process recompile its kernels): CLBlast keeps the GEMM
+ * programs it compiled for this context's cl_context for the life of the
+ * process.  Destroy layers first.  NULL-safe. */
 CLF_EXTERN void clf_context_destroy(clf_context *ctx);
 
 /* Builds (or loads from the binary cache) the kernels now, so that the cost
@@ -184,9 +186,13 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
  * of CLBlast's Xgemm kernel and of its switch between direct and indirect
  * GEMM (CLBlastOverrideParameters) and stores the fastest, keyed by
  * platform, device and driver, in the cache directory
- * (see clf_context_build).  Every context later created on that device
- * applies it (CLINFORMER_TUNE=off disables that).  Every candidate's
- * output is checked against the output of the parameters in force.  Tuning
+ * (see clf_context_build).  Nothing applies it implicitly: the owner of
+ * the process opts in with clf_tune_apply_process_wide().  The candidates
+ * are tried through CLBlastOverrideParameters, which is process-wide: while
+ * clf_tune() runs and afterwards (it leaves the fastest parameters applied)
+ * every CLBlast GEMM of the process on that device uses them.  Every
+ * candidate's output is checked against the output of the parameters in
+ * force.  Tuning
  * is explicit, never automatic; a call measures at least one new candidate,
  * stops at the time budget (then times the switch's five settings), and a
  * later call resumes where it stopped.  A device never tuned runs with
@@ -206,8 +212,21 @@ typedef struct clf_tune_opts {
  * written), CLF_ENO_MEMORY, and those of a forward. */
 CLF_EXTERN int clf_tune(clf_context *ctx, const clf_tune_opts *opts);
 
-/* The stored tuning this context applied ("Xgemm MWG=64 ..."), or "" for
- * CLBlast's defaults.  Owned by the context. */
+/* Applies the GEMM tuning clf_tune() stored for ctx's device to CLBlast.
+ * PROCESS-WIDE: CLBlastOverrideParameters changes the parameters of every
+ * CLBlast GEMM in this process on this device, the host program's own and
+ * other libraries' included, makes CLBlast recompile its GEMM kernels on
+ * their next use, and cannot be undone within the process.  Meant for the
+ * owner of the process (the clinformer tool, a program whose only CLBlast
+ * user is clinformer); a library embedding clinformer should not call it.
+ * Nothing calls it implicitly.  CLINFORMER_TUNE=off makes it apply nothing.
+ * Returns 0 also when nothing is stored (clf_context_tuning() then returns
+ * ""); errors: CLF_ENULL_ARGUMENT, CLBlast codes. */
+CLF_EXTERN int clf_tune_apply_process_wide(clf_context *ctx);
+
+/* The stored tuning that clf_tune_apply_process_wide() or clf_tune()
+ * applied through this context ("Xgemm MWG=64 ..."), or "" for none.  Owned
+ * by the context. */
 CLF_EXTERN const char *clf_context_tuning(const clf_context *ctx);
 
 /* Which kernels the context chose by timing, and what it measured: the

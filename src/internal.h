@@ -112,8 +112,12 @@ uint64_t clf__hash64(const void *data, size_t len, uint64_t seed);
 void clf__cache_dir(char *buf, size_t cap);
 int clf__mkdir_p(const char *path);
 
-/* tune.c: applies the stored GEMM tuning of ctx's device, if any. */
+/* tune.c: called when a context is made; applies nothing, since stored
+ * tuning is process-wide and opt-in (clf_tune_apply_process_wide). */
 int clf__tune_apply(clf_context *ctx);
+/* The tune file of a device in the cache directory, or "" (no directory,
+ * or a path longer than cap). */
+void clf__tune_path(const clf_device_info *info, char *buf, size_t cap);
 
 /* choose.c: timing kernels that compute the same thing.  A buffer of
  * `floats` values of order one (NULL and *rc set on failure); and

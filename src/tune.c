@@ -36,8 +36,8 @@ struct cand {
 enum { P_GEMMK, P_KREG, P_KWG, P_KWI, P_MDIMA, P_MDIMC, P_MWG, P_NDIMB,
        P_NDIMC, P_NWG, P_SA, P_SB, P_STRM, P_STRN, P_VWM, P_VWN };
 
-static void
-tune_path(const clf_context *ctx, char *buf, size_t cap)
+void
+clf__tune_path(const clf_device_info *info, char *buf, size_t cap)
 {
     char dir[4096];
     uint64_t h = 0;
@@ -47,12 +47,18 @@ tune_path(const clf_context *ctx, char *buf, size_t cap)
         buf[0] = '\0';
         return;
     }
-    h = clf__hash64(ctx->info.platform, strlen(ctx->info.platform) + 1, h);
-    h = clf__hash64(ctx->info.name, strlen(ctx->info.name) + 1, h);
-    h = clf__hash64(ctx->info.driver, strlen(ctx->info.driver) + 1, h);
+    h = clf__hash64(info->platform, strlen(info->platform) + 1, h);
+    h = clf__hash64(info->name, strlen(info->name) + 1, h);
+    h = clf__hash64(info->driver, strlen(info->driver) + 1, h);
     if (snprintf(buf, cap, "%s/tune-%016llx.txt", dir,
                  (unsigned long long)h) >= (int)cap)
         buf[0] = '\0';
+}
+
+static void
+tune_path(const clf_context *ctx, char *buf, size_t cap)
+{
+    clf__tune_path(&ctx->info, buf, cap);
 }
 
 static void
@@ -115,8 +121,9 @@ apply_min_indirect(clf_context *ctx, size_t v)
     return 0;
 }
 
-int
-clf__tune_apply(clf_context *ctx)
+/* Applies the stored tuning of ctx's device to CLBlast, process-wide. */
+static int
+apply_stored(clf_context *ctx)
 {
     char path[4300], line[1024];
     const char *env = getenv("CLINFORMER_TUNE");
@@ -146,6 +153,24 @@ clf__tune_apply(clf_context *ctx)
     }
     fclose(f);
     return 0;
+}
+
+/* A new context applies nothing: CLBlast's parameter overrides hold for
+ * every CLBlast user of the process on the device, so applying them is
+ * left to the process's owner (clf_tune_apply_process_wide). */
+int
+clf__tune_apply(clf_context *ctx)
+{
+    ctx->tuned[0] = '\0';
+    return 0;
+}
+
+CLF_EXTERN int
+clf_tune_apply_process_wide(clf_context *ctx)
+{
+    if (ctx == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
+    return apply_stored(ctx);
 }
 
 CLF_EXTERN const char *
@@ -548,7 +573,7 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
                 "the measurements in %s",
             base * 1e3, path);
     }
-    clf__tune_apply(ctx);
+    apply_stored(ctx);
 done:
     if (f != NULL)
         fclose(f);

@@ -75,7 +75,8 @@ START_TEST(tune_stores_and_resumes)
 END_TEST
 
 /* A context created after tuning applies the stored choice (if any beat
- * the defaults) and its forwards still match the reference. */
+ * the defaults) when asked to, and its forwards still match the
+ * reference. */
 START_TEST(tune_choice_keeps_results_right)
 {
     clf_context *ctx = NULL;
@@ -87,6 +88,8 @@ START_TEST(tune_choice_keeps_results_right)
     const char *t;
 
     ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ck_assert_str_eq(clf_context_tuning(ctx), ""); /* never implicit */
+    ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
     t = clf_context_tuning(ctx);
     ck_assert_msg(t[0] == '\0' || strncmp(t, "Xgemm ", 6) == 0 ||
                       strncmp(t, "XGEMM_MIN_INDIRECT_SIZE=", 24) == 0,

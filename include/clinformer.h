@@ -193,9 +193,16 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
  * every CLBlast GEMM of the process on that device uses them.  Every
  * candidate's output is checked against the output of the parameters in
  * force.  Tuning
- * is explicit, never automatic; a call measures at least one new candidate,
- * stops at the time budget (then times the switch's five settings), and a
- * later call resumes where it stopped.  A device never tuned runs with
+ * is explicit, never automatic.  The budget bounds the whole call,
+ * compilation included: the clock is read before every step (a forward
+ * under new parameters, which compiles CLBlast's kernels), and a step
+ * starts only while the longest step so far still fits, so a call overruns
+ * only by a step slower than every earlier one (the first, which builds
+ * the kernels, can take seconds).  Candidates stop early enough to leave
+ * room for the switch's five settings; a later call resumes where it
+ * stopped, and a budget too small for any step measures nothing and
+ * returns 0.  A stored file that fails validation (see
+ * clf_tune_apply_process_wide) is not resumed from but replaced.  A device never tuned runs with
  * CLBlast's defaults.  The timed forwards run every GEMM through CLBlast;
  * afterwards the context times its kernel choices again at its next
  * forward, the tuned CLBlast against clinformer's own GEMM kernel among
@@ -206,10 +213,12 @@ typedef struct clf_tune_opts {
     double budget_s;                    /* seconds; 0 = 120 */
     void (*progress)(const char *line, void *user); /* or NULL */
     void *user;
+    size_t max_candidates; /* new Xgemm candidates per call; 0 = no limit */
 } clf_tune_opts;
 
-/* Errors: CLF_ENULL_ARGUMENT, CLF_EIO (no cache directory, or it cannot be
- * written), CLF_ENO_MEMORY, and those of a forward. */
+/* Errors: CLF_ENULL_ARGUMENT, CLF_ESIZE_OVERFLOW (seq_len * d_model floats
+ * overflow), CLF_EIO (no cache directory, or it cannot be written),
+ * CLF_ENO_MEMORY, and those of a forward. */
 CLF_EXTERN int clf_tune(clf_context *ctx, const clf_tune_opts *opts);
 
 /* Applies the GEMM tuning clf_tune() stored for ctx's device to CLBlast.
@@ -220,9 +229,21 @@ CLF_EXTERN int clf_tune(clf_context *ctx, const clf_tune_opts *opts);
  * owner of the process (the clinformer tool, a program whose only CLBlast
  * user is clinformer); a library embedding clinformer should not call it.
  * Nothing calls it implicitly.  CLINFORMER_TUNE=off makes it apply nothing.
- * Returns 0 also when nothing is stored (clf_context_tuning() then returns
- * ""); errors: CLF_ENULL_ARGUMENT, CLBlast codes. */
+ * The file is validated first, as if hostile: every record known, every
+ * value a number in range, the Xgemm parameters within the constraints of
+ * CLBlast's Xgemm kernel (nonzero powers of two, tile sizes multiples of
+ * work-group size times vector width, ...) and the device's work-group and
+ * local memory limits.  An invalid file is ignored as a whole: nothing is
+ * applied and clf_context_warnings() says why.  Returns 0 also when nothing
+ * is stored or the file was ignored (clf_context_tuning() then returns "");
+ * errors: CLF_ENULL_ARGUMENT, CLF_ENO_MEMORY, CLBlast codes. */
 CLF_EXTERN int clf_tune_apply_process_wide(clf_context *ctx);
+
+/* The last warning of the context, or "" for none: a stored tune file that
+ * failed validation and was ignored as a whole (its path, line and field).
+ * Owned by the context, valid until its next call.  The library never
+ * prints warnings; a program shows them if it wants to. */
+CLF_EXTERN const char *clf_context_warnings(const clf_context *ctx);
 
 /* The stored tuning that clf_tune_apply_process_wide() or clf_tune()
  * applied through this context ("Xgemm MWG=64 ..."), or "" for none.  Owned

@@ -5,6 +5,7 @@
 #include "clinformer.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 /* From cl_ext.h (cl_khr_icd); the ICD loader returns it with no platform. */
 #ifndef CL_PLATFORM_NOT_FOUND_KHR
@@ -342,5 +343,11 @@ extern const char clf__cl_gemm[];
 #define CLF_KERNEL_FILES 8
 extern const char *const clf__kernel_files[CLF_KERNEL_FILES];
 extern const char *const clf__kernel_sources[CLF_KERNEL_FILES];
+
+/* fileio.c: files read and written as if hostile. */
+int clf__file_open_read(const char *path, const char *what, FILE **out);  /* regular files only (refuses FIFO, device, directory with an error naming `what` and path, without blocking on a FIFO: open O_RDONLY|O_NONBLOCK|O_NOCTTY, fstat, S_ISREG, then clear O_NONBLOCK, fdopen) */
+int clf__file_read_all(const char *path, const char *what, size_t max, char **data, size_t *len); /* whole regular file, at most max bytes (else an error), malloc'd, NUL-terminated */
+int clf__file_write_atomic(const char *path, const void *data, size_t len); /* temp file in path's directory opened with open(O_CREAT|O_EXCL|O_NOFOLLOW|O_WRONLY, 0600), write, fsync, rename over path; an existing path that is not a regular file (symlink included, lstat) is refused */
+int clf__dir_private(const char *path); /* mkdir -p with mode 0700; an existing directory must be owned by the user and not group/other-writable, else an error naming it */
 
 #endif /* CLINFORMER_INTERNAL_H */

@@ -176,7 +176,13 @@ CLF_EXTERN void clf_context_destroy(clf_context *ctx);
  * $XDG_CACHE_HOME/clinformer, else $HOME/.cache/clinformer, keyed by
  * platform, device, driver, library version, kernel source and build
  * options.  CLINFORMER_CACHE_DIR set to "off" disables the cache.  A corrupt
- * or stale entry is ignored and rebuilt from source.  CLINFORMER_KERNEL_DIR
+ * or stale entry is ignored and rebuilt from source: magic, key, payload
+ * length against the file size and payload checksum are checked before the
+ * driver sees it, and entries over 256 MiB are refused.  The directory is
+ * created with mode 0700; one owned by another user or writable by group or
+ * others is neither read nor written (nor are stored tune files in it).
+ * Entries are written to a new file (O_EXCL | O_NOFOLLOW) and renamed into
+ * place, so a symlink planted at either name is never written through.  CLINFORMER_KERNEL_DIR
  * loads the .cl files from a directory instead of the embedded copies. */
 CLF_EXTERN int clf_context_build(clf_context *ctx);
 

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define NPARAM CLF_TUNE_NPARAM
 #define MAX_CANDS CLF_TUNE_MAX_TRIED
@@ -484,27 +485,29 @@ device_limits(const clf_context *ctx, struct clf__tune_limits *lim)
     lim->max_item[1] = items[1];
 }
 
-/* Reads the file whole; NULL when absent or unreadable (*len 0), or when
- * larger than TUNE_FILE_MAX (then *len is that plus one). */
-static char *
-read_tune_file(const char *path, size_t *len)
+/* Reads the file whole: 1 with *buf set, 0 when there is none, -1 when it
+ * cannot be trusted or read (the reason in why).  The directory must be
+ * private: a file others could have planted is not read. */
+static int
+read_tune_file(const char *path, char **buf, size_t *len, char *why,
+               size_t cap)
 {
-    FILE *f = fopen(path, "rb");
-    char *buf;
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    struct stat st;
 
-    *len = 0;
-    if (f == NULL)
-        return NULL;
-    buf = malloc(TUNE_FILE_MAX + 1);
-    if (buf != NULL)
-        *len = fread(buf, 1, TUNE_FILE_MAX + 1, f);
-    if (ferror(f) != 0) {
-        free(buf);
-        buf = NULL;
-        *len = 0;
+    *buf = NULL;
+    if (lstat(path, &st) != 0)
+        return 0;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1,
+             slash ? path : ".");
+    if (clf__dir_private(dir) != 0 ||
+        clf__file_read_all(path, "tune file", TUNE_FILE_MAX, buf, len) !=
+            0) {
+        snprintf(why, cap, "%s", clf_last_error());
+        return -1;
     }
-    fclose(f);
-    return buf;
+    return 1;
 }
 
 /* Loads ctx's tune file into tf: 1 when a valid one was read, 0 when there
@@ -517,18 +520,20 @@ load_tune_file(clf_context *ctx, const char *path,
     struct clf__tune_limits lim;
     char why[400];
     size_t len = 0;
-    char *buf;
+    char *buf = NULL;
     int rc;
 
     memset(tf, 0, sizeof *tf);
     if (path[0] == '\0')
         return 0;
-    buf = read_tune_file(path, &len);
-    if (buf == NULL)
+    rc = read_tune_file(path, &buf, &len, why, sizeof why);
+    if (rc == 0)
         return 0;
-    device_limits(ctx, &lim);
-    rc = clf__tune_parse(buf, len, &lim, tf, why, sizeof why);
-    free(buf);
+    if (rc == 1) {
+        device_limits(ctx, &lim);
+        rc = clf__tune_parse(buf, len, &lim, tf, why, sizeof why);
+        free(buf);
+    }
     if (rc != 0) {
         snprintf(ctx->warnings, sizeof ctx->warnings,
                  "ignored the tune file %s: %s", path, why);
@@ -988,52 +993,99 @@ tune_switch(struct run *r)
     }
 }
 
+/* Text built in memory, written in one piece. */
+struct text {
+    char *p;
+    size_t len, cap;
+    int failed;
+};
+
+static void text_add(struct text *t, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 static void
-write_records(const struct run *r, FILE *f)
+text_add(struct text *t, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    for (;;) {
+        va_start(ap, fmt);
+        n = t->failed ? 0 : vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (t->failed || n < 0) {
+            t->failed = 1;
+            return;
+        }
+        if ((size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        {
+            size_t cap = t->cap * 2 + (size_t)n + 1;
+            char *p = realloc(t->p, cap);
+            if (p == NULL) {
+                t->failed = 1;
+                return;
+            }
+            t->p = p;
+            t->cap = cap;
+        }
+    }
+}
+
+static void
+write_records(const struct run *r, struct text *f)
 {
     char text[512];
     size_t i;
 
-    fprintf(f, "# clinformer GEMM tuning: %s / %s / driver %s\n",
-            r->ctx->info.platform, r->ctx->info.name, r->ctx->info.driver);
-    fprintf(f, "baseline ms=%.3f\n", r->base * 1e3);
+    text_add(f, "# clinformer GEMM tuning: %s / %s / driver %s\n",
+             r->ctx->info.platform, r->ctx->info.name, r->ctx->info.driver);
+    text_add(f, "baseline ms=%.3f\n", r->base * 1e3);
     if (r->have_best && r->best_ms < r->base * 1e3) {
         format_cand(&r->best, text, sizeof text);
-        fprintf(f, "best Xgemm %s\n", text);
+        text_add(f, "best Xgemm %s\n", text);
     }
     if (r->best_mi != 0)
-        fprintf(f, "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=%zu\n",
-                r->best_mi);
+        text_add(f, "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=%zu\n",
+                 r->best_mi);
     for (i = 0; i < MI_COUNT; i++)
         if (r->mi_ms[i] >= 0.0)
-            fprintf(f, "tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=%zu "
-                       "ms=%.3f\n",
-                    mi_values[i], r->mi_ms[i]);
+            text_add(f, "tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=%zu "
+                        "ms=%.3f\n",
+                     mi_values[i], r->mi_ms[i]);
     for (i = 0; i < r->ncand; i++)
         if (r->tried_ms[i] >= 0.0) {
             format_cand(&r->cands[i], text, sizeof text);
-            fprintf(f, "tried Xgemm %s ms=%.3f\n", text, r->tried_ms[i]);
+            text_add(f, "tried Xgemm %s ms=%.3f\n", text, r->tried_ms[i]);
         }
 }
 
-/* Everything measured, and the winner if it beats the untuned parameters.
- * Written whole and renamed, so a reader never sees half a file. */
+/* Everything measured, and the winner if it beats the untuned parameters,
+ * written whole to a new file that is renamed into place (see
+ * clf__file_write_atomic): a reader never sees half a file, and a name
+ * planted in the directory is never written through. */
 static int
 tune_write(const struct run *r)
 {
-    char tmp[4400];
-    FILE *f;
+    struct text t = {NULL, 0, 0, 0};
+    int rc;
 
-    snprintf(tmp, sizeof tmp, "%s.tmp", r->path);
-    f = fopen(tmp, "w");
-    if (f == NULL)
-        return clf__fail(CLF_EIO, "cannot write %s", tmp);
-    write_records(r, f);
-    if (fclose(f) != 0 || rename(tmp, r->path) != 0) {
-        remove(tmp);
-        return clf__fail(CLF_EIO, "cannot write %s", r->path);
+    t.p = malloc(4096);
+    t.cap = t.p != NULL ? 4096 : 0;
+    t.failed = t.p == NULL;
+    write_records(r, &t);
+    if (t.failed) {
+        free(t.p);
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     }
-    return 0;
+    rc = clf__file_write_atomic(r->path, t.p, t.len);
+    free(t.p);
+    return rc;
 }
 
 static void
@@ -1112,8 +1164,7 @@ tune_steps(struct run *r)
     int rc;
 
     clf__cache_dir(dir, sizeof dir);
-    if (clf__mkdir_p(dir) != 0)
-        return clf__fail(CLF_EIO, "cannot create %s", dir);
+    CLF_TRY(clf__dir_private(dir));
     CLF_TRY(tune_resume(r));
     /* Every GEMM of the timed forwards through CLBlast, whose parameters
      * are what is tuned. */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/clf-tune-XXXXXX";
@@ -345,6 +346,57 @@ START_TEST(tune_bad_file_is_ignored_with_a_warning)
 }
 END_TEST
 
+/* A tune file in a directory others may write in is not trusted. */
+START_TEST(tune_file_in_shared_directory_is_ignored)
+{
+    clf_context *ctx = NULL;
+
+    tu_clear_dir(dir);
+    write_tune_file("baseline ms=5\n"
+                    "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128\n");
+    ck_assert_int_eq(chmod(dir, 0777), 0);
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
+    ck_assert_int_eq(chmod(dir, 0700), 0);
+    ck_assert_str_eq(clf_context_tuning(ctx), "");
+    ck_assert_msg(strstr(clf_context_warnings(ctx), "writable") != NULL,
+                  "warning \"%s\"", clf_context_warnings(ctx));
+    clf_context_destroy(ctx);
+    tu_clear_dir(dir);
+}
+END_TEST
+
+/* Symlinks planted at the temporary names a writer might use are not
+ * written through when tuning stores its file. */
+START_TEST(tune_write_does_not_follow_planted_links)
+{
+    clf_tune_opts o = small();
+    char path[4300], l1[4400], l2[4400], buf[16] = {0};
+    char victim[] = "/tmp/clf-victim-XXXXXX";
+    int fd = mkstemp(victim);
+    FILE *f;
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "victim", 6), 6);
+    close(fd);
+    clf__tune_path(&tu_context()->info, path, sizeof path);
+    snprintf(l1, sizeof l1, "%s.tmp", path);
+    snprintf(l2, sizeof l2, "%s.tmp-%ld-0", path, (long)getpid());
+    ck_assert_int_eq(symlink(victim, l1), 0);
+    ck_assert_int_eq(symlink(victim, l2), 0);
+    ck_assert_msg(clf_tune(tu_context(), &o) == 0, "%s", clf_last_error());
+    unlink(l1);
+    unlink(l2);
+    f = fopen(victim, "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fread(buf, 1, sizeof buf - 1, f), 6);
+    fclose(f);
+    unlink(victim);
+    ck_assert_str_eq(buf, "victim");
+    ck_assert_int_eq(count_lines("baseline ms="), 1);
+}
+END_TEST
+
 /* seq_len * d_model floats that overflow size_t are refused before any
  * allocation. */
 START_TEST(tune_size_overflow_is_refused)
@@ -402,6 +454,7 @@ main(void)
     tcase_add_test(tc, tune_choice_keeps_results_right);
     tcase_add_test(tc, tune_needs_a_cache_directory);
     tcase_add_test(tc, tune_tiny_budget_returns_quickly);
+    tcase_add_test(tc, tune_write_does_not_follow_planted_links);
     suite_add_tcase(s, tc);
     /* What a stored file may hold, and the checks before any work. */
     tc = tcase_create("tune_file");
@@ -411,6 +464,7 @@ main(void)
     tcase_add_test(tc, tune_file_parses_what_is_written);
     tcase_add_test(tc, tune_bad_file_is_ignored_with_a_warning);
     tcase_add_test(tc, tune_size_overflow_is_refused);
+    tcase_add_test(tc, tune_file_in_shared_directory_is_ignored);
     suite_add_tcase(s, tc);
     rc = tu_run(s, 1);
     clear_dir();

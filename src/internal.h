@@ -113,6 +113,11 @@ int clf__program_build(clf_context *ctx);
 uint64_t clf__hash64(const void *data, size_t len, uint64_t seed);
 void clf__cache_dir(char *buf, size_t cap);
 int clf__mkdir_p(const char *path);
+/* program.c: checks a whole cache entry in memory (magic, key, payload
+ * length against len, checksum, size limit): 0 with the payload's offset
+ * and length, or -1. */
+int clf__cache_entry_check(const void *data, size_t len, uint64_t key,
+                           size_t *payload_off, size_t *payload_len);
 
 /* tune.c: called when a context is made; applies nothing, since stored
  * tuning is process-wide and opt-in (clf_tune_apply_process_wide). */

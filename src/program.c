@@ -188,6 +188,25 @@ struct cache_header {
     uint64_t checksum;
 };
 
+int
+clf__cache_entry_check(const void *data, size_t len, uint64_t key,
+                       size_t *payload_off, size_t *payload_len)
+{
+    struct cache_header hdr;
+    const unsigned char *p = data;
+
+    if (len < sizeof hdr || len > CACHE_MAX)
+        return -1;
+    memcpy(&hdr, p, sizeof hdr);
+    if (memcmp(hdr.magic, CACHE_MAGIC, 8) != 0 || hdr.key != key ||
+        hdr.length != len - sizeof hdr || hdr.length == 0 ||
+        hdr.checksum != clf__hash64(p + sizeof hdr, hdr.length, key))
+        return -1;
+    *payload_off = sizeof hdr;
+    *payload_len = hdr.length;
+    return 0;
+}
+
 /* The directory of a cache entry must be private (owned by the user, not
  * writable by others): an entry others could plant is never loaded. */
 static int
@@ -210,9 +229,8 @@ cache_dir_trusted(const char *path)
 static unsigned char *
 cache_load(clf_context *ctx, const char *path, uint64_t key, size_t *len)
 {
-    size_t flen = 0;
+    size_t flen = 0, off = 0;
     char *data = NULL;
-    struct cache_header hdr;
     unsigned char *bin;
     struct stat st;
 
@@ -222,18 +240,12 @@ cache_load(clf_context *ctx, const char *path, uint64_t key, size_t *len)
         clf__file_read_all(path, "kernel cache entry", CACHE_MAX, &data,
                            &flen) != 0)
         goto reject;
-    if (flen < sizeof hdr)
+    if (clf__cache_entry_check(data, flen, key, &off, len) != 0)
         goto reject;
-    memcpy(&hdr, data, sizeof hdr);
-    if (memcmp(hdr.magic, CACHE_MAGIC, 8) != 0 || hdr.key != key ||
-        hdr.length != flen - sizeof hdr || hdr.length == 0 ||
-        hdr.checksum != clf__hash64(data + sizeof hdr, hdr.length, key))
-        goto reject;
-    bin = malloc(hdr.length);
+    bin = malloc(*len);
     if (bin == NULL)
         goto reject;
-    memcpy(bin, data + sizeof hdr, hdr.length);
-    *len = hdr.length;
+    memcpy(bin, data + off, *len);
     free(data);
     return bin;
 reject:

@@ -88,6 +88,17 @@ host_sgemm(struct host *h)
 }
 
 /* RUNS SGEMMs: the first one's time, the median, and the result. */
+static cl_uint
+host_refs(const struct host *h)
+{
+    cl_uint n = 0;
+
+    ck_assert_int_eq(clGetContextInfo(h->context, CL_CONTEXT_REFERENCE_COUNT,
+                                      sizeof n, &n, NULL),
+                     CL_SUCCESS);
+    return n;
+}
+
 static void
 host_phase(struct host *h, double *first, double *median, float *result)
 {
@@ -155,12 +166,13 @@ clinformer_forward(clf_context *ctx)
 }
 
 /* A later phase must not be much slower than the first (the failure this
- * catches is a recompile of CLBlast's GEMM: seconds against milliseconds);
- * 3x plus 20 ms of slack for a busy machine. */
+ * catches is a recompile of CLBlast's GEMM: 0.1 to 20 s against 10 ms on
+ * PoCL with its own kernel cache warm); 3x plus some slack for a busy
+ * machine, more for a single run than for a median. */
 static void
-assert_not_slower(const char *what, double t, double before)
+assert_not_slower(const char *what, double t, double before, double slack)
 {
-    ck_assert_msg(t <= 3.0 * before + 0.02,
+    ck_assert_msg(t <= 3.0 * before + slack,
                   "%s: host SGEMM %.1f ms, before clinformer %.1f ms", what,
                   t * 1e3, before * 1e3);
 }
@@ -175,11 +187,13 @@ START_TEST(clblast_host_unaffected_by_a_context)
     float *after = tu_malloc(N * N * sizeof *after);
     double first, med0, med;
     char name[128];
+    cl_uint refs;
 
     plant_tune_file();
     host_open(&h);
     host_sgemm(&h); /* CLBlast compiles its kernels for the host here */
     host_phase(&h, &first, &med0, before);
+    refs = host_refs(&h);
 
     ck_assert_msg(clf_context_create(&ctx, "0") == 0, "%s", clf_last_error());
     ck_assert_int_eq(clf_context_device_info(ctx, &info), 0);
@@ -189,14 +203,19 @@ START_TEST(clblast_host_unaffected_by_a_context)
     ck_assert_str_eq(info.name, name);
     ck_assert_str_eq(clf_context_tuning(ctx), "");
     clinformer_forward(ctx);
+    ck_assert_uint_eq(host_refs(&h), refs);
     host_phase(&h, &first, &med, during);
-    assert_not_slower("while a context lives (first run)", first, med0);
-    assert_not_slower("while a context lives (median)", med, med0);
+    assert_not_slower("while a context lives (first run)", first, med0,
+                      0.05);
+    assert_not_slower("while a context lives (median)", med, med0, 0.02);
     clf_context_destroy(ctx);
 
+    /* CLBlast's compiled programs for the host's context hold references
+     * to it: a cleared cache shows as fewer. */
+    ck_assert_uint_eq(host_refs(&h), refs);
     host_phase(&h, &first, &med, after);
-    assert_not_slower("after the context (first run)", first, med0);
-    assert_not_slower("after the context (median)", med, med0);
+    assert_not_slower("after the context (first run)", first, med0, 0.05);
+    assert_not_slower("after the context (median)", med, med0, 0.02);
     ck_assert_msg(memcmp(before, during, N * N * sizeof *before) == 0,
                   "host SGEMM results changed while a context lived");
     ck_assert_msg(memcmp(before, after, N * N * sizeof *before) == 0,

@@ -189,9 +189,11 @@ CLF_EXTERN int clf_context_create_ex(clf_context **out, const char *selector,
 CLF_EXTERN int clf_context_adopt(clf_context **out, cl_context ctx,
                                  cl_device_id device, cl_command_queue queue);
 
-/* Releases everything the context holds, including CLBlast's program cache
- * (CLBlastClearCache(), which is process-wide: other live contexts rebuild
- * their GEMM kernels on next use).  Destroy layers first.  NULL-safe. */
+/* Releases everything the context holds.  CLBlast's program cache is left
+ * alone, since it is process-wide (clearing it would make every other
+ * CLBlast user of the process recompile its kernels): CLBlast keeps the GEMM
+ * programs it compiled for this context's cl_context for the life of the
+ * process.  Destroy layers first.  NULL-safe. */
 CLF_EXTERN void clf_context_destroy(clf_context *ctx);
 
 /* Builds (or loads from the binary cache) the kernels now, so that the cost
@@ -202,7 +204,13 @@ CLF_EXTERN void clf_context_destroy(clf_context *ctx);
  * $XDG_CACHE_HOME/clinformer, else $HOME/.cache/clinformer, keyed by
  * platform, device, driver, library version, kernel source and build
  * options.  CLINFORMER_CACHE_DIR set to "off" disables the cache.  A corrupt
- * or stale entry is ignored and rebuilt from source.  CLINFORMER_KERNEL_DIR
+ * or stale entry is ignored and rebuilt from source: magic, key, payload
+ * length against the file size and payload checksum are checked before the
+ * driver sees it, and entries over 256 MiB are refused.  The directory is
+ * created with mode 0700; one owned by another user or writable by group or
+ * others is neither read nor written (nor are stored tune files in it).
+ * Entries are written to a new file (O_EXCL | O_NOFOLLOW) and renamed into
+ * place, so a symlink planted at either name is never written through.  CLINFORMER_KERNEL_DIR
  * loads the .cl files from a directory instead of the embedded copies. */
 CLF_EXTERN int clf_context_build(clf_context *ctx);
 
@@ -212,12 +220,23 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
  * of CLBlast's Xgemm kernel and of its switch between direct and indirect
  * GEMM (CLBlastOverrideParameters) and stores the fastest, keyed by
  * platform, device and driver, in the cache directory
- * (see clf_context_build).  Every context later created on that device
- * applies it (CLINFORMER_TUNE=off disables that).  Every candidate's
- * output is checked against the output of the parameters in force.  Tuning
- * is explicit, never automatic; a call measures at least one new candidate,
- * stops at the time budget (then times the switch's five settings), and a
- * later call resumes where it stopped.  A device never tuned runs with
+ * (see clf_context_build).  Nothing applies it implicitly: the owner of
+ * the process opts in with clf_tune_apply_process_wide().  The candidates
+ * are tried through CLBlastOverrideParameters, which is process-wide: while
+ * clf_tune() runs and afterwards (it leaves the fastest parameters applied)
+ * every CLBlast GEMM of the process on that device uses them.  Every
+ * candidate's output is checked against the output of the parameters in
+ * force.  Tuning
+ * is explicit, never automatic.  The budget bounds the whole call,
+ * compilation included: the clock is read before every step (a forward
+ * under new parameters, which compiles CLBlast's kernels), and a step
+ * starts only while the longest step so far still fits, so a call overruns
+ * only by a step slower than every earlier one (the first, which builds
+ * the kernels, can take seconds).  Candidates stop early enough to leave
+ * room for the switch's five settings; a later call resumes where it
+ * stopped, and a budget too small for any step measures nothing and
+ * returns 0.  A stored file that fails validation (see
+ * clf_tune_apply_process_wide) is not resumed from but replaced.  A device never tuned runs with
  * CLBlast's defaults.  The timed forwards run every GEMM through CLBlast;
  * the stored kernel choices are keyed by the tuning in force, so that
  * afterwards the context times its kernel choices again at its next
@@ -229,14 +248,41 @@ typedef struct clf_tune_opts {
     double budget_s;                    /* seconds; 0 = 120 */
     void (*progress)(const char *line, void *user); /* or NULL */
     void *user;
+    size_t max_candidates; /* new Xgemm candidates per call; 0 = no limit */
 } clf_tune_opts;
 
-/* Errors: CLF_ENULL_ARGUMENT, CLF_EIO (no cache directory, or it cannot be
- * written), CLF_ENO_MEMORY, and those of a forward. */
+/* Errors: CLF_ENULL_ARGUMENT, CLF_ESIZE_OVERFLOW (seq_len * d_model floats
+ * overflow), CLF_EIO (no cache directory, or it cannot be written),
+ * CLF_ENO_MEMORY, and those of a forward. */
 CLF_EXTERN int clf_tune(clf_context *ctx, const clf_tune_opts *opts);
 
-/* The stored tuning this context applied ("Xgemm MWG=64 ..."), or "" for
- * CLBlast's defaults.  Owned by the context. */
+/* Applies the GEMM tuning clf_tune() stored for ctx's device to CLBlast.
+ * PROCESS-WIDE: CLBlastOverrideParameters changes the parameters of every
+ * CLBlast GEMM in this process on this device, the host program's own and
+ * other libraries' included, makes CLBlast recompile its GEMM kernels on
+ * their next use, and cannot be undone within the process.  Meant for the
+ * owner of the process (the clinformer tool, a program whose only CLBlast
+ * user is clinformer); a library embedding clinformer should not call it.
+ * Nothing calls it implicitly.  CLINFORMER_TUNE=off makes it apply nothing.
+ * The file is validated first, as if hostile: every record known, every
+ * value a number in range, the Xgemm parameters within the constraints of
+ * CLBlast's Xgemm kernel (nonzero powers of two, tile sizes multiples of
+ * work-group size times vector width, ...) and the device's work-group and
+ * local memory limits.  An invalid file is ignored as a whole: nothing is
+ * applied and clf_context_warnings() says why.  Returns 0 also when nothing
+ * is stored or the file was ignored (clf_context_tuning() then returns "");
+ * errors: CLF_ENULL_ARGUMENT, CLF_ENO_MEMORY, CLBlast codes. */
+CLF_EXTERN int clf_tune_apply_process_wide(clf_context *ctx);
+
+/* The last warning of the context, or "" for none: a stored tune file that
+ * failed validation and was ignored as a whole (its path, line and field).
+ * Owned by the context, valid until its next call.  The library never
+ * prints warnings; a program shows them if it wants to. */
+CLF_EXTERN const char *clf_context_warnings(const clf_context *ctx);
+
+/* The stored tuning that clf_tune_apply_process_wide() or clf_tune()
+ * applied through this context ("Xgemm MWG=64 ..."), or "" for none.  Owned
+ * by the context. */
 CLF_EXTERN const char *clf_context_tuning(const clf_context *ctx);
 
 /* Threads.  A context may be shared by threads, each using its own layers

@@ -223,10 +223,6 @@ clf_context_destroy(clf_context *ctx)
         clReleaseProgram(ctx->program);
     if (ctx->scratch != NULL)
         clReleaseMemObject(ctx->scratch);
-    /* CLBlast caches programs keyed by cl_context; a later context could
-     * reuse this one's address and pick up stale programs. */
-    if (ctx->context != NULL)
-        CLBlastClearCache();
     if (ctx->queue != NULL)
         clReleaseCommandQueue(ctx->queue);
     if (ctx->context != NULL)

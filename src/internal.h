@@ -78,6 +78,7 @@ struct clf_context {
     char last_bucket[CLF_KIND_COUNT][CLF_BUCKET_MAX];
     double last_ms[CLF_KIND_COUNT][CLF_MAX_CANDIDATES];
     char choices[640];    /* clf_context_kernel_choices */
+    char warnings[768];   /* clf_context_warnings */
 };
 
 /* Who runs the GEMMs: undecided until the first one. */
@@ -156,9 +157,42 @@ int clf__program_build(clf_context *ctx);
 uint64_t clf__hash64(const void *data, size_t len, uint64_t seed);
 void clf__cache_dir(char *buf, size_t cap);
 int clf__mkdir_p(const char *path);
+/* program.c: checks a whole cache entry in memory (magic, key, payload
+ * length against len, checksum, size limit): 0 with the payload's offset
+ * and length, or -1. */
+int clf__cache_entry_check(const void *data, size_t len, uint64_t key,
+                           size_t *payload_off, size_t *payload_len);
 
-/* tune.c: applies the stored GEMM tuning of ctx's device, if any. */
+/* tune.c: called when a context is made; applies nothing, since stored
+ * tuning is process-wide and opt-in (clf_tune_apply_process_wide). */
 int clf__tune_apply(clf_context *ctx);
+/* The tune file of a device in the cache directory, or "" (no directory,
+ * or a path longer than cap). */
+void clf__tune_path(const clf_device_info *info, char *buf, size_t cap);
+/* A tune file's contents.  clf__tune_parse reads len bytes of buf (not
+ * NUL-terminated) as if hostile: 0 with tf filled, or -1 with the line and
+ * field at fault in why; the best Xgemm parameters are checked against
+ * CLBlast's constraints and lim (clf__tune_check_xgemm). */
+#define CLF_TUNE_NPARAM 16
+#define CLF_TUNE_MAX_TRIED 256
+struct clf__tune_limits {
+    size_t max_wg, max_item[2];
+    unsigned long long local_mem;
+};
+struct clf__tune_file {
+    int have_best;
+    size_t best[CLF_TUNE_NPARAM];
+    size_t min_indirect; /* 0: none stored */
+    double baseline_ms;  /* 0: none stored */
+    size_t ntried;
+    size_t tried[CLF_TUNE_MAX_TRIED][CLF_TUNE_NPARAM];
+    double tried_ms[CLF_TUNE_MAX_TRIED];
+};
+int clf__tune_parse(const char *buf, size_t len,
+                    const struct clf__tune_limits *lim,
+                    struct clf__tune_file *tf, char *why, size_t cap);
+int clf__tune_check_xgemm(const size_t *v, const struct clf__tune_limits *lim,
+                          char *why, size_t cap);
 
 /* choose.c: timing kernels that compute the same thing.  A buffer of
  * `floats` values of order one (NULL and *rc set on failure); and

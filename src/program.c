@@ -21,6 +21,7 @@
  * never loads a stale binary. */
 #define BUILD_OPTIONS "-cl-std=CL1.2" CLF_KERNEL_PARAM_OPTIONS
 #define CACHE_MAGIC "CLFBIN01"
+#define CACHE_MAX ((size_t)256 << 20) /* entries larger are refused */
 
 /* Everything below expands the registry (kernels.h). */
 #define KERNEL_NAME(id, name) #name,
@@ -190,30 +191,64 @@ struct cache_header {
     uint64_t checksum;
 };
 
+int
+clf__cache_entry_check(const void *data, size_t len, uint64_t key,
+                       size_t *payload_off, size_t *payload_len)
+{
+    struct cache_header hdr;
+    const unsigned char *p = data;
+
+    if (len < sizeof hdr || len > CACHE_MAX)
+        return -1;
+    memcpy(&hdr, p, sizeof hdr);
+    if (memcmp(hdr.magic, CACHE_MAGIC, 8) != 0 || hdr.key != key ||
+        hdr.length != len - sizeof hdr || hdr.length == 0 ||
+        hdr.checksum != clf__hash64(p + sizeof hdr, hdr.length, key))
+        return -1;
+    *payload_off = sizeof hdr;
+    *payload_len = hdr.length;
+    return 0;
+}
+
+/* The directory of a cache entry must be private (owned by the user, not
+ * writable by others): an entry others could plant is never loaded. */
+static int
+cache_dir_trusted(const char *path)
+{
+    char dir[4200];
+    const char *slash = strrchr(path, '/');
+
+    if (slash == NULL || (size_t)(slash - path) >= sizeof dir)
+        return 0;
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = '\0';
+    return clf__dir_private(dir[0] ? dir : "/") == 0;
+}
+
 /* Returns a binary for key, or NULL when absent or invalid (counted as a
- * reject when a file existed). */
+ * reject when a file existed).  The whole entry is checked before the
+ * driver sees it: size limit, magic, key, payload length against the file
+ * size, payload checksum. */
 static unsigned char *
 cache_load(clf_context *ctx, const char *path, uint64_t key, size_t *len)
 {
-    size_t flen = 0;
-    char *data = read_file(path, &flen);
-    struct cache_header hdr;
+    size_t flen = 0, off = 0;
+    char *data = NULL;
     unsigned char *bin;
+    struct stat st;
 
-    if (data == NULL)
+    if (lstat(path, &st) != 0)
         return NULL;
-    if (flen < sizeof hdr)
+    if (!cache_dir_trusted(path) ||
+        clf__file_read_all(path, "kernel cache entry", CACHE_MAX, &data,
+                           &flen) != 0)
         goto reject;
-    memcpy(&hdr, data, sizeof hdr);
-    if (memcmp(hdr.magic, CACHE_MAGIC, 8) != 0 || hdr.key != key ||
-        hdr.length != flen - sizeof hdr || hdr.length == 0 ||
-        hdr.checksum != clf__hash64(data + sizeof hdr, hdr.length, key))
+    if (clf__cache_entry_check(data, flen, key, &off, len) != 0)
         goto reject;
-    bin = malloc(hdr.length);
+    bin = malloc(*len);
     if (bin == NULL)
         goto reject;
-    memcpy(bin, data + sizeof hdr, hdr.length);
-    *len = hdr.length;
+    memcpy(bin, data + off, *len);
     free(data);
     return bin;
 reject:
@@ -226,40 +261,33 @@ static void
 cache_store(clf_context *ctx, const char *dir, const char *path, uint64_t key)
 {
     size_t len = 0;
-    unsigned char *bin = NULL;
+    unsigned char *bin = NULL, *payload;
     struct cache_header hdr;
-    char tmp[4300];
-    FILE *f;
-    int ok;
 
     if (clGetProgramInfo(ctx->program, CL_PROGRAM_BINARY_SIZES, sizeof len,
                          &len, NULL) != CL_SUCCESS ||
         len == 0)
         return;
-    bin = malloc(len);
+    if (len > CACHE_MAX - sizeof hdr)
+        return;
+    bin = malloc(sizeof hdr + len);
     if (bin == NULL)
         return;
-    if (clGetProgramInfo(ctx->program, CL_PROGRAM_BINARIES, sizeof bin, &bin,
-                         NULL) != CL_SUCCESS)
+    payload = bin + sizeof hdr;
+    if (clGetProgramInfo(ctx->program, CL_PROGRAM_BINARIES, sizeof payload,
+                         &payload, NULL) != CL_SUCCESS)
         goto done;
-    if (clf__mkdir_p(dir) != 0)
+    if (clf__dir_private(dir) != 0)
         goto done;
     memcpy(hdr.magic, CACHE_MAGIC, 8);
     hdr.key = key;
     hdr.length = len;
-    hdr.checksum = clf__hash64(bin, len, key);
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >=
-        (int)sizeof tmp)
-        goto done;
-    f = fopen(tmp, "wb");
-    if (f == NULL)
-        goto done;
-    ok = fwrite(&hdr, sizeof hdr, 1, f) == 1 && fwrite(bin, 1, len, f) == len;
-    ok = (fclose(f) == 0) && ok;
-    if (ok && rename(tmp, path) == 0)
+    hdr.checksum = clf__hash64(bin + sizeof hdr, len, key);
+    memcpy(bin, &hdr, sizeof hdr);
+    /* A fresh temporary file renamed into place: a symlink planted at
+     * either name is never written through. */
+    if (clf__file_write_atomic(path, bin, sizeof hdr + len) == 0)
         ctx->stats.cache_writes++;
-    else
-        remove(tmp);
 done:
     free(bin);
 }

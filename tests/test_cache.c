@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/clf-cache-XXXXXX";
@@ -199,6 +200,146 @@ START_TEST(cache_off_writes_nothing)
 }
 END_TEST
 
+static long
+file_size(const char *path)
+{
+    struct stat st;
+
+    ck_assert_int_eq(stat(path, &st), 0);
+    return (long)st.st_size;
+}
+
+/* A header whose payload length disagrees with the file is refused, longer
+ * or shorter, as is an entry over the size limit (a sparse file). */
+START_TEST(cache_wrong_length_entry_is_rejected)
+{
+    char path[512];
+    unsigned char b[8];
+    clf_context_stats st;
+    long size;
+    FILE *f;
+    int i;
+
+    for (i = 0; i < 3; i++) {
+        build_once();
+        ck_assert_int_eq(entries(path, sizeof path), 1);
+        size = file_size(path);
+        if (i < 2) {
+            /* The length field follows the magic and the key. */
+            tu_put_le(b, (unsigned long long)(size - 32 + (i ? 1 : -1)), 8);
+            f = fopen(path, "r+b");
+            ck_assert_ptr_nonnull(f);
+            ck_assert_int_eq(fseek(f, 16, SEEK_SET), 0);
+            ck_assert_uint_eq(fwrite(b, 1, 8, f), 8);
+            fclose(f);
+        } else {
+            ck_assert_int_eq(truncate(path, (256L << 20) + 1), 0);
+        }
+        st = build_once();
+        ck_assert_uint_eq(st.cache_rejects, 1);
+        ck_assert_uint_eq(st.cache_loads, 0);
+        ck_assert_uint_eq(st.source_builds, 1);
+        ck_assert_uint_eq(st.cache_writes, 1);
+        ck_assert_int_eq(file_size(path), size);
+        st = build_once();
+        ck_assert_uint_eq(st.cache_loads, 1);
+    }
+}
+END_TEST
+
+static void
+make_victim(char *victim)
+{
+    int fd = mkstemp(victim);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "victim", 6), 6);
+    close(fd);
+}
+
+static void
+assert_victim(const char *victim)
+{
+    char buf[16] = {0};
+    FILE *f = fopen(victim, "rb");
+
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fread(buf, 1, sizeof buf - 1, f), 6);
+    fclose(f);
+    ck_assert_str_eq(buf, "victim");
+}
+
+/* A symlink planted at the entry's name is neither written through nor
+ * replaced, and what it points to is not loaded. */
+START_TEST(cache_symlink_at_entry_is_not_followed)
+{
+    char path[512], victim[] = "/tmp/clf-victim-XXXXXX";
+    clf_context_stats st;
+    struct stat ls;
+
+    build_once();
+    ck_assert_int_eq(entries(path, sizeof path), 1);
+    make_victim(victim);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(symlink(victim, path), 0);
+    st = build_once();
+    ck_assert_uint_eq(st.cache_loads, 0);
+    ck_assert_uint_eq(st.source_builds, 1);
+    ck_assert_uint_eq(st.cache_writes, 0);
+    assert_victim(victim);
+    ck_assert_int_eq(lstat(path, &ls), 0);
+    ck_assert(S_ISLNK(ls.st_mode));
+    unlink(path);
+    unlink(victim);
+}
+END_TEST
+
+/* Symlinks planted at the temporary names a writer might use are not
+ * written through; the entry is still written. */
+START_TEST(cache_symlink_at_temp_name_is_not_followed)
+{
+    char path[512], link1[600], link2[600];
+    char victim[] = "/tmp/clf-victim-XXXXXX";
+    clf_context_stats st;
+
+    build_once();
+    ck_assert_int_eq(entries(path, sizeof path), 1);
+    ck_assert_int_eq(unlink(path), 0);
+    make_victim(victim);
+    snprintf(link1, sizeof link1, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(link2, sizeof link2, "%s.tmp-%ld-0", path, (long)getpid());
+    ck_assert_int_eq(symlink(victim, link1), 0);
+    ck_assert_int_eq(symlink(victim, link2), 0);
+    st = build_once();
+    ck_assert_uint_eq(st.source_builds, 1);
+    assert_victim(victim);
+    unlink(link1);
+    unlink(link2);
+    unlink(victim);
+    ck_assert_uint_eq(st.cache_writes, 1);
+    ck_assert_int_eq(entries(path, sizeof path), 1);
+    st = build_once();
+    ck_assert_uint_eq(st.cache_loads, 1);
+}
+END_TEST
+
+/* A cache directory others may write in is neither read nor written. */
+START_TEST(cache_shared_directory_is_not_used)
+{
+    char path[512];
+    clf_context_stats st;
+
+    build_once();
+    ck_assert_int_eq(entries(path, sizeof path), 1);
+    ck_assert_int_eq(chmod(dir, 0777), 0);
+    st = build_once();
+    ck_assert_int_eq(chmod(dir, 0700), 0);
+    ck_assert_uint_eq(st.cache_loads, 0);
+    ck_assert_uint_eq(st.source_builds, 1);
+    ck_assert_uint_eq(st.cache_writes, 0);
+}
+END_TEST
+
 static void
 clear_dir(void)
 {
@@ -217,6 +358,10 @@ suite(void)
     tcase_add_test(tc, cache_corrupted_entry_is_rebuilt);
     tcase_add_test(tc, cache_changed_source_is_a_new_entry);
     tcase_add_test(tc, cache_off_writes_nothing);
+    tcase_add_test(tc, cache_wrong_length_entry_is_rejected);
+    tcase_add_test(tc, cache_symlink_at_entry_is_not_followed);
+    tcase_add_test(tc, cache_symlink_at_temp_name_is_not_followed);
+    tcase_add_test(tc, cache_shared_directory_is_not_used);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/clf-tune-XXXXXX";
@@ -48,7 +49,8 @@ small(void)
     o.heads = 2;
     o.k = 8;
     o.seq_len = 48;
-    o.budget_s = 0.01; /* the baseline and one candidate per call */
+    o.budget_s = 3600.0; /* ample: the baseline, one candidate per call */
+    o.max_candidates = 1; /* and the switch's five settings */
     return o;
 }
 
@@ -75,7 +77,8 @@ START_TEST(tune_stores_and_resumes)
 END_TEST
 
 /* A context created after tuning applies the stored choice (if any beat
- * the defaults) and its forwards still match the reference. */
+ * the defaults) when asked to, and its forwards still match the
+ * reference. */
 START_TEST(tune_choice_keeps_results_right)
 {
     clf_context *ctx = NULL;
@@ -87,6 +90,8 @@ START_TEST(tune_choice_keeps_results_right)
     const char *t;
 
     ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ck_assert_str_eq(clf_context_tuning(ctx), ""); /* never implicit */
+    ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
     t = clf_context_tuning(ctx);
     ck_assert_msg(t[0] == '\0' || strncmp(t, "Xgemm ", 6) == 0 ||
                       strncmp(t, "XGEMM_MIN_INDIRECT_SIZE=", 24) == 0,
@@ -128,6 +133,304 @@ START_TEST(tune_needs_a_cache_directory)
 }
 END_TEST
 
+/* A valid best Xgemm record's parameters, one of them replaced. */
+static const char *const good_params =
+    "GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=8 MWG=64 NDIMB=8 NDIMC=8 "
+    "NWG=64 SA=1 SB=1 STRM=0 STRN=0 VWM=4 VWN=4";
+
+static const struct clf__tune_limits limits = {256, {256, 256}, 32768};
+
+static void
+with_param(char *out, size_t cap, const char *name, const char *value)
+{
+    const char *p = strstr(good_params, name);
+    size_t pre;
+
+    ck_assert_ptr_nonnull(p);
+    pre = (size_t)(p - good_params);
+    snprintf(out, cap, "best Xgemm %.*s%s=%s%s\n", (int)pre, good_params,
+             name, value, strchr(p, ' ') ? strchr(p, ' ') : "");
+}
+
+static int
+parse(const char *text, char *why, size_t cap)
+{
+    static struct clf__tune_file tf;
+
+    return clf__tune_parse(text, strlen(text), &limits, &tf, why, cap);
+}
+
+/* Every class of bad value is refused, naming the field at fault. */
+START_TEST(tune_file_rejects_bad_values)
+{
+    static const struct {
+        const char *name, *value, *why;
+    } bad[] = {
+        {"MWG", "0", "MWG=0"},          /* zero: division in the kernel */
+        {"KWI", "0", "KWI=0"},          /* zero: an endless loop */
+        {"MWG", "48", "MWG=48"},        /* not a power of two */
+        {"VWM", "3", "VWM=3"},          /* not a vector width */
+        {"VWN", "32", "VWN=32"},        /* too wide */
+        {"SA", "2", "SA=2"},            /* a switch is 0 or 1 */
+        {"MWG", "16", "MWG=16 is not a multiple of MDIMC*VWM=32"},
+        {"NWG", "16", "NWG=16 is not a multiple of NDIMC*VWN=32"},
+        {"KWI", "64", "KWG=32 is not a multiple of KWI*1=64"},
+        {"MDIMA", "128", "MWG=64 is not a multiple of MDIMA*VWM=512"},
+        {"KWG", "4", "KWG=4 is not a multiple of MDIMC*NDIMC/MDIMA=8"},
+        {"MDIMC", "32", "work-group"}, /* 32 x 8 fits, 32*... below */
+        {"MWG", "99999999999999999999", "not a number"},
+        {"MWG", "-64", "not a number"},
+        {"MWG", "64x", "not a number"},
+        {"MWG", "", "not a number"},
+    };
+    char text[1024], why[400];
+    size_t i;
+
+    with_param(text, sizeof text, "MWG", "64");
+    ck_assert_msg(parse(text, why, sizeof why) == 0, "%s", why);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        with_param(text, sizeof text, bad[i].name, bad[i].value);
+        if (i == 11) /* a 32 x 32 work-group exceeds the limit of 256 */
+            snprintf(text, sizeof text,
+                     "best Xgemm GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=32 "
+                     "MDIMC=32 MWG=128 NDIMB=32 NDIMC=32 NWG=128 SA=0 SB=0 "
+                     "STRM=0 STRN=0 VWM=1 VWN=1\n");
+        ck_assert_msg(parse(text, why, sizeof why) == -1, "accepted %s",
+                      text);
+        ck_assert_msg(strstr(why, bad[i].why) != NULL, "%s: why \"%s\"",
+                      text, why);
+    }
+}
+END_TEST
+
+/* Divisibility of the reshaped loads, the register-tiled kernel's rules,
+ * local memory, and the records themselves. */
+START_TEST(tune_file_rejects_bad_records)
+{
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"best Xgemm GEMMK=0 KREG=1 KWG=16 KWI=2 MDIMA=8 MDIMC=16 MWG=64 "
+         "NDIMB=8 NDIMC=16 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=1 VWN=1\n",
+         "KWG=16 is not a multiple of MDIMC*NDIMC/MDIMA=32"},
+        {"best Xgemm GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=2 MWG=64 "
+         "NDIMB=8 NDIMC=2 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=1 VWN=1\n",
+         "MDIMC*NDIMC=4 is not a multiple of MDIMA"},
+        {"best Xgemm GEMMK=1 KREG=1 KWG=1 KWI=1 MDIMA=8 MDIMC=8 MWG=64 "
+         "NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=2 VWN=2\n",
+         "KREG=1 is not a multiple of VWN=2"},
+        {"best Xgemm GEMMK=1 KREG=2 KWG=1 KWI=1 MDIMA=4 MDIMC=8 MWG=64 "
+         "NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=2 VWN=2\n",
+         "GEMMK=1 needs"},
+        {"best Xgemm GEMMK=0 KREG=1 KWG=256 KWI=2 MDIMA=8 MDIMC=8 MWG=64 "
+         "NDIMB=8 NDIMC=8 NWG=64 SA=1 SB=1 STRM=0 STRN=0 VWM=1 VWN=1\n",
+         "131072 bytes of local memory"},
+        {"best Xgemm GEMMK=0 KREG=1\n", "2 Xgemm parameters"},
+        {"best Xgemm GEMMK=0 GEMMK=0 KWG=32 KWI=2 MDIMA=8 MDIMC=8 MWG=64 "
+         "NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=1 VWN=1\n",
+         "GEMMK given twice"},
+        {"best Xgemm GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=8 MWG=64 "
+         "NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=1 XYZ=1\n",
+         "unknown Xgemm parameter XYZ=1"},
+        {"best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=0\n", "line 1: not"},
+        {"# ok\nbaseline ms=-1\n", "line 2: not baseline"},
+        {"baseline ms=nan\n", "not baseline"},
+        {"baseline ms=inf\n", "not baseline"},
+        {"tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128 ms=x\n", "not"},
+        {"tried Xgemm MWG=64 ms=1\n", "1 Xgemm parameters"},
+        {"frobnicate\n", "unknown record frobnicate"},
+        {"best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128\n"
+         "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=256\n",
+         "line 2: a second best GemmRoutine"},
+    };
+    char why[400], line[1100];
+    size_t i;
+
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(parse(bad[i].text, why, sizeof why) == -1,
+                      "accepted %s", bad[i].text);
+        ck_assert_msg(strstr(why, bad[i].why) != NULL, "%s: why \"%s\"",
+                      bad[i].text, why);
+    }
+    memset(line, 'x', sizeof line);
+    line[sizeof line - 1] = '\0';
+    ck_assert_int_eq(parse(line, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "longer than"));
+    ck_assert_int_eq(clf__tune_parse("baseline ms=1\n\0", 15, &limits,
+                                     &(struct clf__tune_file){0}, why,
+                                     sizeof why),
+                     -1);
+    ck_assert_ptr_nonnull(strstr(why, "NUL"));
+}
+END_TEST
+
+/* What clf_tune writes parses back, the tried records included. */
+START_TEST(tune_file_parses_what_is_written)
+{
+    static struct clf__tune_file tf;
+    const char *text =
+        "# clinformer GEMM tuning: p / d / driver 1\n"
+        "baseline ms=12.500\n"
+        "best Xgemm GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=8 MWG=64 "
+        "NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=1 VWN=4\n"
+        "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=512\n"
+        "tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128 ms=0.000\n"
+        "tried Xgemm GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=8 MWG=64 "
+        "NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=1 VWN=4 "
+        "ms=10.250\n";
+    char why[400];
+
+    ck_assert_msg(clf__tune_parse(text, strlen(text), &limits, &tf, why,
+                                  sizeof why) == 0,
+                  "%s", why);
+    ck_assert_int_eq(tf.have_best, 1);
+    ck_assert_uint_eq(tf.best[6], 64); /* MWG */
+    ck_assert_uint_eq(tf.best[15], 4); /* VWN */
+    ck_assert_uint_eq(tf.min_indirect, 512);
+    ck_assert_double_eq_tol(tf.baseline_ms, 12.5, 1e-9);
+    ck_assert_uint_eq(tf.ntried, 1);
+    ck_assert_double_eq_tol(tf.tried_ms[0], 10.25, 1e-9);
+}
+END_TEST
+
+static void
+write_tune_file(const char *text)
+{
+    char path[4300];
+    FILE *f;
+
+    clf__tune_path(&tu_context()->info, path, sizeof path);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A stored file with a zero tile size (a division by zero in CLBlast's
+ * kernel) is ignored whole, with a warning, and forwards still work. */
+START_TEST(tune_bad_file_is_ignored_with_a_warning)
+{
+    clf_context *ctx = NULL;
+    struct layer l;
+    clf_attention_desc d;
+    float x[40 * 32], y[40 * 32];
+    double ref[40 * 32];
+
+    tu_clear_dir(dir);
+    write_tune_file("baseline ms=5\n"
+                    "best Xgemm GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=8 "
+                    "MWG=0 NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 "
+                    "VWM=1 VWN=1\n"
+                    "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128\n");
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ck_assert_str_eq(clf_context_warnings(ctx), "");
+    ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
+    ck_assert_str_eq(clf_context_tuning(ctx), "");
+    ck_assert_msg(strstr(clf_context_warnings(ctx), "MWG=0") != NULL,
+                  "warning \"%s\"", clf_context_warnings(ctx));
+    clf_context_destroy(ctx);
+
+    memset(&d, 0, sizeof d);
+    d.d_model = 32;
+    d.heads = 2;
+    d.max_seq_len = 48;
+    d.k = 8;
+    d.bias_out = 1;
+    layer_make(&l, &d, 9);
+    tu_fill(x, 40 * 32, 10, -1.0f, 1.0f);
+    ck_assert_int_eq(clf_attention_forward(l.att, x, 1, 40, y), 0);
+    ref_attention(&l.ref, 0, x, 1, 40, ref);
+    tu_assert_close(y, ref, 40 * 32, 1e-5, "forward after a bad tune file");
+    layer_free(&l);
+    tu_clear_dir(dir);
+}
+END_TEST
+
+/* A tune file in a directory others may write in is not trusted. */
+START_TEST(tune_file_in_shared_directory_is_ignored)
+{
+    clf_context *ctx = NULL;
+
+    tu_clear_dir(dir);
+    write_tune_file("baseline ms=5\n"
+                    "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128\n");
+    ck_assert_int_eq(chmod(dir, 0777), 0);
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
+    ck_assert_int_eq(chmod(dir, 0700), 0);
+    ck_assert_str_eq(clf_context_tuning(ctx), "");
+    ck_assert_msg(strstr(clf_context_warnings(ctx), "writable") != NULL,
+                  "warning \"%s\"", clf_context_warnings(ctx));
+    clf_context_destroy(ctx);
+    tu_clear_dir(dir);
+}
+END_TEST
+
+/* Symlinks planted at the temporary names a writer might use are not
+ * written through when tuning stores its file. */
+START_TEST(tune_write_does_not_follow_planted_links)
+{
+    clf_tune_opts o = small();
+    char path[4300], l1[4400], l2[4400], buf[16] = {0};
+    char victim[] = "/tmp/clf-victim-XXXXXX";
+    int fd = mkstemp(victim);
+    FILE *f;
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "victim", 6), 6);
+    close(fd);
+    clf__tune_path(&tu_context()->info, path, sizeof path);
+    snprintf(l1, sizeof l1, "%s.tmp", path);
+    snprintf(l2, sizeof l2, "%s.tmp-%ld-0", path, (long)getpid());
+    ck_assert_int_eq(symlink(victim, l1), 0);
+    ck_assert_int_eq(symlink(victim, l2), 0);
+    ck_assert_msg(clf_tune(tu_context(), &o) == 0, "%s", clf_last_error());
+    unlink(l1);
+    unlink(l2);
+    f = fopen(victim, "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fread(buf, 1, sizeof buf - 1, f), 6);
+    fclose(f);
+    unlink(victim);
+    ck_assert_str_eq(buf, "victim");
+    ck_assert_int_eq(count_lines("baseline ms="), 1);
+}
+END_TEST
+
+/* seq_len * d_model floats that overflow size_t are refused before any
+ * allocation. */
+START_TEST(tune_size_overflow_is_refused)
+{
+    clf_tune_opts o = small();
+
+    o.seq_len = (size_t)-1 / 64;
+    o.d_model = 64;
+    o.k = 8;
+    ck_assert_int_eq(clf_tune(tu_context(), &o), CLF_ESIZE_OVERFLOW);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "seq_len"));
+    o.seq_len = (size_t)-1 / 2 + 2;
+    o.d_model = 2;
+    ck_assert_int_eq(clf_tune(tu_context(), &o), CLF_ESIZE_OVERFLOW);
+}
+END_TEST
+
+/* A budget far below one compile: the call returns without starting one
+ * (the kernels of the reference forward are warm from a first call). */
+START_TEST(tune_tiny_budget_returns_quickly)
+{
+    clf_tune_opts o = small();
+    double t0;
+
+    o.budget_s = 1e-3;
+    o.max_candidates = 0;
+    ck_assert_msg(clf_tune(tu_context(), &o) == 0, "%s", clf_last_error());
+    t0 = clf__now_s();
+    ck_assert_msg(clf_tune(tu_context(), &o) == 0, "%s", clf_last_error());
+    ck_assert_msg(clf__now_s() - t0 < 2.0, "a 1 ms budget took %.1f s",
+                  clf__now_s() - t0);
+}
+END_TEST
+
 static void
 clear_dir(void)
 {
@@ -150,6 +453,18 @@ main(void)
     tcase_add_test(tc, tune_stores_and_resumes);
     tcase_add_test(tc, tune_choice_keeps_results_right);
     tcase_add_test(tc, tune_needs_a_cache_directory);
+    tcase_add_test(tc, tune_tiny_budget_returns_quickly);
+    tcase_add_test(tc, tune_write_does_not_follow_planted_links);
+    suite_add_tcase(s, tc);
+    /* What a stored file may hold, and the checks before any work. */
+    tc = tcase_create("tune_file");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, tune_file_rejects_bad_values);
+    tcase_add_test(tc, tune_file_rejects_bad_records);
+    tcase_add_test(tc, tune_file_parses_what_is_written);
+    tcase_add_test(tc, tune_bad_file_is_ignored_with_a_warning);
+    tcase_add_test(tc, tune_size_overflow_is_refused);
+    tcase_add_test(tc, tune_file_in_shared_directory_is_ignored);
     suite_add_tcase(s, tc);
     rc = tu_run(s, 1);
     clear_dir();

@@ -377,6 +377,8 @@ main(int argc, char **argv)
         return 2;
     if ((rc = clf_context_create(&ctx, o.device)) != 0)
         return die("context", rc);
+    if ((rc = clf_tune_apply_process_wide(ctx)) != 0)
+        return die("stored GEMM tuning", rc);
     clf_context_device_info(ctx, &info);
     printf("device: %s / %s (driver %s)\n", info.platform, info.name,
            info.driver);

@@ -1414,6 +1414,12 @@ run_device(struct run *run, const char *selector)
         run->failures++;
         return;
     }
+    /* The bench owns its process: stored GEMM tuning may apply to CLBlast
+     * process-wide, as it did for the figures it is compared with. */
+    if ((rc = clf_tune_apply_process_wide(ctx)) != 0 ||
+        clf_context_warnings(ctx)[0] != '\0')
+        fprintf(stderr, "%s: stored GEMM tuning not applied: %s\n", o->prog,
+                rc != 0 ? clf_error_message(rc) : clf_context_warnings(ctx));
     if ((dev = device_open(run, ctx)) < 0) {
         run->failures++;
         clf_context_destroy(ctx);

@@ -1,4 +1,4 @@
-/* Host side of cl/attend.cl: Linformer attention over the compressed slots
+/* Host side of the fused attention kernel (cl/, same stem): Linformer attention over the compressed slots
  * in one kernel (scores, softmax, weighted sum). */
 #include "internal.h"
 

@@ -1,5 +1,5 @@
 /* GEMMs on the context's in-order queue: CLBlast's, or the register-blocked
- * kernel of cl/gemm.cl where the context measured it faster.  CLBlast
+ * GEMM kernel (cl/, same stem) where the context measured it faster.  CLBlast
  * takes no wait list; ordering comes from the queue being in order. */
 #include "internal.h"
 

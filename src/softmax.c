@@ -1,7 +1,8 @@
-/* Host side of cl/softmax.cl.  Three kernels compute the same row softmax;
- * which is fastest depends on the device (a CPU runtime favours one row per
- * work-item with wide loads, a GPU one work-group per row), so a plan times them on its
- * shape, or takes the device's stored choice (choose.c). */
+/* Host side of the softmax kernels (cl/, same stem).  Three kernels
+ * compute the same row softmax; which is fastest depends on the device (a
+ * CPU runtime favours one row per work-item with wide loads, a GPU one
+ * work-group per row), so a plan times them on its shape, or takes the
+ * device's stored choice (choose.c). */
 #include "internal.h"
 
 #include <stdio.h>

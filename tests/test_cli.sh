@@ -29,7 +29,7 @@ run() { # expected-status, args...
     test $? -eq "$want"
 }
 
-echo "1..21"
+echo "1..24"
 check cli_help_exits_zero run 0 help
 check cli_help_lists_commands grep -q "devices" "$out"
 check cli_version_prints_version sh -c "'$cli' version | grep -Eq '^clinformer [0-9]+\.[0-9]+\.[0-9]+$'"
@@ -38,6 +38,7 @@ check cli_bad_option_value_is_usage_error run 2 demo --seq-len -5
 check cli_missing_device_is_named sh -c "'$cli' demo --device no-such-dev-xyz >'$out' 2>'$err'; test \$? -eq 1 && grep -q 'no-such-dev-xyz' '$err'"
 check cli_devices_lists_one run 0 devices
 check cli_devices_shows_stable_names grep -Eq '^\[0\] [a-z0-9-]+:0  ' "$out"
+check cli_devices_kernels_lists_stored_choices sh -c "'$cli' devices --kernels >'$out' 2>'$err' && grep -Eq '^    kernel choices stored: [0-9]+' '$out'"
 check cli_demo_runs run 0 demo --seq-len 96 --repeat 1
 check cli_demo_prints_golden_values sh -c "grep -q 'full attention       25.7521' '$out' && grep -q 'compressed attention 27.2636' '$out'"
 check cli_lookahead_causal_passes run 0 check-lookahead --seq-len 70 --max-seq-len 80 --block 10 --k 16 --positions 70
@@ -52,6 +53,19 @@ done
 check cli_run_prints_what_it_loaded grep -q 'layout fairseq-encoder-layer, 1 layer, d_model 16, heads 2' "$out"
 check cli_compare_detects_difference sh -c "'$cli' compare '$data/lucidrains_encoder_x.npy' '$data/lucidrains_encoder_y.npy' >'$out' 2>'$err'; test \$? -eq 3 && grep -q DIFFER '$out'"
 check cli_run_lengths_and_bad_input sh -c "'$cli' run --weights '$data/lucidrains_encoder.safetensors' --input '$data/lucidrains_encoder_x.npy' --output '$tmp/p.npy' --lengths 3,10 >'$out' 2>'$err' && ! '$cli' run --weights '$data/lucidrains_encoder.safetensors' --input '$data/lucidrains_lm_x.npy' --output '$tmp/q.npy' >'$out' 2>'$err' && grep -q 'expected float32' '$err' && test ! -e '$tmp/q.npy'"
+# run --verbose lists each stored or timed kernel choice with where it came
+# from: timed in a fresh cache directory, then read back from the store.
+verbose_run() { # source expected on every listed choice, then absent one
+    CLINFORMER_CACHE_DIR="$tmp/vcache" "$cli" run --verbose \
+        --weights "$data/lucidrains_encoder.safetensors" \
+        --input "$data/lucidrains_encoder_x.npy" --output "$tmp/v.npy" \
+        >"$out" 2>"$err" &&
+        grep -q '^stored or timed on this device' "$out" &&
+        grep -Eq "^  (softmax|gemm|attend) .*\\($1\\)\$" "$out" &&
+        ! grep -q "($2)" "$out"
+}
+check cli_run_verbose_says_choices_were_timed verbose_run timed stored
+check cli_run_verbose_says_choices_were_stored verbose_run stored timed
 check cli_run_missing_weights_named sh -c "'$cli' run --weights '$tmp/none.safetensors' --input '$data/lucidrains_encoder_x.npy' --output '$tmp/r.npy' >'$out' 2>'$err'; test \$? -eq 1 && grep -q 'none.safetensors' '$err'"
 rm -rf "$tmp"
 rm -f "$out" "$err"

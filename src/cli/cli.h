@@ -83,6 +83,16 @@ extern const char cli_epilogue[];
  * log of a failed kernel build, the log.  Returns CLI_ERROR. */
 int cli_fail(clf_context *ctx, const char *what, int rc);
 
+/* Creates a context on selector and applies the device's stored GEMM
+ * tuning (process-wide: the tool owns its process), printing a warning
+ * when the stored file was ignored; on failure prints why and returns
+ * CLI_ERROR with *ctx NULL. */
+int cli_context(clf_context **ctx, const char *selector);
+
+/* "kernel choices: ..." of the last plan, each with where it came from;
+ * verbose adds every stored or timed choice the device has. */
+void cli_print_choices(clf_context *ctx, int verbose);
+
 /* Prints "clinformer CMD: MESSAGE" to stderr. */
 void cli_error(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -123,7 +133,7 @@ int cli_npy_write(const char *path, const float *data, const size_t *shape,
 
 /* The commands (one file each, or a few per file). */
 int cli_devices_main(const struct cli_command *cmd, int argc, char **argv);
-int cli_list_devices(void);
+int cli_list_devices(int kernels);
 int cli_demo_main(const struct cli_command *cmd, int argc, char **argv);
 int cli_lookahead_main(const struct cli_command *cmd, int argc, char **argv);
 int cli_run_main(const struct cli_command *cmd, int argc, char **argv);

@@ -5,14 +5,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* devices takes no options yet; an option is one entry in this table and
- * one field here. */
 struct devices_opts {
-    int unused;
+    int kernels;
 };
 
 const struct cli_option cli_devices_options[] = {
+    {"kernels", CLI_FLAG, offsetof(struct devices_opts, kernels), NULL,
+     "also list each device's stored kernel choices (a\n"
+     "context is created on every device to read them)",
+     1, 0, NULL},
     {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
+
+/* The stored kernel choices of one device, read through a context. */
+static void
+list_kernel_choices(const clf_device_info *d)
+{
+    clf_context *ctx = NULL;
+    clf_kernel_choice c;
+    size_t count = 0, i;
+    char sel[16];
+
+    snprintf(sel, sizeof sel, "%u", d->index);
+    if (clf_context_create(&ctx, sel) != 0 ||
+        clf_context_kernel_choice_count(ctx, &count) != 0) {
+        printf("    kernel choices: unavailable (%s)\n", clf_last_error());
+        clf_context_destroy(ctx);
+        return;
+    }
+    printf("    kernel choices stored: %zu\n", count);
+    for (i = 0; i < count; i++)
+        if (clf_context_kernel_choice(ctx, i, &c) == 0)
+            printf("      %-7s %-24s %s\n", c.kind, c.bucket, c.name);
+    clf_context_destroy(ctx);
+}
 
 struct demo_opts {
     const char *device;
@@ -42,11 +67,11 @@ cli_devices_main(const struct cli_command *cmd, int argc, char **argv)
 
     if (rc != 0)
         return rc == CLI_HELP_SHOWN ? 0 : rc;
-    return cli_list_devices();
+    return cli_list_devices(o.kernels);
 }
 
 int
-cli_list_devices(void)
+cli_list_devices(int kernels)
 {
     clf_device_info infos[64];
     size_t count = 0, i;
@@ -69,6 +94,8 @@ cli_list_devices(void)
                (double)d->max_alloc / 1073741824.0, d->local_mem / 1024);
         printf("    fp16 %s, fp64 %s\n", d->fp16 ? "yes" : "no",
                d->fp64 ? "yes" : "no");
+        if (kernels)
+            list_kernel_choices(d);
     }
     if (count > 64)
         printf("(%zu more devices not listed)\n", count - 64);
@@ -188,7 +215,7 @@ demo_report(clf_context *ctx, clf_attention *att, size_t n, size_t repeat,
            times[2], ff * 1e-9, ff * 1e-9 / times[2]);
     printf("speed-up of Linformer over full attention: %.2fx\n",
            times[2] / times[0]);
-    printf("kernels chosen by timing: %s\n", clf_context_kernel_choices(ctx));
+    cli_print_choices(ctx, 0);
     printf("relative difference ||Y_lin - Y_full|| / ||Y_full||: %.4f\n",
            sqrt(num / den));
     printf("(random weights and E: Linformer approximates full attention "
@@ -269,11 +296,10 @@ cli_demo_main(const struct cli_command *cmd, int argc, char **argv)
         return CLI_USAGE;
     }
     printf("== OpenCL devices\n");
-    if (cli_list_devices() != 0)
+    if (cli_list_devices(0) != 0)
         return CLI_ERROR;
-    rc = clf_context_create(&ctx, o.device);
-    if (rc != 0)
-        return cli_fail(NULL, "creating a context", rc);
+    if ((rc = cli_context(&ctx, o.device)) != 0)
+        return rc;
     clf_context_device_info(ctx, &info);
     printf("\n== Using [%u] %s / %s (driver %s)\n", info.index, info.platform,
            info.name, info.driver);

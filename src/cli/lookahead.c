@@ -181,8 +181,8 @@ cli_lookahead_main(const struct cli_command *cmd, int argc, char **argv)
     /* The block size is a property of causal Linformer only. */
     d.causal_block = o.full || !o.causal ? 0 : o.block;
     d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
-    if ((rc = clf_context_create(&ctx, o.device)) != 0)
-        return cli_fail(NULL, "creating a context", rc);
+    if ((rc = cli_context(&ctx, o.device)) != 0)
+        return rc;
     if ((rc = clf_attention_create(&att, ctx, &d)) != 0 ||
         (rc = clf_attention_randomize(att, o.seed)) != 0 ||
         (rc = clf_attention_set_mode(

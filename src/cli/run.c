@@ -7,7 +7,7 @@
 struct run_opts {
     const char *device, *weights, *input, *output, *mask, *lengths, *layout;
     size_t heads, block, repeat; /* 0: not given */
-    int causal, full, layerwise, non_strict;
+    int causal, full, layerwise, non_strict, verbose;
 };
 
 #define RO(field) offsetof(struct run_opts, field)
@@ -42,6 +42,10 @@ const struct cli_option cli_run_options[] = {
      1, 0, NULL},
     {"layerwise", CLI_FLAG, RO(layerwise), NULL,
      "share layer 0's E and F with every layer", 1, 0, NULL},
+    {"verbose", CLI_FLAG, RO(verbose), NULL,
+     "also list every kernel choice stored or timed for\n"
+     "the device, with where each came from",
+     1, 0, NULL},
     {"non-strict", CLI_FLAG, RO(non_strict), NULL,
      "skip tensors the layout does not use (listed on\n"
      "stderr); by default they are an error",
@@ -286,8 +290,7 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
            "includes kernel compilation)\n",
            s->B, s->n, o->full ? "full attention" : "Linformer",
            o->causal ? ", causal" : "", t_fwd);
-    printf("kernels chosen by timing: %s\n",
-           clf_context_kernel_choices(s->ctx));
+    cli_print_choices(s->ctx, o->verbose);
     if (o->repeat != 0 && (rc = time_repeats(s)) != 0)
         return rc;
     printf("wrote %s: (%zu, %zu, %zu) float32\n", o->output, s->B, s->n,
@@ -343,8 +346,8 @@ cli_run_main(const struct cli_command *cmd, int argc, char **argv)
     mo.layerwise = o.layerwise;
     mo.allow_unexpected = o.non_strict;
     s.o = &o;
-    if ((rc = clf_context_create(&s.ctx, o.device)) != 0)
-        return cli_fail(NULL, "creating a context", rc);
+    if ((rc = cli_context(&s.ctx, o.device)) != 0)
+        return rc;
     t0 = cli_now();
     if ((rc = clf_model_load(&s.m, s.ctx, o.weights, &mo)) != 0)
         rc = cli_fail(s.ctx, o.weights, rc);

@@ -18,6 +18,48 @@ cli_fail(clf_context *ctx, const char *what, int rc)
 }
 
 int
+cli_context(clf_context **ctx, const char *selector)
+{
+    int rc = clf_context_create(ctx, selector);
+    const char *warn;
+
+    if (rc != 0)
+        return cli_fail(NULL, "creating a context", rc);
+    /* The tool owns its process, so it may apply stored GEMM tuning to
+     * CLBlast process-wide; a library caller decides for itself. */
+    rc = clf_tune_apply_process_wide(*ctx);
+    warn = clf_context_warnings(*ctx);
+    if (warn[0] != '\0')
+        fprintf(stderr, "clinformer: warning: %s\n", warn);
+    if (rc != 0) {
+        cli_fail(*ctx, "applying stored GEMM tuning", rc);
+        clf_context_destroy(*ctx);
+        *ctx = NULL;
+        return CLI_ERROR;
+    }
+    return 0;
+}
+
+static const char *const source_names[] = {"not chosen", "stored", "timed",
+                                           "forced"};
+
+void
+cli_print_choices(clf_context *ctx, int verbose)
+{
+    clf_kernel_choice c;
+    size_t count = 0, i;
+
+    printf("kernel choices: %s\n", clf_context_kernel_choices(ctx));
+    if (!verbose || clf_context_kernel_choice_count(ctx, &count) != 0)
+        return;
+    printf("stored or timed on this device (%zu):\n", count);
+    for (i = 0; i < count; i++)
+        if (clf_context_kernel_choice(ctx, i, &c) == 0)
+            printf("  %-7s %-24s %-8s (%s)\n", c.kind, c.bucket, c.name,
+                   (unsigned)c.source < 4 ? source_names[c.source] : "?");
+}
+
+int
 cli_mul(size_t a, size_t b, size_t *out)
 {
     if (a != 0 && b > SIZE_MAX / a)

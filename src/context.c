@@ -118,7 +118,6 @@ clf_context_create_ex(clf_context **out, const char *selector,
                        ctx->info.name, err);
         goto fail;
     }
-    clf__tune_apply(ctx);
     *out = ctx;
     return 0;
 
@@ -202,7 +201,6 @@ clf_context_adopt(clf_context **out, cl_context context, cl_device_id device,
     clRetainCommandQueue(queue);
     ctx->queue = queue;
     ctx->profiling = (qprops & CL_QUEUE_PROFILING_ENABLE) != 0;
-    clf__tune_apply(ctx);
     *out = ctx;
     return 0;
 }

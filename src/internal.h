@@ -163,9 +163,6 @@ int clf__mkdir_p(const char *path);
 int clf__cache_entry_check(const void *data, size_t len, uint64_t key,
                            size_t *payload_off, size_t *payload_len);
 
-/* tune.c: called when a context is made; applies nothing, since stored
- * tuning is process-wide and opt-in (clf_tune_apply_process_wide). */
-int clf__tune_apply(clf_context *ctx);
 /* The tune file of a device in the cache directory, or "" (no directory,
  * or a path longer than cap). */
 void clf__tune_path(const clf_device_info *info, char *buf, size_t cap);

@@ -582,13 +582,6 @@ apply_stored(clf_context *ctx)
 /* A new context applies nothing: CLBlast's parameter overrides hold for
  * every CLBlast user of the process on the device, so applying them is
  * left to the process's owner (clf_tune_apply_process_wide). */
-int
-clf__tune_apply(clf_context *ctx)
-{
-    ctx->tuned[0] = '\0';
-    return 0;
-}
-
 CLF_EXTERN int
 clf_tune_apply_process_wide(clf_context *ctx)
 {

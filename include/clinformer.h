@@ -634,7 +634,7 @@ CLF_EXTERN int clf_attention_desc_flops(const clf_attention_desc *desc,
 
 /* ---------------------------------------------------------------- models */
 
-/* Weight layouts of trained models (DESIGN.md section 2). */
+/* Weight layouts of trained models (docs/design.md, section 1). */
 typedef enum clf_layout {
     CLF_LAYOUT_AUTO = 0,            /* detect from the tensor names */
     CLF_LAYOUT_LUCIDRAINS_ATTENTION, /* linformer.LinformerSelfAttention */

@@ -346,7 +346,8 @@ check_attend(clf_context *ctx)
 }
 
 /* The blocked GEMM (row tail, a 64-column and a 16-column block, two
- * batch entries, accumulate, bias, GELU) and the transpose. */
+ * batch entries, accumulate, bias, GELU), the transpose, and a GEMM by
+ * CLBlast's kernels. */
 static void
 check_gemm(clf_context *ctx)
 {
@@ -398,6 +399,19 @@ check_gemm(clf_context *ctx)
             for (j = 0; j < N; j++)
                 expect(bt[(t * N + j) * K + l] == b[(t * K + l) * N + j],
                        "transpose");
+    /* CLBlast's own kernels, on the same first batch entry. */
+    clf__gemm_use(CLF_GEMM_CLBLAST);
+    expect(clf__gemm(ctx, 0, 0, M, N, K, 1.0f, ma, 0, K, mb, 0, N, 0.0f, mc,
+                     0, N) == 0,
+           "CLBlast GEMM enqueued");
+    download(ctx, mc, c, M * N);
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++) {
+            double v = 0.0;
+            for (l = 0; l < K; l++)
+                v += (double)a[i * K + l] * b[l * N + j];
+            expect(fabs(c[i * N + j] - v) < 1e-5, "CLBlast GEMM");
+        }
     clReleaseMemObject(ma);
     clReleaseMemObject(mb);
     clReleaseMemObject(mc);

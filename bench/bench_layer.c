@@ -251,8 +251,9 @@ make_buffers(clf_context *ctx, size_t bytes, cl_mem *x, cl_mem *y)
 
     *x = *y = NULL;
     if (hx == NULL) {
-        fprintf(stderr, "bench_layer: out of host memory (%zu bytes of "
-                        "input)\n",
+        fprintf(stderr,
+                "bench_layer: out of host memory (%zu bytes of "
+                "input)\n",
                 bytes);
         return 1;
     }
@@ -298,8 +299,9 @@ time_modes(clf_context *ctx, clf_attention *att, const struct options *o,
             rc = timed(ctx, att, CLF_MODE_FULL, x, y, o->B, n, &fo, &tf[i]);
     }
     if (rc == 0)
-        fprintf(stderr, "n=%zu: first calls %.3f s (linformer), %.3f s "
-                        "(full)\n",
+        fprintf(stderr,
+                "n=%zu: first calls %.3f s (linformer), %.3f s "
+                "(full)\n",
                 n, first_l, first_f);
     return rc;
 }

@@ -143,25 +143,24 @@ device_to_json(const clf_bench_device *d)
         "s:s}",
         "index", (json_int_t)d->index, "platform", d->platform, "device",
         d->name, "driver", d->driver, "version", d->version, "is_gpu",
-        d->is_gpu, "compute_units", (json_int_t)d->compute_units,
-        "global_mem", (json_int_t)d->global_mem, "max_alloc",
-        (json_int_t)d->max_alloc, "build_s", jnum(d->build_s),
-        "source_builds", (json_int_t)d->source_builds, "cache_loads",
-        (json_int_t)d->cache_loads, "gemm_tuning", d->tuning,
-        "kernel_choices", d->choices);
+        d->is_gpu, "compute_units", (json_int_t)d->compute_units, "global_mem",
+        (json_int_t)d->global_mem, "max_alloc", (json_int_t)d->max_alloc,
+        "build_s", jnum(d->build_s), "source_builds",
+        (json_int_t)d->source_builds, "cache_loads", (json_int_t)d->cache_loads,
+        "gemm_tuning", d->tuning, "kernel_choices", d->choices);
 }
 
 static json_t *
 crossing_to_json(const clf_bench_report *r, const clf_bench_crossing *c)
 {
-    json_t *o = json_pack(
-        "{s:I, s:I, s:I, s:I, s:s, s:I, s:o, s:o}", "d_model",
-        (json_int_t)c->d_model, "heads", (json_int_t)c->heads, "batch",
-        (json_int_t)c->batch, "k", (json_int_t)c->k_requested, "pair",
-        c->causal ? "causal/causal-full" : "linformer/full", "points",
-        (json_int_t)c->points, "n",
-        c->n ? json_integer((json_int_t)c->n) : json_null(), "n_estimate",
-        jnum(c->n_estimate));
+    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:s, s:I, s:o, s:o}", "d_model",
+                          (json_int_t)c->d_model, "heads", (json_int_t)c->heads,
+                          "batch", (json_int_t)c->batch, "k",
+                          (json_int_t)c->k_requested, "pair",
+                          c->causal ? "causal/causal-full" : "linformer/full",
+                          "points", (json_int_t)c->points, "n",
+                          c->n ? json_integer((json_int_t)c->n) : json_null(),
+                          "n_estimate", jnum(c->n_estimate));
 
     if (o == NULL || add_identity(o, r, c->device)) {
         json_decref(o);
@@ -598,7 +597,8 @@ read_array(struct jr *j, const json_t *root, const char *key,
     json_t *arr = jr_array(j, root, "", key), *v;
     size_t i;
 
-    json_array_foreach (arr, i, v) {
+    json_array_foreach(arr, i, v)
+    {
         char p[48];
         if (j->bad)
             break;
@@ -1152,8 +1152,8 @@ svg_markers(FILE *f, const clf_bench_report *r, const struct axes *a,
         fprintf(f,
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
                 "stroke=\"%s\"/>\n",
-                px, ax_y(a, x->wall.min * 1e3), px,
-                ax_y(a, x->wall.max * 1e3), mode_colors[m]);
+                px, ax_y(a, x->wall.min * 1e3), px, ax_y(a, x->wall.max * 1e3),
+                mode_colors[m]);
         fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
                 px, ax_y(a, x->wall.median * 1e3), mode_colors[m]);
     }
@@ -1348,8 +1348,7 @@ print_crossings(FILE *f, const clf_bench_report *r, size_t dev)
 
 /* One row of the matrix table; returns 1 when the row has a note. */
 static int
-print_matrix_row(FILE *f, const clf_bench_report *r,
-                 const clf_bench_result *x)
+print_matrix_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x)
 {
     char k[24] = "-", b[24] = "-", first[16], med[16], spr[40], devm[16];
     char gf[16], rate[16], mib[16], err[16], sp[16], lo[16], hi[16];

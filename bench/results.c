@@ -439,8 +439,8 @@ starts_group(const clf_bench_report *r, size_t i)
  * with scratch arrays of nresults entries.  Returns 1, or 0 when the
  * group has no reference row. */
 static int
-group_crossing(const clf_bench_report *r, const clf_bench_result *g,
-               size_t *ns, double *lin, double *ref, clf_bench_crossing *c)
+group_crossing(const clf_bench_report *r, const clf_bench_result *g, size_t *ns,
+               double *lin, double *ref, clf_bench_crossing *c)
 {
     clf_bench_mode refmode = clf_bench_mode_reference(g->mode);
     size_t j, m = 0, points = 0, p;
@@ -495,9 +495,8 @@ clf_bench_report_crossings(const clf_bench_report *r, clf_bench_crossing *out,
     }
     for (i = 0; i < r->nresults; i++)
         if (starts_group(r, i))
-            found += (size_t)group_crossing(
-                r, &r->results[i], ns, lin, ref,
-                found < cap ? &out[found] : NULL);
+            found += (size_t)group_crossing(r, &r->results[i], ns, lin, ref,
+                                            found < cap ? &out[found] : NULL);
     free(ns);
     free(lin);
     free(ref);

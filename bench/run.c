@@ -32,7 +32,6 @@
 
 /* ---------------------------------------------------------------- runs */
 
-
 struct run {
     const struct clf_bench_options *o;
     clf_bench_report *rep;
@@ -529,8 +528,7 @@ make_layers(struct cfgrun *cr, int rc)
         clf_bench_result *r = row(cr->run, sl->res);
         clf_bench_shape sh;
         if (rc != 0) {
-            fail_row(cr->run, &r->status, r->note, sizeof r->note, "input",
-                     rc);
+            fail_row(cr->run, &r->status, r->note, sizeof r->note, "input", rc);
             continue;
         }
         rc = layer_make(&sl->l, cr->ctx, sl->l.mode, c->n, c->k, c->h, cr->w,
@@ -541,8 +539,7 @@ make_layers(struct cfgrun *cr, int rc)
         if (rc == 0)
             sl->y = make_buffer(cr->ctx, cr->count, NULL, &rc);
         if (rc != 0) {
-            fail_row(cr->run, &r->status, r->note, sizeof r->note, "layer",
-                     rc);
+            fail_row(cr->run, &r->status, r->note, sizeof r->note, "layer", rc);
             layer_destroy(&sl->l);
             rc = 0;
             continue;
@@ -658,8 +655,8 @@ stop_rounds(struct cfgrun *cr, size_t i)
                      cr->run->o->repeat);
         }
     }
-    progress(cr->run, "%s: stopping after %zu warm runs (time budget)",
-             cr->tag, i);
+    progress(cr->run, "%s: stopping after %zu warm runs (time budget)", cr->tag,
+             i);
 }
 
 /* One warm forward of the slot, with its stage times. */
@@ -670,8 +667,8 @@ warm_run(struct cfgrun *cr, struct slot *sl)
     double secs, st[CLF_STAGE_COUNT], sum = 0.0;
     int g, rc;
 
-    rc = timed_forward(cr->ctx, &sl->l, cr->x, sl->y, cr->c->B, cr->c->n,
-                       &secs);
+    rc =
+        timed_forward(cr->ctx, &sl->l, cr->x, sl->y, cr->c->B, cr->c->n, &secs);
     if (rc == 0)
         rc = clf_attention_stage_times(sl->l.att, st);
     if (rc != 0) {
@@ -779,8 +776,8 @@ run_config(struct run *run, clf_context *ctx, const struct config *c,
     cr.c = c;
     cr.w = w;
     cr.count = c->B * c->n * c->D;
-    snprintf(cr.tag, sizeof cr.tag, "n=%zu k=%zu D=%zu h=%zu B=%zu", c->n,
-             c->k, c->D, c->h, c->B);
+    snprintf(cr.tag, sizeof cr.tag, "n=%zu k=%zu D=%zu h=%zu B=%zu", c->n, c->k,
+             c->D, c->h, c->B);
     cr.slots = calloc(CLF_BENCH_MODE_COUNT, sizeof *cr.slots);
     if (cr.slots == NULL || add_rows(&cr) != 0) {
         fprintf(stderr, "%s: out of host memory\n", run->o->prog);
@@ -1066,8 +1063,8 @@ acc_full(struct accrun *ar)
     double secs;
     int rc;
 
-    progress(ar->run, "accuracy n=%zu D=%zu h=%zu B=%zu: full attention",
-             ar->n, ar->D, ar->h, ar->B);
+    progress(ar->run, "accuracy n=%zu D=%zu h=%zu B=%zu: full attention", ar->n,
+             ar->D, ar->h, ar->B);
     rc = layer_make(&ar->full, ar->ctx, CLF_BENCH_FULL, ar->n, 1, ar->h, ar->w,
                     CLF_BENCH_INIT_LUCIDRAINS, ar->run->o->seed);
     if (rc == 0)
@@ -1117,15 +1114,14 @@ acc_fits(struct accrun *ar, struct layer *l)
 {
     double fl = NAN, ff = NAN;
 
-    clf_attention_flops_ex(l->att, CLF_MODE_LINFORMER, ar->B, ar->n, NULL,
-                           &fl);
+    clf_attention_flops_ex(l->att, CLF_MODE_LINFORMER, ar->B, ar->n, NULL, &fl);
     if (ar->have_full)
         clf_attention_flops_ex(ar->full.att, CLF_MODE_FULL, ar->B, ar->n, NULL,
                                &ff);
-    return fits(ar->run,
-                2.0 * estimate_s(ar->run, CLF_MODE_LINFORMER, fl) +
-                    (ar->have_full ? estimate_s(ar->run, CLF_MODE_FULL, ff)
-                                   : 0.0));
+    return fits(
+        ar->run,
+        2.0 * estimate_s(ar->run, CLF_MODE_LINFORMER, fl) +
+            (ar->have_full ? estimate_s(ar->run, CLF_MODE_FULL, ff) : 0.0));
 }
 
 /* Linformer's output under the layer's E and F, and its error against
@@ -1195,8 +1191,8 @@ acc_k(struct accrun *ar, size_t k)
                  ar->n, k);
         return 0;
     }
-    progress(run, "accuracy n=%zu k=%zu: Linformer%s, decisive token", ar->n,
-             k, ar->have_full ? " and full, alternating" : "");
+    progress(run, "accuracy n=%zu k=%zu: Linformer%s, decisive token", ar->n, k,
+             ar->have_full ? " and full, alternating" : "");
     rc = acc_measure(ar, &l, a);
     layer_destroy(&l);
     for (init = 0; rc == 0 && init < CLF_BENCH_INIT_COUNT; init++)
@@ -1333,8 +1329,8 @@ device_open(struct run *run, clf_context *ctx)
     d->build_s = clf_bench_now() - t;
     if (rc != 0) {
         fprintf(stderr, "%s: device %u: kernel build: %s: %s\n%s\n",
-                run->o->prog, info.index, clf_strerror(rc), clf_error_message(rc),
-                clf_context_build_log(ctx));
+                run->o->prog, info.index, clf_strerror(rc),
+                clf_error_message(rc), clf_context_build_log(ctx));
         return -1;
     }
     if (clf_context_stats_get(ctx, &cs) == 0) {
@@ -1498,8 +1494,7 @@ check_study(const struct clf_bench_options *o, char *why, size_t len)
 }
 
 int
-clf_bench_check_sizes(const struct clf_bench_options *o, char *why,
-                      size_t len)
+clf_bench_check_sizes(const struct clf_bench_options *o, char *why, size_t len)
 {
     size_t id;
 

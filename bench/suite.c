@@ -609,8 +609,9 @@ clf_bench_main(int argc, char **argv)
         return 2;
     }
     if (is_stdout(o.json) + is_stdout(o.csv) + is_stdout(o.svg) > 1) {
-        fprintf(stderr, "%s: only one of --json, --csv and --svg can be - "
-                        "(standard output)\n",
+        fprintf(stderr,
+                "%s: only one of --json, --csv and --svg can be - "
+                "(standard output)\n",
                 o.prog);
         return 2;
     }

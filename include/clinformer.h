@@ -64,7 +64,7 @@ extern "C" {
     XX(BUFFER_TOO_SMALL, -4014, "a caller buffer is smaller than required")    \
     XX(WRONG_CONTEXT, -4015, "a caller object belongs to another context")     \
     XX(UNSUPPORTED, -4016, "the device or queue lacks a required feature")     \
-    XX(IO, -4017, "file input or output failed")                              \
+    XX(IO, -4017, "file input or output failed")                               \
     XX(FORMAT, -4018, "a file is malformed")                                   \
     XX(NOT_FOUND, -4019, "no tensor or entry of that name")                    \
     XX(DTYPE, -4020, "unsupported data type")
@@ -74,7 +74,7 @@ typedef enum clf_status {
 #define CLF_ERRNO_ENUM(name, value, msg) CLF_E##name = value,
     CLF_ERRNO_MAP(CLF_ERRNO_ENUM)
 #undef CLF_ERRNO_ENUM
-    CLF_STATUS_END_ = -5000
+        CLF_STATUS_END_ = -5000
 } clf_status;
 
 /* A static English sentence for any status: clinformer's own, OpenCL's or
@@ -118,11 +118,11 @@ typedef struct clf_device_info {
     int is_cpu;
     unsigned compute_units;
     unsigned max_clock_mhz;
-    unsigned long long global_mem;    /* bytes */
-    unsigned long long max_alloc;     /* bytes */
-    unsigned long long local_mem;     /* bytes */
-    int fp16; /* cl_khr_fp16 */
-    int fp64; /* cl_khr_fp64 or a double FP config */
+    unsigned long long global_mem; /* bytes */
+    unsigned long long max_alloc;  /* bytes */
+    unsigned long long local_mem;  /* bytes */
+    int fp16;                      /* cl_khr_fp16 */
+    int fp64;                      /* cl_khr_fp64 or a double FP config */
     /* "<platform>:<i>", the device's name that stays the same while other
      * platforms come and go: <i> its index within its platform, <platform>
      * the platform's short name: "pocl" (PoCL), "rusticl", "clover",
@@ -210,8 +210,9 @@ CLF_EXTERN void clf_context_destroy(clf_context *ctx);
  * created with mode 0700; one owned by another user or writable by group or
  * others is neither read nor written (nor are stored tune files in it).
  * Entries are written to a new file (O_EXCL | O_NOFOLLOW) and renamed into
- * place, so a symlink planted at either name is never written through.  CLINFORMER_KERNEL_DIR
- * loads the .cl files from a directory instead of the embedded copies. */
+ * place, so a symlink planted at either name is never written through.
+ * CLINFORMER_KERNEL_DIR loads the .cl files from a directory instead of the
+ * embedded copies. */
 CLF_EXTERN int clf_context_build(clf_context *ctx);
 
 /* GEMM tuning per device.  CLBlast's default parameters for a device it
@@ -236,16 +237,16 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
  * room for the switch's five settings; a later call resumes where it
  * stopped, and a budget too small for any step measures nothing and
  * returns 0.  A stored file that fails validation (see
- * clf_tune_apply_process_wide) is not resumed from but replaced.  A device never tuned runs with
- * CLBlast's defaults.  The timed forwards run every GEMM through CLBlast;
- * the stored kernel choices are keyed by the tuning in force, so that
- * afterwards the context times its kernel choices again at its next
+ * clf_tune_apply_process_wide) is not resumed from but replaced.  A device
+ * never tuned runs with CLBlast's defaults.  The timed forwards run every GEMM
+ * through CLBlast; the stored kernel choices are keyed by the tuning in force,
+ * so that afterwards the context times its kernel choices again at its next
  * forward, the tuned CLBlast against clinformer's own GEMM kernel among
  * them, and keeps the faster (clf_context_kernel_choices). */
 typedef struct clf_tune_opts {
     size_t d_model, heads, k, seq_len; /* the layer to time; 0 = 512, 8,
                                           256, 2048 */
-    double budget_s;                    /* seconds; 0 = 120 */
+    double budget_s;                   /* seconds; 0 = 120 */
     void (*progress)(const char *line, void *user); /* or NULL */
     void *user;
     size_t max_candidates; /* new Xgemm candidates per call; 0 = no limit */
@@ -309,8 +310,8 @@ CLF_EXTERN const char *clf_context_tuning(const clf_context *ctx);
  * directory (see clf_context_build) keyed by platform, device, vendor,
  * driver, clinformer version and GEMM tuning (clf_tune), so that another
  * process on the same device and driver takes the same kernels, and gets
- * the same bits, without timing.  A store that is corrupt, of another device, or not a
- * regular file is ignored.  CLINFORMER_KERNELS=softmax=NAME,gemm=NAME,
+ * the same bits, without timing.  A store that is corrupt, of another device,
+ * or not a regular file is ignored.  CLINFORMER_KERNELS=softmax=NAME,gemm=NAME,
  * attend=NAME (any subset) forces choices for every context; a bad entry
  * fails the next forward with CLF_EINVALID_ARGUMENT listing the valid
  * names. */
@@ -322,9 +323,9 @@ typedef enum clf_choice_source {
 } clf_choice_source;
 
 typedef struct clf_kernel_choice {
-    const char *kind;   /* "softmax", "gemm" or "attend"; static storage */
-    const char *name;   /* the kernel chosen; static storage */
-    char bucket[48];    /* the shapes it covers, e.g. "m1024.n512.k512" */
+    const char *kind; /* "softmax", "gemm" or "attend"; static storage */
+    const char *name; /* the kernel chosen; static storage */
+    char bucket[48];  /* the shapes it covers, e.g. "m1024.n512.k512" */
     clf_choice_source source; /* CLF_SOURCE_STORED or CLF_SOURCE_TIMED */
     double ms[4]; /* when timed by this context: each candidate's best time
                      in the order listed above (-1 failed), else 0 */
@@ -341,8 +342,7 @@ CLF_EXTERN int clf_context_force_kernel(clf_context *ctx, const char *kind,
  * store is read at the first call): *count of them, and entry `index`
  * copied to *out.  Errors: CLF_ENULL_ARGUMENT, CLF_EINVALID_ARGUMENT
  * (index past the count). */
-CLF_EXTERN int clf_context_kernel_choice_count(clf_context *ctx,
-                                               size_t *count);
+CLF_EXTERN int clf_context_kernel_choice_count(clf_context *ctx, size_t *count);
 CLF_EXTERN int clf_context_kernel_choice(clf_context *ctx, size_t index,
                                          clf_kernel_choice *out);
 
@@ -502,11 +502,11 @@ CLF_EXTERN int clf_attention_set_mode(clf_attention *att, clf_mode mode);
  * near b = sqrt(N): O(n sqrt(N)), not linear.  Plain (non-causal) Linformer
  * mixes future positions into every slot and must not be used causally. */
 typedef struct clf_forward_opts {
-    const unsigned *lengths;        /* batch entries, each 1..seq_len, or
-                                       NULL: right padding */
-    const unsigned char *key_mask;  /* batch*seq_len bytes, nonzero = real,
-                                       or NULL; not with lengths */
-    int causal;                     /* nonzero: causal, as above */
+    const unsigned *lengths;       /* batch entries, each 1..seq_len, or
+                                      NULL: right padding */
+    const unsigned char *key_mask; /* batch*seq_len bytes, nonzero = real,
+                                      or NULL; not with lengths */
+    int causal;                    /* nonzero: causal, as above */
 } clf_forward_opts;
 
 /* Forward from host memory: x holds batch*seq_len rows of D floats, y
@@ -536,8 +536,7 @@ CLF_EXTERN int clf_attention_forward_cl(clf_attention *att, cl_mem x,
  * CLF_EINVALID_ARGUMENT (lengths and key_mask both given), CLF_EBAD_SIZE
  * (a length of 0 or above seq_len; causal Linformer with causal_block 0). */
 CLF_EXTERN int clf_attention_forward_ex(clf_attention *att, const float *x,
-                                        size_t batch, size_t seq_len,
-                                        float *y,
+                                        size_t batch, size_t seq_len, float *y,
                                         const clf_forward_opts *opts);
 CLF_EXTERN int clf_attention_forward_cl_ex(clf_attention *att, cl_mem x,
                                            size_t x_offset, cl_mem y,
@@ -606,8 +605,7 @@ CLF_EXTERN int clf_attention_device_bytes(const clf_attention *att,
  * work), the same way on every device.  Errors: CLF_ENULL_ARGUMENT,
  * CLF_EBAD_SIZE, CLF_ESEQ_TOO_LONG, CLF_EBAD_ENUM. */
 CLF_EXTERN int clf_attention_flops(const clf_attention *att, clf_mode mode,
-                                   size_t batch, size_t seq_len,
-                                   double *flops);
+                                   size_t batch, size_t seq_len, double *flops);
 
 /* The same for a forward with options (causal changes the work; masks do
  * not change the count).  opts may be NULL. */
@@ -636,7 +634,7 @@ CLF_EXTERN int clf_attention_desc_flops(const clf_attention_desc *desc,
 
 /* Weight layouts of trained models (docs/design.md, section 1). */
 typedef enum clf_layout {
-    CLF_LAYOUT_AUTO = 0,            /* detect from the tensor names */
+    CLF_LAYOUT_AUTO = 0,             /* detect from the tensor names */
     CLF_LAYOUT_LUCIDRAINS_ATTENTION, /* linformer.LinformerSelfAttention */
     CLF_LAYOUT_LUCIDRAINS_ENCODER,   /* linformer.Linformer (sequential or
                                         reversible) */
@@ -657,10 +655,10 @@ CLF_EXTERN int clf_layout_parse(const char *name, clf_layout *out);
  * from the file's metadata, no causal block, each layer its own E/F. */
 typedef struct clf_model_opts {
     clf_layout layout;
-    size_t heads;        /* 0: from the "heads" metadata entry */
-    size_t causal_block; /* for causal Linformer forwards; 0 = none */
-    int layerwise;       /* share layer 0's E and F with every layer (the
-                            paper's layerwise sharing) */
+    size_t heads;         /* 0: from the "heads" metadata entry */
+    size_t causal_block;  /* for causal Linformer forwards; 0 = none */
+    int layerwise;        /* share layer 0's E and F with every layer (the
+                             paper's layerwise sharing) */
     int allow_unexpected; /* nonzero: tensors the layout does not use are
                              skipped and listed (clf_model_unexpected_*);
                              0 (strict): they are an error */
@@ -766,7 +764,7 @@ CLF_EXTERN void clf_array_free(clf_array *a);
 typedef struct clf_safetensors clf_safetensors;
 
 typedef struct clf_tensor_info {
-    const char *name; /* owned by the file handle */
+    const char *name;  /* owned by the file handle */
     const char *dtype; /* "F32", "F16", "BF16", ... (owned likewise) */
     size_t ndim;
     size_t shape[8];
@@ -793,8 +791,8 @@ CLF_EXTERN int clf_safetensors_info(const clf_safetensors *st, size_t index,
                                     clf_tensor_info *out);
 
 /* Looks a tensor up by name.  Errors: CLF_ENOT_FOUND (naming it). */
-CLF_EXTERN int clf_safetensors_find(const clf_safetensors *st,
-                                    const char *name, clf_tensor_info *out);
+CLF_EXTERN int clf_safetensors_find(const clf_safetensors *st, const char *name,
+                                    clf_tensor_info *out);
 
 /* Copies a tensor into dst as float32, converting F16 and BF16.  count must
  * equal the tensor's element count.  Errors: CLF_ENOT_FOUND,

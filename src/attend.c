@@ -1,5 +1,5 @@
-/* Host side of the fused attention kernel (cl/, same stem): Linformer attention over the compressed slots
- * in one kernel (scores, softmax, weighted sum). */
+/* Host side of the fused attention kernel (cl/, same stem): Linformer attention
+ * over the compressed slots in one kernel (scores, softmax, weighted sum). */
 #include "internal.h"
 
 #include <stdio.h>
@@ -93,9 +93,8 @@ clf__attend_scores(clf_context *ctx, const struct clf__attend_shape *sh,
 
     return clf__gemm_grouped(ctx, 0, 1, rows, L, sh->dh, sh->scale, q,
                              (b * sh->n + r0) * sh->dq, sh->dq, sh->dh, kbar,
-                             b * L * width, width,
-                             sh->kv_per_head ? sh->dh : 0, 0.0f, s, s_off,
-                             ld, rows * ld, sh->heads, &g);
+                             b * L * width, width, sh->kv_per_head ? sh->dh : 0,
+                             0.0f, s, s_off, ld, rows * ld, sh->heads, &g);
 }
 
 int
@@ -108,11 +107,10 @@ clf__attend_weigh(clf_context *ctx, const struct clf__attend_shape *sh,
     const struct clf__gemm_group g = {seqs, sh->heads * rows * ld, L * width,
                                       sh->n * sh->dq};
 
-    return clf__gemm_grouped(ctx, 0, 0, rows, sh->dh, L, 1.0f, s, s_off, ld,
-                             rows * ld, vbar, b * L * width, width,
-                             sh->kv_per_head ? sh->dh : 0, 0.0f, o,
-                             (b * sh->n + r0) * sh->dq, sh->dq, sh->dh,
-                             sh->heads, &g);
+    return clf__gemm_grouped(
+        ctx, 0, 0, rows, sh->dh, L, 1.0f, s, s_off, ld, rows * ld, vbar,
+        b * L * width, width, sh->kv_per_head ? sh->dh : 0, 0.0f, o,
+        (b * sh->n + r0) * sh->dq, sh->dq, sh->dh, sh->heads, &g);
 }
 
 struct attend_timing {
@@ -130,12 +128,11 @@ run_attend(clf_context *ctx, int variant, void *user)
 
     if (variant == CLF_ATTEND_FUSED - 1)
         return clf__attend(ctx, &t->sh, m[0], m[1], m[2], m[3], m[4], m[5]);
-    CLF_TRY(clf__attend_scores(ctx, &t->sh, 0, 1, 0, n, m[0], m[1], m[4], 0,
-                               L));
-    CLF_TRY(clf__softmax_rows_variant(ctx, t->softmax, m[4], 0,
-                                      t->sh.heads * n, L));
-    return clf__attend_weigh(ctx, &t->sh, 0, 1, 0, n, m[4], 0, L, m[2],
-                             m[5]);
+    CLF_TRY(
+        clf__attend_scores(ctx, &t->sh, 0, 1, 0, n, m[0], m[1], m[4], 0, L));
+    CLF_TRY(clf__softmax_rows_variant(ctx, t->softmax, m[4], 0, t->sh.heads * n,
+                                      L));
+    return clf__attend_weigh(ctx, &t->sh, 0, 1, 0, n, m[4], 0, L, m[2], m[5]);
 }
 
 static int

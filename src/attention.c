@@ -75,11 +75,10 @@ compress_bias(clf_attention *a, const struct plan *p, cl_mem e, cl_mem bias,
     if (bias == NULL)
         return 0;
     if (a->desc.compressed_bias)
-        return clf__add_rowsum_bias(ctx, out, p->B, k, hc, dh, NULL, 0, 0,
-                                    bias, a->hkv > 1);
+        return clf__add_rowsum_bias(ctx, out, p->B, k, hc, dh, NULL, 0, 0, bias,
+                                    a->hkv > 1);
     if (p->masked)
-        TRY(clf__masked_rowsum(ctx, e, nE * k, p->n, a->N, p->B, p->mask,
-                               rs));
+        TRY(clf__masked_rowsum(ctx, e, nE * k, p->n, a->N, p->B, p->mask, rs));
     else
         TRY(clf__rowsum(ctx, e, nE * k, p->n, a->N, rs));
     return clf__add_rowsum_bias(ctx, out, p->B, k, hc, dh, rs,
@@ -90,9 +89,8 @@ compress_bias(clf_attention *a, const struct plan *p, cl_mem e, cl_mem bias,
 /* Compress first: Xbar = E[:, :n] X per sequence (and per head when E is)
  * into ws, unless reuse_work (ws already holds it), then Kbar = Xbar W^T. */
 static int
-compress_first(clf_attention *a, const struct plan *p, cl_mem x,
-               size_t xoff, cl_mem e, cl_mem w, cl_mem ws, cl_mem out,
-               int reuse_work)
+compress_first(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
+               cl_mem e, cl_mem w, cl_mem ws, cl_mem out, int reuse_work)
 {
     clf_context *ctx = a->ctx;
     const size_t B = p->B, n = p->n, k = a->k, D = a->D, N = a->N;
@@ -100,19 +98,19 @@ compress_first(clf_attention *a, const struct plan *p, cl_mem x,
     size_t b;
 
     if (!reuse_work && nE == 1)
-        TRY(clf__gemm_batched(ctx, 0, 0, k, D, n, 1.0f, e, 0, N, 0, x, xoff,
-                              D, n * D, 0.0f, ws, 0, D, k * D, B));
+        TRY(clf__gemm_batched(ctx, 0, 0, k, D, n, 1.0f, e, 0, N, 0, x, xoff, D,
+                              n * D, 0.0f, ws, 0, D, k * D, B));
     for (b = 0; !reuse_work && nE > 1 && b < B; b++)
         TRY(clf__gemm_batched(ctx, 0, 0, k, D, n, 1.0f, e, 0, N, k * N, x,
-                              xoff + b * n * D, D, 0, 0.0f, ws,
-                              b * nE * k * D, D, k * D, nE));
+                              xoff + b * n * D, D, 0, 0.0f, ws, b * nE * k * D,
+                              D, k * D, nE));
     if (nE == 1)
         return clf__gemm(ctx, 0, 1, B * k, a->dkv, D, 1.0f, ws, 0, D, w, 0, D,
                          0.0f, out, 0, a->dkv);
     for (b = 0; b < B; b++)
-        TRY(clf__gemm_batched(ctx, 0, 1, k, dh, D, 1.0f, ws, b * nE * k * D,
-                              D, k * D, w, 0, D, a->hkv > 1 ? dh * D : 0,
-                              0.0f, out, b * k * width, width, dh, hc));
+        TRY(clf__gemm_batched(ctx, 0, 1, k, dh, D, 1.0f, ws, b * nE * k * D, D,
+                              k * D, w, 0, D, a->hkv > 1 ? dh * D : 0, 0.0f,
+                              out, b * k * width, width, dh, hc));
     return 0;
 }
 
@@ -136,8 +134,8 @@ project_first(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
                               dkv, n * dkv, 0.0f, out, 0, dkv, k * dkv, B));
     for (b = 0; a->nE > 1 && b < B; b++)
         TRY(clf__gemm_batched(ctx, 0, 0, k, dh, n, 1.0f, e, 0, N, k * N, ws,
-                              b * n * dkv, dkv, a->hkv > 1 ? dh : 0, 0.0f,
-                              out, b * k * width, width, dh, hc));
+                              b * n * dkv, dkv, a->hkv > 1 ? dh : 0, 0.0f, out,
+                              b * k * width, width, dh, hc));
     if (bias != NULL && a->desc.compressed_bias)
         TRY(clf__add_rowsum_bias(ctx, out, B, k, hc, dh, NULL, 0, 0, bias,
                                  a->hkv > 1));
@@ -164,13 +162,13 @@ compress_side(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
 /* P = X W^T + b over all rows, padding rows zeroed: the exact keys or values
  * of full mode and of the causal window. */
 static int
-project(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
-        cl_mem w, cl_mem bias, cl_mem out)
+project(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff, cl_mem w,
+        cl_mem bias, cl_mem out)
 {
     const size_t rows = p->B * p->n;
 
-    TRY(clf__gemm_bias(a->ctx, 1, rows, a->dkv, a->D, x, xoff, a->D, w, 0,
-                       a->D, out, 0, a->dkv, bias));
+    TRY(clf__gemm_bias(a->ctx, 1, rows, a->dkv, a->D, x, xoff, a->D, w, 0, a->D,
+                       out, 0, a->dkv, bias));
     if (p->masked)
         TRY(clf__mask_rows(a->ctx, out, 0, out, 0, rows, a->dkv, p->mask));
     return 0;
@@ -192,9 +190,9 @@ compress_blocks(clf_attention *a, const struct plan *p, cl_mem e, cl_mem pk,
     size_t b, h;
     cl_int err;
 
-    err = clEnqueueFillBuffer(ctx->queue, out, &zero, sizeof zero, 0,
-                              p->B * a->k * width * sizeof(float), 0, NULL,
-                              NULL);
+    err =
+        clEnqueueFillBuffer(ctx->queue, out, &zero, sizeof zero, 0,
+                            p->B * a->k * width * sizeof(float), 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return clf__fail(err, "clearing compressed keys failed (%d)", err);
     if (nbq == 0 || c == 0)
@@ -202,9 +200,9 @@ compress_blocks(clf_attention *a, const struct plan *p, cl_mem e, cl_mem pk,
     for (b = 0; b < p->B; b++) {
         if (a->nE == 1) {
             TRY(clf__gemm_batched(ctx, 0, 0, c, dkv, blk, 1.0f, e, 0, N,
-                                  c * N + blk, pk, b * n * dkv, dkv,
-                                  blk * dkv, 0.0f, out, b * a->k * dkv, dkv,
-                                  c * dkv, nbq));
+                                  c * N + blk, pk, b * n * dkv, dkv, blk * dkv,
+                                  0.0f, out, b * a->k * dkv, dkv, c * dkv,
+                                  nbq));
             continue;
         }
         for (h = 0; h < p->hc; h++)
@@ -217,8 +215,8 @@ compress_blocks(clf_attention *a, const struct plan *p, cl_mem e, cl_mem pk,
 }
 
 static const char *const stage_names[CLF_STAGE_COUNT] = {
-    "projection", "compression", "scores", "softmax", "weighted_sum",
-    "fused",      "output"};
+    "projection",   "compression", "scores", "softmax",
+    "weighted_sum", "fused",       "output"};
 
 CLF_EXTERN const char *
 clf_stage_name(clf_stage stage)
@@ -280,8 +278,7 @@ clf_attention_stage_times(clf_attention *att, double seconds[CLF_STAGE_COUNT])
         return clf__fail(CLF_EUNSUPPORTED,
                          "the context's queue does not profile (create it "
                          "with CLF_CONTEXT_PROFILING)");
-    if (att->nmarks < 2 ||
-        att->mark_stage[att->nmarks - 1] != CLF_STAGE_COUNT)
+    if (att->nmarks < 2 || att->mark_stage[att->nmarks - 1] != CLF_STAGE_COUNT)
         return clf__fail(CLF_EUNSUPPORTED, "no complete forward has run");
     err = clWaitForEvents(1, &att->marks[att->nmarks - 1]);
     if (err != CL_SUCCESS)
@@ -363,8 +360,7 @@ keys_values(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff)
     if (p->masked && p->compress_first_k) {
         xc = a->ws[WS_XM].mem;
         xcoff = 0;
-        TRY(clf__mask_rows(a->ctx, x, xoff, xc, 0, p->B * p->n, a->D,
-                           p->mask));
+        TRY(clf__mask_rows(a->ctx, x, xoff, xc, 0, p->B * p->n, a->D, p->mask));
     }
     TRY(compress_side(a, p, xc, xcoff, w[CLF_PROJ_E], w[CLF_WEIGHT_K], bk,
                       WS_XE, WS_RSE, kbar, 0));
@@ -390,17 +386,17 @@ attend_chunked(clf_attention *a, const struct plan *p,
         for (r0 = 0; r0 < n; r0 += rows) {
             rows = n - r0 < p->chunk ? n - r0 : p->chunk;
             TRY(mark(a, CLF_STAGE_SCORES));
-            TRY(clf__attend_scores(a->ctx, sh, b, 1, r0, rows, q, kbar, s,
-                                   0, ld));
+            TRY(clf__attend_scores(a->ctx, sh, b, 1, r0, rows, q, kbar, s, 0,
+                                   ld));
             TRY(mark(a, CLF_STAGE_SOFTMAX));
             if (!p->linformer && (p->masked || p->causal))
-                TRY(clf__mask_scores(a->ctx, s, 1, a->hq, rows, n, r0,
-                                     p->mask, b * n, p->causal));
+                TRY(clf__mask_scores(a->ctx, s, 1, a->hq, rows, n, r0, p->mask,
+                                     b * n, p->causal));
             TRY(clf__softmax_rows_variant(a->ctx, p->softmax, s, 0,
                                           a->hq * rows, ld));
             TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
-            TRY(clf__attend_weigh(a->ctx, sh, b, 1, r0, rows, s, 0, ld,
-                                  vbar, o));
+            TRY(clf__attend_weigh(a->ctx, sh, b, 1, r0, rows, s, 0, ld, vbar,
+                                  o));
         }
     return 0;
 }
@@ -427,8 +423,7 @@ attend_batch(clf_attention *a, const struct plan *p,
         TRY(clf__causal_scores(ctx, &cs, s, q, a->ws[WS_XE].mem, p->mask));
     TRY(mark(a, CLF_STAGE_SOFTMAX));
     if (!p->linformer && (p->masked || p->causal))
-        TRY(clf__mask_scores(ctx, s, p->B, hq, n, n, 0, p->mask, 0,
-                             p->causal));
+        TRY(clf__mask_scores(ctx, s, p->B, hq, n, n, 0, p->mask, 0, p->causal));
     TRY(clf__softmax_rows_variant(ctx, p->softmax, s, 0, p->B * hq * n, ld));
     TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
     TRY(clf__attend_weigh(ctx, sh, 0, p->B, 0, n, s, 0, ld, vbar, o));
@@ -459,8 +454,8 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
 
     /* 1. Q = X W_q^T + b_q over all B*n rows. */
     TRY(mark(a, CLF_STAGE_PROJECTION));
-    TRY(clf__gemm_bias(ctx, 1, B * n, dq, D, x, xoff, D, w[CLF_WEIGHT_Q], 0,
-                       D, q, 0, dq, a->desc.bias_q ? w[CLF_BIAS_Q] : NULL));
+    TRY(clf__gemm_bias(ctx, 1, B * n, dq, D, x, xoff, D, w[CLF_WEIGHT_Q], 0, D,
+                       q, 0, dq, a->desc.bias_q ? w[CLF_BIAS_Q] : NULL));
     /* 2. Keys and values. */
     TRY(mark(a, CLF_STAGE_COMPRESSION));
     TRY(keys_values(a, p, x, xoff));
@@ -469,16 +464,15 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
         TRY(attend_chunked(a, p, &sh, vbar));
     } else if (p->fused) {
         TRY(mark(a, CLF_STAGE_FUSED));
-        TRY(clf__attend(ctx, &sh, q, a->ws[WS_KBAR].mem, vbar,
-                        a->ws[WS_KT].mem, a->ws[WS_S].mem, o));
+        TRY(clf__attend(ctx, &sh, q, a->ws[WS_KBAR].mem, vbar, a->ws[WS_KT].mem,
+                        a->ws[WS_S].mem, o));
     } else {
         TRY(attend_batch(a, p, &sh, vbar));
     }
     /* 6. Y = O W_o^T + b_o; padding rows are zeros. */
     TRY(mark(a, CLF_STAGE_OUTPUT));
-    TRY(clf__gemm_bias(ctx, 1, B * n, D, dq, o, 0, dq, w[CLF_WEIGHT_OUT], 0,
-                       dq, y, yoff, D,
-                       a->desc.bias_out ? w[CLF_BIAS_OUT] : NULL));
+    TRY(clf__gemm_bias(ctx, 1, B * n, D, dq, o, 0, dq, w[CLF_WEIGHT_OUT], 0, dq,
+                       y, yoff, D, a->desc.bias_out ? w[CLF_BIAS_OUT] : NULL));
     if (p->masked)
         TRY(clf__mask_rows(ctx, y, yoff, y, yoff, B * n, D, p->mask));
     return mark(a, CLF_STAGE_COUNT);
@@ -551,8 +545,7 @@ prepare(clf_attention *a, size_t B, size_t n, const clf_forward_opts *opts,
 
 CLF_EXTERN int
 clf_attention_forward_ex(clf_attention *att, const float *x, size_t batch,
-                         size_t seq_len, float *y,
-                         const clf_forward_opts *opts)
+                         size_t seq_len, float *y, const clf_forward_opts *opts)
 {
     struct plan p;
     size_t bytes;
@@ -566,8 +559,8 @@ clf_attention_forward_ex(clf_attention *att, const float *x, size_t batch,
         return clf__fail(CLF_ENULL_ARGUMENT, "y is NULL");
     TRY(prepare(att, batch, seq_len, opts, &p, 1, NULL));
     bytes = batch * seq_len * att->D * sizeof(float);
-    err = clEnqueueWriteBuffer(att->ctx->queue, att->ws[WS_X].mem, CL_FALSE,
-                               0, bytes, x, 0, NULL, NULL);
+    err = clEnqueueWriteBuffer(att->ctx->queue, att->ws[WS_X].mem, CL_FALSE, 0,
+                               bytes, x, 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return clf__fail(err, "input upload of %zu bytes failed (%d)", bytes,
                          err);
@@ -602,8 +595,8 @@ check_caller_buffer(const clf_attention *a, cl_mem m, const char *name,
     if (err != CL_SUCCESS)
         return clf__fail(err, "%s is not a valid cl_mem (%d)", name, err);
     if (mc != a->ctx->context)
-        return clf__fail(CLF_EWRONG_CONTEXT,
-                         "%s belongs to another cl_context", name);
+        return clf__fail(CLF_EWRONG_CONTEXT, "%s belongs to another cl_context",
+                         name);
     if (clf__add(off, count, &end) || end > SIZE_MAX / sizeof(float))
         return clf__fail(CLF_ESIZE_OVERFLOW, "%s offset %zu overflows", name,
                          off);
@@ -641,8 +634,8 @@ clf_attention_forward_cl_ex(clf_attention *att, cl_mem x, size_t x_offset,
                             cl_mem y, size_t y_offset, size_t batch,
                             size_t seq_len, const clf_forward_opts *opts)
 {
-    return clf__attention_forward_cl_mask(att, x, x_offset, y, y_offset,
-                                          batch, seq_len, opts, NULL);
+    return clf__attention_forward_cl_mask(att, x, x_offset, y, y_offset, batch,
+                                          seq_len, opts, NULL);
 }
 
 CLF_EXTERN int

@@ -67,12 +67,12 @@ struct plan {
     int causal;
     int linformer;
     int compress_first_k, compress_first_v;
-    int v_is_k;        /* share_kv: Vbar = Kbar */
-    int xf_is_xe;      /* key-value sharing, compress-first: F X = E X */
-    int fusable;       /* steps 3-5 may run in one fused kernel */
-    int fused;         /* ... and will (resolved) */
-    int softmax;       /* enum clf__softmax_variant (resolved) */
-    int gemm;          /* enum clf__gemm_variant (resolved) */
+    int v_is_k;   /* share_kv: Vbar = Kbar */
+    int xf_is_xe; /* key-value sharing, compress-first: F X = E X */
+    int fusable;  /* steps 3-5 may run in one fused kernel */
+    int fused;    /* ... and will (resolved) */
+    int softmax;  /* enum clf__softmax_variant (resolved) */
+    int gemm;     /* enum clf__gemm_variant (resolved) */
     size_t need[WS_COUNT];
     double flops;
 };

@@ -10,9 +10,8 @@ causal_scores_unlocked(clf_context *ctx, const struct clf__causal_shape *sh,
     cl_uint ld = (cl_uint)(sh->k + sh->block), dq = (cl_uint)sh->dq,
             dkv = (cl_uint)sh->dkv, b = (cl_uint)sh->batch,
             h = (cl_uint)sh->heads, n = (cl_uint)sh->n, dh = (cl_uint)sh->dh,
-            kk = (cl_uint)sh->k, c = (cl_uint)sh->c,
-            blk = (cl_uint)sh->block, kvh = sh->kv_per_head != 0,
-            has = mask != NULL;
+            kk = (cl_uint)sh->k, c = (cl_uint)sh->c, blk = (cl_uint)sh->block,
+            kvh = sh->kv_per_head != 0, has = mask != NULL;
     cl_float scale = sh->scale;
     cl_mem m = mask != NULL ? mask : s; /* any valid buffer when unused */
 

@@ -99,12 +99,12 @@ list_names(char *buf, size_t cap, int kind)
 
     buf[0] = '\0';
     for (i = 0; i < count && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s",
-                                i == 0           ? ""
-                                : i == count - 1 ? " or "
-                                                 : ", ",
-                                kind < 0 ? table[i].kind
-                                         : table[kind].names[i]);
+        len +=
+            (size_t)snprintf(buf + len, cap - len, "%s%s",
+                             i == 0           ? ""
+                             : i == count - 1 ? " or "
+                                              : ", ",
+                             kind < 0 ? table[i].kind : table[kind].names[i]);
 }
 
 /* Parses kind=name for `what` (a variable's name, for messages); stores
@@ -127,10 +127,9 @@ parse_pair(const char *what, const char *s, size_t len, int *kind,
     *candidate = candidate_of(*kind, eq + 1, len - (size_t)(eq + 1 - s));
     if (*candidate < 0) {
         list_names(valid, sizeof valid, *kind);
-        return clf__fail(CLF_EINVALID_ARGUMENT,
-                         "%s: \"%.*s\" is no %s kernel; expected %s", what,
-                         (int)(len > 64 ? 64 : len), s, table[*kind].kind,
-                         valid);
+        return clf__fail(
+            CLF_EINVALID_ARGUMENT, "%s: \"%.*s\" is no %s kernel; expected %s",
+            what, (int)(len > 64 ? 64 : len), s, table[*kind].kind, valid);
     }
     return 0;
 }
@@ -153,8 +152,7 @@ env_forced(int kind, int *candidate)
             end = s + strlen(s);
         if (end == s)
             continue;
-        CLF_TRY(parse_pair("CLINFORMER_KERNELS", s, (size_t)(end - s), &k,
-                           &c));
+        CLF_TRY(parse_pair("CLINFORMER_KERNELS", s, (size_t)(end - s), &k, &c));
         if (k == kind)
             *candidate = c;
     }
@@ -222,9 +220,8 @@ store_path(const clf_context *ctx, char *path, size_t cap, char *key,
     h = clf__hash64(key, strlen(key), 0x636c66636866ULL);
     clf__cache_dir(dir, sizeof dir);
     path[0] = '\0';
-    if (dir[0] != '\0' &&
-        snprintf(path, cap, "%s/choices-%016llx.txt", dir,
-                 (unsigned long long)h) >= (int)cap)
+    if (dir[0] != '\0' && snprintf(path, cap, "%s/choices-%016llx.txt", dir,
+                                   (unsigned long long)h) >= (int)cap)
         path[0] = '\0';
 }
 
@@ -446,8 +443,7 @@ store_ensure_loaded(clf_context *ctx)
 /* ------------------------------------------------------- resolution */
 
 int
-clf__choice_lookup(clf_context *ctx, int kind, const char *bucket,
-                   int *winner)
+clf__choice_lookup(clf_context *ctx, int kind, const char *bucket, int *winner)
 {
     struct clf__choice_entry *e;
     int c;
@@ -474,8 +470,8 @@ clf__choice_lookup(clf_context *ctx, int kind, const char *bucket,
 }
 
 void
-clf__choice_record(clf_context *ctx, int kind, const char *bucket,
-                   int winner, const double *ms)
+clf__choice_record(clf_context *ctx, int kind, const char *bucket, int winner,
+                   const double *ms)
 {
     struct clf__choice_entry *e =
         add_entry(ctx, kind, bucket, winner, CLF_SOURCE_TIMED);
@@ -534,8 +530,7 @@ clf_context_kernel_choice(clf_context *ctx, size_t index,
         size_t n = ctx->nchoices;
         clf__unlock(ctx);
         return clf__fail(CLF_EINVALID_ARGUMENT,
-                         "index %zu is past the %zu kernel choices", index,
-                         n);
+                         "index %zu is past the %zu kernel choices", index, n);
     }
     e = &ctx->choice_list[index];
     memset(out, 0, sizeof *out);
@@ -576,8 +571,8 @@ clf__timing_buffer(clf_context *ctx, size_t floats, unsigned seed, int *rc)
 }
 
 int
-clf__time_variants(clf_context *ctx, int count, clf__variant_fn run,
-                   void *user, int reps, double *ms)
+clf__time_variants(clf_context *ctx, int count, clf__variant_fn run, void *user,
+                   int reps, double *ms)
 {
     int v, rep, best = -1, rc = 0;
 

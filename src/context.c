@@ -69,8 +69,7 @@ clf_context_create(clf_context **out, const char *selector)
 }
 
 CLF_EXTERN int
-clf_context_create_ex(clf_context **out, const char *selector,
-                      unsigned flags)
+clf_context_create_ex(clf_context **out, const char *selector, unsigned flags)
 {
     struct clf__device dev;
     clf_context *ctx = NULL;
@@ -150,8 +149,8 @@ clf_context_adopt(clf_context **out, cl_context context, cl_device_id device,
     if (queue == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "queue is NULL");
 
-    err = clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof devs, devs,
-                           NULL);
+    err =
+        clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof devs, devs, NULL);
     if (err == CL_SUCCESS)
         err = clGetContextInfo(context, CL_CONTEXT_NUM_DEVICES, sizeof ndev,
                                &ndev, NULL);
@@ -165,14 +164,13 @@ clf_context_adopt(clf_context **out, cl_context context, cl_device_id device,
     err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qctx, &qctx,
                                 NULL);
     if (err == CL_SUCCESS)
-        err = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof qdev,
-                                    &qdev, NULL);
+        err = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof qdev, &qdev,
+                                    NULL);
     if (err == CL_SUCCESS)
         err = clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof qprops,
                                     &qprops, NULL);
     if (err != CL_SUCCESS)
-        return clf__fail(err, "queue: clGetCommandQueueInfo failed (%d)",
-                         err);
+        return clf__fail(err, "queue: clGetCommandQueueInfo failed (%d)", err);
     if (qctx != context || qdev != device)
         return clf__fail(CLF_EWRONG_CONTEXT,
                          "queue belongs to another context or device");
@@ -313,8 +311,8 @@ clf_context_finish(clf_context *ctx)
 static void
 describe(char *buf, size_t cap, const clf_context *ctx, int kind)
 {
-    static const char *const sources[] = {"not chosen yet", "stored",
-                                          "timed", "forced"};
+    static const char *const sources[] = {"not chosen yet", "stored", "timed",
+                                          "forced"};
     size_t len = strlen(buf);
     int i, c = ctx->last[kind];
 
@@ -327,22 +325,20 @@ describe(char *buf, size_t cap, const clf_context *ctx, int kind)
             snprintf(buf + len, cap - len, "not chosen yet");
         return;
     }
-    len += (size_t)snprintf(buf + len, cap - len, "%s (%s%s%s",
-                            clf__choice_name(kind, c),
-                            sources[ctx->last_source[kind]],
-                            ctx->last_bucket[kind][0] ? " " : "",
-                            ctx->last_bucket[kind]);
+    len += (size_t)snprintf(
+        buf + len, cap - len, "%s (%s%s%s", clf__choice_name(kind, c),
+        sources[ctx->last_source[kind]], ctx->last_bucket[kind][0] ? " " : "",
+        ctx->last_bucket[kind]);
     for (i = 0; ctx->last_source[kind] == CLF_SOURCE_TIMED &&
                 i < clf__choice_count(kind) && len < cap;
          i++)
-        len += ctx->last_ms[kind][i] < 0.0
-                   ? (size_t)snprintf(buf + len, cap - len, "%s%s failed",
-                                      i ? ", " : ": ",
-                                      clf__choice_name(kind, i))
-                   : (size_t)snprintf(buf + len, cap - len, "%s%s %.2f ms",
-                                      i ? ", " : ": ",
-                                      clf__choice_name(kind, i),
-                                      ctx->last_ms[kind][i]);
+        len +=
+            ctx->last_ms[kind][i] < 0.0
+                ? (size_t)snprintf(buf + len, cap - len, "%s%s failed",
+                                   i ? ", " : ": ", clf__choice_name(kind, i))
+                : (size_t)snprintf(buf + len, cap - len, "%s%s %.2f ms",
+                                   i ? ", " : ": ", clf__choice_name(kind, i),
+                                   ctx->last_ms[kind][i]);
     if (len < cap)
         snprintf(buf + len, cap - len, ")");
 }

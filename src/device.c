@@ -78,26 +78,25 @@ clf__device_info_fill(cl_platform_id platform, unsigned platform_index,
         info->is_gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
         info->is_cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
     }
-    if (clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof u, &u,
-                        NULL) == CL_SUCCESS)
+    if (clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof u, &u, NULL) ==
+        CL_SUCCESS)
         info->compute_units = u;
     if (clGetDeviceInfo(dev, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof u, &u,
                         NULL) == CL_SUCCESS)
         info->max_clock_mhz = u;
-    if (clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof ul, &ul,
-                        NULL) == CL_SUCCESS)
+    if (clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof ul, &ul, NULL) ==
+        CL_SUCCESS)
         info->global_mem = ul;
     if (clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof ul, &ul,
                         NULL) == CL_SUCCESS)
         info->max_alloc = ul;
-    if (clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof ul, &ul,
-                        NULL) == CL_SUCCESS)
+    if (clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof ul, &ul, NULL) ==
+        CL_SUCCESS)
         info->local_mem = ul;
     info->fp16 = has_extension(dev, "cl_khr_fp16");
     info->fp64 = has_extension(dev, "cl_khr_fp64");
-    if (!info->fp64 &&
-        clGetDeviceInfo(dev, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp, &fp,
-                        NULL) == CL_SUCCESS)
+    if (!info->fp64 && clGetDeviceInfo(dev, CL_DEVICE_DOUBLE_FP_CONFIG,
+                                       sizeof fp, &fp, NULL) == CL_SUCCESS)
         info->fp64 = fp != 0;
     return 0;
 }
@@ -163,8 +162,7 @@ first_word(const char *text, char *buf, size_t cap)
 }
 
 void
-clf__platform_short(const char *name, const char *vendor, char *buf,
-                    size_t cap)
+clf__platform_short(const char *name, const char *vendor, char *buf, size_t cap)
 {
     const char *texts[2];
     size_t t, k;
@@ -192,8 +190,8 @@ clf__platform_short(const char *name, const char *vendor, char *buf,
  * does not change while a process runs. */
 static struct {
     pthread_once_t once;
-    int status;         /* 0, or why discovery failed */
-    char message[256];  /* the detail of a failure, for every caller */
+    int status;        /* 0, or why discovery failed */
+    char message[256]; /* the detail of a failure, for every caller */
     size_t count;
     struct clf__device *devices;
     clf_device_info *infos; /* the same devices' descriptions, contiguous */
@@ -248,8 +246,8 @@ discover_platform(cl_platform_id plat, unsigned p, const char *short_name,
         dev->device = devs[d];
         clf__device_info_fill(plat, p, devs[d], (unsigned)found.count,
                               &dev->info);
-        snprintf(dev->info.stable_name, sizeof dev->info.stable_name,
-                 "%s:%u", short_name, (unsigned)d);
+        snprintf(dev->info.stable_name, sizeof dev->info.stable_name, "%s:%u",
+                 short_name, (unsigned)d);
         found.count++;
     }
     free(devs);
@@ -392,8 +390,7 @@ stable_name_is(const char *stable, const char *sel)
     if (stable[0] == '\0')
         return 0;
     for (i = 0; sel[i] != '\0' && stable[i] != '\0'; i++)
-        if (tolower((unsigned char)sel[i]) !=
-            tolower((unsigned char)stable[i]))
+        if (tolower((unsigned char)sel[i]) != tolower((unsigned char)stable[i]))
             return 0;
     /* The whole name, or the platform part of a platform's first device. */
     return (sel[i] == '\0' && stable[i] == '\0') ||
@@ -434,8 +431,8 @@ clf__device_select(const clf_device_info *infos, size_t n, const char *sel,
         unsigned long idx = strtoul(sel, NULL, 10);
         if (idx >= n)
             return clf__fail(CLF_EDEVICE_NOT_FOUND,
-                             "device index %lu out of range (%zu devices)",
-                             idx, n);
+                             "device index %lu out of range (%zu devices)", idx,
+                             n);
         *chosen = idx;
         return 0;
     }

@@ -27,9 +27,8 @@ layernorm_unlocked(clf_context *ctx, cl_mem x, size_t x_off, cl_mem y,
 /* Kernel arguments are shared by the context's threads: set and enqueue
  * under its lock. */
 int
-clf__layernorm(clf_context *ctx, cl_mem x, size_t x_off, cl_mem y,
-               size_t y_off, size_t rows, size_t cols, cl_mem gamma,
-               cl_mem beta, float eps)
+clf__layernorm(clf_context *ctx, cl_mem x, size_t x_off, cl_mem y, size_t y_off,
+               size_t rows, size_t cols, cl_mem gamma, cl_mem beta, float eps)
 {
     int rc;
 

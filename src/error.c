@@ -41,30 +41,30 @@ clf_error_message(int status)
 
 /* OpenCL's and CLBlast's codes, so a status from either reads well. */
 #define CLF_FOREIGN_MAP(XX)                                                    \
-    XX(CL_DEVICE_NOT_FOUND, -1, "OpenCL: device not found")                   \
-    XX(CL_DEVICE_NOT_AVAILABLE, -2, "OpenCL: device not available")           \
-    XX(CL_COMPILER_NOT_AVAILABLE, -3, "OpenCL: compiler not available")       \
+    XX(CL_DEVICE_NOT_FOUND, -1, "OpenCL: device not found")                    \
+    XX(CL_DEVICE_NOT_AVAILABLE, -2, "OpenCL: device not available")            \
+    XX(CL_COMPILER_NOT_AVAILABLE, -3, "OpenCL: compiler not available")        \
     XX(CL_MEM_OBJECT_ALLOCATION_FAILURE, -4,                                   \
-       "OpenCL: device memory allocation failed")                             \
-    XX(CL_OUT_OF_RESOURCES, -5, "OpenCL: out of device resources")            \
-    XX(CL_OUT_OF_HOST_MEMORY, -6, "OpenCL: out of host memory")               \
-    XX(CL_PROFILING_INFO_NOT_AVAILABLE, -7, "OpenCL: profiling info missing") \
-    XX(CL_MEM_COPY_OVERLAP, -8, "OpenCL: copy regions overlap")               \
-    XX(CL_IMAGE_FORMAT_MISMATCH, -9, "OpenCL: image formats differ")          \
+       "OpenCL: device memory allocation failed")                              \
+    XX(CL_OUT_OF_RESOURCES, -5, "OpenCL: out of device resources")             \
+    XX(CL_OUT_OF_HOST_MEMORY, -6, "OpenCL: out of host memory")                \
+    XX(CL_PROFILING_INFO_NOT_AVAILABLE, -7, "OpenCL: profiling info missing")  \
+    XX(CL_MEM_COPY_OVERLAP, -8, "OpenCL: copy regions overlap")                \
+    XX(CL_IMAGE_FORMAT_MISMATCH, -9, "OpenCL: image formats differ")           \
     XX(CL_IMAGE_FORMAT_NOT_SUPPORTED, -10, "OpenCL: image format unsupported") \
     XX(CL_BUILD_PROGRAM_FAILURE, -11,                                          \
-       "OpenCL: kernel build failed (see the build log)")                     \
-    XX(CL_MAP_FAILURE, -12, "OpenCL: mapping a buffer failed")                \
+       "OpenCL: kernel build failed (see the build log)")                      \
+    XX(CL_MAP_FAILURE, -12, "OpenCL: mapping a buffer failed")                 \
     XX(CL_MISALIGNED_SUB_BUFFER_OFFSET, -13,                                   \
-       "OpenCL: sub-buffer offset misaligned")                                \
+       "OpenCL: sub-buffer offset misaligned")                                 \
     XX(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST, -14,                      \
-       "OpenCL: an event waited on failed")                                   \
-    XX(CL_COMPILE_PROGRAM_FAILURE, -15, "OpenCL: program compilation failed") \
-    XX(CL_LINKER_NOT_AVAILABLE, -16, "OpenCL: linker not available")          \
-    XX(CL_LINK_PROGRAM_FAILURE, -17, "OpenCL: program link failed")           \
-    XX(CL_DEVICE_PARTITION_FAILED, -18, "OpenCL: device partition failed")    \
+       "OpenCL: an event waited on failed")                                    \
+    XX(CL_COMPILE_PROGRAM_FAILURE, -15, "OpenCL: program compilation failed")  \
+    XX(CL_LINKER_NOT_AVAILABLE, -16, "OpenCL: linker not available")           \
+    XX(CL_LINK_PROGRAM_FAILURE, -17, "OpenCL: program link failed")            \
+    XX(CL_DEVICE_PARTITION_FAILED, -18, "OpenCL: device partition failed")     \
     XX(CL_KERNEL_ARG_INFO_NOT_AVAILABLE, -19,                                  \
-       "OpenCL: kernel argument info not available")                          \
+       "OpenCL: kernel argument info not available")                           \
     XX(CL_INVALID_VALUE, -30, "OpenCL: invalid value")                         \
     XX(CL_INVALID_DEVICE_TYPE, -31, "OpenCL: invalid device type")             \
     XX(CL_INVALID_PLATFORM, -32, "OpenCL: invalid platform")                   \
@@ -75,7 +75,7 @@ clf_error_message(int status)
     XX(CL_INVALID_HOST_PTR, -37, "OpenCL: invalid host pointer")               \
     XX(CL_INVALID_MEM_OBJECT, -38, "OpenCL: invalid memory object")            \
     XX(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR, -39,                                \
-       "OpenCL: invalid image format descriptor")                             \
+       "OpenCL: invalid image format descriptor")                              \
     XX(CL_INVALID_IMAGE_SIZE, -40, "OpenCL: invalid image size")               \
     XX(CL_INVALID_SAMPLER, -41, "OpenCL: invalid sampler")                     \
     XX(CL_INVALID_BINARY, -42, "OpenCL: invalid program binary")               \
@@ -105,12 +105,15 @@ clf_error_message(int status)
     XX(CL_INVALID_COMPILER_OPTIONS, -66, "OpenCL: invalid compiler options")   \
     XX(CL_INVALID_LINKER_OPTIONS, -67, "OpenCL: invalid linker options")       \
     XX(CL_INVALID_DEVICE_PARTITION_COUNT, -68,                                 \
-       "OpenCL: invalid device partition count")                              \
+       "OpenCL: invalid device partition count")                               \
     XX(CL_PLATFORM_NOT_FOUND_KHR, -1001, "OpenCL: no platform (ICD) found")    \
     XX(CLBlastNotImplemented, -1024, "CLBlast: not implemented")               \
-    XX(CLBlastInvalidMatrixA, -1022, "CLBlast: matrix A is not a valid buffer") \
-    XX(CLBlastInvalidMatrixB, -1021, "CLBlast: matrix B is not a valid buffer") \
-    XX(CLBlastInvalidMatrixC, -1020, "CLBlast: matrix C is not a valid buffer") \
+    XX(CLBlastInvalidMatrixA, -1022,                                           \
+       "CLBlast: matrix A is not a valid buffer")                              \
+    XX(CLBlastInvalidMatrixB, -1021,                                           \
+       "CLBlast: matrix B is not a valid buffer")                              \
+    XX(CLBlastInvalidMatrixC, -1020,                                           \
+       "CLBlast: matrix C is not a valid buffer")                              \
     XX(CLBlastInvalidDimension, -1017, "CLBlast: a GEMM dimension is zero")    \
     XX(CLBlastInvalidLeadDimA, -1016, "CLBlast: leading dimension of A")       \
     XX(CLBlastInvalidLeadDimB, -1015, "CLBlast: leading dimension of B")       \

@@ -17,8 +17,8 @@
 #include "internal.h"
 
 #include <errno.h>
-#include <stdint.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,8 +66,8 @@ clf__file_open_read(const char *path, const char *what, FILE **out)
 }
 
 int
-clf__file_read_all(const char *path, const char *what, size_t max,
-                   char **data, size_t *len)
+clf__file_read_all(const char *path, const char *what, size_t max, char **data,
+                   size_t *len)
 {
     FILE *f = NULL;
     char *buf = NULL;
@@ -161,8 +161,9 @@ temp_create(const char *path, char *tmp, size_t cap, int *fd_out)
             return clf__fail(CLF_EIO, "cannot create %s: %s", tmp,
                              strerror(errno));
     }
-    return clf__fail(CLF_EIO, "cannot create a temporary file for %s: "
-                              "%d names taken",
+    return clf__fail(CLF_EIO,
+                     "cannot create a temporary file for %s: "
+                     "%d names taken",
                      path, TEMP_TRIES);
 }
 
@@ -177,8 +178,7 @@ clf__file_write_atomic(const char *path, const void *data, size_t len)
     if (path == NULL || (data == NULL && len > 0))
         return clf__fail(CLF_ENULL_ARGUMENT, "path or data is NULL");
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return clf__fail(CLF_EIO, "%s exists and is not a regular file",
-                         path);
+        return clf__fail(CLF_EIO, "%s exists and is not a regular file", path);
     cap = strlen(path) + 64;
     tmp = malloc(cap);
     if (tmp == NULL)
@@ -195,8 +195,7 @@ clf__file_write_atomic(const char *path, const void *data, size_t len)
         goto done;
     }
     if (close(fd) != 0 || rename(tmp, path) != 0) {
-        rc = clf__fail(CLF_EIO, "cannot replace %s: %s", path,
-                       strerror(errno));
+        rc = clf__fail(CLF_EIO, "cannot replace %s: %s", path, strerror(errno));
         unlink(tmp);
     }
 done:
@@ -252,8 +251,8 @@ clf__dir_private(const char *path)
         if (mkdir(tmp, 0700) != 0 && errno != EEXIST) {
             int e = errno;
             free(tmp);
-            return clf__fail(CLF_EIO, "cannot create directory %s: %s",
-                             path, strerror(e));
+            return clf__fail(CLF_EIO, "cannot create directory %s: %s", path,
+                             strerror(e));
         }
         tmp[i] = c;
     }

@@ -88,8 +88,7 @@ check_call(const clf_attention_desc *d, clf_mode mode, size_t batch,
                          "seq_len %zu exceeds max_seq_len %zu", seq_len,
                          d->max_seq_len);
     if (mode != CLF_MODE_LINFORMER && mode != CLF_MODE_FULL)
-        return clf__fail(CLF_EBAD_ENUM, "mode %d is not a clf_mode",
-                         (int)mode);
+        return clf__fail(CLF_EBAD_ENUM, "mode %d is not a clf_mode", (int)mode);
     if (causal && mode == CLF_MODE_LINFORMER && d->causal_block == 0)
         return clf__fail(CLF_EBAD_SIZE,
                          "causal Linformer needs causal_block > 0 in the "
@@ -152,15 +151,15 @@ compress_first_side(const struct fshape *s, double cf, int side)
 static double
 linformer_kv(struct fshape *s)
 {
-    double cf = s->nE * s->k * s->n * s->D +
-                (s->nE == 1.0 ? s->k * s->D * s->dkv
-                              : s->hc * s->k * s->D * s->dh);
+    double cf =
+        s->nE * s->k * s->n * s->D +
+        (s->nE == 1.0 ? s->k * s->D * s->dkv : s->hc * s->k * s->D * s->dh);
     double pf = s->n * s->D * s->dkv + s->hc * s->k * s->n * s->dh;
     double f = 0.0;
     int side;
 
-    s->xf_is_xe = cf <= pf && !s->d->share_kv &&
-                  s->d->sharing == CLF_SHARE_KEY_VALUE;
+    s->xf_is_xe =
+        cf <= pf && !s->d->share_kv && s->d->sharing == CLF_SHARE_KEY_VALUE;
     for (side = 0; side < s->sides; side++) {
         int has_bias = side == 0 ? s->d->bias_k : s->d->bias_v;
         if (cf <= pf) {
@@ -229,10 +228,10 @@ clf_attention_desc_flops(const clf_attention_desc *desc, clf_mode mode,
         return rc;
     fill_shape(&s, desc, dh, mode, batch, seq_len, causal);
 
-    f[CLF_STAGE_PROJECTION] = 2.0 * s.B * s.n * s.D * s.dq +
-                              (desc->bias_q ? s.B * s.n * s.dq : 0.0);
-    f[CLF_STAGE_OUTPUT] = 2.0 * s.B * s.n * s.dq * s.D +
-                          (desc->bias_out ? s.B * s.n * s.D : 0.0);
+    f[CLF_STAGE_PROJECTION] =
+        2.0 * s.B * s.n * s.D * s.dq + (desc->bias_q ? s.B * s.n * s.dq : 0.0);
+    f[CLF_STAGE_OUTPUT] =
+        2.0 * s.B * s.n * s.dq * s.D + (desc->bias_out ? s.B * s.n * s.D : 0.0);
     L = s.linformer ? s.k : s.n;
     ld = L;
     f[CLF_STAGE_SCORES] = 2.0 * s.B * s.hq * s.n * L * s.dh;

@@ -94,8 +94,7 @@ transpose_unlocked(clf_context *ctx, cl_mem src, size_t off, size_t rows,
 
 int
 clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
-               size_t cols, size_t ld, size_t stride, size_t batch,
-               cl_mem dst)
+               size_t cols, size_t ld, size_t stride, size_t batch, cl_mem dst)
 {
     int rc;
 
@@ -155,8 +154,8 @@ int
 clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
              cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
              size_t b_off, size_t ldb, size_t b_stride, int accumulate,
-             cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
-             size_t batch, cl_mem bias, int gelu)
+             cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
+             cl_mem bias, int gelu)
 {
     int rc;
 
@@ -171,8 +170,8 @@ clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
 /* The blocked kernel takes A untransposed, n a multiple of 16, beta 0 or
  * 1, and sizes that fit its 32-bit arguments. */
 static int
-blocked_fits(int trans_a, size_t m, size_t n, size_t k, float beta,
-             size_t lda, size_t ldb, size_t ldc)
+blocked_fits(int trans_a, size_t m, size_t n, size_t k, float beta, size_t lda,
+             size_t ldb, size_t ldc)
 {
     return !trans_a && n % 16 == 0 && (beta == 0.0f || beta == 1.0f) &&
            m <= 0xffffffffu && n <= 0xffffffffu && k <= 0xffffffffu &&
@@ -218,10 +217,10 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
         do {
             kc = k - k0 < BLOCKED_KC ? k - k0 : BLOCKED_KC;
             CLF_TRY(clf__gemm_nn(ctx, m, n, kc, alpha, a, a_off + k0, lda,
-                                 a_stride, b, b_off + k0 * ldb, ldb,
-                                 b_stride, k0 > 0 || beta != 0.0f, c, c_off,
-                                 ldc, c_stride, batch,
-                                 k0 == 0 ? bias : NULL, gelu && k0 + kc == k));
+                                 a_stride, b, b_off + k0 * ldb, ldb, b_stride,
+                                 k0 > 0 || beta != 0.0f, c, c_off, ldc,
+                                 c_stride, batch, k0 == 0 ? bias : NULL,
+                                 gelu && k0 + kc == k));
             k0 += kc;
         } while (k0 < k);
     }
@@ -260,12 +259,12 @@ clblast_gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
     CLBlastStatusCode st;
 
     ctx->gemm_calls++;
-    st = CLBlastSgemm(CLBlastLayoutRowMajor, tr(trans_a), tr(trans_b), m, n,
-                      k, alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_off,
-                      ldc, &ctx->queue, NULL);
+    st = CLBlastSgemm(CLBlastLayoutRowMajor, tr(trans_a), tr(trans_b), m, n, k,
+                      alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_off, ldc,
+                      &ctx->queue, NULL);
     if (st != CLBlastSuccess)
-        return clf__fail((int)st, "CLBlastSgemm %zux%zux%zu failed (%d)", m,
-                         n, k, (int)st);
+        return clf__fail((int)st, "CLBlastSgemm %zux%zux%zu failed (%d)", m, n,
+                         k, (int)st);
     return 0;
 }
 
@@ -290,8 +289,8 @@ gemm_ex_unlocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
 
     if (way(ctx) == CLF_GEMM_BLOCKED &&
         blocked_fits(0, m, n, k, beta, lda, ldb, ldc))
-        return blocked(ctx, trans_b, m, n, k, 1.0f, a, a_off, lda, 0, b,
-                       b_off, ldb, 0, beta, c, c_off, ldc, 0, 1, bias, gelu);
+        return blocked(ctx, trans_b, m, n, k, 1.0f, a, a_off, lda, 0, b, b_off,
+                       ldb, 0, beta, c, c_off, ldc, 0, 1, bias, gelu);
     CLF_TRY(clblast_gemm(ctx, 0, trans_b, m, n, k, 1.0f, a, a_off, lda, b,
                          b_off, ldb, beta, c, c_off, ldc));
     if (bias != NULL)
@@ -323,8 +322,8 @@ clf__gemm_bias(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
                cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
                size_t ldb, cl_mem c, size_t c_off, size_t ldc, cl_mem bias)
 {
-    return clf__gemm_ex(ctx, trans_b, m, n, k, a, a_off, lda, b, b_off, ldb,
-                        0, c, c_off, ldc, bias, 0);
+    return clf__gemm_ex(ctx, trans_b, m, n, k, a, a_off, lda, b, b_off, ldb, 0,
+                        c, c_off, ldc, bias, 0);
 }
 
 static int
@@ -338,9 +337,9 @@ gemm_batched_unlocked(clf_context *ctx, int trans_a, int trans_b, size_t m,
 
     if (way(ctx) == CLF_GEMM_BLOCKED &&
         blocked_fits(trans_a, m, n, k, beta, lda, ldb, ldc))
-        return blocked(ctx, trans_b, m, n, k, alpha, a, a_off, lda, a_stride,
-                       b, b_off, ldb, b_stride, beta, c, c_off, ldc,
-                       c_stride, batch, NULL, 0);
+        return blocked(ctx, trans_b, m, n, k, alpha, a, a_off, lda, a_stride, b,
+                       b_off, ldb, b_stride, beta, c, c_off, ldc, c_stride,
+                       batch, NULL, 0);
     if (batch == 1)
         return clblast_gemm(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off,
                             lda, b, b_off, ldb, beta, c, c_off, ldc);
@@ -404,10 +403,10 @@ clf__gemm_grouped(clf_context *ctx, int trans_a, int trans_b, size_t m,
     }
     clf__lock(ctx);
     for (o = 0; o < outer && rc == 0; o++)
-        rc = gemm_batched_unlocked(
-            ctx, trans_a, trans_b, m, n, k, alpha, a, a_off + o * step[0], lda,
-            stride[0], b, b_off + o * step[1], ldb, stride[1], beta, c,
-            c_off + o * step[2], ldc, stride[2], inner);
+        rc = gemm_batched_unlocked(ctx, trans_a, trans_b, m, n, k, alpha, a,
+                                   a_off + o * step[0], lda, stride[0], b,
+                                   b_off + o * step[1], ldb, stride[1], beta, c,
+                                   c_off + o * step[2], ldc, stride[2], inner);
     clf__unlock(ctx);
     return rc;
 }
@@ -462,8 +461,7 @@ time_gemm(clf_context *ctx, const char *bucket, size_t m, size_t n, size_t k,
 }
 
 int
-clf__gemm_resolve(clf_context *ctx, size_t m, size_t n, size_t k,
-                  int *variant)
+clf__gemm_resolve(clf_context *ctx, size_t m, size_t n, size_t k, int *variant)
 {
     char bucket[CLF_BUCKET_MAX];
     int found, best = 0, rc;

@@ -20,7 +20,7 @@
 #define CLF_KERNEL_ENUM_ENTRY(id, name) CLF_K_##id,
 enum clf__kernel_id {
     CLF_KERNEL_REGISTRY(CLF_REGISTRY_SKIP_FILE, CLF_KERNEL_ENUM_ENTRY)
-    CLF_K_COUNT
+        CLF_K_COUNT
 };
 #undef CLF_KERNEL_ENUM_ENTRY
 
@@ -54,31 +54,31 @@ struct clf_context {
     size_t kernel_multiple[CLF_K_COUNT]; /* preferred multiple */
     char *build_log;
     clf_context_stats stats;
-    int profiling; /* the queue has CL_QUEUE_PROFILING_ENABLE */
-    char tuned[512]; /* the stored GEMM tuning applied, or "" */
-    int softmax_variant; /* enum clf__softmax_variant outside a plan */
-    int attend_variant;  /* enum clf__attend_variant pinned (tuning,
-                            tests), else UNDECIDED: the plan's choice */
-    int gemm_variant;    /* enum clf__gemm_variant pinned (tuning, tests),
-                            else UNDECIDED: clf__gemm_use */
+    int profiling;        /* the queue has CL_QUEUE_PROFILING_ENABLE */
+    char tuned[512];      /* the stored GEMM tuning applied, or "" */
+    int softmax_variant;  /* enum clf__softmax_variant outside a plan */
+    int attend_variant;   /* enum clf__attend_variant pinned (tuning,
+                             tests), else UNDECIDED: the plan's choice */
+    int gemm_variant;     /* enum clf__gemm_variant pinned (tuning, tests),
+                             else UNDECIDED: clf__gemm_use */
     cl_mem scratch;       /* transposed GEMM operands */
     size_t scratch_cap;   /* floats */
     size_t blocked_calls; /* GEMMs run by the blocked kernel (tests) */
     size_t gemm_calls;    /* GEMM calls of either way (tests) */
     /* Kernel choices (choose.c), all under lock. */
-    pthread_mutex_t lock; /* recursive; see clf__lock */
-    int has_lock;         /* lock was initialised */
-    int forced[CLF_KIND_COUNT]; /* clf_context_force_kernel, or -1 */
+    pthread_mutex_t lock;                  /* recursive; see clf__lock */
+    int has_lock;                          /* lock was initialised */
+    int forced[CLF_KIND_COUNT];            /* clf_context_force_kernel, or -1 */
     struct clf__choice_entry *choice_list; /* stored and timed winners */
     size_t nchoices, choice_cap;
-    int choices_loaded; /* the device's store has been read */
-    uint64_t choice_key; /* hash of the store's key when it was read */
+    int choices_loaded;       /* the device's store has been read */
+    uint64_t choice_key;      /* hash of the store's key when it was read */
     int last[CLF_KIND_COUNT]; /* the last winner resolved, or -1 */
     clf_choice_source last_source[CLF_KIND_COUNT];
     char last_bucket[CLF_KIND_COUNT][CLF_BUCKET_MAX];
     double last_ms[CLF_KIND_COUNT][CLF_MAX_CANDIDATES];
-    char choices[640];    /* clf_context_kernel_choices */
-    char warnings[768];   /* clf_context_warnings */
+    char choices[640];  /* clf_context_kernel_choices */
+    char warnings[768]; /* clf_context_warnings */
 };
 
 /* Who runs the GEMMs: undecided until the first one. */
@@ -92,8 +92,8 @@ enum clf__gemm_variant {
  * undecided until the first forward that could use the fused kernel. */
 enum clf__attend_variant {
     CLF_ATTEND_UNDECIDED = 0,
-    CLF_ATTEND_GEMM,  /* batched GEMM, row softmax, batched GEMM */
-    CLF_ATTEND_FUSED  /* the fused attention kernel */
+    CLF_ATTEND_GEMM, /* batched GEMM, row softmax, batched GEMM */
+    CLF_ATTEND_FUSED /* the fused attention kernel */
 };
 
 enum clf__softmax_variant {
@@ -118,8 +118,8 @@ int clf__add(size_t a, size_t b, size_t *out);
 
 /* A shape for messages, truncated to cap: python != 0 writes a tuple
  * ("(3, 4)", "(5,)", "()"), else a JSON list ("[3, 4]"). */
-void clf__format_shape(char *buf, size_t cap, const size_t *shape,
-                       size_t ndim, int python);
+void clf__format_shape(char *buf, size_t cap, const size_t *shape, size_t ndim,
+                       int python);
 
 /* device.c */
 int clf__device_info_fill(cl_platform_id platform, unsigned platform_index,
@@ -289,8 +289,8 @@ int clf__layernorm(clf_context *ctx, cl_mem x, size_t x_off, cl_mem y,
 int clf__gelu(clf_context *ctx, cl_mem y, size_t off, size_t count);
 int clf__residual_add(clf_context *ctx, cl_mem y, size_t y_off, cl_mem x,
                       size_t x_off, size_t count);
-int clf__embed(clf_context *ctx, cl_mem ids, size_t rows, size_t n,
-               size_t dim, cl_mem tokens, cl_mem positions, cl_mem out);
+int clf__embed(clf_context *ctx, cl_mem ids, size_t rows, size_t n, size_t dim,
+               cl_mem tokens, cl_mem positions, cl_mem out);
 
 /* causal.c: host side of the causal kernels. */
 struct clf__causal_shape {
@@ -316,21 +316,18 @@ struct clf__attend_shape {
 };
 size_t clf__attend_slots(size_t L);
 size_t clf__attend_rows(size_t n);
-int clf__attend(clf_context *ctx, const struct clf__attend_shape *sh,
-                cl_mem q, cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem s,
-                cl_mem o);
+int clf__attend(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
+                cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem s, cl_mem o);
 /* The GEMM path of the same steps, for `seqs` sequences from b, query
  * rows r0 to r0 + rows of each (seqs > 1: all rows): S = Q_h Kbar_h^T *
  * scale into s at s_off (sequence j, head h at s_off + (j * heads + h) *
  * rows * ld, rows of stride ld), and O_h = P_h Vbar_h. */
 int clf__attend_scores(clf_context *ctx, const struct clf__attend_shape *sh,
-                       size_t b, size_t seqs, size_t r0, size_t rows,
-                       cl_mem q, cl_mem kbar, cl_mem s, size_t s_off,
-                       size_t ld);
+                       size_t b, size_t seqs, size_t r0, size_t rows, cl_mem q,
+                       cl_mem kbar, cl_mem s, size_t s_off, size_t ld);
 int clf__attend_weigh(clf_context *ctx, const struct clf__attend_shape *sh,
-                      size_t b, size_t seqs, size_t r0, size_t rows,
-                      cl_mem s, size_t s_off, size_t ld, cl_mem vbar,
-                      cl_mem o);
+                      size_t b, size_t seqs, size_t r0, size_t rows, cl_mem s,
+                      size_t s_off, size_t ld, cl_mem vbar, cl_mem o);
 /* The way (enum clf__attend_variant) for this shape: forced, stored, or
  * timed now (one sequence, softmax variant `softmax` on the GEMM path) and
  * stored; bucketed by powers of two of n and L, heads and dh exact. */
@@ -361,21 +358,19 @@ int clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
 /* C = act(A op(B) (+ C when accumulate) + bias), one matrix, bias one per
  * column (NULL for none), act the exact GELU when gelu, else none: all in
  * the blocked kernel's last step, else separate passes after CLBlast. */
-int clf__gemm_ex(clf_context *ctx, int trans_b, size_t m, size_t n,
-                 size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
-                 size_t b_off, size_t ldb, int accumulate, cl_mem c,
-                 size_t c_off, size_t ldc, cl_mem bias, int gelu);
+int clf__gemm_ex(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
+                 cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
+                 size_t ldb, int accumulate, cl_mem c, size_t c_off, size_t ldc,
+                 cl_mem bias, int gelu);
 /* clf__gemm_ex without accumulation or activation. */
-int clf__gemm_bias(clf_context *ctx, int trans_b, size_t m, size_t n,
-                   size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
-                   size_t b_off, size_t ldb, cl_mem c, size_t c_off,
-                   size_t ldc, cl_mem bias);
+int clf__gemm_bias(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
+                   cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
+                   size_t ldb, cl_mem c, size_t c_off, size_t ldc, cl_mem bias);
 int clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
                       size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
                       size_t lda, size_t a_stride, cl_mem b, size_t b_off,
                       size_t ldb, size_t b_stride, float beta, cl_mem c,
-                      size_t c_off, size_t ldc, size_t c_stride,
-                      size_t batch);
+                      size_t c_off, size_t ldc, size_t c_stride, size_t batch);
 
 /* clf__gemm_batched over `count` groups of `batch` entries, group o's
  * operands o * a (b, c) elements after group 0's: one CLBlast call for
@@ -395,10 +390,10 @@ int clf__gemm_grouped(clf_context *ctx, int trans_a, int trans_b, size_t m,
  * accumulate), A and B not transposed, n a multiple of 16, strides in
  * elements. */
 int clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
-                 cl_mem a, size_t a_off, size_t lda, size_t a_stride,
-                 cl_mem b, size_t b_off, size_t ldb, size_t b_stride,
-                 int accumulate, cl_mem c, size_t c_off, size_t ldc,
-                 size_t c_stride, size_t batch, cl_mem bias, int gelu);
+                 cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
+                 size_t b_off, size_t ldb, size_t b_stride, int accumulate,
+                 cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
+                 size_t batch, cl_mem bias, int gelu);
 /* dst (packed, batch x cols x rows) = the transposes of batch row-major
  * rows x cols matrices at off + t * stride with leading dimension ld. */
 int clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
@@ -451,9 +446,25 @@ extern const char *const clf__kernel_files[CLF_KERNEL_FILES];
 extern const char *const clf__kernel_sources[CLF_KERNEL_FILES];
 
 /* fileio.c: files read and written as if hostile. */
-int clf__file_open_read(const char *path, const char *what, FILE **out);  /* regular files only (refuses FIFO, device, directory with an error naming `what` and path, without blocking on a FIFO: open O_RDONLY|O_NONBLOCK|O_NOCTTY, fstat, S_ISREG, then clear O_NONBLOCK, fdopen) */
-int clf__file_read_all(const char *path, const char *what, size_t max, char **data, size_t *len); /* whole regular file, at most max bytes (else an error), malloc'd, NUL-terminated */
-int clf__file_write_atomic(const char *path, const void *data, size_t len); /* temp file in path's directory opened with open(O_CREAT|O_EXCL|O_NOFOLLOW|O_WRONLY, 0600), write, fsync, rename over path; an existing path that is not a regular file (symlink included, lstat) is refused */
-int clf__dir_private(const char *path); /* mkdir -p with mode 0700; an existing directory must be owned by the user and not group/other-writable, else an error naming it */
+int clf__file_open_read(
+    const char *path, const char *what,
+    FILE **out); /* regular files only (refuses FIFO, device, directory with an
+                    error naming `what` and path, without blocking on a FIFO:
+                    open O_RDONLY|O_NONBLOCK|O_NOCTTY, fstat, S_ISREG, then
+                    clear O_NONBLOCK, fdopen) */
+int
+clf__file_read_all(const char *path, const char *what, size_t max, char **data,
+                   size_t *len); /* whole regular file, at most max bytes (else
+                                    an error), malloc'd, NUL-terminated */
+int clf__file_write_atomic(
+    const char *path, const void *data,
+    size_t len); /* temp file in path's directory opened with
+                    open(O_CREAT|O_EXCL|O_NOFOLLOW|O_WRONLY, 0600), write,
+                    fsync, rename over path; an existing path that is not a
+                    regular file (symlink included, lstat) is refused */
+int clf__dir_private(
+    const char *path); /* mkdir -p with mode 0700; an existing directory must be
+                          owned by the user and not group/other-writable, else
+                          an error naming it */
 
 #endif /* CLINFORMER_INTERNAL_H */

@@ -32,14 +32,13 @@ clf_attention_check_lookahead(clf_attention *att, const float *x,
     for (p = 0; p < npositions; p++)
         if (positions[p] >= seq_len)
             return clf__fail(CLF_EBAD_SIZE,
-                             "positions[%zu] = %zu is not below seq_len %zu",
-                             p, positions[p], seq_len);
+                             "positions[%zu] = %zu is not below seq_len %zu", p,
+                             positions[p], seq_len);
     memset(result, 0, sizeof *result);
     clf__attention_desc(att, &desc);
     D = desc.d_model;
     if (clf__mul(seq_len, D, &count) || count > SIZE_MAX / sizeof(float))
-        return clf__fail(CLF_ESIZE_OVERFLOW, "seq_len %zu overflows",
-                         seq_len);
+        return clf__fail(CLF_ESIZE_OVERFLOW, "seq_len %zu overflows", seq_len);
     y0 = malloc(count * sizeof *y0);
     y1 = malloc(count * sizeof *y1);
     xp = malloc(count * sizeof *xp);
@@ -55,8 +54,9 @@ clf_attention_check_lookahead(clf_attention *att, const float *x,
         size_t t = positions[p];
         memcpy(xp, x, count * sizeof *xp);
         for (i = (t + 1) * D; i < count; i++)
-            xp[i] = (float)((double)(clf__splitmix64(&state) >> 11) * 0x1.0p-51 -
-                            2.0);
+            xp[i] =
+                (float)((double)(clf__splitmix64(&state) >> 11) * 0x1.0p-51 -
+                        2.0);
         rc = clf_attention_forward_ex(att, xp, 1, seq_len, y1, opts);
         if (rc != 0)
             goto done;

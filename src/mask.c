@@ -52,8 +52,8 @@ masked_rowsum_unlocked(clf_context *ctx, cl_mem e, size_t rows, size_t n,
 }
 
 int
-clf__masked_rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n,
-                   size_t ld, size_t batch, cl_mem mask, cl_mem out)
+clf__masked_rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
+                   size_t batch, cl_mem mask, cl_mem out)
 {
     int rc;
 
@@ -111,11 +111,11 @@ clf__mask_build(unsigned char *mask, size_t batch, size_t n,
     for (b = 0; b < batch; b++) {
         if (lengths != NULL && (lengths[b] == 0 || lengths[b] > n))
             return clf__fail(CLF_EBAD_SIZE,
-                             "lengths[%zu] = %u is outside 1..seq_len (%zu)",
-                             b, lengths[b], n);
+                             "lengths[%zu] = %u is outside 1..seq_len (%zu)", b,
+                             lengths[b], n);
         for (j = 0; j < n; j++)
-            mask[b * n + j] = lengths != NULL ? j < lengths[b]
-                                              : key_mask[b * n + j] != 0;
+            mask[b * n + j] =
+                lengths != NULL ? j < lengths[b] : key_mask[b * n + j] != 0;
     }
     return 0;
 }

@@ -28,8 +28,18 @@ struct model_layer {
     cl_mem w1, b1, w2, b2;             /* feed-forward */
 };
 
-enum model_ws { MW_IN, MW_OUT, MW_X, MW_X2, MW_H, MW_A, MW_F, MW_IDS,
-                MW_MASK, MW_COUNT };
+enum model_ws {
+    MW_IN,
+    MW_OUT,
+    MW_X,
+    MW_X2,
+    MW_H,
+    MW_A,
+    MW_F,
+    MW_IDS,
+    MW_MASK,
+    MW_COUNT
+};
 
 struct clf_model {
     clf_context *ctx;
@@ -40,7 +50,7 @@ struct clf_model {
     size_t cap[MW_COUNT]; /* bytes */
     unsigned char *host_mask;
     int *host_ids;
-    size_t host_cap; /* entries of host_mask and host_ids */
+    size_t host_cap;   /* entries of host_mask and host_ids */
     char **unexpected; /* tensors a non-strict load skipped */
     size_t n_unexpected;
 };
@@ -103,13 +113,24 @@ enum dim {
 };
 
 static const char *const dim_names[X_COUNT] = {
-    "", "d_model", "heads x head_dim", "kv width", "max_seq_len", "k",
+    "",        "d_model", "heads x head_dim", "kv width", "max_seq_len", "k",
     "ffn_dim", "vocab"};
 
 /* Where a tensor goes: an attention weight, or a buffer of the model. */
 enum dest {
-    TO_ATT, TO_LN1_G, TO_LN1_B, TO_LN2_G, TO_LN2_B, TO_W1, TO_B1, TO_W2,
-    TO_B2, TO_TOK, TO_POS, TO_LOGIT_W, TO_LOGIT_B
+    TO_ATT,
+    TO_LN1_G,
+    TO_LN1_B,
+    TO_LN2_G,
+    TO_LN2_B,
+    TO_W1,
+    TO_B1,
+    TO_W2,
+    TO_B2,
+    TO_TOK,
+    TO_POS,
+    TO_LOGIT_W,
+    TO_LOGIT_B
 };
 
 enum block { B_ATTN, B_NORM1, B_FF, B_NORM2, B_COUNT };
@@ -119,8 +140,8 @@ enum block { B_ATTN, B_NORM1, B_FF, B_NORM2, B_COUNT };
 #define T_LAYERWISE 4 /* layer 0's is used by every layer (opts.layerwise) */
 
 struct tspec {
-    unsigned char block; /* enum block (layer tensors) */
-    const char *name;    /* after the layer's and the block's prefix */
+    unsigned char block;      /* enum block (layer tensors) */
+    const char *name;         /* after the layer's and the block's prefix */
     unsigned char rows, cols; /* enum dim */
     unsigned char dest;       /* enum dest */
     signed char weight;       /* clf_weight for TO_ATT */
@@ -134,8 +155,7 @@ static const struct tspec lucid_attn[] = {
     {B_ATTN, "to_v.weight", X_KV, X_D, TO_ATT, CLF_WEIGHT_V, T_KV},
     {B_ATTN, "to_out.weight", X_D, X_HD, TO_ATT, CLF_WEIGHT_OUT, 0},
     {B_ATTN, "to_out.bias", X_D, X_NONE, TO_ATT, CLF_BIAS_OUT, 0},
-    {B_ATTN, "proj_k", X_N, X_K, TO_ATT, CLF_PROJ_E,
-     T_TRANSPOSE | T_LAYERWISE},
+    {B_ATTN, "proj_k", X_N, X_K, TO_ATT, CLF_PROJ_E, T_TRANSPOSE | T_LAYERWISE},
     {B_ATTN, "proj_v", X_N, X_K, TO_ATT, CLF_PROJ_F,
      T_TRANSPOSE | T_LAYERWISE | T_KV}};
 
@@ -198,27 +218,50 @@ struct layout_spec {
 
 #define SPECS(a) a, sizeof a / sizeof a[0]
 #define NONE NULL, 0
-#define NO_ROOT {NULL, NULL}
-#define NO_BLOCKS {{"", "", "", ""}, {"", "", "", ""}}
+#define NO_ROOT                                                                \
+    {                                                                          \
+        NULL, NULL                                                             \
+    }
+#define NO_BLOCKS                                                              \
+    {                                                                          \
+        {"", "", "", ""}, { "", "", "", "" }                                   \
+    }
 #define LUCID_BLOCKS                                                           \
-    {{"0.fn.", "0.norm.", "1.fn.", "1.norm."},                                 \
-     {"f.net.fn.", "f.net.norm.", "g.net.fn.", "g.net.norm."}}
+    {                                                                          \
+        {"0.fn.", "0.norm.", "1.fn.", "1.norm."},                              \
+        {                                                                      \
+            "f.net.fn.", "f.net.norm.", "g.net.fn.", "g.net.norm."             \
+        }                                                                      \
+    }
 #define FAIRSEQ_BLOCKS                                                         \
-    {{"self_attn.", "self_attn_layer_norm.", "", "final_layer_norm."},         \
-     {"", "", "", ""}}
+    {                                                                          \
+        {"self_attn.", "self_attn_layer_norm.", "", "final_layer_norm."},      \
+        {                                                                      \
+            "", "", "", ""                                                     \
+        }                                                                      \
+    }
 
 /* Detection tries the entries in this order (each by the name of its first
  * attention tensor in layer 0, sequential then reversible). */
 static const struct layout_spec layouts[] = {
-    {CLF_LAYOUT_LUCIDRAINS_ATTENTION, 0, NO_ROOT, NO_BLOCKS,
-     SPECS(lucid_attn), NONE, NONE},
-    {CLF_LAYOUT_LUCIDRAINS_ENCODER, 0, {"net.layers.", "net.blocks."},
-     LUCID_BLOCKS, SPECS(lucid_attn), SPECS(lucid_ffn), NONE},
-    {CLF_LAYOUT_LUCIDRAINS_LM, 0,
-     {"linformer.net.layers.", "linformer.net.blocks."}, LUCID_BLOCKS,
-     SPECS(lucid_attn), SPECS(lucid_ffn), SPECS(lucid_lm)},
-    {CLF_LAYOUT_FAIRSEQ_ATTENTION, 1, NO_ROOT, NO_BLOCKS,
-     SPECS(fairseq_attn), NONE, NONE},
+    {CLF_LAYOUT_LUCIDRAINS_ATTENTION, 0, NO_ROOT, NO_BLOCKS, SPECS(lucid_attn),
+     NONE, NONE},
+    {CLF_LAYOUT_LUCIDRAINS_ENCODER,
+     0,
+     {"net.layers.", "net.blocks."},
+     LUCID_BLOCKS,
+     SPECS(lucid_attn),
+     SPECS(lucid_ffn),
+     NONE},
+    {CLF_LAYOUT_LUCIDRAINS_LM,
+     0,
+     {"linformer.net.layers.", "linformer.net.blocks."},
+     LUCID_BLOCKS,
+     SPECS(lucid_attn),
+     SPECS(lucid_ffn),
+     SPECS(lucid_lm)},
+    {CLF_LAYOUT_FAIRSEQ_ATTENTION, 1, NO_ROOT, NO_BLOCKS, SPECS(fairseq_attn),
+     NONE, NONE},
     {CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER, 1, NO_ROOT, FAIRSEQ_BLOCKS,
      SPECS(fairseq_attn), SPECS(fairseq_ffn), NONE}};
 
@@ -244,8 +287,8 @@ has(const clf_safetensors *st, const char *name)
 
 /* The full name of a tensor of layer l (or of the model, for NULL l). */
 static void
-tensor_name(const struct load_state *s, const struct tspec *t,
-            const size_t *l, char *buf, size_t cap)
+tensor_name(const struct load_state *s, const struct tspec *t, const size_t *l,
+            char *buf, size_t cap)
 {
     if (l == NULL)
         snprintf(buf, cap, "%s", t->name);
@@ -313,8 +356,8 @@ check_tensor(struct load_state *s, const struct tspec *t, const char *name)
     if (clf_safetensors_find(s->st, name, &ti) != 0) {
         expected_shape(s, t, want, sizeof want);
         return clf__fail(CLF_ENOT_FOUND,
-                         "tensor %s %s not found: a %s model needs it",
-                         name, want, clf_layout_name(s->ls->layout));
+                         "tensor %s %s not found: a %s model needs it", name,
+                         want, clf_layout_name(s->ls->layout));
     }
     for (i = 0; i < ndim && ti.ndim == ndim; i++)
         if (s->dims[d[i]] != 0 && s->dims[d[i]] != ti.shape[i])
@@ -354,15 +397,14 @@ check_specs(struct load_state *s, const struct tspec *t, size_t n,
  * rest "0.fn..."); 0 for a name that is not a layer's, or not written the
  * way PyTorch writes indices (no sign, no leading zero). */
 static int
-layer_index(const char *name, const char *root, size_t *idx,
-            const char **rest)
+layer_index(const char *name, const char *root, size_t *idx, const char **rest)
 {
     size_t len = strlen(root);
     unsigned long long v;
     char *end;
 
-    if (strncmp(name, root, len) != 0 || name[len] < '0' ||
-        name[len] > '9' || (name[len] == '0' && name[len + 1] != '.'))
+    if (strncmp(name, root, len) != 0 || name[len] < '0' || name[len] > '9' ||
+        (name[len] == '0' && name[len + 1] != '.'))
         return 0;
     errno = 0;
     v = strtoull(name + len, &end, 10);
@@ -472,8 +514,7 @@ metadata_size(const clf_safetensors *st, const char *key, size_t *out)
         return 0;
     errno = 0;
     x = strtoull(v, &end, 10);
-    if (*v == '\0' || *v == '-' || *end != '\0' || errno != 0 ||
-        x > SIZE_MAX)
+    if (*v == '\0' || *v == '-' || *end != '\0' || errno != 0 || x > SIZE_MAX)
         return clf__fail(CLF_EFORMAT,
                          "metadata %s = \"%s\" is not a non-negative integer",
                          key, v);
@@ -552,8 +593,7 @@ expected(const struct load_state *s, const char *name)
         if (strcmp(name, ls->model[i].name) == 0)
             return 1;
     if (ls->root[s->rev] != NULL &&
-        (!layer_index(name, ls->root[s->rev], &idx, &rest) ||
-         idx >= s->layers))
+        (!layer_index(name, ls->root[s->rev], &idx, &rest) || idx >= s->layers))
         return 0;
     return in_layer(s, ls->attn, ls->nattn, rest) ||
            in_layer(s, ls->ffn, ls->nffn, rest);
@@ -568,8 +608,7 @@ collect_unexpected(clf_model *m, const struct load_state *s)
     clf_tensor_info ti;
 
     for (i = 0; i < n; i++) {
-        if (clf_safetensors_info(s->st, i, &ti) != 0 ||
-            expected(s, ti.name))
+        if (clf_safetensors_info(s->st, i, &ti) != 0 || expected(s, ti.name))
             continue;
         if (m->unexpected == NULL) {
             m->unexpected = calloc(n, sizeof *m->unexpected);
@@ -634,9 +673,9 @@ upload(clf_model *m, const clf_safetensors *st, const char *name, size_t rows,
     cl_int err;
 
     TRY(read_tensor(st, name, rows, cols, 0, &buf));
-    *out = clCreateBuffer(m->ctx->context,
-                          CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                          count * sizeof(float), buf, &err);
+    *out =
+        clCreateBuffer(m->ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                       count * sizeof(float), buf, &err);
     free(buf);
     if (*out == NULL)
         return clf__fail(err, "tensor %s: clCreateBuffer failed (%d)", name,
@@ -666,8 +705,8 @@ slot(clf_model *m, struct model_layer *L, enum dest d)
         cl_mem *model[] = {&m->tok, &m->pos, &m->logit_w, &m->logit_b};
         return model[d - TO_TOK];
     } else {
-        cl_mem *layer[] = {NULL,   &L->ln1_g, &L->ln1_b, &L->ln2_g,
-                           &L->ln2_b, &L->w1, &L->b1,    &L->w2, &L->b2};
+        cl_mem *layer[] = {NULL,   &L->ln1_g, &L->ln1_b, &L->ln2_g, &L->ln2_b,
+                           &L->w1, &L->b1,    &L->w2,    &L->b2};
         return layer[d];
     }
 }
@@ -698,8 +737,7 @@ load_specs(clf_model *m, const struct load_state *s, const struct tspec *t,
 }
 
 static int
-make_attention(clf_model *m, const struct load_state *s,
-               struct model_layer *L)
+make_attention(clf_model *m, const struct load_state *s, struct model_layer *L)
 {
     const size_t *x = s->dims;
     clf_attention_desc d;
@@ -928,11 +966,12 @@ ensure(clf_model *m, enum model_ws id, size_t bytes)
                          "a model workspace of %zu bytes exceeds the "
                          "device's largest allocation, %llu bytes",
                          bytes, m->ctx->info.max_alloc);
-    m->ws[id] = clCreateBuffer(m->ctx->context, CL_MEM_READ_WRITE, bytes,
-                               NULL, &err);
+    m->ws[id] =
+        clCreateBuffer(m->ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
     if (m->ws[id] == NULL)
-        return clf__fail(err, "model workspace of %zu bytes: clCreateBuffer "
-                              "failed (%d)",
+        return clf__fail(err,
+                         "model workspace of %zu bytes: clCreateBuffer "
+                         "failed (%d)",
                          bytes, err);
     m->cap[id] = bytes;
     return 0;
@@ -951,8 +990,8 @@ feed_forward(clf_model *m, const struct model_layer *L, cl_mem h, cl_mem out,
 
     TRY(clf__gemm_ex(ctx, 1, rows, F, D, h, 0, D, L->w1, 0, D, 0, f, 0, F,
                      L->b1, 1));
-    return clf__gemm_ex(ctx, 1, rows, D, F, f, 0, F, L->w2, 0, F, residual,
-                        out, 0, D, L->b2, 0);
+    return clf__gemm_ex(ctx, 1, rows, D, F, f, 0, F, L->w2, 0, F, residual, out,
+                        0, D, L->b2, 0);
 }
 
 /* One attention layer, with the model's device copy of the mask. */
@@ -973,8 +1012,7 @@ run_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
 {
     clf_context *ctx = m->ctx;
     const size_t D = m->info.d_model, rows = B * n;
-    cl_mem x = m->ws[MW_X], x2 = m->ws[MW_X2], h = m->ws[MW_H],
-           a = m->ws[MW_A];
+    cl_mem x = m->ws[MW_X], x2 = m->ws[MW_X2], h = m->ws[MW_H], a = m->ws[MW_A];
     size_t l;
     cl_int err;
 
@@ -1035,8 +1073,8 @@ prepare(clf_model *m, size_t B, size_t n, size_t out_cols,
     size_t rows, bytes, fb, ob;
 
     if (B == 0 || n == 0)
-        return clf__fail(CLF_EBAD_SIZE, "%s is 0", B == 0 ? "batch"
-                                                          : "seq_len");
+        return clf__fail(CLF_EBAD_SIZE, "%s is 0",
+                         B == 0 ? "batch" : "seq_len");
     if (n > m->info.max_seq_len)
         return clf__fail(CLF_ESEQ_TOO_LONG,
                          "seq_len %zu exceeds max_seq_len %zu", n,
@@ -1107,11 +1145,12 @@ clf_model_forward(clf_model *m, const float *x, size_t batch, size_t seq_len,
 
     if (m == NULL || x == NULL || y == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL",
-                         m == NULL ? "m" : x == NULL ? "x" : "y");
+                         m == NULL   ? "m"
+                         : x == NULL ? "x"
+                                     : "y");
     if (m->info.layout == CLF_LAYOUT_LUCIDRAINS_LM)
-        return clf__fail(CLF_EINVALID_ARGUMENT,
-                         "an LM takes token ids: use "
-                         "clf_model_forward_tokens");
+        return clf__fail(CLF_EINVALID_ARGUMENT, "an LM takes token ids: use "
+                                                "clf_model_forward_tokens");
     TRY(prepare(m, batch, seq_len, D, opts));
     rows = batch * seq_len;
     err = clEnqueueWriteBuffer(m->ctx->queue, m->ws[MW_X], CL_TRUE, 0,
@@ -1156,16 +1195,16 @@ clf_model_forward_tokens(clf_model *m, const long long *ids, size_t batch,
                              ids[i], i, V - 1);
         m->host_ids[i] = (int)ids[i];
     }
-    err = clEnqueueWriteBuffer(m->ctx->queue, m->ws[MW_IDS], CL_TRUE, 0,
-                               rows * sizeof(cl_int), m->host_ids, 0, NULL,
-                               NULL);
+    err =
+        clEnqueueWriteBuffer(m->ctx->queue, m->ws[MW_IDS], CL_TRUE, 0,
+                             rows * sizeof(cl_int), m->host_ids, 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return clf__fail(err, "token upload failed (%d)", err);
     TRY(clf__embed(m->ctx, m->ws[MW_IDS], rows, seq_len, D, m->tok, m->pos,
                    m->ws[MW_X]));
     TRY(run_stack(m, batch, seq_len, opts));
-    TRY(clf__gemm(m->ctx, 0, 1, rows, V, D, 1.0f, m->ws[MW_X], 0, D,
-                  m->logit_w, 0, D, 0.0f, m->ws[MW_OUT], 0, V));
+    TRY(clf__gemm(m->ctx, 0, 1, rows, V, D, 1.0f, m->ws[MW_X], 0, D, m->logit_w,
+                  0, D, 0.0f, m->ws[MW_OUT], 0, V));
     TRY(clf__add_bias(m->ctx, m->ws[MW_OUT], 0, rows, V, V, m->logit_b));
     return finish(m, rows, V, logits, opts);
 }

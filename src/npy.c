@@ -56,7 +56,6 @@ struct cursor {
     const char *end;
 };
 
-
 static void
 skip_space(struct cursor *c)
 {
@@ -282,8 +281,7 @@ header_complete(const struct npy_header *h, const char *path)
  * Bytes after that newline mean the declared length reaches into the data
  * (the data would be read from the wrong place). */
 static int
-header_tail(struct cursor *c, const char *path, size_t hlen,
-            const char *text)
+header_tail(struct cursor *c, const char *path, size_t hlen, const char *text)
 {
     while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r'))
         c->p++;
@@ -399,8 +397,7 @@ convert(void *buf, size_t count, enum npy_kind kind)
 
 /* Reads EOF-or-error after a short read as the right status. */
 static int
-short_read(FILE *f, const char *path, int status, const char *what,
-           size_t n)
+short_read(FILE *f, const char *path, int status, const char *what, size_t n)
 {
     if (ferror(f))
         return read_error(path);
@@ -513,8 +510,8 @@ data_size(const struct npy_header *h, const char *path, size_t avail,
 /* Reads nbytes of data into a fresh buffer of outbytes (one at least, so
  * that a zero-size array still has a non-NULL pointer) and converts it. */
 static int
-read_data(FILE *f, const char *path, const struct npy_header *h,
-          size_t count, size_t nbytes, size_t outbytes, void **out)
+read_data(FILE *f, const char *path, const struct npy_header *h, size_t count,
+          size_t nbytes, size_t outbytes, void **out)
 {
     void *buf = malloc(outbytes > 0 ? outbytes : 1);
     size_t got;

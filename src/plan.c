@@ -14,11 +14,20 @@
 #include <stdint.h>
 #include <string.h>
 
-const char *const clf__ws_names[WS_COUNT] = {
-    "input staging", "output staging", "queries",      "E-side workspace",
-    "F-side workspace", "keys",        "values",       "scores",
-    "head outputs",  "rowsum(E)",      "rowsum(F)",    "masked input",
-    "mask",          "transposed keys"};
+const char *const clf__ws_names[WS_COUNT] = {"input staging",
+                                             "output staging",
+                                             "queries",
+                                             "E-side workspace",
+                                             "F-side workspace",
+                                             "keys",
+                                             "values",
+                                             "scores",
+                                             "head outputs",
+                                             "rowsum(E)",
+                                             "rowsum(F)",
+                                             "masked input",
+                                             "mask",
+                                             "transposed keys"};
 
 /* Multiply-adds of producing one side's Kbar for one sequence. */
 static double
@@ -48,8 +57,7 @@ plan_check_shape(const clf_attention *a, clf_mode mode, size_t B, size_t n)
         return clf__fail(CLF_ESEQ_TOO_LONG,
                          "seq_len %zu exceeds max_seq_len %zu", n, a->N);
     if (mode != CLF_MODE_LINFORMER && mode != CLF_MODE_FULL)
-        return clf__fail(CLF_EBAD_ENUM, "mode %d is not a clf_mode",
-                         (int)mode);
+        return clf__fail(CLF_EBAD_ENUM, "mode %d is not a clf_mode", (int)mode);
     return 0;
 }
 
@@ -84,8 +92,8 @@ plan_check(const clf_attention *a, clf_mode mode, size_t B, size_t n,
                              "causal Linformer does not support "
                              "compressed_bias (fairseq's bias order)");
         p->ld = a->k + a->desc.causal_block;
-        p->c = a->k / ((a->N + a->desc.causal_block - 1) /
-                       a->desc.causal_block);
+        p->c =
+            a->k / ((a->N + a->desc.causal_block - 1) / a->desc.causal_block);
     }
     return 0;
 }
@@ -139,8 +147,7 @@ plan_scores(const clf_attention *a, struct plan *p, size_t bn)
     }
     /* Linformer without causality may run steps 3 to 5 in one kernel; its
      * workspaces cover either way. */
-    p->fusable = p->linformer && !p->causal && p->chunk == n &&
-                 a->dh % 16 == 0;
+    p->fusable = p->linformer && !p->causal && p->chunk == n && a->dh % 16 == 0;
     if (p->fusable) {
         size_t lp = clf__attend_slots(p->L);
         p->need[WS_S] = B * a->hq * clf__attend_rows(n) * lp;
@@ -170,8 +177,8 @@ plan_causal(const clf_attention *a, struct plan *p, size_t bn)
         p->flops += fb * n * a->dkv;
     if (a->desc.bias_v && !p->v_is_k)
         p->flops += fb * n * a->dkv;
-    p->flops += 2.0 * fb * nbq * p->c * a->desc.causal_block * p->hc *
-                a->dh * sides;
+    p->flops +=
+        2.0 * fb * nbq * p->c * a->desc.causal_block * p->hc * a->dh * sides;
     for (q = 0; q < n; q++)
         win += (double)(q % a->desc.causal_block + 1);
     /* window scores and window weighted sum */
@@ -181,8 +188,8 @@ plan_causal(const clf_attention *a, struct plan *p, size_t bn)
 /* One side (s 0: keys, 1: values) of Linformer compression in the order
  * chosen: its workspaces and operations. */
 static void
-plan_side(const clf_attention *a, struct plan *p, int s, double cf,
-          double pf, size_t bn)
+plan_side(const clf_attention *a, struct plan *p, int s, double cf, double pf,
+          size_t bn)
 {
     const double fb = (double)p->B;
     const size_t n = p->n;
@@ -301,8 +308,8 @@ int
 clf__plan_choose(const clf_attention *a, struct plan *p)
 {
     clf_context *ctx = a->ctx;
-    const size_t rows = p->chunk < p->n ? a->hq * p->chunk
-                                        : p->B * a->hq * p->n;
+    const size_t rows =
+        p->chunk < p->n ? a->hq * p->chunk : p->B * a->hq * p->n;
 
     CLF_TRY(clf__choice_env_check());
     CLF_TRY(clf__gemm_resolve(ctx, p->B * p->n, a->dq, a->D, &p->gemm));

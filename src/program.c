@@ -99,8 +99,8 @@ load_sources(char **out)
             snprintf(path, sizeof path, "%s/%s", dir, clf__kernel_files[i]);
             parts[i] = read_file(path, NULL);
             if (parts[i] == NULL) {
-                rc = clf__fail(CLF_EIO,
-                               "CLINFORMER_KERNEL_DIR: cannot read %s", path);
+                rc = clf__fail(CLF_EIO, "CLINFORMER_KERNEL_DIR: cannot read %s",
+                               path);
                 goto done;
             }
         }
@@ -298,14 +298,14 @@ keep_log(clf_context *ctx, cl_program prog)
     size_t len = 0;
     char *log;
 
-    if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0,
-                              NULL, &len) != CL_SUCCESS)
+    if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL,
+                              &len) != CL_SUCCESS)
         return;
     log = malloc(len + 1);
     if (log == NULL)
         return;
-    if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, len,
-                              log, NULL) != CL_SUCCESS)
+    if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, len, log,
+                              NULL) != CL_SUCCESS)
         len = 0;
     log[len] = '\0';
     free(ctx->build_log);
@@ -403,8 +403,8 @@ clf__program_build(clf_context *ctx)
         return clf__softmax_choose(ctx);
     }
 
-    ctx->program = clCreateProgramWithSource(
-        ctx->context, 1, (const char **)&src, NULL, &err);
+    ctx->program = clCreateProgramWithSource(ctx->context, 1,
+                                             (const char **)&src, NULL, &err);
     if (ctx->program == NULL) {
         rc = clf__fail(err, "clCreateProgramWithSource failed (%d)", err);
         goto fail;
@@ -450,8 +450,8 @@ clf__launch_1d(clf_context *ctx, enum clf__kernel_id id, size_t items)
     if (local > ctx->kernel_wg[id])
         local = ctx->kernel_wg[id];
     global = (items + local - 1) / local * local;
-    err = clEnqueueNDRangeKernel(ctx->queue, ctx->kernels[id], 1, NULL,
-                                 &global, &local, 0, NULL, NULL);
+    err = clEnqueueNDRangeKernel(ctx->queue, ctx->kernels[id], 1, NULL, &global,
+                                 &local, 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return clf__fail(err, "kernel %s: enqueue of %zu items failed (%d)",
                          kernel_names[id], items, err);

@@ -25,8 +25,8 @@ add_bias_unlocked(clf_context *ctx, cl_mem y, size_t off, size_t rows,
 /* Kernel arguments are shared by the context's threads: set and enqueue
  * under its lock. */
 int
-clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows,
-              size_t cols, size_t ld, cl_mem bias)
+clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows, size_t cols,
+              size_t ld, cl_mem bias)
 {
     int rc;
 
@@ -93,10 +93,10 @@ add_rowsum_bias_unlocked(clf_context *ctx, cl_mem kbar, size_t batch,
 }
 
 int
-clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
-                     size_t slots, size_t heads, size_t head_dim,
-                     cl_mem rowsum, size_t rowsum_batch_stride,
-                     int rowsum_per_head, cl_mem bias, int bias_per_head)
+clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch, size_t slots,
+                     size_t heads, size_t head_dim, cl_mem rowsum,
+                     size_t rowsum_batch_stride, int rowsum_per_head,
+                     cl_mem bias, int bias_per_head)
 {
     int rc;
 

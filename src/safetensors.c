@@ -102,7 +102,6 @@ load_le(const unsigned char *b, size_t n)
     return v;
 }
 
-
 /* A JSON integer as a size: 0, -1 when it is not a non-negative integer,
  * -2 when it does not fit a size_t. */
 static int
@@ -127,8 +126,8 @@ json_size(const json_t *v, size_t *out)
 
 /* The entry's shape, its element count and its text for messages. */
 static int
-parse_shape(const char *name, json_t *entry, struct tensor *t,
-            char *shape_text, size_t cap)
+parse_shape(const char *name, json_t *entry, struct tensor *t, char *shape_text,
+            size_t cap)
 {
     json_t *shape = json_object_get(entry, "shape"), *v;
     size_t i;
@@ -143,7 +142,8 @@ parse_shape(const char *name, json_t *entry, struct tensor *t,
                          "most %d are supported",
                          name, json_array_size(shape), ST_MAX_DIMS);
     t->ndim = json_array_size(shape);
-    json_array_foreach (shape, i, v) {
+    json_array_foreach(shape, i, v)
+    {
         rc = json_size(v, &t->shape[i]);
         if (rc == -2)
             return clf__fail(CLF_ESIZE_OVERFLOW,
@@ -263,7 +263,8 @@ parse_metadata(clf_safetensors *st, json_t *obj)
     st->meta = calloc(n > 0 ? n : 1, sizeof *st->meta);
     if (st->meta == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    json_object_foreach (obj, key, v) {
+    json_object_foreach(obj, key, v)
+    {
         struct meta *m = &st->meta[st->nmeta];
 
         if (!json_is_string(v))
@@ -392,7 +393,8 @@ parse(clf_safetensors *st)
         goto fail;
     }
     /* jansson keeps an object's keys in the order they were read. */
-    json_object_foreach (root, key, v) {
+    json_object_foreach(root, key, v)
+    {
         if (strcmp(key, METADATA_KEY) == 0) {
             rc = parse_metadata(st, v);
         } else {

@@ -12,8 +12,8 @@ static const enum clf__kernel_id kernel_of[CLF_SOFTMAX_VARIANTS] = {
     CLF_K_SOFTMAX_ROWS, CLF_K_SOFTMAX_VEC, CLF_K_SOFTMAX_WG};
 
 static int
-softmax_rows_variant_unlocked(clf_context *ctx, int variant, cl_mem s, size_t off,
-                              size_t rows, size_t cols)
+softmax_rows_variant_unlocked(clf_context *ctx, int variant, cl_mem s,
+                              size_t off, size_t rows, size_t cols)
 {
     enum clf__kernel_id id = kernel_of[variant];
     cl_kernel k = ctx->kernels[id];
@@ -31,12 +31,12 @@ softmax_rows_variant_unlocked(clf_context *ctx, int variant, cl_mem s, size_t of
     if (variant == CLF_SOFTMAX_GROUP) {
         /* A power-of-two group, no wider than the row needs. */
         size_t local = 1, global;
-        while (local * 2 <= ctx->kernel_wg[id] &&
-               local * 2 <= CLF_SOFTMAX_WG && local < cols)
+        while (local * 2 <= ctx->kernel_wg[id] && local * 2 <= CLF_SOFTMAX_WG &&
+               local < cols)
             local *= 2;
         global = rows * local;
-        err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &global, &local,
-                                     0, NULL, NULL);
+        err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &global, &local, 0,
+                                     NULL, NULL);
         if (err != CL_SUCCESS)
             return clf__fail(err, "softmax: enqueue of %zu rows failed (%d)",
                              rows, err);
@@ -95,8 +95,8 @@ time_softmax(clf_context *ctx, const char *bucket, size_t rows, size_t cols,
     t.m = clf__timing_buffer(ctx, t.rows * t.cols, 0, &rc);
     if (t.m == NULL)
         return rc;
-    best = clf__time_variants(ctx, CLF_SOFTMAX_VARIANTS, run_softmax, &t, 3,
-                              ms);
+    best =
+        clf__time_variants(ctx, CLF_SOFTMAX_VARIANTS, run_softmax, &t, 3, ms);
     clReleaseMemObject(t.m);
     if (best < 0)
         return best;
@@ -106,8 +106,7 @@ time_softmax(clf_context *ctx, const char *bucket, size_t rows, size_t cols,
 }
 
 int
-clf__softmax_resolve(clf_context *ctx, size_t rows, size_t cols,
-                     int *variant)
+clf__softmax_resolve(clf_context *ctx, size_t rows, size_t cols, int *variant)
 {
     char bucket[CLF_BUCKET_MAX];
     int found, rc;

@@ -30,15 +30,31 @@
 #define MI_COUNT 5
 
 static const char *const xgemm_names[NPARAM] = {
-    "GEMMK", "KREG", "KWG",  "KWI",  "MDIMA", "MDIMC", "MWG", "NDIMB",
-    "NDIMC", "NWG",  "SA",   "SB",   "STRM",  "STRN",  "VWM", "VWN"};
+    "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
+    "NDIMC", "NWG",  "SA",  "SB",  "STRM",  "STRN",  "VWM", "VWN"};
 
 struct cand {
     size_t v[NPARAM];
 };
 
-enum { P_GEMMK, P_KREG, P_KWG, P_KWI, P_MDIMA, P_MDIMC, P_MWG, P_NDIMB,
-       P_NDIMC, P_NWG, P_SA, P_SB, P_STRM, P_STRN, P_VWM, P_VWN };
+enum {
+    P_GEMMK,
+    P_KREG,
+    P_KWG,
+    P_KWI,
+    P_MDIMA,
+    P_MDIMC,
+    P_MWG,
+    P_NDIMB,
+    P_NDIMC,
+    P_NWG,
+    P_SA,
+    P_SB,
+    P_STRM,
+    P_STRN,
+    P_VWM,
+    P_VWN
+};
 
 static const size_t mi_values[MI_COUNT] = {128, 256, 512, 1024, 2048};
 
@@ -56,8 +72,8 @@ clf__tune_path(const clf_device_info *info, char *buf, size_t cap)
     h = clf__hash64(info->platform, strlen(info->platform) + 1, h);
     h = clf__hash64(info->name, strlen(info->name) + 1, h);
     h = clf__hash64(info->driver, strlen(info->driver) + 1, h);
-    if (snprintf(buf, cap, "%s/tune-%016llx.txt", dir,
-                 (unsigned long long)h) >= (int)cap)
+    if (snprintf(buf, cap, "%s/tune-%016llx.txt", dir, (unsigned long long)h) >=
+        (int)cap)
         buf[0] = '\0';
 }
 
@@ -74,8 +90,8 @@ format_cand(const struct cand *c, char *buf, size_t cap)
 
     buf[0] = '\0';
     for (i = 0; i < NPARAM && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s=%zu",
-                                i ? " " : "", xgemm_names[i], c->v[i]);
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s=%zu", i ? " " : "",
+                                xgemm_names[i], c->v[i]);
 }
 
 /* ---------------------------------------------------------------------
@@ -86,8 +102,7 @@ format_cand(const struct cand *c, char *buf, size_t cap)
  * a zero unroll factor never ends its loop, and values the kernel was not
  * written for give wrong results or make CLBlast print. */
 
-static int
-why_line(char *why, size_t cap, size_t line, const char *fmt, ...)
+static int why_line(char *why, size_t cap, size_t line, const char *fmt, ...)
 #ifdef __GNUC__
     __attribute__((format(printf, 4, 5)))
 #endif
@@ -145,15 +160,15 @@ parse_ms(const char *tok, double *out)
 
 /* The 16 "NAME=V" tokens of an Xgemm record, each name once. */
 static int
-parse_params(char *const *tok, size_t ntok, size_t *v, size_t line,
-             char *why, size_t cap)
+parse_params(char *const *tok, size_t ntok, size_t *v, size_t line, char *why,
+             size_t cap)
 {
     unsigned seen = 0;
     size_t t, i;
 
     if (ntok != NPARAM)
-        return why_line(why, cap, line, "%zu Xgemm parameters, not %d",
-                        ntok, NPARAM);
+        return why_line(why, cap, line, "%zu Xgemm parameters, not %d", ntok,
+                        NPARAM);
     for (t = 0; t < ntok; t++) {
         const char *eq = strchr(tok[t], '=');
         for (i = 0; i < NPARAM && eq != NULL; i++)
@@ -166,8 +181,10 @@ parse_params(char *const *tok, size_t ntok, size_t *v, size_t line,
         if (seen & (1u << i))
             return why_line(why, cap, line, "%s given twice", xgemm_names[i]);
         if (parse_size_at_most(eq + 1, 1u << 20, &v[i]) != 0)
-            return why_line(why, cap, line, "%s=%.20s is not a number up to "
-                            "1048576", xgemm_names[i], eq + 1);
+            return why_line(why, cap, line,
+                            "%s=%.20s is not a number up to "
+                            "1048576",
+                            xgemm_names[i], eq + 1);
         seen |= 1u << i;
     }
     return 0;
@@ -207,8 +224,10 @@ check_ranges(const size_t *v, char *why, size_t cap)
  * work-item, whole loads per work-item, a whole unrolled loop. */
 static const struct {
     unsigned char x, y, z;
-} multiples[] = {{P_KWG, P_KWI, NPARAM},  {P_MWG, P_MDIMC, P_VWM},
-                 {P_NWG, P_NDIMC, P_VWN}, {P_MWG, P_MDIMA, P_VWM},
+} multiples[] = {{P_KWG, P_KWI, NPARAM},
+                 {P_MWG, P_MDIMC, P_VWM},
+                 {P_NWG, P_NDIMC, P_VWN},
+                 {P_MWG, P_MDIMA, P_VWM},
                  {P_NWG, P_NDIMB, P_VWN}};
 
 static int
@@ -233,14 +252,17 @@ check_multiples(const size_t *v, char *why, size_t cap)
     /* A work-group of MDIMC*NDIMC reshaped into KDIMA x MDIMA and
      * KDIMB x NDIMB to load the tiles. */
     if (wg % v[P_MDIMA] != 0 || wg % v[P_NDIMB] != 0) {
-        snprintf(why, cap, "MDIMC*NDIMC=%zu is not a multiple of MDIMA and "
-                 "NDIMB", wg);
+        snprintf(why, cap,
+                 "MDIMC*NDIMC=%zu is not a multiple of MDIMA and "
+                 "NDIMB",
+                 wg);
         return -1;
     }
     kdima = wg / v[P_MDIMA];
     kdimb = wg / v[P_NDIMB];
     if (v[P_GEMMK] == 0 && (v[P_KWG] % kdima != 0 || v[P_KWG] % kdimb != 0)) {
-        snprintf(why, cap, "KWG=%zu is not a multiple of "
+        snprintf(why, cap,
+                 "KWG=%zu is not a multiple of "
                  "MDIMC*NDIMC/MDIMA=%zu and MDIMC*NDIMC/NDIMB=%zu",
                  v[P_KWG], kdima, kdimb);
         return -1;
@@ -255,8 +277,8 @@ check_gemmk1(const size_t *v, char *why, size_t cap)
     if (v[P_GEMMK] != 1)
         return 0;
     if (v[P_KREG] % v[P_VWN] != 0) {
-        snprintf(why, cap, "KREG=%zu is not a multiple of VWN=%zu",
-                 v[P_KREG], v[P_VWN]);
+        snprintf(why, cap, "KREG=%zu is not a multiple of VWN=%zu", v[P_KREG],
+                 v[P_VWN]);
         return -1;
     }
     if (v[P_MDIMC] != v[P_MDIMA] || v[P_NDIMC] != v[P_NDIMB]) {
@@ -273,19 +295,23 @@ check_device(const size_t *v, const struct clf__tune_limits *lim, char *why,
              size_t cap)
 {
     size_t wg = v[P_MDIMC] * v[P_NDIMC];
-    size_t local = 4 * (v[P_SA] * v[P_KWG] * v[P_MWG] +
-                        v[P_SB] * v[P_KWG] * v[P_NWG]);
+    size_t local =
+        4 * (v[P_SA] * v[P_KWG] * v[P_MWG] + v[P_SB] * v[P_KWG] * v[P_NWG]);
 
     if (wg > lim->max_wg || v[P_MDIMC] > lim->max_item[0] ||
         v[P_NDIMC] > lim->max_item[1]) {
-        snprintf(why, cap, "a work-group of MDIMC=%zu x NDIMC=%zu exceeds "
-                 "the device's %zu (%zu x %zu)", v[P_MDIMC], v[P_NDIMC],
-                 lim->max_wg, lim->max_item[0], lim->max_item[1]);
+        snprintf(why, cap,
+                 "a work-group of MDIMC=%zu x NDIMC=%zu exceeds "
+                 "the device's %zu (%zu x %zu)",
+                 v[P_MDIMC], v[P_NDIMC], lim->max_wg, lim->max_item[0],
+                 lim->max_item[1]);
         return -1;
     }
     if (local > lim->local_mem) {
-        snprintf(why, cap, "%zu bytes of local memory for SA/SB tiles exceed "
-                 "the device's %llu", local, lim->local_mem);
+        snprintf(why, cap,
+                 "%zu bytes of local memory for SA/SB tiles exceed "
+                 "the device's %llu",
+                 local, lim->local_mem);
         return -1;
     }
     return 0;
@@ -325,8 +351,7 @@ parse_min_indirect(const char *tok, size_t *out)
     const char *name = "XGEMM_MIN_INDIRECT_SIZE=";
 
     if (strncmp(tok, name, strlen(name)) != 0 ||
-        parse_size_at_most(tok + strlen(name), 1u << 16, out) != 0 ||
-        *out == 0)
+        parse_size_at_most(tok + strlen(name), 1u << 16, out) != 0 || *out == 0)
         return -1;
     return 0;
 }
@@ -355,16 +380,18 @@ record_xgemm(struct clf__tune_file *tf, char **tok, size_t n, int tried,
 }
 
 static int
-record_gemm_routine(struct clf__tune_file *tf, char **tok, size_t n,
-                    int tried, size_t line, char *why, size_t cap)
+record_gemm_routine(struct clf__tune_file *tf, char **tok, size_t n, int tried,
+                    size_t line, char *why, size_t cap)
 {
     size_t v;
     double ms;
 
     if (n != 1u + (size_t)tried || parse_min_indirect(tok[0], &v) != 0 ||
         (tried && parse_ms(tok[1], &ms) != 0))
-        return why_line(why, cap, line, "not XGEMM_MIN_INDIRECT_SIZE=V (1 to "
-                        "65536)%s", tried ? " ms=T" : "");
+        return why_line(why, cap, line,
+                        "not XGEMM_MIN_INDIRECT_SIZE=V (1 to "
+                        "65536)%s",
+                        tried ? " ms=T" : "");
     if (tried)
         return 0;
     if (tf->min_indirect != 0)
@@ -404,8 +431,7 @@ parse_line(struct clf__tune_file *tf, char *s, size_t line, char *why,
 }
 
 int
-clf__tune_parse(const char *buf, size_t len,
-                const struct clf__tune_limits *lim,
+clf__tune_parse(const char *buf, size_t len, const struct clf__tune_limits *lim,
                 struct clf__tune_file *tf, char *why, size_t cap)
 {
     char s[1024];
@@ -422,10 +448,10 @@ clf__tune_parse(const char *buf, size_t len,
         size_t n = nl != NULL ? (size_t)(nl - (buf + pos)) : len - pos;
         line++;
         if (n >= sizeof s || memchr(buf + pos, '\0', n) != NULL)
-            return why_line(why, cap, line, "%s", n >= sizeof s
-                                                      ? "longer than 1023 "
-                                                        "bytes"
-                                                      : "holds a NUL byte");
+            return why_line(why, cap, line, "%s",
+                            n >= sizeof s ? "longer than 1023 "
+                                            "bytes"
+                                          : "holds a NUL byte");
         memcpy(s, buf + pos, n);
         s[n] = '\0';
         if (parse_line(tf, s, line, why, cap) != 0)
@@ -445,12 +471,13 @@ clf__tune_parse(const char *buf, size_t len,
 static int
 apply_xgemm(clf_context *ctx, const struct cand *c)
 {
-    CLBlastStatusCode st = CLBlastOverrideParameters(
-        ctx->device, "Xgemm", CLBlastPrecisionSingle, NPARAM,
-        (const char **)xgemm_names, c->v);
+    CLBlastStatusCode st =
+        CLBlastOverrideParameters(ctx->device, "Xgemm", CLBlastPrecisionSingle,
+                                  NPARAM, (const char **)xgemm_names, c->v);
     if (st != CLBlastSuccess)
-        return clf__fail((int)st, "CLBlastOverrideParameters(Xgemm) failed "
-                                  "(%d)",
+        return clf__fail((int)st,
+                         "CLBlastOverrideParameters(Xgemm) failed "
+                         "(%d)",
                          (int)st);
     return 0;
 }
@@ -476,8 +503,7 @@ device_limits(const clf_context *ctx, struct clf__tune_limits *lim)
     memset(lim, 0, sizeof *lim);
     lim->local_mem = ctx->info.local_mem;
     if (clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE,
-                        sizeof lim->max_wg, &lim->max_wg,
-                        NULL) != CL_SUCCESS ||
+                        sizeof lim->max_wg, &lim->max_wg, NULL) != CL_SUCCESS ||
         clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_ITEM_SIZES,
                         sizeof items, items, NULL) != CL_SUCCESS)
         lim->max_wg = 0; /* nothing fits: nothing is applied */
@@ -489,8 +515,7 @@ device_limits(const clf_context *ctx, struct clf__tune_limits *lim)
  * cannot be trusted or read (the reason in why).  The directory must be
  * private: a file others could have planted is not read. */
 static int
-read_tune_file(const char *path, char **buf, size_t *len, char *why,
-               size_t cap)
+read_tune_file(const char *path, char **buf, size_t *len, char *why, size_t cap)
 {
     char dir[4096];
     const char *slash = strrchr(path, '/');
@@ -502,8 +527,7 @@ read_tune_file(const char *path, char **buf, size_t *len, char *why,
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1,
              slash ? path : ".");
     if (clf__dir_private(dir) != 0 ||
-        clf__file_read_all(path, "tune file", TUNE_FILE_MAX, buf, len) !=
-            0) {
+        clf__file_read_all(path, "tune file", TUNE_FILE_MAX, buf, len) != 0) {
         snprintf(why, cap, "%s", clf_last_error());
         return -1;
     }
@@ -514,8 +538,7 @@ read_tune_file(const char *path, char **buf, size_t *len, char *why,
  * is none or it is invalid (then ignored whole, with a warning kept in the
  * context). */
 static int
-load_tune_file(clf_context *ctx, const char *path,
-               struct clf__tune_file *tf)
+load_tune_file(clf_context *ctx, const char *path, struct clf__tune_file *tf)
 {
     struct clf__tune_limits lim;
     char why[400];
@@ -630,8 +653,8 @@ make_candidates(struct cand *out, size_t cap,
                         x.v[P_NWG] = nwg[b];
                         x.v[P_VWM] = vwm[c];
                         x.v[P_VWN] = vwn[d];
-                        if (clf__tune_check_xgemm(x.v, lim, why,
-                                                  sizeof why) != 0)
+                        if (clf__tune_check_xgemm(x.v, lim, why, sizeof why) !=
+                            0)
                             continue;
                         if (n < cap)
                             out[n++] = x;
@@ -642,8 +665,8 @@ make_candidates(struct cand *out, size_t cap,
 /* Median seconds of `runs` forwards after one warm-up (which also pays any
  * kernel compilation). */
 static int
-time_forward(clf_context *ctx, clf_attention *att, cl_mem x, cl_mem y,
-             size_t n, int runs, double *out)
+time_forward(clf_context *ctx, clf_attention *att, cl_mem x, cl_mem y, size_t n,
+             int runs, double *out)
 {
     double t[8], t0;
     int r, i, j;
@@ -722,12 +745,12 @@ struct run {
     clf_attention *att;
     cl_mem x, y;
     float *ref, *got;
-    size_t count;             /* floats of a layer's input */
+    size_t count; /* floats of a layer's input */
     struct cand cands[MAX_CANDS];
     double tried_ms[MAX_CANDS]; /* -1: not measured, 0: failed */
     size_t ncand, done, measured;
     double start, step_max;
-    double base;               /* seconds, 0 before it is known */
+    double base; /* seconds, 0 before it is known */
     struct cand best;
     double best_ms;
     int have_best;
@@ -797,8 +820,8 @@ tune_resume(struct run *r)
         r->prev_mi = tf->min_indirect;
         for (j = 0; j < tf->ntried; j++)
             for (i = 0; i < r->ncand; i++)
-                if (memcmp(tf->tried[j], r->cands[i].v,
-                           sizeof r->cands[i].v) == 0)
+                if (memcmp(tf->tried[j], r->cands[i].v, sizeof r->cands[i].v) ==
+                    0)
                     r->tried_ms[i] = tf->tried_ms[j];
     }
     free(tf);
@@ -876,8 +899,8 @@ tune_baseline(struct run *r)
                          r->path);
     if (!may_start(r, 1.0))
         return 1;
-    if (time_forward(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3,
-                     &r->base) != 0)
+    if (time_forward(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &r->base) !=
+        0)
         return clf__fail(CLF_EINVALID_ARGUMENT, "baseline forward failed: %s",
                          clf_last_error());
     step_end(r, t0);
@@ -927,8 +950,9 @@ tune_candidates(struct run *r)
         if (r->o.max_candidates != 0 && r->measured == r->o.max_candidates)
             return;
         if (!may_start(r, 2.0 + MI_COUNT)) {
-            say(&r->o, "budget reached after %zu of %zu candidates; run "
-                       "again to continue",
+            say(&r->o,
+                "budget reached after %zu of %zu candidates; run "
+                "again to continue",
                 r->done, r->ncand);
             return;
         }
@@ -1048,8 +1072,9 @@ write_records(const struct run *r, struct text *f)
                  r->best_mi);
     for (i = 0; i < MI_COUNT; i++)
         if (r->mi_ms[i] >= 0.0)
-            text_add(f, "tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=%zu "
-                        "ms=%.3f\n",
+            text_add(f,
+                     "tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=%zu "
+                     "ms=%.3f\n",
                      mi_values[i], r->mi_ms[i]);
     for (i = 0; i < r->ncand; i++)
         if (r->tried_ms[i] >= 0.0) {
@@ -1088,18 +1113,21 @@ tune_report(const struct run *r)
     double base_ms = r->base * 1e3;
 
     if (!(r->have_best && r->best_ms < base_ms)) {
-        say(&r->o, "no candidate beat the current parameters (%.1f ms); "
-                   "stored the measurements in %s",
+        say(&r->o,
+            "no candidate beat the current parameters (%.1f ms); "
+            "stored the measurements in %s",
             base_ms, r->path);
         return;
     }
     format_cand(&r->best, text, sizeof text);
-    say(&r->o, "best: %s: %.1f ms per forward (%.2fx the untuned %.1f ms); "
-               "stored in %s",
+    say(&r->o,
+        "best: %s: %.1f ms per forward (%.2fx the untuned %.1f ms); "
+        "stored in %s",
         text, r->best_ms, base_ms / r->best_ms, base_ms, r->path);
     if (r->best_mi != 0 && r->best_mi_ms > 0.0)
-        say(&r->o, "with XGEMM_MIN_INDIRECT_SIZE=%zu: %.1f ms (%.2fx the "
-                   "untuned)",
+        say(&r->o,
+            "with XGEMM_MIN_INDIRECT_SIZE=%zu: %.1f ms (%.2fx the "
+            "untuned)",
             r->best_mi, r->best_mi_ms, base_ms / r->best_mi_ms);
     else if (r->best_mi != 0)
         say(&r->o, "keeping the stored XGEMM_MIN_INDIRECT_SIZE=%zu",

@@ -227,8 +227,8 @@ check_weight_id(const clf_attention *att, clf_weight which)
         return clf__fail(CLF_EWEIGHT_UNUSED,
                          "weight %s is not part of this layer (%s)",
                          weight_names[which],
-                         which == CLF_PROJ_F ? "F is E under share_kv or "
-                                               "key-value sharing"
+                         which == CLF_PROJ_F     ? "F is E under share_kv or "
+                                                   "key-value sharing"
                          : which == CLF_WEIGHT_V ? "share_kv uses keys as "
                                                    "values"
                                                  : "its bias flag is off");
@@ -275,8 +275,9 @@ clf_attention_set_weight(clf_attention *att, clf_weight which,
         att->w[which] = clCreateBuffer(att->ctx->context, CL_MEM_READ_ONLY,
                                        count * sizeof(float), NULL, &err);
         if (att->w[which] == NULL)
-            return clf__fail(err, "weight %s: clCreateBuffer of %zu bytes "
-                                  "failed (%d)",
+            return clf__fail(err,
+                             "weight %s: clCreateBuffer of %zu bytes "
+                             "failed (%d)",
                              weight_names[which], count * sizeof(float), err);
     }
     /* Invalidate first: a failed write leaves the weight unset, never half
@@ -297,8 +298,7 @@ clf_attention_set_mode(clf_attention *att, clf_mode mode)
     if (att == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
     if (mode != CLF_MODE_LINFORMER && mode != CLF_MODE_FULL)
-        return clf__fail(CLF_EBAD_ENUM, "mode %d is not a clf_mode",
-                         (int)mode);
+        return clf__fail(CLF_EBAD_ENUM, "mode %d is not a clf_mode", (int)mode);
     att->mode = mode;
     return 0;
 }
@@ -373,4 +373,3 @@ clf_attention_randomize(clf_attention *att, unsigned long long seed)
     free(buf);
     return rc;
 }
-

@@ -25,9 +25,9 @@ static cl_mem
 upload(clf_context *ctx, const float *data, size_t n)
 {
     cl_int err;
-    cl_mem m = clCreateBuffer(ctx->context,
-                              CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                              n * sizeof(float), (void *)data, &err);
+    cl_mem m =
+        clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                       n * sizeof(float), (void *)data, &err);
     if (m == NULL) {
         fprintf(stderr, "oclgrind_driver: clCreateBuffer failed (%d)\n", err);
         exit(1);
@@ -38,8 +38,8 @@ upload(clf_context *ctx, const float *data, size_t n)
 static void
 download(clf_context *ctx, cl_mem m, float *data, size_t n)
 {
-    if (clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0, n * sizeof(float),
-                            data, 0, NULL, NULL) != CL_SUCCESS) {
+    if (clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0, n * sizeof(float), data,
+                            0, NULL, NULL) != CL_SUCCESS) {
         fprintf(stderr, "oclgrind_driver: read failed\n");
         exit(1);
     }
@@ -242,9 +242,8 @@ check_encoder(clf_context *ctx)
             var += (x[2 + r * COLS + c] - mean) * (x[2 + r * COLS + c] - mean);
         var /= COLS;
         for (c = 0; c < COLS; c++) {
-            double want = (x[2 + r * COLS + c] - mean) / sqrt(var + 1e-5) *
-                              g[c] +
-                          b[c];
+            double want =
+                (x[2 + r * COLS + c] - mean) / sqrt(var + 1e-5) * g[c] + b[c];
             expect(fabs(y[r * COLS + c] - want) < 1e-4, "layernorm");
         }
     }
@@ -331,8 +330,8 @@ check_attend(clf_context *ctx)
                         for (j = 0; j < L; j++)
                             want += sc[j] / sum *
                                     vv[(b * L + j) * width + g * DH + c];
-                        expect(fabs(o[(b * N + i) * DQ + h * DH + c] -
-                                    want) < 1e-5,
+                        expect(fabs(o[(b * N + i) * DQ + h * DH + c] - want) <
+                                   1e-5,
                                "attend");
                     }
                 }
@@ -367,22 +366,22 @@ check_gemm(clf_context *ctx)
     mb = upload(ctx, b, T * K * N);
     mc = upload(ctx, c, T * M * N);
     mt = upload(ctx, bt, T * N * K);
-    clf__gemm_nn(ctx, M, N, K, 0.5f, ma, 0, K, M * K, mb, 0, N, K * N, 1, mc,
-                 0, N, M * N, T, mbias, 0);
+    clf__gemm_nn(ctx, M, N, K, 0.5f, ma, 0, K, M * K, mb, 0, N, K * N, 1, mc, 0,
+                 N, M * N, T, mbias, 0);
     download(ctx, mc, c, T * M * N);
     for (t = 0; t < T; t++)
         for (i = 0; i < M; i++)
             for (j = 0; j < N; j++) {
                 double want = 0.0;
                 for (l = 0; l < K; l++)
-                    want += (double)a[(t * M + i) * K + l] *
-                            b[(t * K + l) * N + j];
+                    want +=
+                        (double)a[(t * M + i) * K + l] * b[(t * K + l) * N + j];
                 want = 0.5 * want + c0[(t * M + i) * N + j] + bias[j];
                 expect(fabs(c[(t * M + i) * N + j] - want) < 1e-5, "gemm");
             }
     /* The GELU epilogue, no accumulation, on the first batch entry. */
-    clf__gemm_nn(ctx, M, N, K, 1.0f, ma, 0, K, 0, mb, 0, N, 0, 0, mc, 0, N,
-                 0, 1, NULL, 1);
+    clf__gemm_nn(ctx, M, N, K, 1.0f, ma, 0, K, 0, mb, 0, N, 0, 0, mc, 0, N, 0,
+                 1, NULL, 1);
     download(ctx, mc, c, M * N);
     for (i = 0; i < M; i++)
         for (j = 0; j < N; j++) {
@@ -401,8 +400,8 @@ check_gemm(clf_context *ctx)
                        "transpose");
     /* CLBlast's own kernels, on the same first batch entry. */
     clf__gemm_use(CLF_GEMM_CLBLAST);
-    expect(clf__gemm(ctx, 0, 0, M, N, K, 1.0f, ma, 0, K, mb, 0, N, 0.0f, mc,
-                     0, N) == 0,
+    expect(clf__gemm(ctx, 0, 0, M, N, K, 1.0f, ma, 0, K, mb, 0, N, 0.0f, mc, 0,
+                     N) == 0,
            "CLBlast GEMM enqueued");
     download(ctx, mc, c, M * N);
     for (i = 0; i < M; i++)

@@ -42,8 +42,8 @@ ref_softmax(const float *s, size_t rows, size_t cols, double *out)
 
 void
 ref_attention_ex(const ref_layer *l, int full, const float *x, size_t B,
-                 size_t n, const unsigned char *mask, int causal,
-                 size_t block, double *y)
+                 size_t n, const unsigned char *mask, int causal, size_t block,
+                 double *y)
 {
     const size_t D = l->D, dh = l->dh, dq = l->hq * dh, dkv = l->hkv * dh;
     const size_t L = full ? n : l->k;
@@ -104,10 +104,10 @@ ref_attention_ex(const ref_layer *l, int full, const float *x, size_t B,
                             lo = n;
                     }
                     for (t = lo; t < hi; t++) {
-                        ak += (double)E[j * l->N + t] *
-                              kk[t * dkv + hk * dh + e];
-                        av += (double)F[j * l->N + t] *
-                              vv[t * dkv + hk * dh + e];
+                        ak +=
+                            (double)E[j * l->N + t] * kk[t * dkv + hk * dh + e];
+                        av +=
+                            (double)F[j * l->N + t] * vv[t * dkv + hk * dh + e];
                     }
                     if (l->compressed_bias) {
                         const float *bv = l->share_kv ? l->bk : l->bv;
@@ -182,8 +182,8 @@ ref_attention_ex(const ref_layer *l, int full, const float *x, size_t B,
 }
 
 void
-ref_attention(const ref_layer *l, int full, const float *x, size_t B,
-              size_t n, double *y)
+ref_attention(const ref_layer *l, int full, const float *x, size_t B, size_t n,
+              double *y)
 {
     ref_attention_ex(l, full, x, B, n, NULL, 0, 0, y);
 }

@@ -7,9 +7,9 @@
 
 typedef struct ref_layer {
     size_t D, hq, hkv, dh, N, k;
-    int per_head_E; /* each head its own E (and F) */
-    int share_kv;   /* V = K, F = E */
-    int kv_shared;  /* F = E */
+    int per_head_E;      /* each head its own E (and F) */
+    int share_kv;        /* V = K, F = E */
+    int kv_shared;       /* F = E */
     int compressed_bias; /* K/V bias added after compression (fairseq) */
     const float *wq, *wk, *wv, *wo; /* NULL wv with share_kv */
     const float *bq, *bk, *bv, *bo; /* NULL = no bias */

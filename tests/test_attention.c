@@ -94,8 +94,7 @@ START_TEST(attention_golden_example)
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_Q, &one, 1), 0);
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_K, &one, 1), 0);
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_V, &ten, 1), 0);
-    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_OUT, &one, 1),
-                     0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_OUT, &one, 1), 0);
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_E, e, 6), 0);
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_F, e, 6), 0);
 
@@ -141,14 +140,14 @@ START_TEST(attention_golden_example_both_ways)
     for (i = 0; i < 3; i++)
         x[i * W] = (float)(i + 1);
     ck_assert_int_eq(clf_attention_create(&att, tu_context(), &d), 0);
-    ck_assert_int_eq(
-        clf_attention_set_weight(att, CLF_WEIGHT_Q, four, W * W), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_Q, four, W * W),
+                     0);
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_K, eye, W * W),
                      0);
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_V, ten, W * W),
                      0);
-    ck_assert_int_eq(
-        clf_attention_set_weight(att, CLF_WEIGHT_OUT, eye, W * W), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_OUT, eye, W * W),
+                     0);
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_E, e, 6), 0);
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_F, e, 6), 0);
     for (v = CLF_ATTEND_GEMM; v <= CLF_ATTEND_FUSED; v++) {
@@ -156,8 +155,7 @@ START_TEST(attention_golden_example_both_ways)
         for (i = 0; i < 3 * W; i++)
             y[i] = NAN;
         ck_assert_int_eq(clf_attention_forward(att, x, 1, 3, y), 0);
-        ck_assert_int_eq(clf__attention_last_fused(att),
-                         v == CLF_ATTEND_FUSED);
+        ck_assert_int_eq(clf__attention_last_fused(att), v == CLF_ATTEND_FUSED);
         ck_assert_double_eq_tol(y[0], 27.2636, 1e-4);
         for (i = 1; i < W; i++)
             ck_assert_float_eq(y[i], 0.0f);
@@ -343,9 +341,9 @@ START_TEST(attention_cl_mem_path_with_offsets)
     ck_assert_int_eq(err, CL_SUCCESS);
     rc = clf_attention_forward_cl(l.att, xb, xoff, yb, yoff, B, n);
     ck_assert_msg(rc == 0, "forward_cl: %s", clf_last_error());
-    ck_assert_int_eq(clEnqueueReadBuffer(clf_context_cl_queue(ctx), yb,
-                                         CL_TRUE, 0, ylen * sizeof(float), y,
-                                         0, NULL, NULL),
+    ck_assert_int_eq(clEnqueueReadBuffer(clf_context_cl_queue(ctx), yb, CL_TRUE,
+                                         0, ylen * sizeof(float), y, 0, NULL,
+                                         NULL),
                      CL_SUCCESS);
     ref_attention(&l.ref, 0, x, B, n, ref);
     tu_assert_close(y + yoff, ref, count, TOL, "cl_mem path");
@@ -357,8 +355,8 @@ START_TEST(attention_cl_mem_path_with_offsets)
     /* In place: x and y the same region. */
     rc = clf_attention_forward_cl(l.att, xb, xoff, xb, xoff, B, n);
     ck_assert_msg(rc == 0, "in-place forward_cl: %s", clf_last_error());
-    ck_assert_int_eq(clEnqueueReadBuffer(clf_context_cl_queue(ctx), xb,
-                                         CL_TRUE, xoff * sizeof(float),
+    ck_assert_int_eq(clEnqueueReadBuffer(clf_context_cl_queue(ctx), xb, CL_TRUE,
+                                         xoff * sizeof(float),
                                          count * sizeof(float), y, 0, NULL,
                                          NULL),
                      CL_SUCCESS);
@@ -491,7 +489,7 @@ START_TEST(attention_fused_matches_reference)
     d.max_seq_len = 80;
     d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
     for (m = 0; m < 5; m++) {
-        d.sharing = m == 1 ? CLF_SHARE_PER_HEAD
+        d.sharing = m == 1   ? CLF_SHARE_PER_HEAD
                     : m == 2 ? CLF_SHARE_KEY_VALUE
                              : CLF_SHARE_HEADWISE;
         d.share_kv = m == 3;
@@ -602,8 +600,8 @@ START_TEST(attention_choices_are_reported)
     ck_assert_int_eq(v, CLF_GEMM_CLBLAST);
     ck_assert_ptr_nonnull(
         strstr(clf_context_kernel_choices(ctx), "gemm: clblast (forced)"));
-    ck_assert_ptr_nonnull(strstr(clf_context_kernel_choices(ctx),
-                                 "softmax: not chosen yet"));
+    ck_assert_ptr_nonnull(
+        strstr(clf_context_kernel_choices(ctx), "softmax: not chosen yet"));
     clf_context_destroy(ctx);
 }
 END_TEST
@@ -638,7 +636,8 @@ START_TEST(attention_many_sequences_batch_their_gemms)
         ck_assert_int_eq(clf_context_force_kernel(ctx, "gemm", ways[w]), 0);
         for (i = 0; i < 2; i++) {
             size_t few = gemm_calls_of(ctx, &l, modes[i], 8, 521 + 4u * w + i);
-            size_t many = gemm_calls_of(ctx, &l, modes[i], 64, 523 + 4u * w + i);
+            size_t many =
+                gemm_calls_of(ctx, &l, modes[i], 64, 523 + 4u * w + i);
             ck_assert_uint_eq(many, few);
             ck_assert_uint_le(many, 6 + 2 * d.heads);
         }

@@ -1290,9 +1290,9 @@ START_TEST(bench_main_dash_writes_data_to_stdout_tables_to_stderr)
     free(err);
 
     ck_assert_int_eq(bench_main_io(csv_args, 5, &out, &err), 0);
-    ck_assert_int_eq(strncmp(out, clf_bench_csv_header(),
-                             strlen(clf_bench_csv_header())),
-                     0);
+    ck_assert_int_eq(
+        strncmp(out, clf_bench_csv_header(), strlen(clf_bench_csv_header())),
+        0);
     ck_assert_ptr_nonnull(strstr(out, clf_bench_csv_accuracy_header()));
     ck_assert_ptr_null(strstr(out, "== device"));
     ck_assert_ptr_nonnull(strstr(err, "== device"));

@@ -91,8 +91,8 @@ START_TEST(choice_force_is_used)
     ck_assert_int_eq(clf_context_build(ctx), 0);
     ck_assert_int_eq(clf__softmax_resolve(ctx, 100, 100, &v), 0);
     ck_assert_int_eq(ctx->last_source[CLF_KIND_SOFTMAX], CLF_SOURCE_TIMED);
-    ck_assert_ptr_nonnull(strstr(clf_context_kernel_choices(ctx),
-                                 "gemm: blocked (forced)"));
+    ck_assert_ptr_nonnull(
+        strstr(clf_context_kernel_choices(ctx), "gemm: blocked (forced)"));
     clf_context_destroy(ctx);
     drop_dir();
 }
@@ -146,11 +146,11 @@ START_TEST(choice_unknown_names_list_valid_ones)
     ASSERT_FAILS(clf_context_force_kernel(NULL, "gemm", "blocked"),
                  CLF_ENULL_ARGUMENT, "ctx");
     setenv("CLINFORMER_KERNELS", "softmax=group,attend=fast", 1);
-    ASSERT_FAILS(clf__softmax_resolve(ctx, 10, 10, &v),
-                 CLF_EINVALID_ARGUMENT, "gemm or fused");
+    ASSERT_FAILS(clf__softmax_resolve(ctx, 10, 10, &v), CLF_EINVALID_ARGUMENT,
+                 "gemm or fused");
     setenv("CLINFORMER_KERNELS", "softmax", 1);
-    ASSERT_FAILS(clf__softmax_resolve(ctx, 10, 10, &v),
-                 CLF_EINVALID_ARGUMENT, "CLINFORMER_KERNELS");
+    ASSERT_FAILS(clf__softmax_resolve(ctx, 10, 10, &v), CLF_EINVALID_ARGUMENT,
+                 "CLINFORMER_KERNELS");
     unsetenv("CLINFORMER_KERNELS");
 }
 END_TEST
@@ -185,16 +185,16 @@ START_TEST(choice_store_is_read_by_a_fresh_context)
     ck_assert_str_eq(kc.bucket, "m512.n64.k64");
     ck_assert_str_eq(kc.name, va == CLF_GEMM_BLOCKED ? "blocked" : "clblast");
     ck_assert_int_eq(kc.source, CLF_SOURCE_STORED);
-    ASSERT_FAILS(clf_context_kernel_choice(b, 1, &kc),
-                 CLF_EINVALID_ARGUMENT, "index 1");
+    ASSERT_FAILS(clf_context_kernel_choice(b, 1, &kc), CLF_EINVALID_ARGUMENT,
+                 "index 1");
     /* Same bucket, another size in it: no timing (b has no kernels built,
      * so timing would have to build them). */
     ck_assert_int_eq(clf__gemm_resolve(b, 400, 64, 64, &vb), 0);
     ck_assert_int_eq(vb, va);
     ck_assert_int_eq(b->last_source[CLF_KIND_GEMM], CLF_SOURCE_STORED);
     ck_assert_ptr_null(b->program);
-    ck_assert_ptr_nonnull(strstr(clf_context_kernel_choices(b),
-                                 "(stored m512.n64.k64)"));
+    ck_assert_ptr_nonnull(
+        strstr(clf_context_kernel_choices(b), "(stored m512.n64.k64)"));
     clf_context_destroy(b);
     clf_context_destroy(a);
     drop_dir();

@@ -35,9 +35,9 @@ host_open(struct host *h)
     float *v = tu_malloc(N * N * sizeof *v);
 
     ck_assert_int_eq(clGetPlatformIDs(1, &platform, &np), CL_SUCCESS);
-    ck_assert_int_eq(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1,
-                                    &h->device, NULL),
-                     CL_SUCCESS);
+    ck_assert_int_eq(
+        clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &h->device, NULL),
+        CL_SUCCESS);
     h->context = clCreateContext(NULL, 1, &h->device, NULL, NULL, &err);
     ck_assert_int_eq(err, CL_SUCCESS);
     h->queue = clCreateCommandQueue(h->context, h->device, 0, &err);
@@ -75,14 +75,14 @@ host_sgemm(struct host *h)
     CLBlastStatusCode st;
 
     st = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
-                      CLBlastTransposeNo, N, N, N, 1.0f, h->a, 0, N, h->b, 0,
-                      N, 0.0f, h->c, 0, N, &h->queue, NULL);
+                      CLBlastTransposeNo, N, N, N, 1.0f, h->a, 0, N, h->b, 0, N,
+                      0.0f, h->c, 0, N, &h->queue, NULL);
     ck_assert_int_eq(st, CLBlastSuccess);
     ck_assert_int_eq(clFinish(h->queue), CL_SUCCESS);
     t = clf__now_s() - t0;
     ck_assert_int_eq(clEnqueueReadBuffer(h->queue, h->c, CL_TRUE, 0,
-                                         N * N * sizeof(float), h->out, 0,
-                                         NULL, NULL),
+                                         N * N * sizeof(float), h->out, 0, NULL,
+                                         NULL),
                      CL_SUCCESS);
     return t;
 }
@@ -197,16 +197,15 @@ START_TEST(clblast_host_unaffected_by_a_context)
 
     ck_assert_msg(clf_context_create(&ctx, "0") == 0, "%s", clf_last_error());
     ck_assert_int_eq(clf_context_device_info(ctx, &info), 0);
-    ck_assert_int_eq(clGetDeviceInfo(h.device, CL_DEVICE_NAME, sizeof name,
-                                     name, NULL),
-                     CL_SUCCESS);
+    ck_assert_int_eq(
+        clGetDeviceInfo(h.device, CL_DEVICE_NAME, sizeof name, name, NULL),
+        CL_SUCCESS);
     ck_assert_str_eq(info.name, name);
     ck_assert_str_eq(clf_context_tuning(ctx), "");
     clinformer_forward(ctx);
     ck_assert_uint_eq(host_refs(&h), refs);
     host_phase(&h, &first, &med, during);
-    assert_not_slower("while a context lives (first run)", first, med0,
-                      0.05);
+    assert_not_slower("while a context lives (first run)", first, med0, 0.05);
     assert_not_slower("while a context lives (median)", med, med0, 0.02);
     clf_context_destroy(ctx);
 

@@ -78,8 +78,8 @@ START_TEST(discovery_concurrent_contexts_all_succeed)
         for (i = 0; i < THREADS; i++) {
             w[i].start = &start;
             w[i].rc = -1;
-            ck_assert_int_eq(
-                pthread_create(&t[i], NULL, create_destroy, &w[i]), 0);
+            ck_assert_int_eq(pthread_create(&t[i], NULL, create_destroy, &w[i]),
+                             0);
         }
         for (i = 0; i < THREADS; i++)
             ck_assert_int_eq(pthread_join(t[i], NULL), 0);
@@ -87,8 +87,8 @@ START_TEST(discovery_concurrent_contexts_all_succeed)
         if (round == 0 && no_device(w[0].rc))
             return;
         for (i = 0; i < THREADS; i++) {
-            ck_assert_msg(w[i].rc == 0, "round %d thread %d: %s (%s)", round,
-                          i, clf_status_name(w[i].rc), w[i].error);
+            ck_assert_msg(w[i].rc == 0, "round %d thread %d: %s (%s)", round, i,
+                          clf_status_name(w[i].rc), w[i].error);
             /* Every thread chose the same device by the default rule. */
             ck_assert_str_eq(w[i].device, w[0].device);
         }
@@ -144,12 +144,10 @@ fake_machine(clf_device_info *d)
 {
     fake(&d[POCL0], "Portable Computing Language",
          "pthread-Intel(R) Core(TM) i7-9700 CPU @ 3.00GHz", "pocl:0", 0);
-    fake(&d[INTELGPU0], "Intel(R) OpenCL Graphics",
-         "Intel(R) UHD Graphics 630", "intel-gpu:0", 1);
-    fake(&d[NVIDIA0], "NVIDIA CUDA", "NVIDIA GeForce RTX 3080", "nvidia:0",
-         1);
-    fake(&d[NVIDIA1], "NVIDIA CUDA", "NVIDIA GeForce GTX 1060", "nvidia:1",
-         1);
+    fake(&d[INTELGPU0], "Intel(R) OpenCL Graphics", "Intel(R) UHD Graphics 630",
+         "intel-gpu:0", 1);
+    fake(&d[NVIDIA0], "NVIDIA CUDA", "NVIDIA GeForce RTX 3080", "nvidia:0", 1);
+    fake(&d[NVIDIA1], "NVIDIA CUDA", "NVIDIA GeForce GTX 1060", "nvidia:1", 1);
     fake(&d[INTELCPU0], "Intel(R) CPU Runtime for OpenCL(TM) Applications",
          "Intel(R) Core(TM) i7-9700 CPU @ 3.00GHz", "intel-cpu:0", 0);
 }

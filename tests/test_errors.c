@@ -7,10 +7,10 @@
 #include <ctype.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -140,8 +140,7 @@ START_TEST(context_rejects_bad_selectors)
     ASSERT_FAILS(clf_context_create(&ctx, "no-such-device-xyz"),
                  CLF_EDEVICE_NOT_FOUND, "no-such-device-xyz");
     ck_assert_ptr_null(ctx);
-    ASSERT_FAILS(clf_context_create(&ctx, "999"), CLF_EDEVICE_NOT_FOUND,
-                 "999");
+    ASSERT_FAILS(clf_context_create(&ctx, "999"), CLF_EDEVICE_NOT_FOUND, "999");
     ck_assert_int_eq(clf_context_build(NULL), CLF_ENULL_ARGUMENT);
     ck_assert_int_eq(clf_context_finish(NULL), CLF_ENULL_ARGUMENT);
     ck_assert_str_eq(clf_context_build_log(NULL), "");
@@ -181,8 +180,7 @@ START_TEST(context_selects_by_kind_and_name)
         ck_assert_int_eq(clf_context_create(&ctx, part), 0);
         clf_context_destroy(ctx);
     }
-    ck_assert_int_eq(clf_context_create(&ctx, first.is_gpu ? "gpu" : "cpu"),
-                     0);
+    ck_assert_int_eq(clf_context_create(&ctx, first.is_gpu ? "gpu" : "cpu"), 0);
     clf_context_destroy(ctx);
 }
 END_TEST
@@ -228,8 +226,7 @@ START_TEST(attention_create_validates_desc)
                  "desc");
     d = good_desc();
     d.d_model = 0;
-    ASSERT_FAILS(clf_attention_create(&att, ctx, &d), CLF_EBAD_SIZE,
-                 "d_model");
+    ASSERT_FAILS(clf_attention_create(&att, ctx, &d), CLF_EBAD_SIZE, "d_model");
     d = good_desc();
     d.heads = 0;
     ASSERT_FAILS(clf_attention_create(&att, ctx, &d), CLF_EBAD_SIZE, "heads");
@@ -250,8 +247,7 @@ START_TEST(attention_create_validates_desc)
                  "not a multiple of heads");
     d = good_desc();
     d.sharing = (clf_sharing)7;
-    ASSERT_FAILS(clf_attention_create(&att, ctx, &d), CLF_EBAD_ENUM,
-                 "sharing");
+    ASSERT_FAILS(clf_attention_create(&att, ctx, &d), CLF_EBAD_ENUM, "sharing");
     d = good_desc();
     d.share_kv = 1;
     d.bias_v = 1;
@@ -329,10 +325,10 @@ START_TEST(attention_forward_validates)
 
     ASSERT_FAILS(clf_attention_forward(NULL, x, 1, 3, y), CLF_ENULL_ARGUMENT,
                  "att");
-    ASSERT_FAILS(clf_attention_forward(att, NULL, 1, 3, y),
-                 CLF_ENULL_ARGUMENT, "x is NULL");
-    ASSERT_FAILS(clf_attention_forward(att, x, 1, 3, NULL),
-                 CLF_ENULL_ARGUMENT, "y is NULL");
+    ASSERT_FAILS(clf_attention_forward(att, NULL, 1, 3, y), CLF_ENULL_ARGUMENT,
+                 "x is NULL");
+    ASSERT_FAILS(clf_attention_forward(att, x, 1, 3, NULL), CLF_ENULL_ARGUMENT,
+                 "y is NULL");
     ASSERT_FAILS(clf_attention_forward(att, x, 0, 3, y), CLF_EBAD_SIZE,
                  "batch");
     ASSERT_FAILS(clf_attention_forward(att, x, 1, 0, y), CLF_EBAD_SIZE,
@@ -366,16 +362,13 @@ START_TEST(attention_forward_validates)
     {
         float w[80];
         memset(w, 0, sizeof w);
-        ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_Q, w, 64),
-                         0);
-        ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_K, w, 64),
-                         0);
-        ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_V, w, 64),
-                         0);
+        ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_Q, w, 64), 0);
+        ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_K, w, 64), 0);
+        ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_V, w, 64), 0);
         ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_OUT, w, 64),
                          0);
-        ASSERT_FAILS(clf_attention_forward(att, x, 1, 3, y),
-                     CLF_EWEIGHT_UNSET, "weight E");
+        ASSERT_FAILS(clf_attention_forward(att, x, 1, 3, y), CLF_EWEIGHT_UNSET,
+                     "weight E");
         ck_assert_int_eq(clf_attention_set_mode(att, CLF_MODE_FULL), 0);
         ck_assert_int_eq(clf_attention_forward(att, x, 1, 3, y), 0);
     }
@@ -404,13 +397,13 @@ START_TEST(attention_workspace_too_large_is_named)
     small = clCreateBuffer(clf_context_cl_context(tu_context()),
                            CL_MEM_READ_WRITE, 64, NULL, &err);
     ck_assert_int_eq(err, CL_SUCCESS);
-    ASSERT_FAILS(clf_attention_forward_cl(att, small, 0, small, 0, 1,
-                                          d.max_seq_len),
-                 CLF_ETOO_LARGE, "queries buffer");
+    ASSERT_FAILS(
+        clf_attention_forward_cl(att, small, 0, small, 0, 1, d.max_seq_len),
+        CLF_ETOO_LARGE, "queries buffer");
     ck_assert_int_eq(clf_attention_set_mode(att, CLF_MODE_FULL), 0);
-    ASSERT_FAILS(clf_attention_forward_cl(att, small, 0, small, 0, 1,
-                                          d.max_seq_len),
-                 CLF_ETOO_LARGE, "queries buffer");
+    ASSERT_FAILS(
+        clf_attention_forward_cl(att, small, 0, small, 0, 1, d.max_seq_len),
+        CLF_ETOO_LARGE, "queries buffer");
     clReleaseMemObject(small);
     clf_attention_destroy(att);
 }
@@ -437,8 +430,7 @@ START_TEST(attention_forward_cl_validates_buffers)
                  CLF_EBUFFER_TOO_SMALL, "x holds 92 bytes");
     ASSERT_FAILS(clf_attention_forward_cl(att, big, 0, big, 57, 1, 3),
                  CLF_EBUFFER_TOO_SMALL, "y holds");
-    ASSERT_FAILS(clf_attention_forward_cl(att, big, SIZE_MAX - 3, big, 0, 1,
-                                          3),
+    ASSERT_FAILS(clf_attention_forward_cl(att, big, SIZE_MAX - 3, big, 0, 1, 3),
                  CLF_ESIZE_OVERFLOW, "x offset");
     /* A buffer of another context. */
     ck_assert_int_eq(clf_context_create(&other, NULL), 0);
@@ -484,8 +476,8 @@ START_TEST(kernel_build_failure_keeps_log)
     setenv("CLINFORMER_KERNEL_DIR", dir, 1);
     setenv("CLINFORMER_CACHE_DIR", "off", 1);
     ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
-    ASSERT_FAILS(clf_attention_create(&att, ctx, &d),
-                 CL_BUILD_PROGRAM_FAILURE, "build");
+    ASSERT_FAILS(clf_attention_create(&att, ctx, &d), CL_BUILD_PROGRAM_FAILURE,
+                 "build");
     ck_assert_ptr_null(att);
     ck_assert_msg(strstr(clf_context_build_log(ctx), "undeclared_symbol_xyz"),
                   "log: %s", clf_context_build_log(ctx));

@@ -171,8 +171,7 @@ START_TEST(fileio_read_all_refuses_file_over_max)
     ck_assert_ptr_null(data);
     ck_assert_uint_eq(len, 0);
     assert_error_names("tune file", "9999");
-    ck_assert_int_eq(clf__file_read_all(p, "tune file", 10000, &data, &len),
-                     0);
+    ck_assert_int_eq(clf__file_read_all(p, "tune file", 10000, &data, &len), 0);
     ck_assert_uint_eq(len, 10000);
     free(data);
 }

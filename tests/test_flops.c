@@ -74,8 +74,8 @@ START_TEST(flops_desc_causal_by_hand)
 END_TEST
 
 static void
-expect_error(const clf_attention_desc *d, clf_mode mode, size_t batch,
-             size_t n, int causal, int status, const char *names)
+expect_error(const clf_attention_desc *d, clf_mode mode, size_t batch, size_t n,
+             int causal, int status, const char *names)
 {
     double total = 0.0;
     int rc = clf_attention_desc_flops(d, mode, batch, n, causal, NULL, &total);
@@ -92,9 +92,9 @@ START_TEST(flops_desc_rejects_impossible_shapes_naming_them)
     clf_attention_desc d = desc_of(8, 2, 0, 16, 4, 0), e;
     double total;
 
-    ck_assert_int_eq(clf_attention_desc_flops(NULL, CLF_MODE_FULL, 1, 8, 0,
-                                              NULL, &total),
-                     CLF_ENULL_ARGUMENT);
+    ck_assert_int_eq(
+        clf_attention_desc_flops(NULL, CLF_MODE_FULL, 1, 8, 0, NULL, &total),
+        CLF_ENULL_ARGUMENT);
     ck_assert_int_eq(
         clf_attention_desc_flops(&d, CLF_MODE_FULL, 1, 8, 0, NULL, NULL),
         CLF_ENULL_ARGUMENT);
@@ -136,16 +136,18 @@ END_TEST
 static const struct {
     size_t D, h, dh, N, k, block, n, batch;
 } shapes[] = {
-    {16, 2, 0, 32, 8, 8, 32, 1},  /* compresses first */
+    {16, 2, 0, 32, 8, 8, 32, 1},   /* compresses first */
     {16, 4, 0, 40, 12, 16, 29, 3}, /* 3 blocks, the last short */
-    {64, 8, 2, 24, 12, 6, 20, 2}, /* projects first with one K/V head */
-    {8, 2, 6, 16, 16, 4, 16, 2},  /* head_dim given; k = N */
+    {64, 8, 2, 24, 12, 6, 20, 2},  /* projects first with one K/V head */
+    {8, 2, 6, 16, 16, 4, 16, 2},   /* head_dim given; k = N */
 };
 
 /* bias_q, bias_k, bias_v, bias_out, compressed_bias */
-static const int biases[][5] = {
-    {0, 0, 0, 0, 0}, {0, 0, 0, 1, 0}, {1, 1, 1, 1, 0}, {1, 1, 1, 1, 1},
-    {0, 1, 0, 0, 1}};
+static const int biases[][5] = {{0, 0, 0, 0, 0},
+                                {0, 0, 0, 1, 0},
+                                {1, 1, 1, 1, 0},
+                                {1, 1, 1, 1, 1},
+                                {0, 1, 0, 0, 1}};
 
 /* Compares the two counts for every mode and causal setting of d; returns
  * how many were compared. */
@@ -168,9 +170,8 @@ compare_desc(const clf_attention_desc *d, size_t batch, size_t n)
             rl = clf_attention_flops_ex(att, (clf_mode)m, batch, n, &o, &lib);
             rg = clf_attention_desc_flops(d, (clf_mode)m, batch, n, causal,
                                           NULL, &got);
-            ck_assert_msg(rl == rg,
-                          "mode %d causal %d: layer %d, desc %d (%s)", m,
-                          causal, rl, rg, clf_last_error());
+            ck_assert_msg(rl == rg, "mode %d causal %d: layer %d, desc %d (%s)",
+                          m, causal, rl, rg, clf_last_error());
             if (rl != 0)
                 continue;
             ck_assert_msg(fabs(got - lib) <= 1e-12 * fabs(lib),
@@ -208,8 +209,8 @@ START_TEST(flops_desc_equals_layer_count)
                         d.bias_v = share_kv ? 0 : biases[b][2];
                         d.bias_out = biases[b][3];
                         d.compressed_bias = biases[b][4];
-                        compared += compare_desc(&d, shapes[i].batch,
-                                                 shapes[i].n);
+                        compared +=
+                            compare_desc(&d, shapes[i].batch, shapes[i].n);
                     }
     /* every combination but causal Linformer with compressed_bias */
     ck_assert_int_eq(compared, 4 * 5 * 3 * 2 * 2 * 4 - 4 * 2 * 3 * 2 * 2);

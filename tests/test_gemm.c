@@ -23,9 +23,9 @@ static cl_mem
 upload(clf_context *ctx, const float *h, size_t n)
 {
     cl_int err;
-    cl_mem m = clCreateBuffer(ctx->context,
-                              CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                              (n ? n : 1) * sizeof(float), (void *)h, &err);
+    cl_mem m =
+        clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                       (n ? n : 1) * sizeof(float), (void *)h, &err);
     ck_assert_msg(m != NULL, "clCreateBuffer failed (%d)", err);
     return m;
 }
@@ -61,9 +61,9 @@ run_case(const struct gemm_case *g, int variant, unsigned long long seed)
     mb = upload(ctx, b, nb);
     mc = upload(ctx, c, nc);
     ctx->gemm_variant = variant;
-    rc = clf__gemm_batched(ctx, 0, g->trans_b, g->m, g->n, g->k, g->alpha,
-                           ma, g->a_off, lda, as, mb, g->b_off, ldb, bs,
-                           g->beta, mc, g->c_off, ldc, cs, g->batch);
+    rc = clf__gemm_batched(ctx, 0, g->trans_b, g->m, g->n, g->k, g->alpha, ma,
+                           g->a_off, lda, as, mb, g->b_off, ldb, bs, g->beta,
+                           mc, g->c_off, ldc, cs, g->batch);
     ctx->gemm_variant = was;
     ck_assert_msg(rc == 0, "gemm: %s", clf_last_error());
     ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, mc, CL_TRUE, 0,
@@ -77,8 +77,7 @@ run_case(const struct gemm_case *g, int variant, unsigned long long seed)
 
     for (i = 0; i < nc; i++) {
         size_t rel = i - g->c_off;
-        int inside = i >= g->c_off && rel < g->batch * cs &&
-                     rel % ldc < g->n;
+        int inside = i >= g->c_off && rel < g->batch * cs && rel % ldc < g->n;
         if (!inside)
             ck_assert_msg(c[i] == c0[i], "element %zu outside C changed", i);
     }
@@ -89,9 +88,8 @@ run_case(const struct gemm_case *g, int variant, unsigned long long seed)
                 double ref = 0.0, mag = 0.0;
                 for (l = 0; l < g->k; l++) {
                     double x = a[g->a_off + t * as + i * lda + l];
-                    double y = g->trans_b
-                                   ? b[g->b_off + t * bs + j * ldb + l]
-                                   : b[g->b_off + t * bs + l * ldb + j];
+                    double y = g->trans_b ? b[g->b_off + t * bs + j * ldb + l]
+                                          : b[g->b_off + t * bs + l * ldb + j];
                     ref += x * y;
                     mag += fabs(x * y);
                 }
@@ -124,7 +122,7 @@ run_both(const struct gemm_case *g, unsigned long long seed)
  * and leading dimensions. */
 START_TEST(gemm_blocked_matches_reference)
 {
-    const size_t shapes[][3] = {{1, 16, 1},   {5, 80, 7},  {37, 48, 130},
+    const size_t shapes[][3] = {{1, 16, 1},   {5, 80, 7},    {37, 48, 130},
                                 {4, 64, 64},  {66, 144, 33}, {3, 16, 2},
                                 {9, 32, 2500}};
     size_t i;
@@ -170,8 +168,8 @@ START_TEST(gemm_blocked_batched_and_accumulating)
                 g.a_off = 1;
                 g.b_off = 4;
                 g.c_off = 6;
-                run_both(&g, 50 + 4 * (size_t)tb + 2 * (size_t)share +
-                                 (size_t)acc);
+                run_both(&g,
+                         50 + 4 * (size_t)tb + 2 * (size_t)share + (size_t)acc);
             }
 }
 END_TEST
@@ -218,13 +216,13 @@ START_TEST(gemm_with_bias_matches_reference)
         for (tb = 0; tb < 2; tb++)
             for (with = 0; with < 2; with++) {
                 ctx->gemm_variant = v;
-                ck_assert_int_eq(clf__gemm_bias(ctx, tb, m, n, k, ma, 0, k,
-                                                mb, 0, tb ? k : n, mc, 0, n,
+                ck_assert_int_eq(clf__gemm_bias(ctx, tb, m, n, k, ma, 0, k, mb,
+                                                0, tb ? k : n, mc, 0, n,
                                                 with ? mbias : NULL),
                                  0);
                 ctx->gemm_variant = was;
-                ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, mc, CL_TRUE,
-                                                     0, sizeof c, c, 0, NULL,
+                ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, mc, CL_TRUE, 0,
+                                                     sizeof c, c, 0, NULL,
                                                      NULL),
                                  CL_SUCCESS);
                 for (i = 0; i < m; i++)
@@ -233,12 +231,11 @@ START_TEST(gemm_with_bias_matches_reference)
                         for (l = 0; l < k; l++)
                             ref += (double)a[i * k + l] *
                                    (tb ? b[j * k + l] : b[l * n + j]);
-                        ck_assert_msg(fabs(c[i * n + j] - ref) <
-                                          1e-6 * (double)k + 1e-4,
-                                      "variant %d trans_b %d bias %d (%zu, "
-                                      "%zu): %g, expected %g",
-                                      v, tb, with, i, j, (double)c[i * n + j],
-                                      ref);
+                        ck_assert_msg(
+                            fabs(c[i * n + j] - ref) < 1e-6 * (double)k + 1e-4,
+                            "variant %d trans_b %d bias %d (%zu, "
+                            "%zu): %g, expected %g",
+                            v, tb, with, i, j, (double)c[i * n + j], ref);
                     }
             }
     clReleaseMemObject(ma);
@@ -344,8 +341,7 @@ main(void)
     tcase_add_test(tc, gemm_blocked_batched_and_accumulating);
     tcase_add_test(tc, gemm_falls_back_where_blocked_does_not_fit);
     tcase_add_loop_test(tc, gemm_with_bias_matches_reference, 0, 2);
-    tcase_add_loop_test(tc, gemm_accumulate_bias_gelu_matches_reference, 0,
-                        2);
+    tcase_add_loop_test(tc, gemm_accumulate_bias_gelu_matches_reference, 0, 2);
     suite_add_tcase(s, tc);
     return tu_run(s, 1);
 }

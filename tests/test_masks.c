@@ -56,14 +56,16 @@ check(struct layer *l, clf_mode mode, size_t B, size_t n,
     rc = clf_attention_forward_ex(l->att, x, B, n, y, o);
     ck_assert_msg(rc == 0, "forward: %s", clf_last_error());
     ref_attention_ex(&l->ref, mode == CLF_MODE_FULL, x, B, n,
-                     mask ? mask : o->key_mask, o->causal,
-                     l->desc.causal_block, ref);
+                     mask ? mask : o->key_mask, o->causal, l->desc.causal_block,
+                     ref);
     snprintf(what, sizeof what,
              "%s%s B=%zu n=%zu N=%zu k=%zu b=%zu sharing=%d mask=%s",
              mode == CLF_MODE_FULL ? "full" : "linformer",
-             o->causal ? " causal" : "", B, n, l->desc.max_seq_len,
-             l->desc.k, l->desc.causal_block, (int)l->desc.sharing,
-             o->lengths ? "lengths" : o->key_mask ? "bytes" : "none");
+             o->causal ? " causal" : "", B, n, l->desc.max_seq_len, l->desc.k,
+             l->desc.causal_block, (int)l->desc.sharing,
+             o->lengths    ? "lengths"
+             : o->key_mask ? "bytes"
+                           : "none");
     tu_assert_close(y, ref, count, TOL, what);
     free(x);
     free(y);
@@ -89,8 +91,8 @@ padded_equals_alone(struct layer *l, clf_mode mode, size_t B, size_t n,
     o.causal = causal;
     tu_fill(x, count, seed, -1.0f, 1.0f);
     ck_assert_int_eq(clf_attention_set_mode(l->att, mode), 0);
-    ck_assert_msg(clf_attention_forward_ex(l->att, x, B, n, y, &o) == 0,
-                  "%s", clf_last_error());
+    ck_assert_msg(clf_attention_forward_ex(l->att, x, B, n, y, &o) == 0, "%s",
+                  clf_last_error());
     o.lengths = NULL;
     for (b = 0; b < B; b++) {
         size_t len = lens[b];
@@ -105,8 +107,8 @@ padded_equals_alone(struct layer *l, clf_mode mode, size_t B, size_t n,
         }
         for (i = len * D; i < n * D; i++)
             ck_assert_msg(y[b * n * D + i] == 0.0f,
-                          "padding output row %zu of sequence %zu is %g",
-                          i / D, b, y[b * n * D + i]);
+                          "padding output row %zu of sequence %zu is %g", i / D,
+                          b, y[b * n * D + i]);
     }
     ck_assert_msg(err <= TOL * scale,
                   "padded vs alone (%s%s): error %.3g, scale %.3g",
@@ -240,8 +242,8 @@ START_TEST(padding_with_each_attention_way)
             layer_make(&l, &d, 50 + (unsigned long long)s);
             clf__attention_set_attend(l.att, v);
             for (m = 0; m < 2; m++)
-                padded_equals_alone(&l, CLF_MODE_LINFORMER, 4, 30, mixes[m],
-                                    0, 500 + (unsigned long long)m);
+                padded_equals_alone(&l, CLF_MODE_LINFORMER, 4, 30, mixes[m], 0,
+                                    500 + (unsigned long long)m);
             ck_assert_int_eq(clf__attention_last_fused(l.att),
                              v == CLF_ATTEND_FUSED);
             memset(&o, 0, sizeof o);
@@ -294,17 +296,16 @@ START_TEST(causal_matches_reference)
 {
     /* (N, k, b, n): n not a multiple of b, partial last blocks, b = 1,
      * b = N. */
-    static const size_t cases[][4] = {{20, 8, 5, 20}, {20, 8, 5, 17},
-                                      {21, 12, 4, 21}, {21, 12, 4, 9},
-                                      {12, 12, 1, 12}, {16, 3, 16, 16},
-                                      {16, 8, 4, 1},   {16, 8, 4, 4}};
+    static const size_t cases[][4] = {
+        {20, 8, 5, 20},  {20, 8, 5, 17},  {21, 12, 4, 21}, {21, 12, 4, 9},
+        {12, 12, 1, 12}, {16, 3, 16, 16}, {16, 8, 4, 1},   {16, 8, 4, 4}};
     size_t c;
     int s;
 
     for (s = CLF_SHARE_HEADWISE; s <= CLF_SHARE_KEY_VALUE; s++)
         for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-            clf_attention_desc d = desc_of((clf_sharing)s, cases[c][0],
-                                           cases[c][1], cases[c][2]);
+            clf_attention_desc d =
+                desc_of((clf_sharing)s, cases[c][0], cases[c][1], cases[c][2]);
             clf_forward_opts o;
             struct layer l;
             memset(&o, 0, sizeof o);
@@ -358,9 +359,9 @@ START_TEST(causal_lookahead_is_bit_exact)
     size_t c, t;
 
     for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        clf_attention_desc d = desc_of(
-            c % 2 ? CLF_SHARE_PER_HEAD : CLF_SHARE_HEADWISE, cases[c][0],
-            cases[c][1], cases[c][2]);
+        clf_attention_desc d =
+            desc_of(c % 2 ? CLF_SHARE_PER_HEAD : CLF_SHARE_HEADWISE,
+                    cases[c][0], cases[c][1], cases[c][2]);
         const size_t n = cases[c][3];
         size_t positions[64], np = 0;
         float *x = tu_malloc(n * d.d_model * sizeof *x);
@@ -376,16 +377,15 @@ START_TEST(causal_lookahead_is_bit_exact)
         o.causal = 1;
         layer_make(&l, &d, 71 + c);
         for (mode = 0; mode < 2; mode++) {
-            ck_assert_int_eq(clf_attention_set_mode(l.att, (clf_mode)mode),
-                             0);
+            ck_assert_int_eq(clf_attention_set_mode(l.att, (clf_mode)mode), 0);
             ck_assert_int_eq(clf_attention_check_lookahead(
                                  l.att, x, n, &o, positions, np, 72 + c, &r),
                              0);
             ck_assert_msg(r.passed,
                           "%s causal N=%zu b=%zu n=%zu: perturbing after "
                           "t=%zu moved position %zu by %g",
-                          mode ? "full" : "linformer", cases[c][0],
-                          cases[c][2], n, r.t, r.moved, r.change);
+                          mode ? "full" : "linformer", cases[c][0], cases[c][2],
+                          n, r.t, r.moved, r.change);
             ck_assert_uint_eq(r.checked, np);
         }
         layer_free(&l);
@@ -512,12 +512,11 @@ START_TEST(masks_on_cl_mem_path)
                         count * sizeof(float), x, &err);
     yb = clCreateBuffer(clf_context_cl_context(ctx), CL_MEM_READ_WRITE,
                         count * sizeof(float), NULL, &err);
-    ck_assert_int_eq(clf_attention_forward_cl_ex(l.att, xb, 0, yb, 0, B, n,
-                                                 &o),
+    ck_assert_int_eq(clf_attention_forward_cl_ex(l.att, xb, 0, yb, 0, B, n, &o),
                      0);
-    ck_assert_int_eq(clEnqueueReadBuffer(clf_context_cl_queue(ctx), yb,
-                                         CL_TRUE, 0, count * sizeof(float), y,
-                                         0, NULL, NULL),
+    ck_assert_int_eq(clEnqueueReadBuffer(clf_context_cl_queue(ctx), yb, CL_TRUE,
+                                         0, count * sizeof(float), y, 0, NULL,
+                                         NULL),
                      CL_SUCCESS);
     ck_assert_mem_eq(y, yh, count * sizeof *y);
     clReleaseMemObject(xb);

@@ -224,10 +224,9 @@ write_st(const char *path, size_t count, const char *const *names,
 START_TEST(model_rejects_bad_files)
 {
     char dir[] = "/tmp/clf-model-XXXXXX", p[256], fx[1200];
-    static const char *const names[] = {"to_q.weight",   "to_k.weight",
-                                        "to_v.weight",   "proj_k",
-                                        "to_out.weight", "to_out.bias",
-                                        "proj_v"};
+    static const char *const names[] = {
+        "to_q.weight",   "to_k.weight", "to_v.weight", "proj_k",
+        "to_out.weight", "to_out.bias", "proj_v"};
     size_t shapes[7][2] = {{8, 8}, {8, 8}, {8, 8}, {6, 2},
                            {8, 8}, {8, 0}, {6, 2}};
     clf_model_opts mo;
@@ -409,8 +408,7 @@ fake_encoder_layer(struct fake *f, size_t l, int share_kv)
 
 /* Writes the file and loads it; returns the status, *m the model. */
 static int
-fake_load(struct fake *f, const char *meta, int allow_unexpected,
-          clf_model **m)
+fake_load(struct fake *f, const char *meta, int allow_unexpected, clf_model **m)
 {
     clf_model_opts mo;
     char md[200];
@@ -437,8 +435,7 @@ assert_msg_has(const char *a, const char *b)
     const char *msg = clf_last_error();
 
     ck_assert_msg(strstr(msg, a) != NULL && (b == NULL || strstr(msg, b)),
-                  "\"%s\" should name \"%s\" and \"%s\"", msg, a,
-                  b ? b : "");
+                  "\"%s\" should name \"%s\" and \"%s\"", msg, a, b ? b : "");
 }
 
 START_TEST(model_strict_rejects_missing_tensor)

@@ -98,18 +98,17 @@ static void
 every_way(struct layer *l, const float *x,
           void (*check)(const float *y, const char *way))
 {
-    static const char *const ways[] = {"GEMM path, scalar softmax",
-                                       "GEMM path, vector softmax",
-                                       "GEMM path, group softmax",
-                                       "fused kernel"};
+    static const char *const ways[] = {
+        "GEMM path, scalar softmax", "GEMM path, vector softmax",
+        "GEMM path, group softmax", "fused kernel"};
     clf_context *ctx = tu_context();
     size_t count = (size_t)B * N * 32, i;
     float *y = tu_malloc(count * sizeof *y);
     int saved = ctx->softmax_variant, w, rc;
 
     for (w = 0; w < 4; w++) {
-        clf__attention_set_attend(l->att, w < 3 ? CLF_ATTEND_GEMM
-                                                : CLF_ATTEND_FUSED);
+        clf__attention_set_attend(l->att,
+                                  w < 3 ? CLF_ATTEND_GEMM : CLF_ATTEND_FUSED);
         if (w < 3)
             ctx->softmax_variant = w;
         for (i = 0; i < count; i++)
@@ -171,12 +170,11 @@ START_TEST(nan_weight_gives_nan_rows)
     size_t count;
 
     layer_make(&l, &d, 503);
-    ck_assert_int_eq(clf_attention_weight_size(l.att, CLF_WEIGHT_K, &count),
-                     0);
+    ck_assert_int_eq(clf_attention_weight_size(l.att, CLF_WEIGHT_K, &count), 0);
     l.w[CLF_WEIGHT_K][20 * 32 + 7] = NAN; /* row 20: head 1 */
-    ck_assert_int_eq(clf_attention_set_weight(l.att, CLF_WEIGHT_K,
-                                              l.w[CLF_WEIGHT_K], count),
-                     0);
+    ck_assert_int_eq(
+        clf_attention_set_weight(l.att, CLF_WEIGHT_K, l.w[CLF_WEIGHT_K], count),
+        0);
     tu_fill(x, B * N * 32, 504, -1.0f, 1.0f);
     every_way(&l, x, all_nan);
     layer_free(&l);

@@ -569,8 +569,7 @@ START_TEST(npy_load_rejects_header_length_into_data)
                           data, sizeof data);
                 hlen = n - sizeof data - (major == 1 ? 10 : 12) + extra;
                 tu_put_le(buf + 8, hlen, major == 1 ? 2 : 4);
-                snprintf(what, sizeof what, "header length %zu reaches",
-                         hlen);
+                snprintf(what, sizeof what, "header length %zu reaches", hlen);
                 expect_load_fail(write_file("hd.npy", buf, n), CLF_EFORMAT,
                                  what);
             }

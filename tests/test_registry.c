@@ -105,8 +105,8 @@ build_and_run(void)
                        sizeof row, row, &err);
     ck_assert_int_eq(err, CL_SUCCESS);
     ck_assert_int_eq(clf__softmax_rows(ctx, m, 0, 1, 4), 0);
-    ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0,
-                                         sizeof row, row, 0, NULL, NULL),
+    ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0, sizeof row,
+                                         row, 0, NULL, NULL),
                      CL_SUCCESS);
     clReleaseMemObject(m);
     for (j = 0; j < 4; j++)

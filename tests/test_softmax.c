@@ -13,8 +13,7 @@
 /* Runs the kernel on rows x cols values placed after `off` guard floats and
  * returns the device's result; checks the guard is untouched. */
 static float *
-run_softmax(const float *in, size_t rows, size_t cols, size_t off,
-            int variant)
+run_softmax(const float *in, size_t rows, size_t cols, size_t off, int variant)
 {
     clf_context *ctx = tu_context();
     size_t total = off + rows * cols, i;
@@ -58,11 +57,11 @@ check_against_ref(const float *in, size_t rows, size_t cols, size_t off)
     for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++) {
         float *out = run_softmax(in, rows, cols, off, v);
         for (i = 0; i < rows * cols; i++) {
-            ck_assert_msg(isfinite(out[i]), "variant %d: element %zu is %f",
-                          v, i, out[i]);
+            ck_assert_msg(isfinite(out[i]), "variant %d: element %zu is %f", v,
+                          i, out[i]);
             ck_assert_msg(fabs(out[i] - ref[i]) <= TOL,
-                          "variant %d: element %zu: %.9g vs reference %.9g",
-                          v, i, out[i], ref[i]);
+                          "variant %d: element %zu: %.9g vs reference %.9g", v,
+                          i, out[i], ref[i]);
         }
         free(out);
     }
@@ -71,8 +70,8 @@ check_against_ref(const float *in, size_t rows, size_t cols, size_t off)
 
 START_TEST(softmax_matches_reference)
 {
-    const size_t shapes[][2] = {{1, 1}, {5, 3}, {17, 256}, {64, 257},
-                                {3, 1000}};
+    const size_t shapes[][2] = {
+        {1, 1}, {5, 3}, {17, 256}, {64, 257}, {3, 1000}};
     size_t s;
 
     for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -177,8 +176,7 @@ START_TEST(softmax_variant_is_chosen_by_timing)
     ck_assert_int_lt(v, CLF_SOFTMAX_VARIANTS);
     ck_assert_int_eq(ctx->last[CLF_KIND_SOFTMAX], v);
     if (forced != NULL) {
-        ck_assert_int_eq(ctx->last_source[CLF_KIND_SOFTMAX],
-                         CLF_SOURCE_FORCED);
+        ck_assert_int_eq(ctx->last_source[CLF_KIND_SOFTMAX], CLF_SOURCE_FORCED);
         ck_assert_int_eq(strncmp(forced + 8, clf__choice_name(0, v),
                                  strlen(clf__choice_name(0, v))),
                          0);

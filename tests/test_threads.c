@@ -65,8 +65,8 @@ make_layer(struct worker *w, int t)
     ck_assert_int_eq(clf_attention_create(&w->att, tu_context(), &d), 0);
     ck_assert_int_eq(clf_attention_randomize(w->att, 1000 + (unsigned)t), 0);
     memset(&w->opts, 0, sizeof w->opts);
-    clf__attention_set_attend(w->att, t % 2 == 0 ? CLF_ATTEND_FUSED
-                                                 : CLF_ATTEND_GEMM);
+    clf__attention_set_attend(w->att,
+                              t % 2 == 0 ? CLF_ATTEND_FUSED : CLF_ATTEND_GEMM);
     if (t % 4 == 1) {
         w->lengths[0] = N - 5;
         w->lengths[1] = N;

@@ -49,7 +49,7 @@ small(void)
     o.heads = 2;
     o.k = 8;
     o.seq_len = 48;
-    o.budget_s = 3600.0; /* ample: the baseline, one candidate per call */
+    o.budget_s = 3600.0;  /* ample: the baseline, one candidate per call */
     o.max_candidates = 1; /* and the switch's five settings */
     return o;
 }
@@ -148,8 +148,8 @@ with_param(char *out, size_t cap, const char *name, const char *value)
 
     ck_assert_ptr_nonnull(p);
     pre = (size_t)(p - good_params);
-    snprintf(out, cap, "best Xgemm %.*s%s=%s%s\n", (int)pre, good_params,
-             name, value, strchr(p, ' ') ? strchr(p, ' ') : "");
+    snprintf(out, cap, "best Xgemm %.*s%s=%s%s\n", (int)pre, good_params, name,
+             value, strchr(p, ' ') ? strchr(p, ' ') : "");
 }
 
 static int
@@ -166,12 +166,12 @@ START_TEST(tune_file_rejects_bad_values)
     static const struct {
         const char *name, *value, *why;
     } bad[] = {
-        {"MWG", "0", "MWG=0"},          /* zero: division in the kernel */
-        {"KWI", "0", "KWI=0"},          /* zero: an endless loop */
-        {"MWG", "48", "MWG=48"},        /* not a power of two */
-        {"VWM", "3", "VWM=3"},          /* not a vector width */
-        {"VWN", "32", "VWN=32"},        /* too wide */
-        {"SA", "2", "SA=2"},            /* a switch is 0 or 1 */
+        {"MWG", "0", "MWG=0"},   /* zero: division in the kernel */
+        {"KWI", "0", "KWI=0"},   /* zero: an endless loop */
+        {"MWG", "48", "MWG=48"}, /* not a power of two */
+        {"VWM", "3", "VWM=3"},   /* not a vector width */
+        {"VWN", "32", "VWN=32"}, /* too wide */
+        {"SA", "2", "SA=2"},     /* a switch is 0 or 1 */
         {"MWG", "16", "MWG=16 is not a multiple of MDIMC*VWM=32"},
         {"NWG", "16", "NWG=16 is not a multiple of NDIMC*VWN=32"},
         {"KWI", "64", "KWG=32 is not a multiple of KWI*1=64"},
@@ -195,10 +195,9 @@ START_TEST(tune_file_rejects_bad_values)
                      "best Xgemm GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=32 "
                      "MDIMC=32 MWG=128 NDIMB=32 NDIMC=32 NWG=128 SA=0 SB=0 "
                      "STRM=0 STRN=0 VWM=1 VWN=1\n");
-        ck_assert_msg(parse(text, why, sizeof why) == -1, "accepted %s",
-                      text);
-        ck_assert_msg(strstr(why, bad[i].why) != NULL, "%s: why \"%s\"",
-                      text, why);
+        ck_assert_msg(parse(text, why, sizeof why) == -1, "accepted %s", text);
+        ck_assert_msg(strstr(why, bad[i].why) != NULL, "%s: why \"%s\"", text,
+                      why);
     }
 }
 END_TEST
@@ -247,8 +246,8 @@ START_TEST(tune_file_rejects_bad_records)
     size_t i;
 
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_msg(parse(bad[i].text, why, sizeof why) == -1,
-                      "accepted %s", bad[i].text);
+        ck_assert_msg(parse(bad[i].text, why, sizeof why) == -1, "accepted %s",
+                      bad[i].text);
         ck_assert_msg(strstr(why, bad[i].why) != NULL, "%s: why \"%s\"",
                       bad[i].text, why);
     }
@@ -280,9 +279,9 @@ START_TEST(tune_file_parses_what_is_written)
         "ms=10.250\n";
     char why[400];
 
-    ck_assert_msg(clf__tune_parse(text, strlen(text), &limits, &tf, why,
-                                  sizeof why) == 0,
-                  "%s", why);
+    ck_assert_msg(
+        clf__tune_parse(text, strlen(text), &limits, &tf, why, sizeof why) == 0,
+        "%s", why);
     ck_assert_int_eq(tf.have_best, 1);
     ck_assert_uint_eq(tf.best[6], 64); /* MWG */
     ck_assert_uint_eq(tf.best[15], 4); /* VWN */

@@ -99,8 +99,8 @@ tu_assert_close(const float *got, const double *ref, size_t n, double rtol,
     double err = tu_max_err(got, ref, n);
 
     ck_assert_msg(err <= rtol * scale,
-                  "%s: max abs error %.3g exceeds %.1g x scale %.3g", what,
-                  err, rtol, scale);
+                  "%s: max abs error %.3g exceeds %.1g x scale %.3g", what, err,
+                  rtol, scale);
 }
 
 void *
@@ -167,7 +167,6 @@ layer_free(struct layer *l)
     for (i = 0; i < CLF_WEIGHT_COUNT; i++)
         free(l->w[i]);
 }
-
 
 void
 tu_clear_dir(const char *dir)

@@ -27,8 +27,8 @@ double tu_max_err(const float *got, const double *ref, size_t n);
 
 /* Fails the test unless max |got - ref| <= rtol * max |ref|, and no element
  * is NaN or infinite. */
-void tu_assert_close(const float *got, const double *ref, size_t n,
-                     double rtol, const char *what);
+void tu_assert_close(const float *got, const double *ref, size_t n, double rtol,
+                     const char *what);
 
 void *tu_malloc(size_t bytes);
 

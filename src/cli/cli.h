@@ -14,22 +14,22 @@
 
 /* Exit statuses of every command. */
 enum {
-    CLI_OK = 0,       /* success (check-lookahead: PASS; compare: MATCH) */
-    CLI_ERROR = 1,    /* a runtime failure; the message names it */
-    CLI_USAGE = 2,    /* a usage error: bad option, value or argument */
-    CLI_DIFFER = 3,   /* check-lookahead FAIL, compare DIFFER */
+    CLI_OK = 0,         /* success (check-lookahead: PASS; compare: MATCH) */
+    CLI_ERROR = 1,      /* a runtime failure; the message names it */
+    CLI_USAGE = 2,      /* a usage error: bad option, value or argument */
+    CLI_DIFFER = 3,     /* check-lookahead FAIL, compare DIFFER */
     CLI_HELP_SHOWN = -1 /* cli_parse() printed --help: exit 0 */
 };
 
 /* How cli_parse() stores an option's value at `offset` in the command's
  * options struct. */
 enum cli_type {
-    CLI_FLAG,      /* int, set to `flag` */
-    CLI_STRING,    /* const char *, pointing into argv */
-    CLI_SIZE,      /* size_t, a positive integer up to `max` (0: SIZE_MAX) */
-    CLI_SECONDS,   /* double > 0 */
-    CLI_NONNEG,    /* double >= 0 */
-    CLI_CHOICE     /* int, the value of the entry of `choices` named */
+    CLI_FLAG,    /* int, set to `flag` */
+    CLI_STRING,  /* const char *, pointing into argv */
+    CLI_SIZE,    /* size_t, a positive integer up to `max` (0: SIZE_MAX) */
+    CLI_SECONDS, /* double > 0 */
+    CLI_NONNEG,  /* double >= 0 */
+    CLI_CHOICE   /* int, the value of the entry of `choices` named */
 };
 
 struct cli_choice {
@@ -40,7 +40,7 @@ struct cli_choice {
 /* One option of a command.  Adding an option to a command is one entry in
  * its table (plus using the field it sets). */
 struct cli_option {
-    const char *name;    /* without the leading "--" */
+    const char *name; /* without the leading "--" */
     enum cli_type type;
     size_t offset;       /* of the field set, in the command's struct */
     const char *metavar; /* of the value in --help; NULL for a flag */
@@ -56,7 +56,7 @@ struct cli_command {
     const char *summary; /* for `clinformer --help`; lines end with '\n' */
     const char *about;   /* for `clinformer CMD --help`, or NULL */
     const struct cli_option *options; /* ended by an entry with NULL name */
-    size_t positional;   /* how many positional arguments it takes */
+    size_t positional; /* how many positional arguments it takes */
     int (*main)(const struct cli_command *cmd, int argc, char **argv);
 };
 
@@ -64,8 +64,8 @@ struct cli_command {
  * `opts`; the positional arguments are left in argv[*first..argc-1].
  * Returns 0, CLI_HELP_SHOWN after printing --help, or CLI_USAGE after
  * printing an error that names the option and the command. */
-int cli_parse(const struct cli_command *cmd, int argc, char **argv,
-              void *opts, int *first);
+int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *opts,
+              int *first);
 
 /* Prints the command's usage, description and options table. */
 void cli_help(const struct cli_command *cmd, FILE *to);

@@ -53,8 +53,7 @@ const struct cli_option cli_demo_options[] = {
     {"seq-len", CLI_SIZE, offsetof(struct demo_opts, seq_len), "N",
      "sequence length of the layer (default 4096)", 0, 0, NULL},
     {"repeat", CLI_SIZE, offsetof(struct demo_opts, repeat), "R",
-     "timed runs per mode after one warm-up (1..64,\ndefault 3)", 0, 64,
-     NULL},
+     "timed runs per mode after one warm-up (1..64,\ndefault 3)", 0, 64, NULL},
     {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
 
 #define DEMO_D_MODEL 512
@@ -84,8 +83,10 @@ cli_list_devices(int kernels)
         printf("[%u] %s  %s / %s\n", d->index, d->stable_name, d->platform,
                d->name);
         printf("    type %s, vendor %s, driver %s\n",
-               d->is_gpu ? "GPU" : d->is_cpu ? "CPU" : "other", d->vendor,
-               d->driver);
+               d->is_gpu   ? "GPU"
+               : d->is_cpu ? "CPU"
+                           : "other",
+               d->vendor, d->driver);
         printf("    %s, %s\n", d->version, d->c_version);
         printf("    %u compute units at %u MHz, %.2f GiB global memory, "
                "max allocation %.2f GiB, %llu KiB local\n",
@@ -139,8 +140,8 @@ golden(clf_context *ctx, clf_mode mode, double *out)
 
 /* Runs one warm-up and `repeat` timed forwards; returns the median. */
 static int
-time_mode(clf_attention *att, clf_mode mode, const float *x, size_t n,
-          float *y, size_t repeat, double *median, double *first)
+time_mode(clf_attention *att, clf_mode mode, const float *x, size_t n, float *y,
+          size_t repeat, double *median, double *first)
 {
     double t[64], t0;
     size_t r;
@@ -173,10 +174,10 @@ demo_golden(clf_context *ctx)
     if (rc != 0)
         return cli_fail(ctx, "building kernels", rc);
     printf("kernels ready in %.3f s\n", cli_now() - t0);
-    printf("GEMM parameters: %s\n",
-           clf_context_tuning(ctx)[0] ? clf_context_tuning(ctx)
-                                      : "CLBlast defaults (clinformer tune "
-                                        "can find faster ones)");
+    printf("GEMM parameters: %s\n", clf_context_tuning(ctx)[0]
+                                        ? clf_context_tuning(ctx)
+                                        : "CLBlast defaults (clinformer tune "
+                                          "can find faster ones)");
 
     printf("\n== Golden example (design, section 1)\n");
     if ((rc = golden(ctx, CLF_MODE_FULL, &gf)) != 0 ||
@@ -261,8 +262,8 @@ demo_layer(clf_context *ctx, const struct demo_opts *o, size_t count)
         goto done;
     }
     fprintf(stderr, "running full mode...\n");
-    rc = time_mode(att, CLF_MODE_FULL, x, o->seq_len, yf, o->repeat,
-                   &times[2], &times[3]);
+    rc = time_mode(att, CLF_MODE_FULL, x, o->seq_len, yf, o->repeat, &times[2],
+                   &times[3]);
     if (rc != 0) {
         cli_fail(ctx, "full forward", rc);
         goto done;
@@ -290,8 +291,9 @@ cli_demo_main(const struct cli_command *cmd, int argc, char **argv)
         return rc == CLI_HELP_SHOWN ? 0 : rc;
     if (cli_mul(o.seq_len, DEMO_D_MODEL, &count) != 0 ||
         cli_mul(count, sizeof(float), &bytes) != 0) {
-        cli_error(cmd->name, "--seq-len %zu: the layer's input of %zu x %d "
-                             "floats overflows size_t",
+        cli_error(cmd->name,
+                  "--seq-len %zu: the layer's input of %zu x %d "
+                  "floats overflows size_t",
                   o.seq_len, o.seq_len, DEMO_D_MODEL);
         return CLI_USAGE;
     }

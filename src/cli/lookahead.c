@@ -10,11 +10,10 @@ struct lookahead_opts {
     int sharing, full, causal;
 };
 
-static const struct cli_choice sharings[] = {
-    {"headwise", CLF_SHARE_HEADWISE},
-    {"per-head", CLF_SHARE_PER_HEAD},
-    {"key-value", CLF_SHARE_KEY_VALUE},
-    {NULL, 0}};
+static const struct cli_choice sharings[] = {{"headwise", CLF_SHARE_HEADWISE},
+                                             {"per-head", CLF_SHARE_PER_HEAD},
+                                             {"key-value", CLF_SHARE_KEY_VALUE},
+                                             {NULL, 0}};
 
 #define LA(field) offsetof(struct lookahead_opts, field)
 
@@ -24,8 +23,8 @@ const struct cli_option cli_lookahead_options[] = {
      "device name (default: $CLINFORMER_DEVICE, else the\n"
      "first GPU, else the first CPU device)",
      0, 0, NULL},
-    {"seq-len", CLI_SIZE, LA(seq_len), "N", "sequence length (default 256)",
-     0, 0, NULL},
+    {"seq-len", CLI_SIZE, LA(seq_len), "N", "sequence length (default 256)", 0,
+     0, NULL},
     {"max-seq-len", CLI_SIZE, LA(max_seq_len), "N",
      "the layer's max_seq_len (default: --seq-len)", 0, 0, NULL},
     {"d-model", CLI_SIZE, LA(d_model), "D", "model width (default 64)", 0, 0,
@@ -33,8 +32,7 @@ const struct cli_option cli_lookahead_options[] = {
     {"heads", CLI_SIZE, LA(heads), "H", "heads (default 4)", 0, 0, NULL},
     {"k", CLI_SIZE, LA(k), "K", "compressed length (default 64)", 0, 0, NULL},
     {"block", CLI_SIZE, LA(block), "B",
-     "causal block size (default 16; not used with\n--no-causal)", 0, 0,
-     NULL},
+     "causal block size (default 16; not used with\n--no-causal)", 0, 0, NULL},
     {"sharing", CLI_CHOICE, LA(sharing), "S",
      "headwise, per-head or key-value (default headwise)", 0, 0, sharings},
     {"full", CLI_FLAG, LA(full), NULL,
@@ -70,8 +68,9 @@ check_sizes(const char *cmd, struct lookahead_opts *o, size_t *count)
     }
     if (cli_mul(o->seq_len, o->d_model, count) != 0 ||
         cli_mul(*count, sizeof(float), &bytes) != 0) {
-        cli_error(cmd, "--seq-len %zu times --d-model %zu floats overflows "
-                       "size_t",
+        cli_error(cmd,
+                  "--seq-len %zu times --d-model %zu floats overflows "
+                  "size_t",
                   o->seq_len, o->d_model);
         return CLI_USAGE;
     }
@@ -90,15 +89,15 @@ describe(const struct lookahead_opts *o, const clf_attention_desc *d)
            d->heads, d->max_seq_len, d->k,
            o->sharing == CLF_SHARE_PER_HEAD    ? "per-head E/F"
            : o->sharing == CLF_SHARE_KEY_VALUE ? "key-value E=F"
-                                                : "headwise E/F",
+                                               : "headwise E/F",
            o->full ? "full attention" : "Linformer",
            o->causal ? (o->full ? ", causal" : ", causal (prefix-safe)")
                      : ", not causal",
            o->seq_len);
     if (d->causal_block != 0)
         printf("causal block b=%zu: %zu slots per block\n", d->causal_block,
-               d->k / ((d->max_seq_len + d->causal_block - 1) /
-                       d->causal_block));
+               d->k /
+                   ((d->max_seq_len + d->causal_block - 1) / d->causal_block));
 }
 
 static int
@@ -160,8 +159,8 @@ done:
 int
 cli_lookahead_main(const struct cli_command *cmd, int argc, char **argv)
 {
-    struct lookahead_opts o = {NULL, 256, 0, 64, 4, 64, 16, 0, 1,
-                               CLF_SHARE_HEADWISE, 0, 1};
+    struct lookahead_opts o = {
+        NULL, 256, 0, 64, 4, 64, 16, 0, 1, CLF_SHARE_HEADWISE, 0, 1};
     clf_context *ctx = NULL;
     clf_attention *att = NULL;
     clf_attention_desc d;
@@ -185,8 +184,8 @@ cli_lookahead_main(const struct cli_command *cmd, int argc, char **argv)
         return rc;
     if ((rc = clf_attention_create(&att, ctx, &d)) != 0 ||
         (rc = clf_attention_randomize(att, o.seed)) != 0 ||
-        (rc = clf_attention_set_mode(
-             att, o.full ? CLF_MODE_FULL : CLF_MODE_LINFORMER)) != 0)
+        (rc = clf_attention_set_mode(att, o.full ? CLF_MODE_FULL
+                                                 : CLF_MODE_LINFORMER)) != 0)
         rc = cli_fail(ctx, "creating the layer", rc);
     else
         rc = audit_layer(ctx, att, &o, &d, count);

@@ -10,12 +10,11 @@ static int help_main(const struct cli_command *cmd, int argc, char **argv);
 static int version_main(const struct cli_command *cmd, int argc, char **argv);
 static int bench_main(const struct cli_command *cmd, int argc, char **argv);
 
-static const struct cli_option no_options[] = {{NULL, CLI_FLAG, 0, NULL,
-                                                NULL, 0, 0, NULL}};
+static const struct cli_option no_options[] = {
+    {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
 
 const struct cli_command cli_commands[] = {
-    {"devices", "",
-     "list OpenCL platforms and devices\n",
+    {"devices", "", "list OpenCL platforms and devices\n",
      "List the OpenCL platforms and devices, with vendor, driver, compute\n"
      "units, memory, OpenCL C version and fp16/fp64 support.\n",
      cli_devices_options, 0, cli_devices_main},
@@ -72,8 +71,8 @@ const struct cli_command cli_commands[] = {
      "it applies them.  Rerun to resume where the last run stopped.\n",
      cli_tune_options, 0, cli_tune_main},
     {"help", "[COMMAND]", "show this text, or a command's options\n",
-     "Show the commands, or the options of COMMAND.\n",
-     no_options, 0, help_main},
+     "Show the commands, or the options of COMMAND.\n", no_options, 0,
+     help_main},
     {"version", "", "print the library version\n",
      "Print the library version.\n", no_options, 0, version_main},
     {NULL, NULL, NULL, NULL, NULL, 0, NULL}};
@@ -192,8 +191,9 @@ main(int argc, char **argv)
         name = "version";
     c = cli_command_find(name);
     if (c == NULL) {
-        fprintf(stderr, "clinformer: unknown command \"%s\"\nTry 'clinformer "
-                        "help'.\n",
+        fprintf(stderr,
+                "clinformer: unknown command \"%s\"\nTry 'clinformer "
+                "help'.\n",
                 name);
         return CLI_USAGE;
     }

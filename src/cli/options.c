@@ -154,12 +154,14 @@ set_size(const char *cmd, const struct cli_option *o, const char *v,
     if (x == 0 || *end != '\0' || errno == ERANGE || x > SIZE_MAX ||
         (o->max != 0 && x > o->max)) {
         if (o->max != 0)
-            cli_error(cmd, "--%s wants a positive integer up to %zu, got "
-                           "\"%s\"",
+            cli_error(cmd,
+                      "--%s wants a positive integer up to %zu, got "
+                      "\"%s\"",
                       o->name, o->max, v);
         else
-            cli_error(cmd, "--%s wants a positive integer below 2^%d, got "
-                           "\"%s\"",
+            cli_error(cmd,
+                      "--%s wants a positive integer below 2^%d, got "
+                      "\"%s\"",
                       o->name, (int)(sizeof(size_t) * 8), v);
         return CLI_USAGE;
     }
@@ -187,8 +189,7 @@ set_double(const char *cmd, const struct cli_option *o, const char *v,
 }
 
 static int
-set_choice(const char *cmd, const struct cli_option *o, const char *v,
-           int *out)
+set_choice(const char *cmd, const struct cli_option *o, const char *v, int *out)
 {
     const struct cli_choice *c;
 
@@ -199,7 +200,10 @@ set_choice(const char *cmd, const struct cli_option *o, const char *v,
         }
     fprintf(stderr, "clinformer %s: --%s wants", cmd, o->name);
     for (c = o->choices; c->name != NULL; c++)
-        fprintf(stderr, "%s %s", c == o->choices ? "" : c[1].name ? "," : " or",
+        fprintf(stderr, "%s %s",
+                c == o->choices ? ""
+                : c[1].name     ? ","
+                                : " or",
                 c->name);
     fprintf(stderr, ", got \"%s\"\n", v);
     return CLI_USAGE;
@@ -256,12 +260,13 @@ check_positional(const struct cli_command *cmd, int argc, char **argv,
     if (got == cmd->positional)
         return 0;
     if (got > cmd->positional)
-        cli_error(cmd->name, "unexpected argument \"%s\"\n"
-                             "Try 'clinformer %s --help'.",
+        cli_error(cmd->name,
+                  "unexpected argument \"%s\"\n"
+                  "Try 'clinformer %s --help'.",
                   argv[first + (int)cmd->positional], cmd->name);
     else
-        cli_error(cmd->name, "needs %s\nTry 'clinformer %s --help'.",
-                  cmd->args, cmd->name);
+        cli_error(cmd->name, "needs %s\nTry 'clinformer %s --help'.", cmd->args,
+                  cmd->name);
     return CLI_USAGE;
 }
 

@@ -39,8 +39,8 @@ cli_output_check(const char *cmd, const char *option, const char *path,
     if (lstat(path, &out) != 0)
         return 0; /* a new file; where it cannot be made, writing says so */
     if (!S_ISREG(out.st_mode)) {
-        cli_error(cmd, "%s %s exists and is %s; refusing to replace it",
-                  option, path, kind_of(out.st_mode));
+        cli_error(cmd, "%s %s exists and is %s; refusing to replace it", option,
+                  path, kind_of(out.st_mode));
         return CLI_USAGE;
     }
     for (i = 0; i < count; i++) {
@@ -87,8 +87,7 @@ npy_header(char *buf, size_t cap, const size_t *shape, size_t ndim)
     }
     if (n > 0 && (size_t)n < cap - used) {
         used += (size_t)n;
-        n = snprintf(buf + used, cap - used, "%s, }",
-                     ndim == 1 ? ",)" : ")");
+        n = snprintf(buf + used, cap - used, "%s, }", ndim == 1 ? ",)" : ")");
     }
     if (n < 0 || (size_t)n >= cap - used || used + n + 64 > cap)
         return 0;

@@ -14,8 +14,8 @@ struct run_opts {
 
 const struct cli_option cli_run_options[] = {
     {"weights", CLI_STRING, RO(weights), "FILE",
-     "safetensors file (safetensors.torch.save_file of a\nstate_dict)", 0,
-     0, NULL},
+     "safetensors file (safetensors.torch.save_file of a\nstate_dict)", 0, 0,
+     NULL},
     {"input", CLI_STRING, RO(input), "FILE", "input .npy", 0, 0, NULL},
     {"output", CLI_STRING, RO(output), "FILE",
      "output .npy, written atomically; refused when it\n"
@@ -38,8 +38,8 @@ const struct cli_option cli_run_options[] = {
     {"causal", CLI_FLAG, RO(causal), NULL,
      "causal mode (Linformer needs --block)", 1, 0, NULL},
     {"block", CLI_SIZE, RO(block), "B", "causal block size b", 0, 0, NULL},
-    {"full", CLI_FLAG, RO(full), NULL, "full attention instead of Linformer",
-     1, 0, NULL},
+    {"full", CLI_FLAG, RO(full), NULL, "full attention instead of Linformer", 1,
+     0, NULL},
     {"layerwise", CLI_FLAG, RO(layerwise), NULL,
      "share layer 0's E and F with every layer", 1, 0, NULL},
     {"verbose", CLI_FLAG, RO(verbose), NULL,
@@ -51,8 +51,7 @@ const struct cli_option cli_run_options[] = {
      "stderr); by default they are an error",
      1, 0, NULL},
     {"repeat", CLI_SIZE, RO(repeat), "R",
-     "also time R (1..64) warm forwards and print their\nmedian", 0, 64,
-     NULL},
+     "also time R (1..64) warm forwards and print their\nmedian", 0, 64, NULL},
     {"device", CLI_STRING, RO(device), "SEL",
      "device index, cpu, gpu, or part of a platform or\n"
      "device name (default: $CLINFORMER_DEVICE, else the\n"
@@ -105,8 +104,8 @@ print_model(const char *weights, const clf_model_info *info, double t_load)
            "(head_dim %zu), max_seq_len %zu, k %zu",
            weights, clf_layout_name(info->layout), info->layers,
            info->layers == 1 ? "" : "s",
-           info->reversible ? " (reversible)" : "", info->d_model,
-           info->heads, info->head_dim, info->max_seq_len, info->k);
+           info->reversible ? " (reversible)" : "", info->d_model, info->heads,
+           info->head_dim, info->max_seq_len, info->k);
     if (info->ffn_dim)
         printf(", ffn %zu", info->ffn_dim);
     if (info->vocab)
@@ -127,8 +126,9 @@ input_shape(struct run_state *s)
 
     if (s->info.vocab != 0) {
         if (x->ids == NULL || x->ndim < 1 || x->ndim > 2) {
-            cli_error("run", "%s: an LM takes an int array of token ids "
-                             "shaped (B, n) or (n)",
+            cli_error("run",
+                      "%s: an LM takes an int array of token ids "
+                      "shaped (B, n) or (n)",
                       s->o->input);
             return CLI_ERROR;
         }
@@ -138,8 +138,9 @@ input_shape(struct run_state *s)
     } else {
         if (x->data == NULL || x->ndim < 2 || x->ndim > 3 ||
             x->shape[x->ndim - 1] != s->info.d_model) {
-            cli_error("run", "%s: expected float32 shaped (B, n, %zu) or "
-                             "(n, %zu)",
+            cli_error("run",
+                      "%s: expected float32 shaped (B, n, %zu) or "
+                      "(n, %zu)",
                       s->o->input, s->info.d_model, s->info.d_model);
             return CLI_ERROR;
         }
@@ -156,8 +157,9 @@ input_shape(struct run_state *s)
     shape[1] = s->n;
     shape[2] = s->cols;
     if (cli_bytes(shape, 3, sizeof(float), &bytes) != 0) {
-        cli_error("run", "%s: the output of (%zu, %zu, %zu) floats "
-                         "overflows size_t",
+        cli_error("run",
+                  "%s: the output of (%zu, %zu, %zu) floats "
+                  "overflows size_t",
                   s->o->input, s->B, s->n, s->cols);
         return CLI_ERROR;
     }

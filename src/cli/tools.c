@@ -34,8 +34,8 @@ const struct cli_option cli_tune_options[] = {
      "compressed length (default 256, or --seq-len when\n"
      "shorter; at most --seq-len)",
      0, 0, NULL},
-    {"seq-len", CLI_SIZE, TO(seq_len), "N", "sequence length (default 2048)",
-     0, 0, NULL},
+    {"seq-len", CLI_SIZE, TO(seq_len), "N", "sequence length (default 2048)", 0,
+     0, NULL},
     {"budget", CLI_SECONDS, TO(budget), "SECONDS",
      "time to spend (default 120)", 0, 0, NULL},
     {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
@@ -124,14 +124,16 @@ tune_sizes(const char *cmd, struct tune_opts *o)
     scores[0] = o->heads;
     scores[2] = o->k;
     if (cli_bytes(in, 2, sizeof(float), &bytes) != 0) {
-        cli_error(cmd, "--seq-len %zu times --d-model %zu floats overflows "
-                       "size_t",
+        cli_error(cmd,
+                  "--seq-len %zu times --d-model %zu floats overflows "
+                  "size_t",
                   o->seq_len, o->d_model);
         return CLI_USAGE;
     }
     if (cli_bytes(scores, 3, sizeof(float), &bytes) != 0) {
-        cli_error(cmd, "--heads %zu times --seq-len %zu times --k %zu floats "
-                       "overflows size_t",
+        cli_error(cmd,
+                  "--heads %zu times --seq-len %zu times --k %zu floats "
+                  "overflows size_t",
                   o->heads, o->seq_len, o->k);
         return CLI_USAGE;
     }
@@ -166,8 +168,8 @@ cli_tune_main(const struct cli_command *cmd, int argc, char **argv)
         return CLI_ERROR;
     }
     printf("GEMM tuning in use: %s\n", clf_context_tuning(ctx)[0]
-                                            ? clf_context_tuning(ctx)
-                                            : "CLBlast defaults");
+                                           ? clf_context_tuning(ctx)
+                                           : "CLBlast defaults");
     clf_context_destroy(ctx);
     return 0;
 }

@@ -19,13 +19,15 @@ static char path[64];
 static int fd = -1;
 
 static void
-remove_file(void) {
+remove_file(void)
+{
     if (fd >= 0)
         unlink(path);
 }
 
 int
-LLVMFuzzerInitialize(int *argc, char ***argv) {
+LLVMFuzzerInitialize(int *argc, char ***argv)
+{
     (void)argc;
     (void)argv;
     const char *dir = getenv("TMPDIR");
@@ -41,7 +43,8 @@ LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 static void
-write_input(const uint8_t *data, size_t size) {
+write_input(const uint8_t *data, size_t size)
+{
     size_t done = 0;
     while (done < size) {
         ssize_t w = pwrite(fd, data + done, size - done, (off_t)done);
@@ -58,7 +61,8 @@ write_input(const uint8_t *data, size_t size) {
 }
 
 int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
     write_input(data, size);
     clf_array a;
     memset(&a, 0xa5, sizeof a); /* the reader must not trust *out */

@@ -18,7 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_READ_ELEMENTS ((size_t)1 << 22)
 
 static void
-read_all(const clf_safetensors *st) {
+read_all(const clf_safetensors *st)
+{
     size_t n = clf_safetensors_count(st);
     for (size_t i = 0; i < n; i++) {
         clf_tensor_info info;
@@ -43,7 +44,8 @@ read_all(const clf_safetensors *st) {
 }
 
 int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
     clf_safetensors *st = NULL;
     if (clf_safetensors_open_memory(&st, data, size) == 0)
         read_all(st);

@@ -74,7 +74,6 @@ struct plan {
     int softmax;  /* enum clf__softmax_variant (resolved) */
     int gemm;     /* enum clf__gemm_variant (resolved) */
     size_t need[WS_COUNT];
-    double flops;
 };
 
 /* plan.c: the plan of a forward of batch x seq_len in `mode`, without its

@@ -146,18 +146,23 @@ compress_first_side(const struct fshape *s, double cf, int side)
     return f;
 }
 
+void
+clf__kv_macs(double nE, double k, double n, double D, double dkv, double hc,
+             double dh, double *cf, double *pf)
+{
+    *cf = nE * k * n * D + (nE == 1.0 ? k * D * dkv : hc * k * D * dh);
+    *pf = n * D * dkv + hc * k * n * dh;
+}
+
 /* Linformer's K and V, compressing or projecting first, whichever needs
  * fewer multiply-adds. */
 static double
 linformer_kv(struct fshape *s)
 {
-    double cf =
-        s->nE * s->k * s->n * s->D +
-        (s->nE == 1.0 ? s->k * s->D * s->dkv : s->hc * s->k * s->D * s->dh);
-    double pf = s->n * s->D * s->dkv + s->hc * s->k * s->n * s->dh;
-    double f = 0.0;
+    double cf, pf, f = 0.0;
     int side;
 
+    clf__kv_macs(s->nE, s->k, s->n, s->D, s->dkv, s->hc, s->dh, &cf, &pf);
     s->xf_is_xe =
         cf <= pf && !s->d->share_kv && s->d->sharing == CLF_SHARE_KEY_VALUE;
     for (side = 0; side < s->sides; side++) {

@@ -445,6 +445,15 @@ enum {
 extern const char *const clf__kernel_files[CLF_KERNEL_FILES];
 extern const char *const clf__kernel_sources[CLF_KERNEL_FILES];
 
+/* flops.c: the multiply-adds of one side (K or V) of Linformer's
+ * compression per sequence, compressing first (E X, then the projection
+ * on k rows; *cf) and projecting first (X W^T on n rows, then E; *pf),
+ * for nE distinct E, hc compressed heads of width dh, dkv = K/V width.
+ * The forward compresses first when *cf <= *pf, and the FLOP count
+ * follows the same order. */
+void clf__kv_macs(double nE, double k, double n, double D, double dkv,
+                  double hc, double dh, double *cf, double *pf);
+
 /* fileio.c: files read and written as if hostile. */
 int clf__file_open_read(
     const char *path, const char *what,

@@ -29,22 +29,6 @@ const char *const clf__ws_names[WS_COUNT] = {"input staging",
                                              "mask",
                                              "transposed keys"};
 
-/* Multiply-adds of producing one side's Kbar for one sequence. */
-static double
-macs_compress_first(const clf_attention *a, size_t n, size_t hc)
-{
-    double x = (double)a->nE * a->k * n * a->D;
-    if (a->nE == 1)
-        return x + (double)a->k * a->D * a->dkv;
-    return x + (double)hc * a->k * a->D * a->dh;
-}
-
-static double
-macs_project_first(const clf_attention *a, size_t n, size_t hc)
-{
-    return (double)n * a->D * a->dkv + (double)hc * a->k * n * a->dh;
-}
-
 /* The shape and mode against the layer. */
 static int
 plan_check_shape(const clf_attention *a, clf_mode mode, size_t B, size_t n)
@@ -164,69 +148,38 @@ plan_scores(const clf_attention *a, struct plan *p, size_t bn)
 static void
 plan_causal(const clf_attention *a, struct plan *p, size_t bn)
 {
-    const double fb = (double)p->B;
-    const size_t n = p->n, nbq = (n - 1) / a->desc.causal_block;
-    const int sides = p->v_is_k ? 1 : 2;
-    double win = 0.0;
-    size_t q;
-
     p->need[WS_XE] = bn * a->dkv;
     p->need[WS_XF] = p->v_is_k ? 0 : bn * a->dkv;
-    p->flops += 2.0 * fb * n * a->D * a->dkv * sides;
-    if (a->desc.bias_k)
-        p->flops += fb * n * a->dkv;
-    if (a->desc.bias_v && !p->v_is_k)
-        p->flops += fb * n * a->dkv;
-    p->flops +=
-        2.0 * fb * nbq * p->c * a->desc.causal_block * p->hc * a->dh * sides;
-    for (q = 0; q < n; q++)
-        win += (double)(q % a->desc.causal_block + 1);
-    /* window scores and window weighted sum */
-    p->flops += 2.0 * 2.0 * fb * a->hq * win * a->dh;
 }
 
 /* One side (s 0: keys, 1: values) of Linformer compression in the order
- * chosen: its workspaces and operations. */
+ * chosen: its workspaces. */
 static void
-plan_side(const clf_attention *a, struct plan *p, int s, double cf, double pf,
-          size_t bn)
+plan_side(const clf_attention *a, struct plan *p, int s, size_t bn)
 {
-    const double fb = (double)p->B;
-    const size_t n = p->n;
     int has_bias = s == 0 ? a->desc.bias_k : a->desc.bias_v;
     enum ws_id x = s == 0 ? WS_XE : WS_XF;
     enum ws_id rs = s == 0 ? WS_RSE : WS_RSF;
 
     if (!p->compress_first_k) {
         p->need[x] = bn * a->dkv;
-        p->flops += 2.0 * fb * pf;
-        if (has_bias)
-            p->flops += a->desc.compressed_bias ? fb * a->k * p->hc * a->dh
-                                                : fb * n * a->dkv;
         return;
     }
-    if (!(s == 1 && p->xf_is_xe)) {
+    if (!(s == 1 && p->xf_is_xe))
         p->need[x] = p->B * a->nE * a->k * a->D;
-        p->flops += 2.0 * fb * a->nE * a->k * n * a->D;
-    }
-    p->flops += 2.0 * fb * (cf - (double)a->nE * a->k * n * a->D);
-    if (has_bias && a->desc.compressed_bias) {
-        p->flops += fb * a->k * p->hc * a->dh;
-    } else if (has_bias) {
+    if (has_bias && !a->desc.compressed_bias)
         p->need[rs] = (p->masked ? p->B : 1) * a->nE * a->k;
-        p->flops += (double)(p->masked ? p->B : 1) * a->nE * a->k * n +
-                    2.0 * fb * a->k * p->hc * a->dh;
-    }
 }
 
 /* Linformer without causality: the order of compression, then each side. */
 static void
 plan_linformer(const clf_attention *a, struct plan *p, size_t bn)
 {
-    double cf = macs_compress_first(a, p->n, p->hc);
-    double pf = macs_project_first(a, p->n, p->hc);
+    double cf, pf;
     int s;
 
+    clf__kv_macs((double)a->nE, (double)a->k, (double)p->n, (double)a->D,
+                 (double)a->dkv, (double)p->hc, (double)a->dh, &cf, &pf);
     p->compress_first_k = cf <= pf;
     p->compress_first_v = p->compress_first_k;
     p->xf_is_xe = p->compress_first_k && !p->v_is_k &&
@@ -234,22 +187,7 @@ plan_linformer(const clf_attention *a, struct plan *p, size_t bn)
     if (p->compress_first_k && p->masked)
         p->need[WS_XM] = bn * a->D;
     for (s = 0; s < (p->v_is_k ? 1 : 2); s++)
-        plan_side(a, p, s, cf, pf, bn);
-}
-
-/* Full mode: keys and values projected for every position. */
-static void
-plan_full(const clf_attention *a, struct plan *p)
-{
-    const double fb = (double)p->B;
-    const size_t n = p->n;
-    int sides = p->v_is_k ? 1 : 2;
-
-    p->flops += 2.0 * fb * n * a->D * a->dkv * sides;
-    if (a->desc.bias_k)
-        p->flops += fb * n * a->dkv;
-    if (a->desc.bias_v && !p->v_is_k)
-        p->flops += fb * n * a->dkv;
+        plan_side(a, p, s, bn);
 }
 
 /* Every workspace fits size_t and the device's largest allocation. */
@@ -278,29 +216,16 @@ int
 clf__plan_make(const clf_attention *a, clf_mode mode, size_t B, size_t n,
                const clf_forward_opts *opts, struct plan *p)
 {
-    const double fb = (double)B;
     size_t bn;
 
     CLF_TRY(plan_check(a, mode, B, n, opts, p));
     CLF_TRY(plan_rows(a, p, &bn));
     plan_scores(a, p, bn);
-
-    /* Q and output projections, with their biases. */
-    p->flops = 2.0 * fb * n * a->D * a->dq * 2.0;
-    if (a->desc.bias_q)
-        p->flops += fb * n * a->dq;
-    if (a->desc.bias_out)
-        p->flops += fb * n * a->D;
+    /* Full mode's keys and values need no workspace beyond Kbar, Vbar. */
     if (p->linformer && p->causal)
         plan_causal(a, p, bn);
     else if (p->linformer)
         plan_linformer(a, p, bn);
-    else
-        plan_full(a, p);
-    /* Scores, softmax (max, subtract, exp, sum, scale: 5 per entry) and the
-     * weighted sum over the L compressed slots (or n positions). */
-    p->flops += 2.0 * fb * a->hq * n * p->L * a->dh * 2.0;
-    p->flops += 5.0 * fb * a->hq * n * p->ld;
     return plan_limits(a, p);
 }
 
@@ -349,11 +274,13 @@ clf_attention_flops_ex(const clf_attention *att, clf_mode mode, size_t batch,
         return clf__fail(CLF_ENULL_ARGUMENT, "flops is NULL");
     memset(&o, 0, sizeof o);
     o.causal = opts != NULL && opts->causal;
+    /* The plan checks the call against the layer; the count is the
+     * library's one FLOP model, from the layer's description. */
     rc = clf__plan_make(att, mode, batch, seq_len, &o, &p);
     if (rc != 0)
         return rc;
-    *flops = p.flops;
-    return 0;
+    return clf_attention_desc_flops(&att->desc, mode, batch, seq_len, o.causal,
+                                    NULL, flops);
 }
 
 CLF_EXTERN int

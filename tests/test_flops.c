@@ -149,8 +149,9 @@ static const int biases[][5] = {{0, 0, 0, 0, 0},
                                 {1, 1, 1, 1, 1},
                                 {0, 1, 0, 0, 1}};
 
-/* Compares the two counts for every mode and causal setting of d; returns
- * how many were compared. */
+/* The layer's count (which calls the description's) and the description's
+ * count for every mode and causal setting of d: both accept and refuse the
+ * same calls and agree.  Returns how many were compared. */
 static int
 compare_desc(const clf_attention_desc *d, size_t batch, size_t n)
 {

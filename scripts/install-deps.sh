@@ -1,15 +1,16 @@
 #!/bin/sh
 # Installs the Debian packages that clinformer's build, tests and default
 # OpenCL device (PoCL, a CPU runtime) need, and those of CI's extra parts:
-# clang-14 with its sanitizer and libFuzzer runtimes (make fuzz) and cmake
-# (scripts/test-install.sh).  Only packages that are missing
+# clang-14 with its sanitizer and libFuzzer runtimes (make fuzz), cmake
+# (scripts/test-install.sh) and clang-format (make format-check).  Only
+# packages that are missing
 # are installed.  Run as root, or with sudo available.
 set -eu
 
 PKGS="build-essential autoconf automake libtool pkg-config \
 ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers opencl-c-headers \
 pocl-opencl-icd libclblast-dev libjansson-dev check oclgrind clinfo \
-clang-14 libclang-rt-14-dev cmake"
+clang-14 libclang-rt-14-dev cmake clang-format"
 
 missing=""
 for p in $PKGS; do

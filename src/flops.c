@@ -20,60 +20,6 @@ struct fshape {
     const clf_attention_desc *d;
 };
 
-static int
-check_causal_block(const clf_attention_desc *d)
-{
-    size_t nb;
-
-    if (d->causal_block > d->max_seq_len)
-        return clf__fail(CLF_EBAD_SIZE,
-                         "causal_block %zu exceeds max_seq_len %zu",
-                         d->causal_block, d->max_seq_len);
-    if (d->causal_block == 0)
-        return 0;
-    nb = (d->max_seq_len + d->causal_block - 1) / d->causal_block;
-    if (d->k % nb != 0)
-        return clf__fail(CLF_ESHAPE_MISMATCH,
-                         "causal mode needs k a multiple of the %zu blocks "
-                         "ceil(max_seq_len / causal_block); k is %zu",
-                         nb, d->k);
-    return 0;
-}
-
-/* The checks clf_attention_create makes of a desc; *dh receives d_h. */
-static int
-check_desc(const clf_attention_desc *d, size_t *dh)
-{
-    if (d->d_model == 0)
-        return clf__fail(CLF_EBAD_SIZE, "d_model is 0");
-    if (d->heads == 0)
-        return clf__fail(CLF_EBAD_SIZE, "heads is 0");
-    if (d->max_seq_len == 0)
-        return clf__fail(CLF_EBAD_SIZE, "max_seq_len is 0");
-    if (d->k == 0)
-        return clf__fail(CLF_EBAD_SIZE, "k is 0");
-    if (d->k > d->max_seq_len)
-        return clf__fail(CLF_EK_TOO_LARGE, "k %zu exceeds max_seq_len %zu",
-                         d->k, d->max_seq_len);
-    if ((int)d->sharing < CLF_SHARE_HEADWISE ||
-        d->sharing > CLF_SHARE_KEY_VALUE)
-        return clf__fail(CLF_EBAD_ENUM, "sharing %d is not a clf_sharing",
-                         (int)d->sharing);
-    *dh = d->head_dim;
-    if (*dh == 0 && d->d_model % d->heads != 0)
-        return clf__fail(CLF_ESHAPE_MISMATCH,
-                         "d_model %zu is not a multiple of heads %zu "
-                         "(set head_dim explicitly)",
-                         d->d_model, d->heads);
-    if (*dh == 0)
-        *dh = d->d_model / d->heads;
-    if (d->share_kv && d->bias_v)
-        return clf__fail(CLF_ESHAPE_MISMATCH,
-                         "bias_v is set but share_kv uses the keys as values "
-                         "(there is no W_v)");
-    return check_causal_block(d);
-}
-
 /* The checks a forward of that shape makes of its arguments. */
 static int
 check_call(const clf_attention_desc *d, clf_mode mode, size_t batch,
@@ -228,7 +174,7 @@ clf_attention_desc_flops(const clf_attention_desc *desc, clf_mode mode,
         return clf__fail(CLF_ENULL_ARGUMENT, "desc is NULL");
     if (total == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "total is NULL");
-    if ((rc = check_desc(desc, &dh)) != 0 ||
+    if ((rc = clf__desc_check(desc, &dh)) != 0 ||
         (rc = check_call(desc, mode, batch, seq_len, causal)) != 0)
         return rc;
     fill_shape(&s, desc, dh, mode, batch, seq_len, causal);

@@ -445,6 +445,11 @@ enum {
 extern const char *const clf__kernel_files[CLF_KERNEL_FILES];
 extern const char *const clf__kernel_sources[CLF_KERNEL_FILES];
 
+/* weights.c: the checks clf_attention_create makes of a desc (sizes,
+ * sharing, head width, share_kv against bias_v, the causal block against
+ * k, 32-bit dimensions); *dh receives d_h. */
+int clf__desc_check(const clf_attention_desc *d, size_t *dh);
+
 /* flops.c: the multiply-adds of one side (K or V) of Linformer's
  * compression per sequence, compressing first (E X, then the projection
  * on k rows; *cf) and projecting first (X W^T on n rows, then E; *pf),

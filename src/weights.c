@@ -61,8 +61,8 @@ check_sizes(const clf_attention_desc *d)
     return 0;
 }
 
-static int
-check_desc(const clf_attention_desc *d, size_t *dh_out)
+int
+clf__desc_check(const clf_attention_desc *d, size_t *dh_out)
 {
     size_t dh;
 
@@ -173,7 +173,7 @@ clf_attention_create(clf_attention **out, clf_context *ctx,
         return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
     if (desc == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "desc is NULL");
-    rc = check_desc(desc, &dh);
+    rc = clf__desc_check(desc, &dh);
     if (rc != 0)
         return rc;
     att = calloc(1, sizeof *att);

@@ -747,9 +747,12 @@ typedef struct clf_array {
 CLF_EXTERN int clf_npy_load(const char *path, clf_array *out);
 
 /* Writes a version 1 .npy file of little-endian float32 in C order,
- * atomically (a temporary file renamed into place), so an existing file is
- * never left half written.  Errors: CLF_ENULL_ARGUMENT, CLF_EBAD_SIZE
- * (ndim 0 or > 8), CLF_ESIZE_OVERFLOW, CLF_EIO. */
+ * atomically (a new temporary file beside path, opened with O_EXCL |
+ * O_NOFOLLOW, synced, then renamed into place), so an existing file is
+ * never left half written.  An existing path that is not a regular file
+ * (a symlink, device, FIFO or directory) is refused with CLF_EIO.
+ * Errors: CLF_ENULL_ARGUMENT, CLF_EBAD_SIZE (ndim 0 or > 8),
+ * CLF_ESIZE_OVERFLOW, CLF_EIO. */
 CLF_EXTERN int clf_npy_save(const char *path, const float *data,
                             const size_t *shape, size_t ndim);
 

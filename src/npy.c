@@ -641,6 +641,7 @@ clf_npy_save(const char *path, const float *data, const size_t *shape,
     char header[512], shape_text[200];
     char *tmp = NULL;
     FILE *f = NULL;
+    struct stat st;
     size_t count = 1, nbytes, hlen, i, pad;
     unsigned attempt;
     int n, fd = -1, rc, err;
@@ -677,14 +678,22 @@ clf_npy_save(const char *path, const float *data, const size_t *shape,
     hlen += pad;
     header[hlen - 1] = '\n';
 
+    /* rename() would replace a device node, FIFO or symlink at path, not
+     * write into it; refuse them rather than surprise the caller. */
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return clf__fail(CLF_EIO,
+                         "%s exists and is not a regular file; refusing to "
+                         "replace it",
+                         path);
     tmp = malloc(strlen(path) + 64);
     if (tmp == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    /* O_EXCL rather than mkstemp, so that the file gets the usual
-     * permissions (0666 less the umask) instead of 0600. */
+    /* O_EXCL | O_NOFOLLOW rather than mkstemp, so that a planted link is
+     * never written through and the file gets the usual permissions (0666
+     * less the umask) instead of 0600. */
     for (attempt = 0; attempt < 100; attempt++) {
         sprintf(tmp, "%s.tmp.%ld.%u", path, (long)getpid(), attempt);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0666);
         if (fd >= 0 || errno != EEXIST)
             break;
     }

@@ -771,6 +771,49 @@ START_TEST(npy_load_refuses_device_and_fifo)
 }
 END_TEST
 
+/* Saving never replaces or writes through what is not a regular file: a
+ * symlink (its target keeps its bytes), a FIFO, a directory. */
+START_TEST(npy_save_refuses_non_regular_targets)
+{
+    const float v[2] = {1.0f, 2.0f};
+    const size_t shape[1] = {2};
+    char target[PATH_MAX], link_path[PATH_MAX], fifo[PATH_MAX];
+    char sub_dir[PATH_MAX], buf[8] = {0};
+    struct stat st;
+    FILE *f;
+
+    snprintf(target, sizeof target, "%s", path_of("target.txt"));
+    snprintf(link_path, sizeof link_path, "%s", path_of("link.npy"));
+    snprintf(fifo, sizeof fifo, "%s", path_of("out_fifo.npy"));
+    snprintf(sub_dir, sizeof sub_dir, "%s", path_of("sub.npy"));
+    f = fopen(target, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs("keep", f);
+    fclose(f);
+    ck_assert_int_eq(symlink(target, link_path), 0);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(mkdir(sub_dir, 0700), 0);
+
+    ck_assert_int_eq(clf_npy_save(link_path, v, shape, 1), CLF_EIO);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "not a regular file"));
+    ck_assert_int_eq(lstat(link_path, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    f = fopen(target, "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fread(buf, 1, sizeof buf, f), 4);
+    fclose(f);
+    ck_assert_str_eq(buf, "keep");
+    ck_assert_int_eq(clf_npy_save(fifo, v, shape, 1), CLF_EIO);
+    ck_assert_int_eq(lstat(fifo, &st), 0);
+    ck_assert(S_ISFIFO(st.st_mode));
+    ck_assert_int_eq(clf_npy_save(sub_dir, v, shape, 1), CLF_EIO);
+    unlink(link_path);
+    unlink(target);
+    unlink(fifo);
+    rmdir(sub_dir);
+}
+END_TEST
+
 START_TEST(npy_array_free_is_null_safe)
 {
     clf_array a;
@@ -891,6 +934,7 @@ main(void)
     tcase_add_test(tc, npy_load_rejects_nul_in_header);
     tcase_add_test(tc, npy_load_rejects_missing_file_and_null);
     tcase_add_test(tc, npy_load_refuses_device_and_fifo);
+    tcase_add_test(tc, npy_save_refuses_non_regular_targets);
     tcase_add_test(tc, npy_array_free_is_null_safe);
     tcase_add_test(tc, npy_load_survives_mutations);
     suite_add_tcase(s, tc);

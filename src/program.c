@@ -54,34 +54,6 @@ clf__hash64(const void *data, size_t len, uint64_t seed)
     return h;
 }
 
-static char *
-read_file(const char *path, size_t *len_out)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long len;
-
-    if (f == NULL)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 ||
-        fseek(f, 0, SEEK_SET) != 0)
-        goto done;
-    buf = malloc((size_t)len + 1);
-    if (buf == NULL)
-        goto done;
-    if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-        free(buf);
-        buf = NULL;
-        goto done;
-    }
-    buf[len] = '\0';
-    if (len_out != NULL)
-        *len_out = (size_t)len;
-done:
-    fclose(f);
-    return buf;
-}
-
 /* Concatenates the kernel sources, from CLINFORMER_KERNEL_DIR when set. */
 static int
 load_sources(char **out)
@@ -89,7 +61,7 @@ load_sources(char **out)
     const char *const *embedded = clf__kernel_sources;
     const char *dir = getenv("CLINFORMER_KERNEL_DIR");
     char *parts[CLF_KERNEL_FILES] = {NULL};
-    size_t total = 1, i;
+    size_t total = 1, i, len;
     char *src;
     int rc = 0;
 
@@ -97,12 +69,11 @@ load_sources(char **out)
         if (dir != NULL && *dir != '\0') {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", dir, clf__kernel_files[i]);
-            parts[i] = read_file(path, NULL);
-            if (parts[i] == NULL) {
-                rc = clf__fail(CLF_EIO, "CLINFORMER_KERNEL_DIR: cannot read %s",
-                               path);
+            /* A kernel file is small; a FIFO or device is refused. */
+            rc = clf__file_read_all(path, "CLINFORMER_KERNEL_DIR file",
+                                    (size_t)16 << 20, &parts[i], &len);
+            if (rc != 0)
                 goto done;
-            }
         }
         total += strlen(parts[i] ? parts[i] : embedded[i]) + 1;
     }

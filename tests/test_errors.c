@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define ASSERT_FAILS(expr, status, needle)                                     \
@@ -487,6 +488,13 @@ START_TEST(kernel_build_failure_keeps_log)
     remove(path);
     ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
     ASSERT_FAILS(clf_context_build(ctx), CLF_EIO, names[1]);
+    clf_context_destroy(ctx);
+    /* A FIFO in its place is refused at once, not waited on. */
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    alarm(10);
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ASSERT_FAILS(clf_context_build(ctx), CLF_EIO, "not a regular file");
+    alarm(0);
     clf_context_destroy(ctx);
     unsetenv("CLINFORMER_KERNEL_DIR");
     unsetenv("CLINFORMER_CACHE_DIR");

@@ -606,3 +606,55 @@ clf__time_variants(clf_context *ctx, int count, clf__variant_fn run, void *user,
             best = v;
     return best >= 0 ? best : rc;
 }
+
+/* One kind for clf_context_kernel_choices: "gemm: blocked (timed
+ * m1024.n512.k512: clblast 1.20 ms, blocked 0.80 ms)". */
+static void
+describe(char *buf, size_t cap, const clf_context *ctx, int kind)
+{
+    static const char *const sources[] = {"not chosen yet", "stored", "timed",
+                                          "forced"};
+    size_t len = strlen(buf);
+    int i, c = ctx->last[kind];
+
+    if (len >= cap)
+        return;
+    len += (size_t)snprintf(buf + len, cap - len, "%s%s: ", len ? "; " : "",
+                            clf__choice_kind_name(kind));
+    if (c < 0 || len >= cap) {
+        if (len < cap)
+            snprintf(buf + len, cap - len, "not chosen yet");
+        return;
+    }
+    len += (size_t)snprintf(
+        buf + len, cap - len, "%s (%s%s%s", clf__choice_name(kind, c),
+        sources[ctx->last_source[kind]], ctx->last_bucket[kind][0] ? " " : "",
+        ctx->last_bucket[kind]);
+    for (i = 0; ctx->last_source[kind] == CLF_SOURCE_TIMED &&
+                i < clf__choice_count(kind) && len < cap;
+         i++)
+        len +=
+            ctx->last_ms[kind][i] < 0.0
+                ? (size_t)snprintf(buf + len, cap - len, "%s%s failed",
+                                   i ? ", " : ": ", clf__choice_name(kind, i))
+                : (size_t)snprintf(buf + len, cap - len, "%s%s %.2f ms",
+                                   i ? ", " : ": ", clf__choice_name(kind, i),
+                                   ctx->last_ms[kind][i]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, ")");
+}
+
+CLF_EXTERN const char *
+clf_context_kernel_choices(clf_context *ctx)
+{
+    int k;
+
+    if (ctx == NULL)
+        return "";
+    clf__lock(ctx);
+    ctx->choices[0] = '\0';
+    for (k = 0; k < CLF_KIND_COUNT; k++)
+        describe(ctx->choices, sizeof ctx->choices, ctx, k);
+    clf__unlock(ctx);
+    return ctx->choices;
+}

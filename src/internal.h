@@ -56,7 +56,8 @@ struct clf_context {
     clf_context_stats stats;
     int profiling;        /* the queue has CL_QUEUE_PROFILING_ENABLE */
     char tuned[512];      /* the stored GEMM tuning applied, or "" */
-    int softmax_variant;  /* enum clf__softmax_variant outside a plan */
+    int softmax_variant;  /* enum clf__softmax_variant outside a plan;
+                             0 (scalar) as the context is made */
     int attend_variant;   /* enum clf__attend_variant pinned (tuning,
                              tests), else UNDECIDED: the plan's choice */
     int gemm_variant;     /* enum clf__gemm_variant pinned (tuning, tests),
@@ -344,8 +345,6 @@ int clf__softmax_rows_variant(clf_context *ctx, int variant, cl_mem s,
  * shape and stored (choose.c); bucketed by powers of two of rows and cols. */
 int clf__softmax_resolve(clf_context *ctx, size_t rows, size_t cols,
                          int *variant);
-/* After a build: clf__softmax_rows runs the scalar variant. */
-int clf__softmax_choose(clf_context *ctx);
 
 /* gemm.c: row-major GEMMs on the context's queue, C = alpha op(A) op(B) +
  * beta C, batched with element strides: the blocked kernel where the

@@ -120,10 +120,3 @@ clf__softmax_resolve(clf_context *ctx, size_t rows, size_t cols, int *variant)
     clf__unlock(ctx);
     return rc < 0 ? rc : 0;
 }
-
-int
-clf__softmax_choose(clf_context *ctx)
-{
-    ctx->softmax_variant = CLF_SOFTMAX_SCALAR;
-    return 0;
-}

@@ -35,8 +35,7 @@ START_TEST(golden_example_to_four_decimals)
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_Q, &one, 1), 0);
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_K, &one, 1), 0);
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_V, &ten, 1), 0);
-    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_OUT, &one, 1),
-                     0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_OUT, &one, 1), 0);
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_E, e, 6), 0);
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_F, e, 6), 0);
 

@@ -349,6 +349,7 @@ struct slot {
     float *out; /* host copy of its output, for the error */
     int active;
     size_t runs;
+    size_t unprofiled; /* warm runs whose stage times were all zero */
     double flops, last_s;
     double wall[MAX_REPEAT], dev[MAX_REPEAT];
     double stage[CLF_STAGE_COUNT][MAX_REPEAT];
@@ -659,12 +660,30 @@ stop_rounds(struct cfgrun *cr, size_t i)
              i);
 }
 
+int
+clf_bench_stage_sample(double st[CLF_STAGE_COUNT], double *sum)
+{
+    double total = 0.0;
+    int g;
+
+    for (g = 0; g < CLF_STAGE_COUNT; g++)
+        total += st[g];
+    if (total > 0.0) {
+        *sum = total;
+        return 1;
+    }
+    for (g = 0; g < CLF_STAGE_COUNT; g++)
+        st[g] = NAN;
+    *sum = NAN;
+    return 0;
+}
+
 /* One warm forward of the slot, with its stage times. */
 static void
 warm_run(struct cfgrun *cr, struct slot *sl)
 {
     clf_bench_result *r = row(cr->run, sl->res);
-    double secs, st[CLF_STAGE_COUNT], sum = 0.0;
+    double secs, st[CLF_STAGE_COUNT], sum;
     int g, rc;
 
     rc =
@@ -676,11 +695,11 @@ warm_run(struct cfgrun *cr, struct slot *sl)
         sl->active = 0;
         return;
     }
+    if (!clf_bench_stage_sample(st, &sum))
+        sl->unprofiled++;
     sl->wall[sl->runs] = secs;
-    for (g = 0; g < CLF_STAGE_COUNT; g++) {
+    for (g = 0; g < CLF_STAGE_COUNT; g++)
         sl->stage[g][sl->runs] = st[g];
-        sum += st[g];
-    }
     sl->dev[sl->runs] = sum;
     sl->runs++;
     sl->last_s = secs;
@@ -735,6 +754,11 @@ collect(struct cfgrun *cr)
         if (r->stage[CLF_STAGE_FUSED].median > 0.0)
             clf_bench_fused_split(r->stage_flops);
         r->gflops = clf_bench_gflops(r->flops, r->wall.median);
+        if (sl->unprofiled > 0)
+            set_note(r->note, sizeof r->note,
+                     "no stage times: the driver's profiling timestamps "
+                     "are zero, so only host-clock times of whole "
+                     "forwards are shown");
     }
 }
 

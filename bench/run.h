@@ -42,6 +42,15 @@ double clf_bench_now(void);
 int clf_bench_check_sizes(const struct clf_bench_options *o, char *why,
                           size_t len);
 
+/* Checks the stage times of one warm forward (st, as
+ * clf_attention_stage_times gave them) and sets *sum to their total.  A
+ * driver without working profiling timestamps (Mesa's rusticl reports
+ * zeros) gives a total of zero: then st[] and *sum become NaN, which the
+ * reports print as "-", and 0 is returned, so that only the host-clock
+ * time of the whole forward stands.  Returns 1 when the times were
+ * measured. */
+int clf_bench_stage_sample(double st[CLF_STAGE_COUNT], double *sum);
+
 /* Measures what o asks for on each of its devices into rep (whose header,
  * settings and command the caller fills), sharing o->budget seconds from
  * t0 (a clf_bench_now() reading) among the devices, and sets rep->wall_s.

@@ -68,6 +68,29 @@ START_TEST(stats_skip_nan_and_empty_is_nan)
 }
 END_TEST
 
+/* Mesa's rusticl gives every profiling timestamp as zero: such a run's
+ * stage times must read as unmeasured (NaN, printed "-"), never 0.0 ms. */
+START_TEST(stage_sample_zero_timestamps_are_unmeasured)
+{
+    double st[CLF_STAGE_COUNT], sum = -1.0;
+    int g;
+
+    for (g = 0; g < CLF_STAGE_COUNT; g++)
+        st[g] = 0.0;
+    ck_assert_int_eq(clf_bench_stage_sample(st, &sum), 0);
+    ck_assert(isnan(sum));
+    for (g = 0; g < CLF_STAGE_COUNT; g++)
+        ck_assert(isnan(st[g]));
+    /* a real forward: some stages (fused or unfused ones) may take 0 */
+    for (g = 0; g < CLF_STAGE_COUNT; g++)
+        st[g] = g == CLF_STAGE_FUSED ? 0.0 : 0.001 * (g + 1);
+    ck_assert_int_eq(clf_bench_stage_sample(st, &sum), 1);
+    ck_assert_double_eq_tol(sum, 0.001 * (1 + 2 + 3 + 4 + 5 + 7), 1e-15);
+    ck_assert_double_eq(st[CLF_STAGE_FUSED], 0.0);
+    ck_assert_double_eq(st[CLF_STAGE_OUTPUT], 0.007);
+}
+END_TEST
+
 START_TEST(gflops_is_flops_per_second_over_1e9)
 {
     ck_assert_double_eq(clf_bench_gflops(2e9, 0.5), 4.0);
@@ -1317,6 +1340,7 @@ main(void)
 
     tcase_add_test(arith, stats_median_of_odd_and_even_counts);
     tcase_add_test(arith, stats_skip_nan_and_empty_is_nan);
+    tcase_add_test(arith, stage_sample_zero_timestamps_are_unmeasured);
     tcase_add_test(arith, gflops_is_flops_per_second_over_1e9);
     tcase_add_test(arith, rel_error_is_frobenius_ratio);
     tcase_add_test(arith, flops_model_full_by_hand);

@@ -49,7 +49,8 @@ gemm=blocked attend=gemm attend=fused"
 RUSTICL_TESTS=${RUSTICL_TESTS:-tests/test_softmax tests/test_gemm \
 tests/test_model tests/test_npy tests/test_safetensors tests/test_fileio \
 tests/test_flops tests/test_cache tests/test_registry tests/test_discovery \
-tests/test_golden tests/test_attention tests/test_bench_timing.sh}
+tests/test_golden tests/test_attention tests/test_bench_timing.sh \
+tests/test_repro.sh}
 # Suites left out on an implementation, where RUNTIMES_QUICK=yes (CI):
 # NAME:SUITE pairs.  Intel's compiler builds each of the many GEMM
 # parameter sets that test_tune times in seconds, so that suite alone

@@ -296,8 +296,9 @@ parse_line(clf_context *ctx, char *line)
         add_entry(ctx, k, bucket, c, CLF_SOURCE_STORED);
 }
 
-/* Reads at most STORE_MAX_BYTES of a regular file, not following a link;
- * returns a NUL-terminated malloc'd text or NULL. */
+/* Reads at most STORE_MAX_BYTES of a regular file, not following a link
+ * and not waiting on a FIFO; returns a NUL-terminated malloc'd text or
+ * NULL. */
 static char *
 read_small(const char *path)
 {
@@ -305,7 +306,7 @@ read_small(const char *path)
     char *buf;
     ssize_t got;
     size_t len = 0;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
 
     if (fd < 0)
         return NULL;
@@ -327,6 +328,18 @@ read_small(const char *path)
     return buf;
 }
 
+/* The cache directory exists, belongs to the user and only the user may
+ * write it (created 0700 when missing); else the store is neither read
+ * nor written, as another user could have planted it. */
+static int
+store_dir_private(void)
+{
+    char dir[1024];
+
+    clf__cache_dir(dir, sizeof dir);
+    return dir[0] != '\0' && clf__dir_private(dir) == 0;
+}
+
 /* Merges the stored entries of the device into ctx (entries ctx already
  * has win); a store of another device, version or format is ignored. */
 static void
@@ -336,7 +349,8 @@ store_load(clf_context *ctx)
     size_t klen;
 
     store_path(ctx, path, sizeof path, key, sizeof key);
-    if (path[0] == '\0' || (text = read_small(path)) == NULL)
+    if (path[0] == '\0' || !store_dir_private() ||
+        (text = read_small(path)) == NULL)
         return;
     klen = strlen(key);
     if (strncmp(text, STORE_MAGIC "\n", sizeof STORE_MAGIC) == 0 &&
@@ -351,21 +365,6 @@ store_load(clf_context *ctx)
         }
     }
     free(text);
-}
-
-static int
-write_all(int fd, const char *s, size_t len)
-{
-    while (len > 0) {
-        ssize_t w = write(fd, s, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        s += w;
-        len -= (size_t)w;
-    }
-    return 0;
 }
 
 /* The whole store as text, NULL when out of memory. */
@@ -396,26 +395,15 @@ store_text(const clf_context *ctx, const char *key)
 static void
 store_save(clf_context *ctx)
 {
-    static unsigned counter;
-    char path[1100], tmp[1200], key[1200], dir[1024], *text;
-    int fd, ok;
+    char path[1100], key[1200], *text;
 
     store_path(ctx, path, sizeof path, key, sizeof key);
-    if (path[0] == '\0')
+    if (path[0] == '\0' || !store_dir_private())
         return;
     store_load(ctx);
-    clf__cache_dir(dir, sizeof dir);
-    if (clf__mkdir_p(dir) != 0 || (text = store_text(ctx, key)) == NULL)
+    if ((text = store_text(ctx, key)) == NULL)
         return;
-    snprintf(tmp, sizeof tmp, "%s.%ld.%u.tmp", path, (long)getpid(),
-             __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
-    if (fd >= 0) {
-        ok = write_all(fd, text, strlen(text)) == 0 && fsync(fd) == 0;
-        ok = close(fd) == 0 && ok;
-        if (!ok || rename(tmp, path) != 0)
-            unlink(tmp);
-    }
+    (void)clf__file_write_atomic(path, text, strlen(text));
     free(text);
 }
 

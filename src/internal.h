@@ -157,7 +157,6 @@ void clf__device_describe(cl_platform_id platform, cl_device_id device,
 int clf__program_build(clf_context *ctx);
 uint64_t clf__hash64(const void *data, size_t len, uint64_t seed);
 void clf__cache_dir(char *buf, size_t cap);
-int clf__mkdir_p(const char *path);
 /* program.c: checks a whole cache entry in memory (magic, key, payload
  * length against len, checksum, size limit): 0 with the payload's offset
  * and length, or -1. */

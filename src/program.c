@@ -94,27 +94,6 @@ done:
     return rc;
 }
 
-int
-clf__mkdir_p(const char *path)
-{
-    char tmp[4096];
-    size_t len = strlen(path), i;
-
-    if (len == 0 || len >= sizeof tmp)
-        return -1;
-    memcpy(tmp, path, len + 1);
-    for (i = 1; i <= len; i++) {
-        if (tmp[i] == '/' || tmp[i] == '\0') {
-            char c = tmp[i];
-            tmp[i] = '\0';
-            if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-                return -1;
-            tmp[i] = c;
-        }
-    }
-    return 0;
-}
-
 /* The cache directory, or "" when caching is off or no home is known. */
 void
 clf__cache_dir(char *buf, size_t cap)

@@ -304,6 +304,18 @@ START_TEST(choice_bad_stores_are_ignored)
     ck_assert_int_eq(mkdir(path, 0700), 0);
     ck_assert_uint_eq(entries_read(), 0);
     rmdir(path);
+    /* A FIFO is refused at once, not waited on. */
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    alarm(10);
+    ck_assert_uint_eq(entries_read(), 0);
+    alarm(0);
+    ck_assert_int_eq(remove(path), 0);
+    /* A store in a directory others may write is not read. */
+    write_file(path, text);
+    ck_assert_uint_eq(entries_read(), 1);
+    ck_assert_int_eq(chmod(dir, 0777), 0);
+    ck_assert_uint_eq(entries_read(), 0);
+    ck_assert_int_eq(chmod(dir, 0700), 0);
     drop_dir();
 }
 END_TEST

@@ -221,16 +221,16 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
  * of CLBlast's Xgemm kernel and of its switch between direct and indirect
  * GEMM (CLBlastOverrideParameters) and stores the fastest, keyed by
  * platform, device and driver, in the cache directory
- * (see clf_context_build).  Nothing applies it implicitly: the owner of
- * the process opts in with clf_tune_apply_process_wide().  The candidates
- * are tried through CLBlastOverrideParameters, which is process-wide: while
- * clf_tune() runs and afterwards (it leaves the fastest parameters applied)
- * every CLBlast GEMM of the process on that device uses them.  Every
- * candidate's output is checked against the output of the parameters in
- * force.  Tuning
- * is explicit, never automatic.  The budget bounds the whole call,
- * compilation included: the clock is read before every step (a forward
- * under new parameters, which compiles CLBlast's kernels), and a step
+ * (see clf_context_build).  No context applies it implicitly: the owner
+ * of the process opts in with clf_tune_apply_process_wide(), and
+ * clf_tune() itself leaves the fastest parameters applied (below).  The
+ * candidates are tried through CLBlastOverrideParameters, which is
+ * process-wide: while clf_tune() runs and afterwards (it leaves the fastest
+ * parameters applied) every CLBlast GEMM of the process on that device uses
+ * them.  Every candidate's output is checked against the output of the
+ * parameters in force.  Tuning is explicit, never automatic.  The budget bounds
+ * the whole call, compilation included: the clock is read before every step (a
+ * forward under new parameters, which compiles CLBlast's kernels), and a step
  * starts only while the longest step so far still fits, so a call overruns
  * only by a step slower than every earlier one (the first, which builds
  * the kernels, can take seconds).  Candidates stop early enough to leave
@@ -354,7 +354,8 @@ CLF_EXTERN int clf_context_kernel_choice(clf_context *ctx, size_t index,
 CLF_EXTERN const char *clf_context_kernel_choices(clf_context *ctx);
 
 /* The build log of the last failed kernel build on this context, or "" when
- * none failed.  Owned by the context. */
+ * none failed.  Owned by the context; valid until the context's next
+ * kernel build, from any thread. */
 CLF_EXTERN const char *clf_context_build_log(const clf_context *ctx);
 
 typedef struct clf_context_stats {

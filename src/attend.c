@@ -172,8 +172,11 @@ clf__attend_resolve(clf_context *ctx, const struct clf__attend_shape *sh,
     char bucket[CLF_BUCKET_MAX];
     int found, best = 0, rc;
 
+    clf__lock(ctx);
+    /* Pinned (by the tuner, or tests) under the lock like the rest. */
     if (ctx->attend_variant != CLF_ATTEND_UNDECIDED) {
         *variant = ctx->attend_variant;
+        clf__unlock(ctx);
         return 0;
     }
     snprintf(bucket, sizeof bucket, "n%zu.l%zu.h%zu.d%zu.%s",
@@ -186,7 +189,6 @@ clf__attend_resolve(clf_context *ctx, const struct clf__attend_shape *sh,
     if (t.sh.n > 4096)
         t.sh.n = 4096; /* keeps the timing short */
     t.softmax = softmax;
-    clf__lock(ctx);
     found = clf__choice_lookup(ctx, CLF_KIND_ATTEND, bucket, &best);
     if (found == 1)
         *variant = CLF_ATTEND_GEMM + best;

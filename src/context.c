@@ -1,7 +1,6 @@
 /* Contexts: device selection, owned or adopted OpenCL objects, teardown. */
 #include "internal.h"
 
-#include <clblast_c.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -466,15 +466,17 @@ clf__gemm_resolve(clf_context *ctx, size_t m, size_t n, size_t k, int *variant)
     char bucket[CLF_BUCKET_MAX];
     int found, best = 0, rc;
 
+    clf__lock(ctx);
+    /* Pinned (by the tuner, or tests) under the lock like the rest. */
     if (ctx->gemm_variant != CLF_GEMM_UNDECIDED) {
         *variant = ctx->gemm_variant;
+        clf__unlock(ctx);
         return 0;
     }
     snprintf(bucket, sizeof bucket, "m%zu.n%zu.k%zu",
              clf__pow2_bucket(m, (size_t)1 << 20),
              clf__pow2_bucket(n, (size_t)1 << 20),
              clf__pow2_bucket(k, (size_t)1 << 20));
-    clf__lock(ctx);
     found = clf__choice_lookup(ctx, CLF_KIND_GEMM, bucket, &best);
     if (found == 1)
         *variant = CLF_GEMM_CLBLAST + best;

@@ -371,9 +371,9 @@ int clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
                       size_t c_off, size_t ldc, size_t c_stride, size_t batch);
 
 /* clf__gemm_batched over `count` groups of `batch` entries, group o's
- * operands o * a (b, c) elements after group 0's: one CLBlast call for
- * all (offset arrays), so that many short sequences cost one launch; the
- * blocked kernel, which takes one batch stride, launches once a group. */
+ * operands o * a (b, c) elements after group 0's: min(count, batch)
+ * strided-batched calls, each over the larger of the two, so that the
+ * launches of many short sequences do not grow with their number. */
 struct clf__gemm_group {
     size_t count, a, b, c;
 };

@@ -566,9 +566,11 @@ load_tune_file(clf_context *ctx, const char *path, struct clf__tune_file *tf)
     return 1;
 }
 
-/* Applies the stored tuning of ctx's device to CLBlast, process-wide. */
+/* Applies the stored tuning of ctx's device to CLBlast, process-wide;
+ * the caller holds the context lock (ctx->tuned is part of the key that
+ * forwards of other threads read). */
 static int
-apply_stored(clf_context *ctx)
+apply_stored_locked(clf_context *ctx)
 {
     char path[4300];
     const char *env = getenv("CLINFORMER_TUNE");
@@ -599,6 +601,17 @@ apply_stored(clf_context *ctx)
                  tf->min_indirect);
     }
     free(tf);
+    return rc;
+}
+
+static int
+apply_stored(clf_context *ctx)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = apply_stored_locked(ctx);
+    clf__unlock(ctx);
     return rc;
 }
 
@@ -757,6 +770,7 @@ struct run {
     size_t prev_mi, best_mi;
     double best_mi_ms, mi_ms[MI_COUNT]; /* -1: not measured */
     int forced; /* the context's GEMM and attention choices overridden */
+    int was_gemm, was_attend; /* what they were pinned to before */
 };
 
 /* Whether a step expected to take the longest step so far, `reserve`
@@ -1147,8 +1161,10 @@ run_free(struct run *r)
     /* The context's choices were made against the old parameters: they are
      * made again at its next forward (those not made yet stay unmade). */
     if (r->forced) {
-        r->ctx->gemm_variant = CLF_GEMM_UNDECIDED;
-        r->ctx->attend_variant = CLF_ATTEND_UNDECIDED;
+        clf__lock(r->ctx);
+        r->ctx->gemm_variant = r->was_gemm;
+        r->ctx->attend_variant = r->was_attend;
+        clf__unlock(r->ctx);
     }
     free(r);
 }
@@ -1189,8 +1205,12 @@ tune_steps(struct run *r)
     CLF_TRY(tune_resume(r));
     /* Every GEMM of the timed forwards through CLBlast, whose parameters
      * are what is tuned. */
+    clf__lock(r->ctx);
+    r->was_gemm = r->ctx->gemm_variant;
+    r->was_attend = r->ctx->attend_variant;
     r->ctx->gemm_variant = CLF_GEMM_CLBLAST;
     r->ctx->attend_variant = CLF_ATTEND_GEMM;
+    clf__unlock(r->ctx);
     r->forced = 1;
     CLF_TRY(tune_setup(r));
     say(&r->o, "tuning %s / %s for D=%zu h=%zu k=%zu n=%zu, budget %.0f s",

@@ -46,9 +46,10 @@ struct demo_opts {
 
 const struct cli_option cli_demo_options[] = {
     {"device", CLI_STRING, offsetof(struct demo_opts, device), "SEL",
-     "device index, cpu, gpu, or part of a platform or\n"
-     "device name (default: $CLINFORMER_DEVICE, else the\n"
-     "first GPU, else the first CPU device)",
+     "stable name (pocl:0), device index, cpu, gpu, or\n"
+     "part of a platform or device name (default:\n"
+     "$CLINFORMER_DEVICE, else the first GPU, else the\n"
+     "first CPU device)",
      0, 0, NULL},
     {"seq-len", CLI_SIZE, offsetof(struct demo_opts, seq_len), "N",
      "sequence length of the layer (default 4096)", 0, 0, NULL},

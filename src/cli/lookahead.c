@@ -19,9 +19,10 @@ static const struct cli_choice sharings[] = {{"headwise", CLF_SHARE_HEADWISE},
 
 const struct cli_option cli_lookahead_options[] = {
     {"device", CLI_STRING, LA(device), "SEL",
-     "device index, cpu, gpu, or part of a platform or\n"
-     "device name (default: $CLINFORMER_DEVICE, else the\n"
-     "first GPU, else the first CPU device)",
+     "stable name (pocl:0), device index, cpu, gpu, or\n"
+     "part of a platform or device name (default:\n"
+     "$CLINFORMER_DEVICE, else the first GPU, else the\n"
+     "first CPU device)",
      0, 0, NULL},
     {"seq-len", CLI_SIZE, LA(seq_len), "N", "sequence length (default 256)", 0,
      0, NULL},

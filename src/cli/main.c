@@ -64,8 +64,8 @@ const struct cli_command cli_commands[] = {
      "time CLBlast GEMM parameters on real forwards of a\n"
      "layer (--d-model, --heads, --k, --seq-len, default\n"
      "512, 8, 256, 2048) for --budget seconds (default\n"
-     "120) and store the fastest for this device; every\n"
-     "later context on it applies them; rerun to resume\n",
+     "120) and store the fastest for this device; later\n"
+     "clinformer runs apply them; rerun to resume\n",
      "Time CLBlast GEMM parameters on real forwards of one layer for --budget\n"
      "seconds and store the fastest for this device; every later context on\n"
      "it applies them.  Rerun to resume where the last run stopped.\n",

@@ -53,9 +53,10 @@ const struct cli_option cli_run_options[] = {
     {"repeat", CLI_SIZE, RO(repeat), "R",
      "also time R (1..64) warm forwards and print their\nmedian", 0, 64, NULL},
     {"device", CLI_STRING, RO(device), "SEL",
-     "device index, cpu, gpu, or part of a platform or\n"
-     "device name (default: $CLINFORMER_DEVICE, else the\n"
-     "first GPU, else the first CPU device)",
+     "stable name (pocl:0), device index, cpu, gpu, or\n"
+     "part of a platform or device name (default:\n"
+     "$CLINFORMER_DEVICE, else the first GPU, else the\n"
+     "first CPU device)",
      0, 0, NULL},
     {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
 

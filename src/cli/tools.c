@@ -23,9 +23,10 @@ struct tune_opts {
 
 const struct cli_option cli_tune_options[] = {
     {"device", CLI_STRING, TO(device), "SEL",
-     "device index, cpu, gpu, or part of a platform or\n"
-     "device name (default: $CLINFORMER_DEVICE, else the\n"
-     "first GPU, else the first CPU device)",
+     "stable name (pocl:0), device index, cpu, gpu, or\n"
+     "part of a platform or device name (default:\n"
+     "$CLINFORMER_DEVICE, else the first GPU, else the\n"
+     "first CPU device)",
      0, 0, NULL},
     {"d-model", CLI_SIZE, TO(d_model), "D",
      "model width of the timed layer (default 512)", 0, 0, NULL},

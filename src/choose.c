@@ -21,6 +21,9 @@
 #define STORE_MAGIC "clinformer kernel choices 1"
 #define STORE_MAX_BYTES 65536
 #define STORE_MAX_ENTRIES 256
+/* Choices a context keeps in memory: past the store's limit too, so that
+ * a shape is never timed twice in one context. */
+#define CONTEXT_MAX_ENTRIES 8192
 
 static const char *const softmax_names[] = {"scalar", "vector", "group"};
 static const char *const gemm_names[] = {"clblast", "blocked"};
@@ -247,7 +250,7 @@ add_entry(clf_context *ctx, int kind, const char *bucket, int winner,
         if (ctx->nchoices == ctx->choice_cap) {
             size_t cap = ctx->choice_cap ? 2 * ctx->choice_cap : 8;
             struct clf__choice_entry *l;
-            if (cap > STORE_MAX_ENTRIES)
+            if (cap > CONTEXT_MAX_ENTRIES)
                 return NULL;
             l = realloc(ctx->choice_list, cap * sizeof *l);
             if (l == NULL)
@@ -379,7 +382,9 @@ store_text(const clf_context *ctx, const char *key)
     if (buf == NULL)
         return NULL;
     len = (size_t)snprintf(buf, cap, "%s\n%s\n", STORE_MAGIC, key);
-    for (i = 0; i < ctx->nchoices && len < cap; i++) {
+    /* The first STORE_MAX_ENTRIES, so the file stays well under the
+     * size a reader accepts. */
+    for (i = 0; i < ctx->nchoices && i < STORE_MAX_ENTRIES && len < cap; i++) {
         const struct clf__choice_entry *e = &ctx->choice_list[i];
         len += (size_t)snprintf(buf + len, cap - len, "%s %s %s\n",
                                 table[e->kind].kind, e->bucket,

@@ -320,6 +320,32 @@ START_TEST(choice_bad_stores_are_ignored)
 }
 END_TEST
 
+/* Past the store's 256 entries a context still remembers what it timed,
+ * so a shape is timed once per context however many it meets; the store
+ * keeps the first 256 and stays readable. */
+START_TEST(choice_many_shapes_are_remembered)
+{
+    clf_context *a = NULL;
+    const double ms[3] = {1.0, 2.0, 3.0};
+    char bucket[32];
+    int i, w = -1;
+
+    fresh_dir();
+    ck_assert_int_eq(clf_context_create(&a, NULL), 0);
+    clf__lock(a);
+    for (i = 0; i < 300; i++) {
+        snprintf(bucket, sizeof bucket, "r%d.c8", i + 1);
+        clf__choice_record(a, CLF_KIND_SOFTMAX, bucket, i % 3, ms);
+    }
+    ck_assert_int_eq(clf__choice_lookup(a, CLF_KIND_SOFTMAX, "r300.c8", &w), 1);
+    clf__unlock(a);
+    ck_assert_int_eq(w, 299 % 3);
+    clf_context_destroy(a);
+    ck_assert_uint_eq(entries_read(), 256);
+    drop_dir();
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -333,6 +359,7 @@ suite(void)
     tcase_add_test(tc, choice_store_is_read_by_a_fresh_context);
     tcase_add_test(tc, choice_bad_stores_are_ignored);
     tcase_add_test(tc, choice_new_tuning_times_again);
+    tcase_add_test(tc, choice_many_shapes_are_remembered);
     suite_add_tcase(s, tc);
     return s;
 }

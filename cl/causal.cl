@@ -1,4 +1,4 @@
-/* Prefix-safe causal Linformer (DESIGN.md section 4).  Positions are cut
+/* Prefix-safe causal Linformer (docs/design.md, section 3).  Positions are cut
  * into blocks of `block`; the c slots of block m are built from block m's
  * positions only.  Query t in block m = t / block sees the slots of blocks
  * 0..m-1 and, exactly, positions m*block..t of its own block, under one

@@ -78,25 +78,9 @@ base_desc(void)
 
 START_TEST(attention_golden_example)
 {
-    clf_attention_desc d;
-    clf_attention *att = NULL;
-    const float one = 1.0f, ten = 10.0f;
-    const float e[6] = {0.5f, 0.5f, 0.0f, 0.0f, 0.0f, 1.0f};
+    clf_attention *att = tu_golden_layer();
     const float x[3] = {1.0f, 2.0f, 3.0f};
     float y[3] = {NAN, NAN, NAN};
-
-    memset(&d, 0, sizeof d);
-    d.d_model = 1;
-    d.heads = 1;
-    d.max_seq_len = 3;
-    d.k = 2;
-    ck_assert_int_eq(clf_attention_create(&att, tu_context(), &d), 0);
-    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_Q, &one, 1), 0);
-    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_K, &one, 1), 0);
-    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_V, &ten, 1), 0);
-    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_OUT, &one, 1), 0);
-    ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_E, e, 6), 0);
-    ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_F, e, 6), 0);
 
     ck_assert_int_eq(clf_attention_set_mode(att, CLF_MODE_FULL), 0);
     ck_assert_int_eq(clf_attention_forward(att, x, 1, 3, y), 0);

@@ -194,3 +194,26 @@ tu_put_le(unsigned char *b, unsigned long long v, size_t n)
     for (i = 0; i < n; i++)
         b[i] = (unsigned char)(v >> (8 * i));
 }
+
+clf_attention *
+tu_golden_layer(void)
+{
+    clf_attention_desc d;
+    clf_attention *att = NULL;
+    const float one = 1.0f, ten = 10.0f;
+    const float e[6] = {0.5f, 0.5f, 0.0f, 0.0f, 0.0f, 1.0f};
+
+    memset(&d, 0, sizeof d);
+    d.d_model = 1;
+    d.heads = 1;
+    d.max_seq_len = 3;
+    d.k = 2;
+    ck_assert_int_eq(clf_attention_create(&att, tu_context(), &d), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_Q, &one, 1), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_K, &one, 1), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_V, &ten, 1), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_OUT, &one, 1), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_E, e, 6), 0);
+    ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_F, e, 6), 0);
+    return att;
+}

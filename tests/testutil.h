@@ -52,4 +52,9 @@ void layer_make(struct layer *l, const clf_attention_desc *d,
                 unsigned long long seed);
 void layer_free(struct layer *l);
 
+/* The worked example of the design as a layer on tu_context(): q = 1,
+ * d = 1, K = (1,2,3), V = (10,20,30), E = F = [[1/2,1/2,0],[0,0,1]]
+ * (the input x = (1,2,3) with unit W_q, W_k, W_o and W_v = 10). */
+clf_attention *tu_golden_layer(void);
+
 #endif

@@ -372,7 +372,7 @@ jr_array(struct jr *j, const json_t *o, const char *path, const char *key)
 static clf_bench_stats
 jr_stats(struct jr *j, const json_t *o, const char *path, const char *key)
 {
-    clf_bench_stats s = {NAN, NAN, NAN, 0};
+    clf_bench_stats s = {NAN, NAN, NAN, NAN, 0};
     json_t *v = jr_object(j, o, path, key);
     char p[160];
 

@@ -86,7 +86,7 @@ no_stats(void)
 {
     clf_bench_stats s;
 
-    s.median = s.min = s.max = NAN;
+    s.median = s.min = s.max = s.mad = NAN;
     s.runs = 0;
     return s;
 }
@@ -97,6 +97,8 @@ clf_bench_report_init(clf_bench_report *r)
     memset(r, 0, sizeof *r);
     r->budget_s = NAN;
     r->wall_s = NAN;
+    r->load_start[0] = r->load_start[1] = r->load_start[2] = NAN;
+    r->load_end[0] = r->load_end[1] = r->load_end[2] = NAN;
 }
 
 void
@@ -140,6 +142,7 @@ clf_bench_report_add_device(clf_bench_report *r)
     d = &r->devices[r->ndevices++];
     memset(d, 0, sizeof *d);
     d->build_s = NAN;
+    d->peak_gflops = d->peak_gbps = d->h2d_gbps = NAN;
     return d;
 }
 
@@ -160,7 +163,10 @@ clf_bench_report_add_result(clf_bench_report *r)
     for (i = 0; i < CLF_STAGE_COUNT; i++) {
         x->stage[i] = no_stats();
         x->stage_flops[i] = NAN;
+        x->stage_bytes[i] = x->stage_intensity[i] = NAN;
+        x->stage_roofline_pct[i] = NAN;
     }
+    x->bytes = x->intensity = x->roofline_pct = NAN;
     x->flops = x->gflops = NAN;
     x->device_bytes = x->io_bytes = NAN;
     x->rel_error = NAN;
@@ -220,6 +226,10 @@ clf_bench_stats_of(const double *values, size_t count)
         s.min = v[0];
         s.max = v[m - 1];
         s.runs = m;
+        for (i = 0; i < m; i++)
+            v[i] = fabs(v[i] - s.median);
+        qsort(v, m, sizeof *v, cmp_double);
+        s.mad = m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
     }
     free(v);
     return s;

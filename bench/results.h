@@ -52,6 +52,8 @@ int clf_bench_status_parse(const char *name, clf_bench_status *out);
  * three are NaN (not measured). */
 typedef struct clf_bench_stats {
     double median, min, max;
+    double mad; /* median absolute deviation from the median, seconds;
+                   NaN when not measured */
     size_t runs;
 } clf_bench_stats;
 
@@ -82,6 +84,12 @@ typedef struct clf_bench_device {
     unsigned cache_loads;   /* programs loaded from the binary cache */
     char tuning[512];       /* clf_context_tuning, "" for none */
     char choices[512];      /* clf_context_kernel_choices after the runs */
+    char stable_name[64];   /* clf_device_info.stable_name, e.g. "pocl:0";
+                               the key of the device across runs */
+    /* Measured peaks (NaN: not measured): fp32 FMA throughput, device
+     * memory copy bandwidth, host-to-device transfer bandwidth. */
+    double peak_gflops, peak_gbps, h2d_gbps;
+    int peak_cached; /* the peaks came from the per-device cache */
 } clf_bench_device;
 
 /* One configuration and mode on one device. */
@@ -103,6 +111,15 @@ typedef struct clf_bench_result {
     double device_bytes; /* weights + workspaces after the forward */
     double io_bytes;     /* the bench's own input and output buffers */
     double rel_error;    /* ||Y - Y_ref||_F / ||Y_ref||_F; NaN: none */
+    /* Roofline (NaN where not known): counted bytes moved to and from
+     * device memory, FLOPs per byte, and the percent of
+     * min(peak_gflops, intensity * peak_gbps) reached, for the whole
+     * forward and per stage. */
+    double bytes, intensity, roofline_pct;
+    double stage_bytes[CLF_STAGE_COUNT];
+    double stage_intensity[CLF_STAGE_COUNT];
+    double stage_roofline_pct[CLF_STAGE_COUNT];
+    int noisy; /* the spread (max - min) of wall is over 10% of its median */
 } clf_bench_result;
 
 /* Weight that reaches the decisive position, over the trials. */
@@ -135,6 +152,9 @@ typedef struct clf_bench_report {
     unsigned long long seed;
     int quick;
     double wall_s; /* the whole run */
+    double load_start[3], load_end[3]; /* the host's 1/5/15-minute load
+                                          averages; NaN: unknown */
+    size_t baseline; /* index into devices of the comparison's baseline */
     clf_bench_device *devices;
     size_t ndevices, cap_devices;
     clf_bench_result *results;

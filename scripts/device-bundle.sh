@@ -95,6 +95,9 @@ for c in "$src"/tests/test_*.c; do
 done
 [ -n "$tests" ] || die "no device test program found under $src/tests"
 
+if [ -e "$out" ] && [ ! -f "$out/MANIFEST" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
+    die "$out exists and is not a device kit (no MANIFEST): not replacing it"
+fi
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/libexec/tests" "$out/lib/fallback" "$out/python" \
     "$out/bench" "$out/scripts" "$out/tests" "$out/include/clinformer"

@@ -410,7 +410,7 @@ bench_step() {
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
         step_end "$name" cut "stopped at the step's ${step_budget} s: no JSON; $(tail -1 "$work/$name.err")"
     elif [ $rc -ne 0 ] || [ ! -s "$work/$name.json" ]; then
-        step_end "$name" failed "exit $rc: $(grep -v '^\[' "$work/$name.err" | tail -1)"
+        step_end "$name" failed "exit $rc: $(grep -v '^\[' "$work/$name.err" | grep . | tail -1)"
     elif [ "$cut" -gt 0 ]; then
         step_end "$name" cut "$((nrows - cut)) rows measured, $cut not run (over the budget or too large)"
     else
@@ -546,7 +546,11 @@ final="device-check: $n_ok ok, $n_failed failed, $n_cut cut, $n_skipped skipped 
     done
     echo
     echo "== pytorch (bench/vs_pytorch.py)"
-    cat "$py_txt"
+    if [ -s "$py_txt" ]; then
+        cat "$py_txt"
+    else
+        echo "(not run: ${STEP_NOTES[${#STEP_NOTES[@]} - 1]})"
+    fi
     echo
     echo "$final"
 } >"$out/summary.txt"

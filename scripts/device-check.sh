@@ -121,7 +121,8 @@ step_begin() {
     local share left
     step_t0=$SECONDS
     share=$(planned "$1")
-    left=$((budget - (SECONDS - t_start)))
+    # 10 s stay for the kill grace of a timeout and the summary
+    left=$((budget - (SECONDS - t_start) - 10))
     if [ -z "$share" ]; then
         step_budget=$left
     else
@@ -199,6 +200,12 @@ if [ -n "$glibc_need" ] && [ -n "$glibc_have" ] &&
 else
     host_note="$host_note; glibc ${glibc_have:-?}${glibc_need:+ (kit needs $glibc_need)}"
 fi
+for c in timeout ldd; do
+    if ! command -v $c >/dev/null 2>&1; then
+        host_status=failed
+        host_note="$host_note; no $c on the PATH"
+    fi
+done
 gpus=""
 if command -v nvidia-smi >/dev/null 2>&1; then
     gpus=$(timeout 20 nvidia-smi -L 2>/dev/null | head -4 | tr '\n' ';')

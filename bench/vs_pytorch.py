@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Side by side: the same Linformer layer through clinformer and through the
-lucidrains `linformer` package on PyTorch (CPU), in one run.
+lucidrains `linformer` package on PyTorch (CPU, or --torch-device cuda in
+fp32 with TF32 off), in one run.
 
 For each n it builds linformer.LinformerSelfAttention(dim, seq_len=n, k,
 heads) with a fixed seed, saves its state_dict with safetensors and a random
@@ -15,8 +16,12 @@ Needs torch, numpy, safetensors and linformer (pip install --no-deps
 linformer); on Debian: apt-get install python3-torch, then pip for the rest.
 
     python3 bench/vs_pytorch.py --clinformer ./clinformer --n 1024,4096
+
+--json FILE writes the summary rows as JSON, rewritten after each n, so
+that a run stopped by a time limit still leaves the lengths it finished.
 """
 import argparse
+import json
 import os
 import re
 import statistics
@@ -44,6 +49,11 @@ def main():
                     help="PyTorch intra-op threads")
     ap.add_argument("--device", default=None,
                     help="clinformer device selector")
+    ap.add_argument("--torch-device", default="cpu",
+                    help="PyTorch device: cpu (default) or cuda (fp32, "
+                    "TF32 off)")
+    ap.add_argument("--json", default=None,
+                    help="write the summary rows to this file as JSON")
     args = ap.parse_args()
 
     import numpy as np
@@ -52,6 +62,14 @@ def main():
     from safetensors.torch import save_file
 
     torch.set_num_threads(args.threads)
+    dev = torch.device(args.torch_device)
+    if dev.type == "cuda":
+        # plain fp32, as clinformer computes: no TF32 tensor-core rounding
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+        print(f"PyTorch on {torch.cuda.get_device_name(dev)}, fp32, TF32 off")
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"layer dim={args.dim} heads={args.heads} k={args.k} "
           f"batch={args.batch}; {args.rounds} rounds x {args.repeat} runs")
@@ -69,16 +87,19 @@ def main():
             save_file(model.state_dict(), wpath,
                       metadata={"heads": str(args.heads)})
             np.save(xpath, x.numpy())
+            model, x = model.to(dev), x.to(dev)
             with torch.no_grad():
-                y_ref = model(x).numpy()
+                y_ref = model(x).cpu().numpy()
             torch_ms, clf_ms = [], []
             for r in range(args.rounds):
                 times = []
                 with torch.no_grad():
                     model(x)  # warm-up
+                    sync()
                     for _ in range(args.repeat):
                         t0 = time.perf_counter()
                         model(x)
+                        sync()
                         times.append((time.perf_counter() - t0) * 1e3)
                 torch_ms.append(statistics.median(times))
                 cmd = [args.clinformer, "run", "--weights", wpath, "--input",
@@ -99,11 +120,27 @@ def main():
             err = float(np.abs(y - y_ref).max() / np.abs(y_ref).max())
             summary.append((n, statistics.median(torch_ms),
                             statistics.median(clf_ms), err))
+            if args.json:
+                write_json(args, torch.__version__, summary)
     print()
     print(f"{'n':>6}  {'pytorch ms':>10}  {'clinformer ms':>13}  "
           f"{'clinformer/pytorch':>18}  {'max |diff| / scale':>18}")
     for n, t, c, err in summary:
         print(f"{n:>6}  {t:>10.1f}  {c:>13.1f}  {c / t:>18.2f}  {err:>18.2e}")
+
+
+def write_json(args, torch_version, summary):
+    """The summary rows so far, written whole (temporary file, rename)."""
+    doc = {"torch": torch_version, "torch_device": args.torch_device,
+           "dim": args.dim, "heads": args.heads, "k": args.k,
+           "batch": args.batch, "repeat": args.repeat, "rounds": args.rounds,
+           "rows": [{"n": n, "pytorch_ms": t, "clinformer_ms": c,
+                     "ratio": c / t, "rel_diff": err}
+                    for n, t, c, err in summary]}
+    tmp = args.json + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, args.json)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "suite.h"
+#include "html.h"
 #include "output.h"
 #include "run.h"
 
@@ -155,6 +156,8 @@ takes_value(const char *opt)
         "--csv",    "--svg",    "--compare", "--from"};
     size_t i;
 
+    if (strcmp(opt, "--html") == 0)
+        return 1;
     for (i = 0; i < sizeof valued / sizeof valued[0]; i++)
         if (strcmp(opt, valued[i]) == 0)
             return 1;
@@ -266,6 +269,10 @@ parse_value(struct clf_bench_options *o, const char *opt, const char *val)
             *dest[i] = val;
             return 0;
         }
+    if (strcmp(opt, "--html") == 0) {
+        o->html = val;
+        return 0;
+    }
     if ((rc = parse_number(o, opt, val)) >= 0)
         return rc;
     if ((list = size_list(o, opt, &cnt)) == NULL) {
@@ -407,6 +414,15 @@ is_stdout(const char *path)
     return path != NULL && strcmp(path, "-") == 0;
 }
 
+/* Whether one of the files goes to standard output (then the tables go to
+ * standard error), and how many do. */
+static int
+stdout_taken(const struct clf_bench_options *o)
+{
+    return is_stdout(o->json) + is_stdout(o->csv) + is_stdout(o->svg) +
+           is_stdout(o->html);
+}
+
 /* Writes path with a writer (atomically), or standard output for "-".
  * Returns 0, or -1 with errno set. */
 static int
@@ -457,6 +473,12 @@ write_csvs(const struct clf_bench_options *o, const clf_bench_report *rep)
 }
 
 static int
+write_html(FILE *f, const clf_bench_report *rep)
+{
+    return clf_bench_html_write(f, rep);
+}
+
+static int
 write_outputs(const struct clf_bench_options *o, const clf_bench_report *rep)
 {
     int bad = 0;
@@ -473,6 +495,11 @@ write_outputs(const struct clf_bench_options *o, const clf_bench_report *rep)
     } else if (o->svg != NULL &&
                write_to(o->svg, clf_bench_svg_write, rep) != 0) {
         fprintf(stderr, "%s: writing %s: %s\n", o->prog, o->svg,
+                why_not_written());
+        bad = 1;
+    }
+    if (o->html != NULL && write_to(o->html, write_html, rep) != 0) {
+        fprintf(stderr, "%s: writing %s: %s\n", o->prog, o->html,
                 why_not_written());
         bad = 1;
     }
@@ -546,9 +573,7 @@ static int
 report(const struct clf_bench_options *o, const clf_bench_report *rep,
        const clf_bench_report *base)
 {
-    FILE *t = is_stdout(o->json) || is_stdout(o->csv) || is_stdout(o->svg)
-                  ? stderr
-                  : stdout;
+    FILE *t = stdout_taken(o) ? stderr : stdout;
 
     if (rep->nresults > 0)
         clf_bench_print_matrix(t, rep);
@@ -608,9 +633,9 @@ clf_bench_main(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", o.prog, why);
         return 2;
     }
-    if (is_stdout(o.json) + is_stdout(o.csv) + is_stdout(o.svg) > 1) {
+    if (stdout_taken(&o) > 1) {
         fprintf(stderr,
-                "%s: only one of --json, --csv and --svg can be - "
+                "%s: only one of --json, --csv, --svg and --html can be - "
                 "(standard output)\n",
                 o.prog);
         return 2;

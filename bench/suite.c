@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,19 +81,27 @@ static const char usage_text[] =
     "  --csv FILE        matrix rows as CSV; accuracy rows go to FILE with\n"
     "                    -accuracy before its .csv (with -, after a blank\n"
     "                    line)\n"
-    "  --svg FILE        median time against n, per device and mode, with\n"
-    "                    the crossover n marked\n"
-    "                    FILE - is standard output (one of the three at\n"
+    "  --svg FILE        the figures: per mode, every device's median time\n"
+    "                    against n on one shared log scale (crossover n\n"
+    "                    marked), and a roofline per device with each\n"
+    "                    stage as a point\n"
+    "  --html FILE       one self-contained report (inline SVG and CSS, no\n"
+    "                    script, nothing fetched): run metadata, devices\n"
+    "                    and peaks, the device table, the figures, the\n"
+    "                    accuracy study\n"
+    "                    FILE - is standard output (one of the four at\n"
     "                    most); the tables then go to stderr.  Files are\n"
     "                    written whole (a temporary file, mode 0600, renamed\n"
     "                    into place); an existing FILE that is not a\n"
     "                    regular file is refused\n"
-    "  --compare FILE    an earlier run's JSON: print both medians and\n"
-    "                    now/baseline for each row found there (same\n"
-    "                    platform, device, driver and config; or the same\n"
-    "                    config when the baseline has a single device)\n"
+    "  --compare FILE    an earlier run's JSON, from this machine or\n"
+    "                    another: devices paired by stable name, else by\n"
+    "                    platform, name and driver, else by position; for\n"
+    "                    each row of the same mode, n, k, D, h and B on the\n"
+    "                    paired device, both devices' names, both medians\n"
+    "                    and now/baseline; rows on one side only are listed\n"
     "  --from FILE       measure nothing: print the tables of a saved JSON\n"
-    "                    run and write its --csv, --svg (and --json)\n"
+    "                    run and write its --csv, --svg, --html (and --json)\n"
     "  --help            this text\n"
     "\n"
     "Exit status: 0 when everything was measured or reported as too large\n"
@@ -423,6 +432,29 @@ stdout_taken(const struct clf_bench_options *o)
            is_stdout(o->html);
 }
 
+/* Refuses, before anything is measured, an output path that exists and is
+ * not a regular file (it would be refused when written).  Returns 0, or 2
+ * (reported). */
+static int
+check_output_paths(const struct clf_bench_options *o)
+{
+    const char *const opts[] = {"--json", "--csv", "--svg", "--html"};
+    const char *const paths[] = {o->json, o->csv, o->svg, o->html};
+    struct stat st;
+    size_t i;
+
+    for (i = 0; i < 4; i++)
+        if (paths[i] != NULL && !is_stdout(paths[i]) &&
+            lstat(paths[i], &st) == 0 && !S_ISREG(st.st_mode)) {
+            fprintf(stderr,
+                    "%s: %s %s: it exists and is not a regular file: "
+                    "refused\n",
+                    o->prog, opts[i], paths[i]);
+            return 2;
+        }
+    return 0;
+}
+
 /* Writes path with a writer (atomically), or standard output for "-".
  * Returns 0, or -1 with errno set. */
 static int
@@ -640,6 +672,8 @@ clf_bench_main(int argc, char **argv)
                 o.prog);
         return 2;
     }
+    if (check_output_paths(&o) != 0)
+        return 2;
     sort_sizes(o.n, &o.nn);
     sort_sizes(o.k, &o.nk);
     sort_sizes(o.d, &o.nd);

@@ -62,13 +62,14 @@ from_html() {
 }
 check from_rebuilds_the_report_on_stdout_tables_to_stderr from_html
 
+# Refused before anything is measured (status 2, as for bad usage).
 refusals() {
     mkdir "$tmp/dir" && mkfifo "$tmp/fifo" || return 1
     for target in "$tmp/dir" "$tmp/fifo" /dev/null; do
         $bench --from "$tmp/made/run.json" --html "$target" \
             >/dev/null 2>"$tmp/refused.err"
         rc=$?
-        if [ $rc -ne 1 ] || ! grep -q "not a regular file: refused" \
+        if [ $rc -ne 2 ] || ! grep -q "not a regular file: refused" \
             "$tmp/refused.err"; then
             echo "--html $target: status $rc"
             cat "$tmp/refused.err"

@@ -114,11 +114,11 @@ const char *clf_bench_csv_accuracy_header(void);
 int clf_bench_csv_write(FILE *f, const clf_bench_report *r);
 int clf_bench_csv_accuracy_write(FILE *f, const clf_bench_report *r);
 
-/* Writes an SVG document: for each (device, D, h, B, k) group of the
- * matrix, median time against n on log-log axes, one line per mode, the
- * spread as whiskers, and the crossover n (where Linformer starts to win)
- * marked.  Returns 0, or -1 on a write error or when there is nothing to
- * plot. */
+/* Writes an SVG document (bench/plot.c, see plot.h): the time figure
+ * (per mode and (D, h, B, k), every device's median time against n with
+ * the spread as whiskers, one shared log-log scale, the crossover n
+ * marked) above the roofline figure (a panel per device).  Returns 0, or
+ * -1 on a write error or when there is nothing to plot. */
 int clf_bench_svg_write(FILE *f, const clf_bench_report *r);
 
 /* The readable tables: matrix rows, per-stage medians, crossovers. */

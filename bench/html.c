@@ -17,6 +17,7 @@ static const char style[] =
     "th,td{border:1px solid #ccc;padding:.2em .5em;text-align:right;"
     "vertical-align:top}\n"
     "th{background:#f2f2f2}td.t,th.t{text-align:left}\n"
+    "td.t{overflow-wrap:anywhere;min-width:4em}\n"
     "td.na{color:#888}td.noisy{background:#fff4d6}\n"
     "tr.g th{text-align:center}\n"
     "p.note{color:#444;font-size:.9em}\n"

@@ -4,10 +4,12 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "html.h"
+#include "output.h"
 #include "plot.h"
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char style[] =
@@ -17,7 +19,7 @@ static const char style[] =
     "th,td{border:1px solid #ccc;padding:.2em .5em;text-align:right;"
     "vertical-align:top}\n"
     "th{background:#f2f2f2}td.t,th.t{text-align:left}\n"
-    "td.t{overflow-wrap:anywhere;min-width:4em}\n"
+    "td.w{overflow-wrap:anywhere;min-width:8em}\n"
     "td.na{color:#888}td.noisy{background:#fff4d6}\n"
     "tr.g th{text-align:center}\n"
     "p.note{color:#444;font-size:.9em}\n"
@@ -69,6 +71,34 @@ th(FILE *f, const char *cls, int span, const char *text)
     fputc('>', f);
     esc(f, text);
     fputs("</th>", f);
+}
+
+/* Milliseconds of s seconds, three significant digits without an
+ * exponent ("-" when not measured). */
+static const char *
+ms_text(char *buf, size_t len, double s)
+{
+    double v = s * 1e3;
+
+    if (isnan(v) || isinf(v))
+        snprintf(buf, len, "-");
+    else if (v >= 100)
+        snprintf(buf, len, "%.0f", v);
+    else if (v >= 10)
+        snprintf(buf, len, "%.1f", v);
+    else
+        snprintf(buf, len, "%.3g", v);
+    return buf;
+}
+
+/* A cell of milliseconds. */
+static void
+td_ms(FILE *f, double s)
+{
+    char buf[32];
+
+    ms_text(buf, sizeof buf, s);
+    td(f, isnan(s) ? "na" : NULL, "%s", buf);
 }
 
 /* ---------------------------------------------------------------- run */
@@ -126,9 +156,9 @@ device_row(FILE *f, const clf_bench_report *r, size_t i)
     fputs("<tr>", f);
     td(f, "t", "%s%s", label, i == r->baseline ? " (baseline)" : "");
     td(f, "t", "%s", d->platform);
-    td(f, "t", "%s", d->name);
+    td(f, "t w", "%s", d->name);
     td(f, "t", "%s", d->driver);
-    td(f, "t", "%s", d->version);
+    td(f, "t w", "%s", d->version);
     td(f, NULL, "%s", d->is_gpu ? "yes" : "no");
     td(f, NULL, "%u", d->compute_units);
     td(f, NULL, "%.0f", (double)d->global_mem / 1048576.0);
@@ -136,9 +166,31 @@ device_row(FILE *f, const clf_bench_report *r, size_t i)
     td_num(f, "%.4g", d->peak_gbps);
     td_num(f, "%.4g", d->h2d_gbps);
     td_num(f, "%.2f", d->build_s);
-    td(f, "t", "%s", d->tuning[0] ? d->tuning : "CLBlast defaults");
-    td(f, "t", "%s", d->choices);
     fputs("</tr>\n", f);
+}
+
+/* The GEMM tuning and kernel choices of each device, long texts. */
+static void
+html_choices(FILE *f, const clf_bench_report *r)
+{
+    char label[64];
+    size_t i;
+
+    fputs("<table>\n<tr>", f);
+    th(f, "t", 1, "device");
+    th(f, "t", 1, "GEMM tuning");
+    th(f, "t", 1, "kernel choices");
+    fputs("</tr>\n", f);
+    for (i = 0; i < r->ndevices; i++) {
+        const clf_bench_device *d = &r->devices[i];
+        clf_bench_device_label(r, i, label, sizeof label);
+        fputs("<tr>", f);
+        td(f, "t", "%s", label);
+        td(f, "t w", "%s", d->tuning[0] ? d->tuning : "CLBlast defaults");
+        td(f, "t w", "%s", d->choices[0] ? d->choices : "-");
+        fputs("</tr>\n", f);
+    }
+    fputs("</table>\n", f);
 }
 
 static void
@@ -155,20 +207,19 @@ html_devices(FILE *f, const clf_bench_report *r)
                                         "peak GFLOP/s",
                                         "peak GB/s",
                                         "host-to-device GB/s",
-                                        "build s",
-                                        "GEMM tuning",
-                                        "kernel choices"};
+                                        "build s"};
     size_t i, peaks = 0;
 
     fputs("<h2>Devices</h2>\n<table>\n<tr>", f);
     for (i = 0; i < sizeof heads / sizeof heads[0]; i++)
-        th(f, i < 5 || i >= 12 ? "t" : NULL, 1, heads[i]);
+        th(f, i < 5 ? "t" : NULL, 1, heads[i]);
     fputs("</tr>\n", f);
     for (i = 0; i < r->ndevices; i++) {
         device_row(f, r, i);
         peaks += !isnan(r->devices[i].peak_gflops);
     }
     fputs("</table>\n", f);
+    html_choices(f, r);
     if (peaks < r->ndevices)
         fputs("<p class=\"note\">A peak shown as - was not measured in this "
               "run: no roof and no % of roofline for that device.</p>\n",
@@ -209,6 +260,8 @@ measured(const clf_bench_result *x)
 static void
 device_cells(FILE *f, const clf_bench_result *x)
 {
+    char a[32], b[32], c[32];
+
     if (x == NULL) {
         fputs("<td class=\"na\" colspan=\"3\">not run</td>", f);
         return;
@@ -220,9 +273,9 @@ device_cells(FILE *f, const clf_bench_result *x)
                                                      : "failed");
         return;
     }
-    td(f, x->noisy ? "noisy" : NULL, "%.3g (%.3g..%.3g)%s",
-       x->wall.median * 1e3, x->wall.min * 1e3, x->wall.max * 1e3,
-       x->noisy ? " noisy" : "");
+    td(f, x->noisy ? "noisy" : NULL, "%s (%s..%s)%s",
+       ms_text(a, sizeof a, x->wall.median), ms_text(b, sizeof b, x->wall.min),
+       ms_text(c, sizeof c, x->wall.max), x->noisy ? " noisy" : "");
     td_num(f, "%.3g", x->gflops);
     td_num(f, "%.0f%%", x->roofline_pct);
 }
@@ -379,8 +432,8 @@ accuracy_row(FILE *f, const clf_bench_report *r, const clf_bench_accuracy *a)
     td(f, NULL, "%zu", a->n);
     td(f, NULL, "%zu", a->k);
     td(f, NULL, "%zu/%zu/%zu", a->d_model, a->heads, a->batch);
-    td_num(f, "%.3g", a->linformer.median * 1e3);
-    td_num(f, "%.3g", a->full.median * 1e3);
+    td_ms(f, a->linformer.median);
+    td_ms(f, a->full.median);
     td_num(f, "%.2fx", a->full.median / a->linformer.median);
     td_num(f, "%.4f", a->rel_error[CLF_BENCH_INIT_LUCIDRAINS]);
     td_num(f, "%.4f", a->rel_error[CLF_BENCH_INIT_FAIRSEQ]);
@@ -455,8 +508,109 @@ html_notes(FILE *f, const clf_bench_report *r)
         fputs("</ul>\n", f);
 }
 
+/* ------------------------------------------------------------ compared */
+
+/* The row of `in` on device dev with x's configuration, or NULL. */
+static const clf_bench_result *
+row_on(const clf_bench_report *in, const clf_bench_result *x, long dev)
+{
+    return dev < 0 ? NULL : row_of(in, x, (size_t)dev);
+}
+
+/* One line of the comparison: now's row x (or NULL) against base's row y
+ * (or NULL); one of them is not NULL. */
+static void
+compared_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x,
+             const clf_bench_report *base, const clf_bench_result *y)
+{
+    const clf_bench_result *c = x != NULL ? x : y;
+    char la[64] = "-", lb[64] = "-";
+
+    if (x != NULL)
+        clf_bench_device_label(r, x->device, la, sizeof la);
+    if (y != NULL)
+        clf_bench_device_label(base, y->device, lb, sizeof lb);
+    fputs("<tr>", f);
+    td(f, "t", "%s", la);
+    td(f, "t", "%s", lb);
+    td(f, "t", "%s", clf_bench_mode_name(c->mode));
+    td(f, NULL, "%zu", c->n);
+    td(f, NULL, "%zu", c->k_requested);
+    td(f, NULL, "%zu/%zu/%zu", c->d_model, c->heads, c->batch);
+    td_ms(f, measured(y) ? y->wall.median : NAN);
+    td_ms(f, measured(x) ? x->wall.median : NAN);
+    if (x == NULL || y == NULL)
+        td(f, "t", "%s",
+           x == NULL ? "only in the baseline" : "only in this run");
+    else
+        td_num(f, "%.3f",
+               measured(x) && measured(y) ? x->wall.median / y->wall.median
+                                          : NAN);
+    fputs("</tr>\n", f);
+}
+
+static void
+compared_head(FILE *f, const clf_bench_report *base)
+{
+    static const char *const heads[] = {
+        "device now", "device then", "mode",   "n",           "k",
+        "D/h/B",      "baseline ms", "now ms", "now/baseline"};
+    size_t i;
+
+    fputs("<h2>Compared with an earlier run</h2>\n<p class=\"note\">The "
+          "baseline: ",
+          f);
+    esc(f, base->command);
+    fputs(", started ", f);
+    esc(f, base->started);
+    fputs(" on ", f);
+    esc(f, base->host);
+    fputs(". Devices are paired by stable name, else by platform, name and "
+          "driver, else by position; rows by mode, n, k, D, h and B. Above "
+          "1 is slower now.</p>\n<table>\n<tr>",
+          f);
+    for (i = 0; i < sizeof heads / sizeof heads[0]; i++)
+        th(f, i < 3 ? "t" : NULL, 1, heads[i]);
+    fputs("</tr>\n", f);
+}
+
+static int
+html_compared(FILE *f, const clf_bench_report *r, const clf_bench_report *base)
+{
+    long *pair = malloc((r->ndevices + 1) * sizeof *pair);
+    size_t i, d;
+
+    if (pair == NULL || clf_bench_compare_devices(r, base, pair) != 0) {
+        free(pair);
+        return -1;
+    }
+    compared_head(f, base);
+    for (i = 0; i < r->nresults; i++) {
+        const clf_bench_result *x = &r->results[i];
+        compared_row(f, r, x, base, row_on(base, x, pair[x->device]));
+    }
+    for (i = 0; i < base->nresults; i++) {
+        const clf_bench_result *y = &base->results[i];
+        for (d = 0; d < r->ndevices; d++)
+            if (pair[d] == (long)y->device && row_of(r, y, d) != NULL)
+                break;
+        if (d == r->ndevices)
+            compared_row(f, r, NULL, base, y);
+    }
+    fputs("</table>\n", f);
+    free(pair);
+    return 0;
+}
+
 int
 clf_bench_html_write(FILE *f, const clf_bench_report *r)
+{
+    return clf_bench_html_write_compared(f, r, NULL);
+}
+
+int
+clf_bench_html_write_compared(FILE *f, const clf_bench_report *r,
+                              const clf_bench_report *base)
 {
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n"
           "<meta charset=\"utf-8\"/>\n<title>clinformer bench, ",
@@ -470,6 +624,9 @@ clf_bench_html_write(FILE *f, const clf_bench_report *r)
     html_devices(f, r);
     if (r->nresults > 0)
         html_compare(f, r);
+    if (base != NULL && base->nresults > 0 && r->nresults > 0 &&
+        html_compared(f, r, base) != 0)
+        return -1;
     html_figures(f, r);
     html_crossovers(f, r);
     html_accuracy(f, r);

@@ -20,4 +20,12 @@
 /* Writes the report; returns 0, or -1 on a write error. */
 int clf_bench_html_write(FILE *f, const clf_bench_report *r);
 
+/* The same with a section comparing r with base, an earlier run perhaps
+ * from another machine (--compare), paired as clf_bench_compare_devices
+ * pairs them: each row of the same configuration on paired devices with
+ * both devices' names, both medians and now/baseline, and the rows found
+ * in only one of the runs.  base may be NULL or empty (no section). */
+int clf_bench_html_write_compared(FILE *f, const clf_bench_report *r,
+                                  const clf_bench_report *base);
+
 #endif

@@ -92,6 +92,11 @@ typedef int (*clf_bench_writer)(FILE *f, const clf_bench_report *r);
 int clf_bench_write_file(const char *path, clf_bench_writer write,
                          const clf_bench_report *r);
 
+/* As clf_bench_write_file, for a writer of anything (ctx is passed on). */
+typedef int (*clf_bench_ctx_writer)(FILE *f, const void *ctx);
+int clf_bench_write_file_ctx(const char *path, clf_bench_ctx_writer write,
+                             const void *ctx);
+
 /* The report's JSON to a stream, ending with a newline. */
 int clf_bench_json_fwrite(FILE *f, const clf_bench_report *r);
 

@@ -100,6 +100,7 @@ static const char usage_text[] =
     "                    each row of the same mode, n, k, D, h and B on the\n"
     "                    paired device, both devices' names, both medians\n"
     "                    and now/baseline; rows on one side only are listed\n"
+    "                    (also in --html's report)\n"
     "  --from FILE       measure nothing: print the tables of a saved JSON\n"
     "                    run and write its --csv, --svg, --html (and --json)\n"
     "  --help            this text\n"
@@ -504,14 +505,47 @@ write_csvs(const struct clf_bench_options *o, const clf_bench_report *rep)
     return bad;
 }
 
+/* The HTML report, with the comparison when --compare gave a baseline. */
+struct html_job {
+    const clf_bench_report *rep, *base;
+};
+
 static int
-write_html(FILE *f, const clf_bench_report *rep)
+write_html(FILE *f, const void *ctx)
 {
-    return clf_bench_html_write(f, rep);
+    const struct html_job *job = ctx;
+
+    return clf_bench_html_write_compared(f, job->rep, job->base);
+}
+
+/* Writes the HTML report to --html's path or standard output; returns 1
+ * when that failed. */
+static int
+write_html_file(const struct clf_bench_options *o, const clf_bench_report *rep,
+                const clf_bench_report *base)
+{
+    struct html_job job;
+    int rc;
+
+    job.rep = rep;
+    job.base = o->compare != NULL ? base : NULL;
+    errno = 0;
+    if (is_stdout(o->html))
+        rc = write_html(stdout, &job) != 0 || fflush(stdout) != 0 ? -1 : 0;
+    else
+        rc = clf_bench_write_file_ctx(o->html, write_html, &job);
+    if (rc == 0)
+        return 0;
+    if (errno == 0)
+        errno = EIO;
+    fprintf(stderr, "%s: writing %s: %s\n", o->prog, o->html,
+            why_not_written());
+    return 1;
 }
 
 static int
-write_outputs(const struct clf_bench_options *o, const clf_bench_report *rep)
+write_outputs(const struct clf_bench_options *o, const clf_bench_report *rep,
+              const clf_bench_report *base)
 {
     int bad = 0;
 
@@ -530,11 +564,8 @@ write_outputs(const struct clf_bench_options *o, const clf_bench_report *rep)
                 why_not_written());
         bad = 1;
     }
-    if (o->html != NULL && write_to(o->html, write_html, rep) != 0) {
-        fprintf(stderr, "%s: writing %s: %s\n", o->prog, o->html,
-                why_not_written());
-        bad = 1;
-    }
+    if (o->html != NULL)
+        bad |= write_html_file(o, rep, base);
     return bad;
 }
 
@@ -617,7 +648,7 @@ report(const struct clf_bench_options *o, const clf_bench_report *rep,
     if (o->quick)
         clf_bench_print_summary(t, rep);
     fflush(t);
-    return write_outputs(o, rep);
+    return write_outputs(o, rep, base);
 }
 
 /* Measures, or with --from reads the report back; returns the exit status

@@ -38,9 +38,9 @@ check() { # name command...
     fi
 }
 
-echo "1..10"
+echo "1..11"
 if ! command -v python3 >/dev/null 2>&1; then
-    for i in 1 2 3 4 5 6 7 8 9 10; do
+    for i in 1 2 3 4 5 6 7 8 9 10 11; do
         echo "ok $i # SKIP python3 is not installed"
     done
     exit 0
@@ -61,6 +61,19 @@ from_html() {
         $py html "$tmp/from.html" 2
 }
 check from_rebuilds_the_report_on_stdout_tables_to_stderr from_html
+
+# --compare with --html: the report gains the comparison, each row with
+# both devices and now/baseline (1.000 against itself).
+# (device 0's label: its stable name where the JSON has it)
+same0='<td class="t">(pocl:0|device 0)</td>'
+compared_html() {
+    $bench --from "$tmp/made/run.json" --compare "$tmp/made/run.json" \
+        --html - >"$tmp/cmp.html" 2>/dev/null &&
+        $py html "$tmp/cmp.html" 2 &&
+        grep -q "<h2>Compared with an earlier run</h2>" "$tmp/cmp.html" &&
+        grep -Eq "$same0$same0.*<td>1.000</td>" "$tmp/cmp.html"
+}
+check html_with_compare_has_both_devices_and_ratios compared_html
 
 # Refused before anything is measured (status 2, as for bad usage).
 refusals() {
@@ -135,8 +148,8 @@ else
     render=render_chromium
 fi
 if [ -z "$browser" ]; then
-    echo "ok 9 # SKIP no headless browser (chromium or firefox) installed"
     echo "ok 10 # SKIP no headless browser (chromium or firefox) installed"
+    echo "ok 11 # SKIP no headless browser (chromium or firefox) installed"
 else
     check "svg_renders_in_${browser}_with_no_text_clipped" $render \
         "$tmp/made/figures.svg"

@@ -46,9 +46,9 @@ glyph_em(unsigned char c)
 {
     if (c >= 0x80)
         return (c & 0xC0) == 0x80 ? 0.0 : 1.0; /* one per UTF-8 character */
-    if (strchr("il.,:;'|!`", c))
+    if (strchr("il.,:;'|", c))
         return 0.36;
-    if (strchr("ftrjI ()[]{}-/\\", c))
+    if (strchr("ftrjI ()[]-/\\!", c))
         return 0.46;
     if (strchr("mwMW@%", c))
         return 1.05;

@@ -404,12 +404,14 @@ times_header(FILE *f, const clf_bench_report *r)
         snprintf(line, sizeof line, "%s: %s / %s (driver %s)", label,
                  dv->platform, dv->name, dv->driver);
         fprintf(f,
+                "<g class=\"legend-device\">"
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
                 "stroke=\"%s\" stroke-width=\"2\"%s/>\n"
                 "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
                 MARGIN, y - 4, MARGIN + 26, y - 4, dev_color(d), dev_dash(d),
                 MARGIN + 13, y - 4, dev_color(d));
         svg_text(f, MARGIN + 34, y, 12, 0, "start", "#000", line, w - 34);
+        fputs("</g>\n", f);
     }
     y += 2;
     return y + 14 * svg_paragraph(f, MARGIN, y, 11, 14, times_note, w) + 4;

@@ -36,7 +36,14 @@ def panels(root, kind):
             if ("panel " + kind) in (e.get("class") or "")]
 
 
+def y_ticks(panel):
+    """The y axis labels of a panel (right-aligned texts left of the box)."""
+    return [("".join(t.itertext()), t.get("y")) for t in panel.iter(SVG + "text")
+            if t.get("text-anchor") == "end"]
+
+
 def check_svg(path, want_times, want_roof):
+    """want_roof is also the number of devices (a roofline each)."""
     root = ET.parse(path).getroot()
     if root.tag != SVG + "svg":
         fail("%s: the root is %s, not svg" % (path, root.tag))
@@ -44,6 +51,22 @@ def check_svg(path, want_times, want_roof):
     if times != want_times or roof != want_roof:
         fail("%s: %d time and %d roofline panels, expected %d and %d"
              % (path, times, roof, want_times, want_roof))
+    for kind in ("times", "roofline"):
+        scales = set(tuple(y_ticks(p)) for p in panels(root, kind))
+        if len(scales) > 1:
+            fail("%s: the %s panels have different y scales: %s"
+                 % (path, kind, sorted(scales)))
+    legends = [e for e in root.iter(SVG + "g")
+               if e.get("class") == "legend-device"]
+    if len(legends) != want_roof:
+        fail("%s: %d legend entries for %d devices"
+             % (path, len(legends), want_roof))
+    labels = ["".join(t.itertext()).split(":")[0] + ":"
+              for g in legends for t in g.iter(SVG + "text")]
+    for p in panels(root, "times"):
+        for t in p.iter(SVG + "text"):
+            if any("".join(t.itertext()).startswith(l) for l in labels):
+                fail(path + ": a time panel repeats the device legend")
     texts = list(root.iter(SVG + "text"))
     empty = [t for t in texts if not "".join(t.itertext()).strip()]
     if empty:

@@ -58,9 +58,13 @@ from_html() {
     $bench --from "$tmp/made/run.json" --html - >"$tmp/from.html" \
         2>"$tmp/from.err" &&
         grep -q "== device" "$tmp/from.err" &&
-        $py html "$tmp/from.html" 2
+        $py html "$tmp/from.html" 2 &&
+        $bench --from "$tmp/made/run.json" --svg - >"$tmp/from.svg" \
+            2>"$tmp/from.err" &&
+        grep -q "== device" "$tmp/from.err" &&
+        $py svg "$tmp/from.svg" 2 2
 }
-check from_rebuilds_the_report_on_stdout_tables_to_stderr from_html
+check from_rebuilds_report_and_svg_on_stdout_tables_to_stderr from_html
 
 # --compare with --html: the report gains the comparison, each row with
 # both devices and now/baseline (1.000 against itself).

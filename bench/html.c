@@ -366,6 +366,74 @@ html_compare(FILE *f, const clf_bench_report *r)
     fputs("</table>\n", f);
 }
 
+/* -------------------------------------------------------------- stages */
+
+/* Whether any stage of any row was timed. */
+static int
+any_stage_time(const clf_bench_report *r)
+{
+    size_t i;
+    int st;
+
+    for (i = 0; i < r->nresults; i++)
+        for (st = 0; st < CLF_STAGE_COUNT; st++)
+            if (r->results[i].stage[st].runs > 0)
+                return 1;
+    return 0;
+}
+
+static void
+stage_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x)
+{
+    char label[64], ms[32];
+    int st;
+
+    clf_bench_device_label(r, x->device, label, sizeof label);
+    fputs("<tr>", f);
+    td(f, "t", "%s", label);
+    td(f, "t", "%s", clf_bench_mode_name(x->mode));
+    td(f, NULL, "%zu", x->n);
+    for (st = 0; st < CLF_STAGE_COUNT; st++) {
+        const clf_bench_stats *t = &x->stage[st];
+        double pct = x->stage_roofline_pct[st];
+        ms_text(ms, sizeof ms, t->runs > 0 ? t->median : NAN);
+        if (t->runs == 0 || !(t->median > 0))
+            td(f, "na", "-");
+        else if (isnan(pct))
+            td(f, NULL, "%s", ms);
+        else
+            td(f, NULL, "%s (%.0f%%)", ms, pct);
+    }
+    fputs("</tr>\n", f);
+}
+
+/* Per-stage medians with the percent of the roofline where known. */
+static void
+html_stages(FILE *f, const clf_bench_report *r)
+{
+    size_t i;
+    int st;
+
+    if (!any_stage_time(r))
+        return;
+    fputs("<h2>Stages</h2>\n<p class=\"note\">Median device time of each "
+          "stage in ms (profiling markers), with the percent of the "
+          "stage's roofline bound in parentheses where the peaks and the "
+          "stage's intensity are known; - where the stage took no time or "
+          "was not timed.</p>\n<table>\n<tr>",
+          f);
+    th(f, "t", 1, "device");
+    th(f, "t", 1, "mode");
+    th(f, NULL, 1, "n");
+    for (st = 0; st < CLF_STAGE_COUNT; st++)
+        th(f, NULL, 1, clf_stage_name((clf_stage)st));
+    fputs("</tr>\n", f);
+    for (i = 0; i < r->nresults; i++)
+        if (measured(&r->results[i]))
+            stage_row(f, r, &r->results[i]);
+    fputs("</table>\n", f);
+}
+
 /* ------------------------------------------------------------- figures */
 
 static void
@@ -628,6 +696,7 @@ clf_bench_html_write_compared(FILE *f, const clf_bench_report *r,
         html_compared(f, r, base) != 0)
         return -1;
     html_figures(f, r);
+    html_stages(f, r);
     html_crossovers(f, r);
     html_accuracy(f, r);
     html_notes(f, r);

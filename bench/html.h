@@ -5,8 +5,9 @@
  * version, settings, the host's load), the devices with their drivers and
  * peaks, the comparison table (a row per configuration, a column group per
  * device: median ms with spread, GFLOP/s, % of roofline; and each device's
- * ratio to the baseline device), the figures of bench/plot.h, the
- * crossovers, the accuracy-vs-k study, and the notes of rows not measured.
+ * ratio to the baseline device), the figures of bench/plot.h, the stages'
+ * medians with their percent of the roofline, the crossovers, the
+ * accuracy-vs-k study, and the notes of rows not measured.
  * Only reads the records of bench/results.h, so that a saved run (--from)
  * gives the same report.
  */

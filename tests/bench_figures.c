@@ -70,8 +70,10 @@ add_row(clf_bench_report *r, size_t dev, clf_bench_mode m, size_t n,
         x->stage[s].median = t / CLF_STAGE_COUNT;
         x->stage[s].runs = 5;
         x->stage_flops[s] = 1e9 * t * (s + 1) / 28.0;
-        if (dev == 0)
+        if (dev == 0) {
             x->stage_intensity[s] = 0.5 * (s + 1) * (double)n / 256.0;
+            x->stage_roofline_pct[s] = 10.0 * (s + 1);
+        }
     }
     if (dev == 0)
         x->roofline_pct = 12.5;

@@ -88,7 +88,7 @@ static const char usage_text[] =
     "  --html FILE       one self-contained report (inline SVG and CSS, no\n"
     "                    script, nothing fetched): run metadata, devices\n"
     "                    and peaks, the device table, the figures, the\n"
-    "                    accuracy study\n"
+    "                    stages (%% of roofline), the accuracy study\n"
     "                    FILE - is standard output (one of the four at\n"
     "                    most); the tables then go to stderr.  Files are\n"
     "                    written whole (a temporary file, mode 0600, renamed\n"

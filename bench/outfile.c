@@ -56,7 +56,7 @@ check_target(const char *path)
 
 /* Runs the writer on the open descriptor and makes the data durable. */
 static int
-fill(int fd, clf_bench_writer write, const clf_bench_report *r)
+fill(int fd, clf_bench_ctx_writer write, const void *ctx)
 {
     FILE *f = fdopen(fd, "w");
     int rc, e;
@@ -68,7 +68,7 @@ fill(int fd, clf_bench_writer write, const clf_bench_report *r)
         return -1;
     }
     errno = 0;
-    rc = write(f, r) != 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;
+    rc = write(f, ctx) != 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;
     e = errno ? errno : EIO;
     if (fclose(f) != 0 && !rc) {
         rc = 1;
@@ -80,8 +80,8 @@ fill(int fd, clf_bench_writer write, const clf_bench_report *r)
 }
 
 int
-clf_bench_write_file(const char *path, clf_bench_writer write,
-                     const clf_bench_report *r)
+clf_bench_write_file_ctx(const char *path, clf_bench_ctx_writer write,
+                         const void *ctx)
 {
     size_t len;
     char *tmp;
@@ -99,7 +99,7 @@ clf_bench_write_file(const char *path, clf_bench_writer write,
         return -1;
     }
     fd = open_temporary(path, tmp, len);
-    if (fd < 0 || fill(fd, write, r) != 0 || check_target(path) != 0 ||
+    if (fd < 0 || fill(fd, write, ctx) != 0 || check_target(path) != 0 ||
         rename(tmp, path) != 0) {
         e = errno;
         if (fd >= 0)
@@ -110,4 +110,29 @@ clf_bench_write_file(const char *path, clf_bench_writer write,
     }
     free(tmp);
     return 0;
+}
+
+/* A report writer behind the context-taking interface. */
+struct report_job {
+    clf_bench_writer write;
+    const clf_bench_report *r;
+};
+
+static int
+run_report_job(FILE *f, const void *ctx)
+{
+    const struct report_job *job = ctx;
+
+    return job->write(f, job->r);
+}
+
+int
+clf_bench_write_file(const char *path, clf_bench_writer write,
+                     const clf_bench_report *r)
+{
+    struct report_job job;
+
+    job.write = write;
+    job.r = r;
+    return clf_bench_write_file_ctx(path, run_report_job, &job);
 }

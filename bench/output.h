@@ -92,6 +92,11 @@ typedef int (*clf_bench_writer)(FILE *f, const clf_bench_report *r);
 int clf_bench_write_file(const char *path, clf_bench_writer write,
                          const clf_bench_report *r);
 
+/* As clf_bench_write_file, for a writer of anything (ctx is passed on). */
+typedef int (*clf_bench_ctx_writer)(FILE *f, const void *ctx);
+int clf_bench_write_file_ctx(const char *path, clf_bench_ctx_writer write,
+                             const void *ctx);
+
 /* The report's JSON to a stream, ending with a newline. */
 int clf_bench_json_fwrite(FILE *f, const clf_bench_report *r);
 
@@ -114,11 +119,11 @@ const char *clf_bench_csv_accuracy_header(void);
 int clf_bench_csv_write(FILE *f, const clf_bench_report *r);
 int clf_bench_csv_accuracy_write(FILE *f, const clf_bench_report *r);
 
-/* Writes an SVG document: for each (device, D, h, B, k) group of the
- * matrix, median time against n on log-log axes, one line per mode, the
- * spread as whiskers, and the crossover n (where Linformer starts to win)
- * marked.  Returns 0, or -1 on a write error or when there is nothing to
- * plot. */
+/* Writes an SVG document (bench/plot.c, see plot.h): the time figure
+ * (per mode and (D, h, B, k), every device's median time against n with
+ * the spread as whiskers, one shared log-log scale, the crossover n
+ * marked) above the roofline figure (a panel per device).  Returns 0, or
+ * -1 on a write error or when there is nothing to plot. */
 int clf_bench_svg_write(FILE *f, const clf_bench_report *r);
 
 /* The readable tables: matrix rows, per-stage medians, crossovers. */
@@ -128,16 +133,25 @@ void clf_bench_print_accuracy(FILE *f, const clf_bench_report *r);
 /* The short summary that ends a quick run. */
 void clf_bench_print_summary(FILE *f, const clf_bench_report *r);
 
-/* The row of base that result i of r is compared with: the same config and
- * mode on the same platform, device and driver; failing that, the same
- * config and mode when base holds a single device (*other_device is then
- * set).  Returns the index, or -1 when there is none. */
+/* Pairs the devices of r with those of base, a run perhaps from another
+ * machine: first by equal stable names, then by equal platform, name and
+ * driver, then the rest by position.  pair[i] (r->ndevices entries)
+ * receives base's device for r's device i, or -1.  Returns 0, or -1 when
+ * out of memory. */
+int clf_bench_compare_devices(const clf_bench_report *r,
+                              const clf_bench_report *base, long *pair);
+
+/* The row of base that result i of r is compared with: the same
+ * configuration (mode, n, k_requested, D, h, B) on the paired device.
+ * *other_device is set when the paired devices differ in platform, name or
+ * driver.  Returns the index, or -1 when there is none. */
 long clf_bench_compare_match(const clf_bench_report *r, size_t i,
                              const clf_bench_report *base, int *other_device);
 
-/* Prints, for each result with a match in base, both medians and their
- * ratio (now / baseline: above 1 is slower now).  Returns how many rows
- * matched. */
+/* Prints, for each pair of devices, each row with a match in base: both
+ * devices' names, both medians and their ratio (now / baseline: above 1
+ * is slower now); then the rows found only in r and only in base.
+ * Returns how many rows matched. */
 size_t clf_bench_print_compare(FILE *f, const clf_bench_report *r,
                                const clf_bench_report *base);
 

@@ -29,6 +29,7 @@ struct clf_bench_options {
     double budget;
     unsigned long long seed;
     const char *json, *csv, *svg, *compare, *from;
+    const char *html; /* --html FILE */
     int accuracy, quick;
 };
 

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "suite.h"
+#include "html.h"
 #include "output.h"
 #include "run.h"
 
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,19 +81,28 @@ static const char usage_text[] =
     "  --csv FILE        matrix rows as CSV; accuracy rows go to FILE with\n"
     "                    -accuracy before its .csv (with -, after a blank\n"
     "                    line)\n"
-    "  --svg FILE        median time against n, per device and mode, with\n"
-    "                    the crossover n marked\n"
-    "                    FILE - is standard output (one of the three at\n"
+    "  --svg FILE        the figures: per mode, every device's median time\n"
+    "                    against n on one shared log scale (crossover n\n"
+    "                    marked), and a roofline per device with each\n"
+    "                    stage as a point\n"
+    "  --html FILE       one self-contained report (inline SVG and CSS, no\n"
+    "                    script, nothing fetched): run metadata, devices\n"
+    "                    and peaks, the device table, the figures, the\n"
+    "                    stages (%% of roofline), the accuracy study\n"
+    "                    FILE - is standard output (one of the four at\n"
     "                    most); the tables then go to stderr.  Files are\n"
     "                    written whole (a temporary file, mode 0600, renamed\n"
     "                    into place); an existing FILE that is not a\n"
     "                    regular file is refused\n"
-    "  --compare FILE    an earlier run's JSON: print both medians and\n"
-    "                    now/baseline for each row found there (same\n"
-    "                    platform, device, driver and config; or the same\n"
-    "                    config when the baseline has a single device)\n"
+    "  --compare FILE    an earlier run's JSON, from this machine or\n"
+    "                    another: devices paired by stable name, else by\n"
+    "                    platform, name and driver, else by position; for\n"
+    "                    each row of the same mode, n, k, D, h and B on the\n"
+    "                    paired device, both devices' names, both medians\n"
+    "                    and now/baseline; rows on one side only are listed\n"
+    "                    (also in --html's report)\n"
     "  --from FILE       measure nothing: print the tables of a saved JSON\n"
-    "                    run and write its --csv, --svg (and --json)\n"
+    "                    run and write its --csv, --svg, --html (and --json)\n"
     "  --help            this text\n"
     "\n"
     "Exit status: 0 when everything was measured or reported as too large\n"
@@ -155,6 +166,8 @@ takes_value(const char *opt)
         "--csv",    "--svg",    "--compare", "--from"};
     size_t i;
 
+    if (strcmp(opt, "--html") == 0)
+        return 1;
     for (i = 0; i < sizeof valued / sizeof valued[0]; i++)
         if (strcmp(opt, valued[i]) == 0)
             return 1;
@@ -266,6 +279,10 @@ parse_value(struct clf_bench_options *o, const char *opt, const char *val)
             *dest[i] = val;
             return 0;
         }
+    if (strcmp(opt, "--html") == 0) {
+        o->html = val;
+        return 0;
+    }
     if ((rc = parse_number(o, opt, val)) >= 0)
         return rc;
     if ((list = size_list(o, opt, &cnt)) == NULL) {
@@ -407,6 +424,38 @@ is_stdout(const char *path)
     return path != NULL && strcmp(path, "-") == 0;
 }
 
+/* Whether one of the files goes to standard output (then the tables go to
+ * standard error), and how many do. */
+static int
+stdout_taken(const struct clf_bench_options *o)
+{
+    return is_stdout(o->json) + is_stdout(o->csv) + is_stdout(o->svg) +
+           is_stdout(o->html);
+}
+
+/* Refuses, before anything is measured, an output path that exists and is
+ * not a regular file (it would be refused when written).  Returns 0, or 2
+ * (reported). */
+static int
+check_output_paths(const struct clf_bench_options *o)
+{
+    const char *const opts[] = {"--json", "--csv", "--svg", "--html"};
+    const char *const paths[] = {o->json, o->csv, o->svg, o->html};
+    struct stat st;
+    size_t i;
+
+    for (i = 0; i < 4; i++)
+        if (paths[i] != NULL && !is_stdout(paths[i]) &&
+            lstat(paths[i], &st) == 0 && !S_ISREG(st.st_mode)) {
+            fprintf(stderr,
+                    "%s: %s %s: it exists and is not a regular file: "
+                    "refused\n",
+                    o->prog, opts[i], paths[i]);
+            return 2;
+        }
+    return 0;
+}
+
 /* Writes path with a writer (atomically), or standard output for "-".
  * Returns 0, or -1 with errno set. */
 static int
@@ -456,8 +505,47 @@ write_csvs(const struct clf_bench_options *o, const clf_bench_report *rep)
     return bad;
 }
 
+/* The HTML report, with the comparison when --compare gave a baseline. */
+struct html_job {
+    const clf_bench_report *rep, *base;
+};
+
 static int
-write_outputs(const struct clf_bench_options *o, const clf_bench_report *rep)
+write_html(FILE *f, const void *ctx)
+{
+    const struct html_job *job = ctx;
+
+    return clf_bench_html_write_compared(f, job->rep, job->base);
+}
+
+/* Writes the HTML report to --html's path or standard output; returns 1
+ * when that failed. */
+static int
+write_html_file(const struct clf_bench_options *o, const clf_bench_report *rep,
+                const clf_bench_report *base)
+{
+    struct html_job job;
+    int rc;
+
+    job.rep = rep;
+    job.base = o->compare != NULL ? base : NULL;
+    errno = 0;
+    if (is_stdout(o->html))
+        rc = write_html(stdout, &job) != 0 || fflush(stdout) != 0 ? -1 : 0;
+    else
+        rc = clf_bench_write_file_ctx(o->html, write_html, &job);
+    if (rc == 0)
+        return 0;
+    if (errno == 0)
+        errno = EIO;
+    fprintf(stderr, "%s: writing %s: %s\n", o->prog, o->html,
+            why_not_written());
+    return 1;
+}
+
+static int
+write_outputs(const struct clf_bench_options *o, const clf_bench_report *rep,
+              const clf_bench_report *base)
 {
     int bad = 0;
 
@@ -476,6 +564,8 @@ write_outputs(const struct clf_bench_options *o, const clf_bench_report *rep)
                 why_not_written());
         bad = 1;
     }
+    if (o->html != NULL)
+        bad |= write_html_file(o, rep, base);
     return bad;
 }
 
@@ -546,9 +636,7 @@ static int
 report(const struct clf_bench_options *o, const clf_bench_report *rep,
        const clf_bench_report *base)
 {
-    FILE *t = is_stdout(o->json) || is_stdout(o->csv) || is_stdout(o->svg)
-                  ? stderr
-                  : stdout;
+    FILE *t = stdout_taken(o) ? stderr : stdout;
 
     if (rep->nresults > 0)
         clf_bench_print_matrix(t, rep);
@@ -560,7 +648,7 @@ report(const struct clf_bench_options *o, const clf_bench_report *rep,
     if (o->quick)
         clf_bench_print_summary(t, rep);
     fflush(t);
-    return write_outputs(o, rep);
+    return write_outputs(o, rep, base);
 }
 
 /* Measures, or with --from reads the report back; returns the exit status
@@ -608,13 +696,15 @@ clf_bench_main(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", o.prog, why);
         return 2;
     }
-    if (is_stdout(o.json) + is_stdout(o.csv) + is_stdout(o.svg) > 1) {
+    if (stdout_taken(&o) > 1) {
         fprintf(stderr,
-                "%s: only one of --json, --csv and --svg can be - "
+                "%s: only one of --json, --csv, --svg and --html can be - "
                 "(standard output)\n",
                 o.prog);
         return 2;
     }
+    if (check_output_paths(&o) != 0)
+        return 2;
     sort_sizes(o.n, &o.nn);
     sort_sizes(o.k, &o.nk);
     sort_sizes(o.d, &o.nd);

@@ -944,11 +944,15 @@ START_TEST(compare_matches_same_device_then_single_other)
     ck_assert_int_eq(clf_bench_compare_match(&now, 0, &base, &other), 1);
     ck_assert_int_eq(other, 1);
 
-    /* with several devices in the baseline, only the same device does */
+    /* with several devices in the baseline, the same device first, else
+     * the device at the same position */
     one_device(&two, "cpu");
-    one_device(&two, "other");
+    one_device(&two, "gpu");
     add_row(&two, CLF_BENCH_LINFORMER, 512, 0.2, CLF_BENCH_OK);
     ck_assert_int_eq(clf_bench_compare_match(&now, 0, &two, &other), -1);
+    two.results[0].device = 1;
+    ck_assert_int_eq(clf_bench_compare_match(&now, 0, &two, &other), 0);
+    ck_assert_int_eq(other, 0);
     clf_bench_report_free(&now);
     clf_bench_report_free(&base);
     clf_bench_report_free(&two);

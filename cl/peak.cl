@@ -1,0 +1,46 @@
+/* Device peaks for clf_context_peaks (src/peaks.c), measured the way clpeak
+ * does: arithmetic throughput from many independent multiply-add chains per
+ * work-item, memory bandwidth from a large copy.  Neither kernel is part of
+ * a forward. */
+
+/* One step of four independent float8 chains: 32 multiply-adds, 64 FLOPs.
+ * x -> x m + c with 0 < m < 1 converges to c / (1 - m), so values stay
+ * normal (no overflow to inf, no denormals) however long it runs. */
+#define CLF_PEAK_STEP                                                          \
+    x0 = mad(x0, m, c);                                                        \
+    x1 = mad(x1, m, c);                                                        \
+    x2 = mad(x2, m, c);                                                        \
+    x3 = mad(x3, m, c);
+#define CLF_PEAK_STEP4 CLF_PEAK_STEP CLF_PEAK_STEP CLF_PEAK_STEP CLF_PEAK_STEP
+
+/* iters blocks of 16 steps: 1024 x iters FLOPs per work-item.  One float
+ * per work-item is stored so that nothing is optimised away. */
+__kernel void
+clf_peak_fma(__global float *out, const float m, const float c,
+             const uint iters)
+{
+    const uint gid = (uint)get_global_id(0);
+    float8 x0 = (float8)((float)(gid & 7u) * 0.125f);
+    float8 x1 = x0 + 1.0f, x2 = x0 + 2.0f, x3 = x0 + 3.0f;
+    float8 s;
+    uint i;
+
+    for (i = 0; i < iters; i++) {
+        CLF_PEAK_STEP4
+        CLF_PEAK_STEP4
+        CLF_PEAK_STEP4
+        CLF_PEAK_STEP4
+    }
+    s = x0 + x1 + x2 + x3;
+    out[gid] = s.s0 + s.s1 + s.s2 + s.s3 + s.s4 + s.s5 + s.s6 + s.s7;
+}
+
+/* dst = src, one float4 per work-item: 32 bytes moved per item. */
+__kernel void
+clf_peak_copy(__global const float4 *src, __global float4 *dst, const uint n)
+{
+    const uint gid = (uint)get_global_id(0);
+
+    if (gid < n)
+        dst[gid] = src[gid];
+}

@@ -30,6 +30,8 @@ struct clf_bench_options {
     unsigned long long seed;
     const char *json, *csv, *svg, *compare, *from;
     int accuracy, quick;
+    int peak;             /* 1: --peak (measure again), -1: --no-peak */
+    const char *baseline; /* --baseline SEL, NULL: the first device */
 };
 
 /* Seconds on a monotonic clock. */

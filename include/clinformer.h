@@ -639,7 +639,7 @@ CLF_EXTERN int clf_attention_desc_flops(const clf_attention_desc *desc,
 typedef struct clf_device_peaks {
     double fma_gflops; /* fp32 multiply-add throughput, GFLOP/s (2 FLOPs a
                           multiply-add): 4 independent float8 chains per
-                          work-item, 8 work-items a compute unit's lane */
+                          work-item, 2048 work-items per compute unit */
     double copy_gbps;  /* device-memory copy bandwidth, GB/s (bytes read
                           plus bytes written): a float4 copy kernel over
                           a buffer of up to 128 MiB */

@@ -638,7 +638,7 @@ CLF_EXTERN int clf_attention_desc_flops(const clf_attention_desc *desc,
  * roofline bound min(fma_gflops, intensity x copy_gbps)). */
 typedef struct clf_device_peaks {
     double fma_gflops; /* fp32 multiply-add throughput, GFLOP/s (2 FLOPs a
-                          multiply-add): 4 independent float8 chains per
+                          multiply-add): 8 independent float8 chains per
                           work-item, 2048 work-items per compute unit */
     double copy_gbps;  /* device-memory copy bandwidth, GB/s (bytes read
                           plus bytes written): a float4 copy kernel over
@@ -653,10 +653,12 @@ typedef struct clf_device_peaks {
 
 /* The device's peaks.  Each figure is the best of several timed runs on the
  * host clock (enqueue to clFinish), each run long enough (about 50 ms on a
- * CPU) to dwarf the launch.  They are cached per device and driver (platform,
- * name, vendor, driver and device version, stable name) in the cache
- * directory (CLINFORMER_CACHE_DIR, as the kernel cache; not with "off"), as
- * a small text file written atomically in a private directory; a file that
+ * CPU) to dwarf the launch; other work on the machine lowers them, so
+ * measure an idle one.  They are cached per device and driver (platform,
+ * name, vendor, driver and device version, stable name, and the measuring
+ * kernels' text) in the cache directory (CLINFORMER_CACHE_DIR, as the
+ * kernel cache; not with "off"), as a small text file written atomically in
+ * a private directory; a file that
  * is unreadable, of another device or holds a figure that is not a positive
  * number is ignored and measured again.  flags: 0 or CLF_PEAKS_MEASURE.
  * Builds the context's kernels when not built yet; takes about a second on a

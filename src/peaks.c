@@ -20,9 +20,9 @@
 #define PEAK_RUNS 5
 #define PEAK_MAGIC "clinformer-peaks 1"
 #define PEAK_FILE_MAX 4096
-#define PEAK_TARGET_S 0.05                /* a timed FMA run */
-#define PEAK_COPY_MAX (128u << 20)        /* bytes of each copy buffer */
-#define PEAK_FLOPS_PER_ITER (16.0 * 64.0) /* cl/peak.cl: 16 steps of 64 */
+#define PEAK_TARGET_S 0.05                 /* a timed FMA run */
+#define PEAK_COPY_MAX (128u << 20)         /* bytes of each copy buffer */
+#define PEAK_FLOPS_PER_ITER (16.0 * 128.0) /* cl/peak.cl: 16 steps */
 
 /* ------------------------------------------------------------- measure */
 
@@ -213,9 +213,13 @@ peak_path(const clf_context *ctx, char *path, size_t cap, char *key,
     char dir[1024];
     size_t i;
 
-    snprintf(key, key_cap, "key %s|%s|%s|%s|%s|%s", ctx->info.platform,
-             ctx->info.name, ctx->info.vendor, ctx->info.driver,
-             ctx->info.version, ctx->info.stable_name);
+    /* The kernels' text is part of the key: another method, other peaks.
+     * (Here, not from CLINFORMER_KERNEL_DIR: the key names the method.) */
+    snprintf(
+        key, key_cap, "key %s|%s|%s|%s|%s|%s|method %016llx",
+        ctx->info.platform, ctx->info.name, ctx->info.vendor, ctx->info.driver,
+        ctx->info.version, ctx->info.stable_name,
+        (unsigned long long)clf__hash64(clf__cl_peak, strlen(clf__cl_peak), 0));
     for (i = 0; key[i] != '\0'; i++)
         if ((unsigned char)key[i] < 0x20 || key[i] == 0x7f)
             key[i] = '?';

@@ -42,6 +42,29 @@ clf_peak_fma(__global float *out, const float m, const float c,
     out[gid] = s.s0 + s.s1 + s.s2 + s.s3 + s.s4 + s.s5 + s.s6 + s.s7;
 }
 
+/* The same with eight scalar chains: 256 x iters FLOPs per work-item.  A
+ * CPU runtime that vectorises across work-items (PoCL) fills its vector
+ * lanes from neighbouring work-items here; the host keeps the faster of
+ * the two kernels, as clpeak reports the best of its vector widths. */
+__kernel void
+clf_peak_fma1(__global float *out, const float m, const float c,
+              const uint iters)
+{
+    const uint gid = (uint)get_global_id(0);
+    float x0 = (float)(gid & 7u) * 0.125f;
+    float x1 = x0 + 1.0f, x2 = x0 + 2.0f, x3 = x0 + 3.0f;
+    float x4 = x0 + 4.0f, x5 = x0 + 5.0f, x6 = x0 + 6.0f, x7 = x0 + 7.0f;
+    uint i;
+
+    for (i = 0; i < iters; i++) {
+        CLF_PEAK_STEP4
+        CLF_PEAK_STEP4
+        CLF_PEAK_STEP4
+        CLF_PEAK_STEP4
+    }
+    out[gid] = (x0 + x1) + (x2 + x3) + (x4 + x5) + (x6 + x7);
+}
+
 /* dst = src, one float4 per work-item: 32 bytes moved per item. */
 __kernel void
 clf_peak_copy(__global const float4 *src, __global float4 *dst, const uint n)

@@ -43,6 +43,7 @@
     KERNEL(TRANSPOSE, clf_transpose)                                           \
     FILE(peak)                                                                 \
     KERNEL(PEAK_FMA, clf_peak_fma)                                             \
+    KERNEL(PEAK_FMA1, clf_peak_fma1)                                           \
     KERNEL(PEAK_COPY, clf_peak_copy)
 
 /* Expansion helpers: a FILE or KERNEL argument that expands to nothing. */

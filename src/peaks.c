@@ -20,9 +20,12 @@
 #define PEAK_RUNS 5
 #define PEAK_MAGIC "clinformer-peaks 1"
 #define PEAK_FILE_MAX 4096
-#define PEAK_TARGET_S 0.05                 /* a timed FMA run */
-#define PEAK_COPY_MAX (128u << 20)         /* bytes of each copy buffer */
-#define PEAK_FLOPS_PER_ITER (16.0 * 128.0) /* cl/peak.cl: 16 steps */
+#define PEAK_TARGET_S 0.05         /* a timed FMA run */
+#define PEAK_COPY_MAX (128u << 20) /* bytes of each copy buffer */
+/* FLOPs per work-item and iteration of the two FMA kernels of cl/peak.cl:
+ * 16 steps of 8 chains of float8, or of float. */
+#define PEAK_FLOPS_VEC (16.0 * 8.0 * 8.0 * 2.0)
+#define PEAK_FLOPS_SCALAR (16.0 * 8.0 * 2.0)
 
 /* ------------------------------------------------------------- measure */
 
@@ -37,9 +40,10 @@ fma_items(const clf_context *ctx)
 }
 
 static int
-fma_run(clf_context *ctx, cl_mem out, cl_uint iters, double *secs)
+fma_run(clf_context *ctx, enum clf__kernel_id id, cl_mem out, cl_uint iters,
+        double *secs)
 {
-    cl_kernel k = ctx->kernels[CLF_K_PEAK_FMA];
+    cl_kernel k = ctx->kernels[id];
     cl_float m = 0.999f, c = 0.001f;
     double t0;
     cl_int err;
@@ -49,38 +53,39 @@ fma_run(clf_context *ctx, cl_mem out, cl_uint iters, double *secs)
     CLF_SET_ARG(k, 2, c);
     CLF_SET_ARG(k, 3, iters);
     t0 = clf__now_s();
-    CLF_TRY(clf__launch_1d(ctx, CLF_K_PEAK_FMA, fma_items(ctx)));
+    CLF_TRY(clf__launch_1d(ctx, id, fma_items(ctx)));
     if ((err = clFinish(ctx->queue)) != CL_SUCCESS)
         return clf__fail(err, "peaks: clFinish after the FMA kernel (%d)", err);
     *secs = clf__now_s() - t0;
     return 0;
 }
 
-/* Grows the iteration count until one run takes about PEAK_TARGET_S, then
- * keeps the best of PEAK_RUNS. */
+/* Grows the iteration count of kernel id until one run takes about
+ * PEAK_TARGET_S, then keeps the best of PEAK_RUNS in *gflops (when
+ * higher). */
 static int
-measure_fma(clf_context *ctx, cl_mem out, double *gflops)
+measure_fma(clf_context *ctx, enum clf__kernel_id id, double flops_per_iter,
+            cl_mem out, double *gflops)
 {
     cl_uint iters = 4;
-    double t = 0.0, best = 0.0;
+    double t = 0.0;
     int i;
 
     /* untimed: a runtime may compile the kernel at its first launch */
-    CLF_TRY(fma_run(ctx, out, 1, &t));
-    CLF_TRY(fma_run(ctx, out, iters, &t));
+    CLF_TRY(fma_run(ctx, id, out, 1, &t));
+    CLF_TRY(fma_run(ctx, id, out, iters, &t));
     while (t < PEAK_TARGET_S && iters < (1u << 20)) {
         double scale = t > 0.0 ? PEAK_TARGET_S / t : 16.0;
         iters = (cl_uint)((double)iters * (scale > 16.0 ? 16.0 : scale) + 1.0);
-        CLF_TRY(fma_run(ctx, out, iters, &t));
+        CLF_TRY(fma_run(ctx, id, out, iters, &t));
     }
     for (i = 0; i < PEAK_RUNS; i++) {
         double rate;
-        CLF_TRY(fma_run(ctx, out, iters, &t));
-        rate = (double)fma_items(ctx) * iters * PEAK_FLOPS_PER_ITER / t;
-        if (rate > best)
-            best = rate;
+        CLF_TRY(fma_run(ctx, id, out, iters, &t));
+        rate = (double)fma_items(ctx) * iters * flops_per_iter / t * 1e-9;
+        if (rate > *gflops)
+            *gflops = rate;
     }
-    *gflops = best * 1e-9;
     return 0;
 }
 
@@ -189,8 +194,13 @@ measure_locked(clf_context *ctx, clf_device_peaks *p)
     out = make_buf(ctx, fma_items(ctx) * sizeof(float), &rc);
     a = make_buf(ctx, bytes, &rc);
     b = make_buf(ctx, bytes, &rc);
+    p->fma_gflops = 0.0;
     if (rc == 0)
-        rc = measure_fma(ctx, out, &p->fma_gflops);
+        rc = measure_fma(ctx, CLF_K_PEAK_FMA, PEAK_FLOPS_VEC, out,
+                         &p->fma_gflops);
+    if (rc == 0)
+        rc = measure_fma(ctx, CLF_K_PEAK_FMA1, PEAK_FLOPS_SCALAR, out,
+                         &p->fma_gflops);
     if (rc == 0)
         rc = measure_copies(ctx, a, b, bytes, p);
     if (out != NULL)

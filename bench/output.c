@@ -1602,8 +1602,8 @@ print_matrix_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x)
     fmt_g(sp, sizeof sp, "%.2fx", speedup(r, x));
     fmt_g(mad, sizeof mad, "%.1f", 100.0 * clf_bench_rel_mad(&x->wall));
     fmt_g(roof, sizeof roof, "%.1f", x->roofline_pct);
-    fprintf(f, "%8s %9s %19s %5s %9s %7s %7s %6s %7s %9s %8s%s\n", first, med,
-            spr, mad, devm, gf, rate, roof, mib, err, sp,
+    fprintf(f, "%8s %9s %19s %9s %7s %7s %7s %9s %8s %5s %6s%s\n", first, med,
+            spr, devm, gf, rate, mib, err, sp, mad, roof,
             x->noisy ? " noisy" : "");
     return x->note[0] != '\0';
 }
@@ -1620,11 +1620,11 @@ print_matrix_table(FILE *f, const clf_bench_report *r, size_t dev)
                "context includes CLBlast's GEMM compile, unless the "
                "OpenCL driver\ncached it)\n\n");
     fprintf(f,
-            "%6s %5s %4s %5s %3s %3s  %-11s %8s %9s %19s %5s %9s %7s %7s "
-            "%6s %7s %9s %8s\n",
+            "%6s %5s %4s %5s %3s %3s  %-11s %8s %9s %19s %9s %7s %7s "
+            "%7s %9s %8s %5s %6s\n",
             "n", "k", "b", "D", "h", "B", "mode", "first s", "median ms",
-            "spread ms", "rMAD%", "device ms", "GFLOP", "GFLOP/s", "roof%",
-            "MiB", "rel.err", "speed-up");
+            "spread ms", "device ms", "GFLOP", "GFLOP/s", "MiB", "rel.err",
+            "speed-up", "rMAD%", "roof%");
     for (i = 0; i < r->nresults; i++)
         if (r->results[i].device == dev)
             notes += print_matrix_row(f, r, &r->results[i]);

@@ -652,19 +652,18 @@ typedef struct clf_device_peaks {
 #define CLF_PEAKS_MEASURE 1u
 
 /* The device's peaks.  Each figure is the best of several timed runs on the
- * host clock (enqueue to clFinish), each run long enough (about 50 ms on a
- * CPU) to dwarf the launch; other work on the machine lowers them, so
- * measure an idle one.  They are cached per device and driver (platform,
- * name, vendor, driver and device version, stable name, and the measuring
- * kernels' text) in the cache directory (CLINFORMER_CACHE_DIR, as the
- * kernel cache; not with "off"), as a small text file written atomically in
- * a private directory; a file that
- * is unreadable, of another device or holds a figure that is not a positive
- * number is ignored and measured again.  flags: 0 or CLF_PEAKS_MEASURE.
- * Builds the context's kernels when not built yet; takes about a second on a
- * CPU.  Errors: CLF_ENULL_ARGUMENT, CLF_EBAD_ENUM (unknown flags), kernel
- * build errors, OpenCL codes (CLF_ENO_MEMORY when the buffers cannot be
- * allocated). */
+ * host clock (enqueue to clFinish), each run long enough to dwarf the launch
+ * (the multiply-adds about 50 ms, the copy repeated to 20 ms at least); other
+ * work on the machine lowers them, so measure an idle one.  They are cached per
+ * device and driver (platform, name, vendor, driver and device version, stable
+ * name, and the measuring kernels' text) in the cache directory
+ * (CLINFORMER_CACHE_DIR, as the kernel cache; not with "off"), as a small text
+ * file written atomically in a private directory; a file that is unreadable, of
+ * another device or holds a figure that is not a positive number is ignored and
+ * measured again.  flags: 0 or CLF_PEAKS_MEASURE. Builds the context's kernels
+ * when not built yet; takes about a second on a CPU.  Errors:
+ * CLF_ENULL_ARGUMENT, CLF_EBAD_ENUM (unknown flags), kernel build errors,
+ * OpenCL codes (CLF_ENO_MEMORY when the buffers cannot be allocated). */
 CLF_EXTERN int clf_context_peaks(clf_context *ctx, unsigned flags,
                                  clf_device_peaks *out);
 

@@ -7,7 +7,10 @@
 
 #include "output.h"
 #include "roofline.h"
+#include "suite.h"
 #include "testutil.h"
+
+#include <fcntl.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -485,6 +488,78 @@ START_TEST(baseline_selectors_follow_the_device_rules)
 }
 END_TEST
 
+/* clf_bench_main on argv with standard output and error sent to
+ * /dev/null; returns its exit status. */
+static int
+bench_main_quiet(int argc, char **argv)
+{
+    int out, err, null, rc;
+
+    fflush(stdout);
+    fflush(stderr);
+    out = dup(1);
+    err = dup(2);
+    null = open("/dev/null", O_WRONLY);
+    ck_assert(out >= 0 && err >= 0 && null >= 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    rc = clf_bench_main(argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(out, 1);
+    dup2(err, 2);
+    close(out);
+    close(err);
+    close(null);
+    return rc;
+}
+
+/* --from a saved two-device run: --baseline picks the baseline that the
+ * rewritten JSON records; a selector naming none of them leaves the
+ * first. */
+START_TEST(bench_main_baseline_from_a_saved_run)
+{
+    char dir[] = "/tmp/clf-baseline-XXXXXX", in[300], out[300], why[256];
+    char *argv[] = {"bench",     "--from", in, "--baseline",
+                    "intel-cpu", "--json", out};
+    clf_bench_report r, back;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(in, sizeof in, "%s/in.json", dir);
+    snprintf(out, sizeof out, "%s/out.json", dir);
+    two_devices(&r);
+    ck_assert_int_eq(clf_bench_json_write(&r, in), 0);
+    ck_assert_int_eq(bench_main_quiet(7, argv), 0);
+    ck_assert_int_eq(clf_bench_json_read(out, &back, why, sizeof why), 0);
+    ck_assert_uint_eq(back.baseline, 1);
+    clf_bench_report_free(&back);
+    argv[4] = "nvidia";
+    ck_assert_int_eq(bench_main_quiet(7, argv), 0);
+    ck_assert_int_eq(clf_bench_json_read(out, &back, why, sizeof why), 0);
+    ck_assert_uint_eq(back.baseline, 0);
+    clf_bench_report_free(&back);
+    clf_bench_report_free(&r);
+    unlink(in);
+    unlink(out);
+    rmdir(dir);
+}
+END_TEST
+
+/* A live run whose --baseline names no device of the machine is a usage
+ * error before anything is measured. */
+START_TEST(bench_main_refuses_a_baseline_naming_no_device)
+{
+    char *argv[] = {"bench", "--baseline", "no-such-device-at-all",
+                    "--n",   "64",         "--d-model",
+                    "64",    "--heads",    "1"};
+    size_t n = 0;
+
+    if (clf_devices_list(NULL, 0, &n) != 0 || n == 0)
+        return; /* nothing to name */
+    ck_assert_int_eq(bench_main_quiet(9, argv), 2);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- load */
 
 START_TEST(loadavg_reads_three_averages)
@@ -694,6 +769,8 @@ main(void)
     tcase_add_test(tc, table_ratios_follow_the_baseline);
     tcase_add_test(tc, matrix_table_shows_mad_roofline_and_noise);
     tcase_add_test(tc, baseline_selectors_follow_the_device_rules);
+    tcase_add_test(tc, bench_main_baseline_from_a_saved_run);
+    tcase_add_test(tc, bench_main_refuses_a_baseline_naming_no_device);
     tcase_add_test(tc, loadavg_reads_three_averages);
     tcase_add_test(tc, json_keeps_peaks_roofline_noise_load_baseline);
     tcase_add_test(tc, json_without_the_new_fields_still_reads);

@@ -19,6 +19,9 @@
 
 #define PEAK_RUNS 5
 #define PEAK_MAGIC "clinformer-peaks 1"
+/* The host side of the method (runs, sizes, repeats): change it when that
+ * changes, so that figures measured the old way are measured again. */
+#define PEAK_HOST_METHOD 2
 #define PEAK_FILE_MAX 4096
 #define PEAK_TARGET_S 0.05         /* a timed FMA run */
 #define PEAK_COPY_S 0.02           /* a timed copy run, at least */
@@ -236,13 +239,15 @@ peak_path(const clf_context *ctx, char *path, size_t cap, char *key,
     char dir[1024];
     size_t i;
 
-    /* The kernels' text is part of the key: another method, other peaks.
-     * (Here, not from CLINFORMER_KERNEL_DIR: the key names the method.) */
+    /* The method is part of the key: the kernels' text (here, not from
+     * CLINFORMER_KERNEL_DIR) and the host side's version.  Another method,
+     * other peaks. */
     snprintf(
-        key, key_cap, "key %s|%s|%s|%s|%s|%s|method %016llx",
+        key, key_cap, "key %s|%s|%s|%s|%s|%s|method %016llx.%d",
         ctx->info.platform, ctx->info.name, ctx->info.vendor, ctx->info.driver,
         ctx->info.version, ctx->info.stable_name,
-        (unsigned long long)clf__hash64(clf__cl_peak, strlen(clf__cl_peak), 0));
+        (unsigned long long)clf__hash64(clf__cl_peak, strlen(clf__cl_peak), 0),
+        PEAK_HOST_METHOD);
     for (i = 0; key[i] != '\0'; i++)
         if ((unsigned char)key[i] < 0x20 || key[i] == 0x7f)
             key[i] = '?';

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "output.h"
+#include "roofline.h"
 
 #include <errno.h>
 #include <math.h>
@@ -25,9 +26,9 @@ jnum(double v)
 static json_t *
 jstats(const clf_bench_stats *s)
 {
-    return json_pack("{s:o, s:o, s:o, s:I}", "median", jnum(s->median), "min",
-                     jnum(s->min), "max", jnum(s->max), "runs",
-                     (json_int_t)s->runs);
+    return json_pack("{s:o, s:o, s:o, s:o, s:I}", "median", jnum(s->median),
+                     "min", jnum(s->min), "max", jnum(s->max), "mad",
+                     jnum(s->mad), "runs", (json_int_t)s->runs);
 }
 
 static json_t *
@@ -47,7 +48,40 @@ add_identity(json_t *o, const clf_bench_report *r, size_t dev)
                                json_integer((json_int_t)dev)) ||
            json_object_set_new(o, "platform", json_string(d->platform)) ||
            json_object_set_new(o, "device", json_string(d->name)) ||
-           json_object_set_new(o, "driver", json_string(d->driver));
+           json_object_set_new(o, "driver", json_string(d->driver)) ||
+           json_object_set_new(o, "stable_name", json_string(d->stable_name));
+}
+
+/* A per-stage object of numbers. */
+static json_t *
+jstages(const double v[CLF_STAGE_COUNT])
+{
+    json_t *o = json_object();
+    int i;
+
+    for (i = 0; o != NULL && i < CLF_STAGE_COUNT; i++)
+        if (json_object_set_new(o, clf_stage_name((clf_stage)i), jnum(v[i]))) {
+            json_decref(o);
+            return NULL;
+        }
+    return o;
+}
+
+/* The roofline and noise fields of a row. */
+static int
+add_roofline(json_t *o, const clf_bench_result *x)
+{
+    return json_object_set_new(o, "bytes", jnum(x->bytes)) ||
+           json_object_set_new(o, "intensity", jnum(x->intensity)) ||
+           json_object_set_new(o, "roofline_pct", jnum(x->roofline_pct)) ||
+           json_object_set_new(o, "stage_bytes", jstages(x->stage_bytes)) ||
+           json_object_set_new(o, "stage_intensity",
+                               jstages(x->stage_intensity)) ||
+           json_object_set_new(o, "stage_roofline_pct",
+                               jstages(x->stage_roofline_pct)) ||
+           json_object_set_new(o, "rel_mad",
+                               jnum(clf_bench_rel_mad(&x->wall))) ||
+           json_object_set_new(o, "noisy", json_boolean(x->noisy));
 }
 
 static json_t *
@@ -90,6 +124,7 @@ result_to_json(const clf_bench_report *r, const clf_bench_result *x)
     bad |= json_object_set_new(o, "device_bytes", jnum(x->device_bytes));
     bad |= json_object_set_new(o, "io_bytes", jnum(x->io_bytes));
     bad |= json_object_set_new(o, "rel_error", jnum(x->rel_error));
+    bad |= add_roofline(o, x);
     if (bad) {
         json_decref(o);
         return NULL;
@@ -139,7 +174,7 @@ accuracy_to_json(const clf_bench_report *r, const clf_bench_accuracy *a)
 static json_t *
 device_to_json(const clf_bench_device *d)
 {
-    return json_pack(
+    json_t *o = json_pack(
         "{s:I, s:s, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:o, s:I, s:I, s:s, "
         "s:s}",
         "index", (json_int_t)d->index, "platform", d->platform, "device",
@@ -149,6 +184,75 @@ device_to_json(const clf_bench_device *d)
         "build_s", jnum(d->build_s), "source_builds",
         (json_int_t)d->source_builds, "cache_loads", (json_int_t)d->cache_loads,
         "gemm_tuning", d->tuning, "kernel_choices", d->choices);
+
+    if (o != NULL &&
+        (json_object_set_new(o, "stable_name", json_string(d->stable_name)) ||
+         json_object_set_new(o, "peaks",
+                             json_pack("{s:o, s:o, s:o, s:b}", "fma_gflops",
+                                       jnum(d->peak_gflops), "copy_gbps",
+                                       jnum(d->peak_gbps), "h2d_gbps",
+                                       jnum(d->h2d_gbps), "cached",
+                                       d->peak_cached)))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Each device's rows by stable name ("device <index>" where it has none,
+ * "#2", "#3" appended when a name repeats): the positions in "results". */
+static json_t *
+by_device_to_json(const clf_bench_report *r)
+{
+    json_t *o = json_object();
+    size_t dev, i;
+    int bad = o == NULL;
+
+    for (dev = 0; !bad && dev < r->ndevices; dev++) {
+        const clf_bench_device *d = &r->devices[dev];
+        json_t *rows = json_array();
+        char key[96];
+        int rep = 1;
+        if (d->stable_name[0] != '\0')
+            snprintf(key, sizeof key, "%s", d->stable_name);
+        else
+            snprintf(key, sizeof key, "device %u", d->index);
+        while (json_object_get(o, key) != NULL)
+            snprintf(key + strcspn(key, "#"), sizeof key - strcspn(key, "#"),
+                     "#%d", ++rep);
+        for (i = 0; rows != NULL && i < r->nresults; i++)
+            if (r->results[i].device == dev)
+                bad |= json_array_append_new(rows, json_integer((json_int_t)i));
+        bad |= rows == NULL ||
+               json_object_set_new(o, key,
+                                   json_pack("{s:I, s:o}", "device_index",
+                                             (json_int_t)dev, "results", rows));
+    }
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* The load averages as [1, 5, 15 minutes]. */
+static json_t *
+jload(const double v[3])
+{
+    return json_pack("[o, o, o]", jnum(v[0]), jnum(v[1]), jnum(v[2]));
+}
+
+/* The run's load, baseline and rows by device. */
+static int
+add_comparison(json_t *root, const clf_bench_report *r)
+{
+    return json_object_set_new(root, "load",
+                               json_pack("{s:o, s:o}", "start",
+                                         jload(r->load_start), "end",
+                                         jload(r->load_end))) ||
+           json_object_set_new(root, "baseline",
+                               json_integer((json_int_t)r->baseline)) ||
+           json_object_set_new(root, "by_device", by_device_to_json(r));
 }
 
 static json_t *
@@ -223,6 +327,7 @@ clf_bench_report_to_json(const clf_bench_report *r)
         bad |= json_object_set_new(root, "results", res);
         bad |= json_object_set_new(root, "crossovers", cross);
         bad |= json_object_set_new(root, "accuracy", acc);
+        bad |= add_comparison(root, r);
         if (!bad)
             return root;
         json_decref(root);
@@ -370,6 +475,29 @@ jr_array(struct jr *j, const json_t *o, const char *path, const char *key)
     return v;
 }
 
+/* A number that files from before it existed lack: NaN when absent. */
+static double
+jr_opt_num(struct jr *j, const json_t *o, const char *path, const char *key)
+{
+    return json_object_get(o, key) != NULL ? jr_num(j, o, path, key) : NAN;
+}
+
+/* An optional per-stage object of numbers (NaN each when absent). */
+static void
+jr_opt_stages(struct jr *j, const json_t *o, const char *path, const char *key,
+              double out[CLF_STAGE_COUNT])
+{
+    json_t *v =
+        json_object_get(o, key) != NULL ? jr_object(j, o, path, key) : NULL;
+    char p[160];
+    int i;
+
+    snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
+    for (i = 0; i < CLF_STAGE_COUNT; i++)
+        out[i] =
+            v != NULL ? jr_num(j, v, p, clf_stage_name((clf_stage)i)) : NAN;
+}
+
 static clf_bench_stats
 jr_stats(struct jr *j, const json_t *o, const char *path, const char *key)
 {
@@ -383,6 +511,7 @@ jr_stats(struct jr *j, const json_t *o, const char *path, const char *key)
     s.median = jr_num(j, v, p, "median");
     s.min = jr_num(j, v, p, "min");
     s.max = jr_num(j, v, p, "max");
+    s.mad = jr_opt_num(j, v, p, "mad");
     s.runs = jr_size(j, v, p, "runs");
     return s;
 }
@@ -427,6 +556,11 @@ jr_device(struct jr *j, const json_t *o, const char *path,
     jr_string(j, o, path, "driver", s, sizeof s);
     if (!j->bad && strcmp(s, r->devices[dev].driver) != 0)
         jr_fail(j, path, "driver", "differs from its device entry");
+    if (json_object_get(o, "stable_name") != NULL) {
+        jr_string(j, o, path, "stable_name", s, sizeof s);
+        if (!j->bad && strcmp(s, r->devices[dev].stable_name) != 0)
+            jr_fail(j, path, "stable_name", "differs from its device entry");
+    }
     return dev;
 }
 
@@ -439,6 +573,23 @@ jr_status(struct jr *j, const json_t *o, const char *path,
     jr_string(j, o, path, "status", s, sizeof s);
     if (!j->bad && clf_bench_status_parse(s, out) != 0)
         jr_fail(j, path, "status", "unknown status");
+}
+
+/* The roofline and noise fields; files from before them read as NaN and
+ * not noisy. */
+static void
+read_roofline(struct jr *j, const json_t *o, const char *path,
+              clf_bench_result *x)
+{
+    x->bytes = jr_opt_num(j, o, path, "bytes");
+    x->intensity = jr_opt_num(j, o, path, "intensity");
+    x->roofline_pct = jr_opt_num(j, o, path, "roofline_pct");
+    jr_opt_stages(j, o, path, "stage_bytes", x->stage_bytes);
+    jr_opt_stages(j, o, path, "stage_intensity", x->stage_intensity);
+    jr_opt_stages(j, o, path, "stage_roofline_pct", x->stage_roofline_pct);
+    x->noisy = json_object_get(o, "noisy") != NULL
+                   ? jr_bool(j, o, path, "noisy")
+                   : clf_bench_stats_noisy(&x->wall);
 }
 
 static void
@@ -492,6 +643,7 @@ read_result(struct jr *j, const json_t *o, const char *path,
     x->device_bytes = jr_num(j, o, path, "device_bytes");
     x->io_bytes = jr_num(j, o, path, "io_bytes");
     x->rel_error = jr_num(j, o, path, "rel_error");
+    read_roofline(j, o, path, x);
 }
 
 static void
@@ -540,6 +692,26 @@ read_accuracy(struct jr *j, const json_t *o, const char *path,
     }
 }
 
+/* The stable name and peaks; files from before them read as "" and NaN. */
+static void
+read_peaks(struct jr *j, const json_t *v, const char *p, clf_bench_device *d)
+{
+    json_t *pk;
+    char q[96];
+
+    if (json_object_get(v, "stable_name") != NULL)
+        jr_string(j, v, p, "stable_name", d->stable_name,
+                  sizeof d->stable_name);
+    if (json_object_get(v, "peaks") == NULL ||
+        (pk = jr_object(j, v, p, "peaks")) == NULL)
+        return;
+    snprintf(q, sizeof q, "%s.peaks", p);
+    d->peak_gflops = jr_num(j, pk, q, "fma_gflops");
+    d->peak_gbps = jr_num(j, pk, q, "copy_gbps");
+    d->h2d_gbps = jr_num(j, pk, q, "h2d_gbps");
+    d->peak_cached = jr_bool(j, pk, q, "cached");
+}
+
 static void
 read_device(struct jr *j, const json_t *v, const char *p, clf_bench_report *r)
 {
@@ -570,6 +742,7 @@ read_device(struct jr *j, const json_t *v, const char *p, clf_bench_report *r)
         jr_string(j, v, p, "gemm_tuning", d->tuning, sizeof d->tuning);
     if (json_object_get(v, "kernel_choices") != NULL)
         jr_string(j, v, p, "kernel_choices", d->choices, sizeof d->choices);
+    read_peaks(j, v, p, d);
 }
 
 /* Crossovers are derived from the results; only their shape is checked. */
@@ -633,6 +806,50 @@ read_header(struct jr *j, const json_t *root, clf_bench_report *out)
     out->wall_s = jr_num(j, root, "", "wall_s");
 }
 
+/* The load array `key` of "load": three numbers or nulls. */
+static void
+read_load(struct jr *j, const json_t *load, const char *key, double out[3])
+{
+    json_t *a = jr_array(j, load, "load", key);
+    size_t i;
+
+    if (a == NULL)
+        return;
+    if (json_array_size(a) != 3) {
+        jr_fail(j, "load", key, "not 3 load averages");
+        return;
+    }
+    for (i = 0; i < 3; i++) {
+        json_t *v = json_array_get(a, i);
+        if (json_is_number(v))
+            out[i] = json_number_value(v);
+        else if (!json_is_null(v))
+            jr_fail(j, "load", key, "not a number or null");
+    }
+}
+
+/* The load and the baseline; by_device is derived from the rows and not
+ * read.  Files from before them: load unknown, the first device. */
+static void
+read_comparison(struct jr *j, const json_t *root, clf_bench_report *out)
+{
+    json_t *load;
+
+    if (j->bad)
+        return;
+    if (json_object_get(root, "load") != NULL &&
+        (load = jr_object(j, root, "", "load")) != NULL) {
+        read_load(j, load, "start", out->load_start);
+        read_load(j, load, "end", out->load_end);
+    }
+    if (json_object_get(root, "baseline") != NULL) {
+        out->baseline = jr_size(j, root, "", "baseline");
+        if (!j->bad && out->baseline >= out->ndevices &&
+            !(out->baseline == 0 && out->ndevices == 0))
+            jr_fail(j, "", "baseline", "out of range");
+    }
+}
+
 int
 clf_bench_report_from_json(const json_t *root, clf_bench_report *out, char *why,
                            size_t why_len)
@@ -652,6 +869,7 @@ clf_bench_report_from_json(const json_t *root, clf_bench_report *out, char *why,
     read_array(&j, root, "results", read_result, out);
     read_array(&j, root, "crossovers", read_crossover, out);
     read_array(&j, root, "accuracy", read_accuracy, out);
+    read_comparison(&j, root, out);
     if (j.bad) {
         clf_bench_report_free(out);
         return -1;
@@ -866,8 +1084,10 @@ print_device_head(FILE *f, const clf_bench_report *r, size_t dev)
 {
     const clf_bench_device *d = &r->devices[dev];
 
-    fprintf(f, "\n== device %u: %s / %s (driver %s, %s) ==\n", d->index,
-            d->platform, d->name, d->driver, d->version);
+    fprintf(f, "\n== device %u%s%s: %s / %s (driver %s, %s) ==\n", d->index,
+            d->stable_name[0] ? " " : "", d->stable_name, d->platform, d->name,
+            d->driver, d->version);
+    clf_bench_print_peaks(f, d);
     fprintf(f,
             "kernels ready in %.3f s (programs: %u built from source, %u "
             "loaded from the binary cache)\n",
@@ -921,6 +1141,7 @@ print_matrix_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x)
 {
     char k[24] = "-", b[24] = "-", first[16], med[16], spr[40], devm[16];
     char gf[16], rate[16], mib[16], err[16], sp[16], lo[16], hi[16];
+    char mad[16], roof[16];
 
     if (x->k)
         snprintf(k, sizeof k, "%zu", x->k);
@@ -948,8 +1169,11 @@ print_matrix_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x)
     fmt_g(mib, sizeof mib, "%.1f", x->device_bytes / 1048576.0);
     fmt_g(err, sizeof err, "%.3g", x->rel_error);
     fmt_g(sp, sizeof sp, "%.2fx", speedup(r, x));
-    fprintf(f, "%8s %9s %19s %9s %7s %7s %7s %9s %8s\n", first, med, spr, devm,
-            gf, rate, mib, err, sp);
+    fmt_g(mad, sizeof mad, "%.1f", 100.0 * clf_bench_rel_mad(&x->wall));
+    fmt_g(roof, sizeof roof, "%.1f", x->roofline_pct);
+    fprintf(f, "%8s %9s %19s %9s %7s %7s %7s %9s %8s %5s %6s%s\n", first, med,
+            spr, devm, gf, rate, mib, err, sp, mad, roof,
+            x->noisy ? " noisy" : "");
     return x->note[0] != '\0';
 }
 
@@ -966,17 +1190,20 @@ print_matrix_table(FILE *f, const clf_bench_report *r, size_t dev)
                "OpenCL driver\ncached it)\n\n");
     fprintf(f,
             "%6s %5s %4s %5s %3s %3s  %-11s %8s %9s %19s %9s %7s %7s "
-            "%7s %9s %8s\n",
+            "%7s %9s %8s %5s %6s\n",
             "n", "k", "b", "D", "h", "B", "mode", "first s", "median ms",
             "spread ms", "device ms", "GFLOP", "GFLOP/s", "MiB", "rel.err",
-            "speed-up");
+            "speed-up", "rMAD%", "roof%");
     for (i = 0; i < r->nresults; i++)
         if (r->results[i].device == dev)
             notes += print_matrix_row(f, r, &r->results[i]);
     fprintf(f, "\nMiB: device memory the layer holds after its forward "
                "(weights + workspaces);\nrel.err: ||Y - Y_full||/||Y_full|| "
                "on the same weights and input; speed-up: full median / "
-               "this median\n");
+               "this median;\nrMAD%%: median absolute deviation / median; "
+               "roof%%: percent of the roofline bound\nmin(peak GFLOP/s, "
+               "FLOP/byte x peak GB/s); noisy: spread over 10%% of the "
+               "median\n");
     return notes;
 }
 
@@ -1041,10 +1268,12 @@ clf_bench_print_matrix(FILE *f, const clf_bench_report *r)
         print_device_head(f, r, dev);
         notes = print_matrix_table(f, r, dev);
         print_stages(f, r, dev);
+        clf_bench_print_stage_roofline(f, r, dev);
         print_crossings(f, r, dev);
         if (notes)
             print_notes(f, r, dev);
     }
+    clf_bench_print_comparison(f, r);
 }
 
 static int

@@ -37,7 +37,7 @@
  *                                   "lucidrains": WEIGHT,
  *                                   "fairseq": WEIGHT } } ] }
  *
- *   STATS  = { "median", "min", "max": seconds, "runs": int }
+ *   STATS  = { "median", "min", "max", "mad": seconds, "runs": int }
  *   WEIGHT = { "mean", "mean_abs", "max_abs" }
  *
  * devices[].index is the device's flat OpenCL index (clf_devices_list);
@@ -53,6 +53,23 @@
  * gemm_tuning is clf_context_tuning() ("" for CLBlast's defaults),
  * kernel_choices clf_context_kernel_choices() after the device's runs;
  * files written before these two existed read as "".
+ *
+ * Against the device (files written before these read as NaN, "" and not
+ * noisy; a file without "baseline" compares with the first device):
+ *
+ *   devices[]: "stable_name" (clf_device_info.stable_name), "peaks":
+ *     { "fma_gflops", "copy_gbps", "h2d_gbps": real or null,
+ *       "cached": bool } (clf_context_peaks; null: not measured)
+ *   results[], crossovers[], accuracy[]: "stable_name" besides platform,
+ *     device and driver
+ *   results[]: "bytes", "intensity" (FLOP/byte), "roofline_pct",
+ *     "stage_bytes", "stage_intensity", "stage_roofline_pct" (objects by
+ *     stage), "rel_mad" (wall mad / median, written only), "noisy": bool
+ *   "load": { "start", "end": [1, 5, 15-minute load averages] }
+ *   "baseline": the position in "devices" of the comparison's baseline
+ *   "by_device": { "<stable_name>": { "device_index", "results": [the
+ *     positions of its rows in "results"] } }, written only ("#2", ...
+ *     appended to a name that repeats; "device <index>" without one)
  *
  * Stage names are clf_stage_name()'s.  A quantity that was not measured is
  * null, never a made-up number.  Results are keyed by platform, device,

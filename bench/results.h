@@ -151,7 +151,7 @@ typedef struct clf_bench_report {
     double budget_s;
     unsigned long long seed;
     int quick;
-    double wall_s; /* the whole run */
+    double wall_s;                     /* the whole run */
     double load_start[3], load_end[3]; /* the host's 1/5/15-minute load
                                           averages; NaN: unknown */
     size_t baseline; /* index into devices of the comparison's baseline */

@@ -17,6 +17,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "run.h"
+#include "roofline.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -706,7 +707,26 @@ warm_run(struct cfgrun *cr, struct slot *sl)
     note_rate(cr->run, layer_lib_mode(&sl->l), sl->flops, secs);
 }
 
-/* Warm rounds, the modes alternating. */
+/* Whether every active mode's median has settled (roofline.h: at least
+ * CLF_BENCH_MIN_RUNS runs, or --repeat when fewer, and the median moved by
+ * at most CLF_BENCH_SETTLE_TOL over the last CLF_BENCH_SETTLE_LAG runs). */
+static int
+all_settled(const struct cfgrun *cr)
+{
+    size_t s, floor = cr->run->o->repeat < CLF_BENCH_MIN_RUNS
+                          ? cr->run->o->repeat
+                          : CLF_BENCH_MIN_RUNS;
+
+    for (s = 0; s < cr->ns; s++)
+        if (cr->slots[s].active &&
+            !clf_bench_median_settled(cr->slots[s].wall, cr->slots[s].runs,
+                                      floor))
+            return 0;
+    return 1;
+}
+
+/* Warm rounds, the modes alternating, until every median has settled,
+ * --repeat rounds ran or the budget is spent. */
 static void
 warm_rounds(struct cfgrun *cr)
 {
@@ -715,7 +735,7 @@ warm_rounds(struct cfgrun *cr)
 
     for (i = 0; i < cr->run->o->repeat; i++) {
         double round = round_estimate(cr, &active);
-        if (active == 0)
+        if (active == 0 || (i > 0 && all_settled(cr)))
             break;
         if (!fits(cr->run, round)) {
             stop_rounds(cr, i);
@@ -754,6 +774,8 @@ collect(struct cfgrun *cr)
         if (r->stage[CLF_STAGE_FUSED].median > 0.0)
             clf_bench_fused_split(r->stage_flops);
         r->gflops = clf_bench_gflops(r->flops, r->wall.median);
+        clf_bench_result_bytes(r);
+        clf_bench_result_roofline(r, &cr->run->rep->devices[r->device]);
         if (sl->unprofiled > 0)
             set_note(r->note, sizeof r->note,
                      "no stage times: the driver's profiling timestamps "
@@ -1346,6 +1368,7 @@ device_open(struct run *run, clf_context *ctx)
     d->compute_units = info.compute_units;
     d->global_mem = info.global_mem;
     d->max_alloc = info.max_alloc;
+    snprintf(d->stable_name, sizeof d->stable_name, "%s", info.stable_name);
     progress(run, "device %u: %s / %s (driver %s): building kernels",
              info.index, info.platform, info.name, info.driver);
     t = clf_bench_now();
@@ -1362,6 +1385,36 @@ device_open(struct run *run, clf_context *ctx)
         d->cache_loads = cs.cache_loads;
     }
     return (long)(run->rep->ndevices - 1);
+}
+
+/* The device's peaks (clf_context_peaks), unless --no-peak; --peak
+ * measures them again.  A failure leaves them NaN and is reported. */
+static void
+device_peaks(struct run *run, clf_context *ctx, clf_bench_device *d)
+{
+    clf_device_peaks p;
+    int rc;
+
+    if (run->o->peak < 0)
+        return;
+    progress(run, "device %u: peaks%s", d->index,
+             run->o->peak > 0 ? ", measured again (--peak)" : "");
+    rc = clf_context_peaks(ctx, run->o->peak > 0 ? CLF_PEAKS_MEASURE : 0, &p);
+    if (rc != 0) {
+        fprintf(stderr, "%s: device %u: peaks not measured: %s: %s\n",
+                run->o->prog, d->index, clf_strerror(rc),
+                clf_error_message(rc));
+        return;
+    }
+    d->peak_gflops = p.fma_gflops;
+    d->peak_gbps = p.copy_gbps;
+    d->h2d_gbps = p.h2d_gbps;
+    d->peak_cached = p.cached;
+    progress(run,
+             "device %u: %.1f GFLOP/s fp32, %.1f GB/s copy, %.1f GB/s host "
+             "to device%s",
+             d->index, p.fma_gflops, p.copy_gbps, p.h2d_gbps,
+             p.cached ? " (cached)" : "");
 }
 
 /* The matrix of one (D, h, B): every k and n. */
@@ -1445,6 +1498,7 @@ run_device(struct run *run, const char *selector)
         clf_context_destroy(ctx);
         return;
     }
+    device_peaks(run, ctx, &run->rep->devices[dev]);
     run->min_rate = run->rate[0] = run->rate[1] = 0.0;
     for (id = 0; id < o->nd; id++)
         for (ih = 0; ih < o->nh; ih++)

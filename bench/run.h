@@ -31,6 +31,8 @@ struct clf_bench_options {
     const char *json, *csv, *svg, *compare, *from;
     const char *html; /* --html FILE */
     int accuracy, quick;
+    int peak;             /* 1: --peak (measure again), -1: --no-peak */
+    const char *baseline; /* --baseline SEL, NULL: the first device */
 };
 
 /* Seconds on a monotonic clock. */

@@ -6,6 +6,7 @@
 #include "suite.h"
 #include "html.h"
 #include "output.h"
+#include "roofline.h"
 #include "run.h"
 
 #include <errno.h>
@@ -35,6 +36,14 @@ static const char usage_text[] =
     "full attention on the same weights and input.  Progress goes to\n"
     "stderr, tables to stdout.\n"
     "\n"
+    "Each row is held against its device: the bytes each stage moves (each\n"
+    "operand counted once) give its arithmetic intensity (FLOP/byte), and\n"
+    "roof%% is the percent of the roofline bound min(peak GFLOP/s,\n"
+    "intensity x peak GB/s) it reaches.  A row whose spread is over 10%%\n"
+    "of its median is marked noisy (*); rMAD%% is its median absolute\n"
+    "deviation over the median.  With several devices one table puts them\n"
+    "side by side, each median also over the baseline device's.\n"
+    "\n"
     "Matrix:\n"
     "  --device SEL|all  a device selector (index, cpu, gpu or a name\n"
     "                    substring, as CLINFORMER_DEVICE), a comma list of\n"
@@ -50,8 +59,21 @@ static const char usage_text[] =
     "                    power of two with 2b^2 >= n, k rounded down to a\n"
     "                    multiple of the ceil(n/b) blocks), causal-full the\n"
     "                    masked full attention it is compared with\n"
-    "  --repeat R        warm runs per mode after the first call, 1..%d\n"
-    "                    (default 5)\n"
+    "  --repeat R        at most R warm runs per mode after the first\n"
+    "                    call, 1..%d (default 15; --quick 9).  A row stops\n"
+    "                    earlier once the medians have settled: after at\n"
+    "                    least 5 runs (R when fewer), when for every mode\n"
+    "                    of the configuration the median of all runs is\n"
+    "                    within 1%% of the median without the last 2\n"
+    "  --peak            measure the device peaks again (fp32 multiply-add\n"
+    "                    GFLOP/s, device-memory copy and host-to-device\n"
+    "                    GB/s, as clpeak does), not from the cache; they\n"
+    "                    are measured before the matrix on each device and\n"
+    "                    cached per device and driver\n"
+    "  --no-peak         measure no peaks (no roofline figures)\n"
+    "  --baseline SEL    the device the others are compared with, a\n"
+    "                    selector as --device takes (default: the first\n"
+    "                    device of the run)\n"
     "  --budget SECONDS  time budget of the whole run (default 600): what\n"
     "                    would not fit is reported as over_budget, and a\n"
     "                    row may have fewer warm runs; a forward already\n"
@@ -72,12 +94,15 @@ static const char usage_text[] =
     "\n"
     "  --quick           the README's main job in under 3 minutes on a\n"
     "                    2-core CPU: the matrix at n 256..2048 (k=256,\n"
-    "                    repeat 5), then the accuracy study at n=1024, k\n"
-    "                    32..512, within a 150 s budget; ends with a\n"
-    "                    summary table.  Options given explicitly win.\n"
+    "                    repeat up to 9), then the accuracy study at\n"
+    "                    n=1024, k 32..512, within a 150 s budget; ends\n"
+    "                    with a summary table.  Options given explicitly\n"
+    "                    win.\n"
     "\n"
     "Output:\n"
-    "  --json FILE       the results as JSON (schema clinformer-bench/1)\n"
+    "  --json FILE       the results as JSON (schema clinformer-bench/1):\n"
+    "                    every row with its device's stable name, the\n"
+    "                    devices' peaks, the host's load at start and end\n"
     "  --csv FILE        matrix rows as CSV; accuracy rows go to FILE with\n"
     "                    -accuracy before its .csv (with -, after a blank\n"
     "                    line)\n"
@@ -166,8 +191,9 @@ takes_value(const char *opt)
         "--csv",    "--svg",    "--compare", "--from"};
     size_t i;
 
-    if (strcmp(opt, "--html") == 0)
+    if (strcmp(opt, "--html") == 0 || strcmp(opt, "--baseline") == 0)
         return 1;
+
     for (i = 0; i < sizeof valued / sizeof valued[0]; i++)
         if (strcmp(opt, valued[i]) == 0)
             return 1;
@@ -283,6 +309,10 @@ parse_value(struct clf_bench_options *o, const char *opt, const char *val)
         o->html = val;
         return 0;
     }
+    if (strcmp(opt, "--baseline") == 0) {
+        o->baseline = val;
+        return 0;
+    }
     if ((rc = parse_number(o, opt, val)) >= 0)
         return rc;
     if ((list = size_list(o, opt, &cnt)) == NULL) {
@@ -316,6 +346,10 @@ parse_args(int argc, char **argv, struct clf_bench_options *o)
             continue;
         } else if (strcmp(opt, "--quick") == 0) {
             o->quick = 1;
+            continue;
+        } else if (strcmp(opt, "--peak") == 0 ||
+                   strcmp(opt, "--no-peak") == 0) {
+            o->peak = opt[2] == 'p' ? 1 : -1;
             continue;
         }
         if (strncmp(opt, "--", 2) != 0) {
@@ -367,7 +401,7 @@ fill_defaults(struct clf_bench_options *o)
     }
     if (o->quick) {
         if (o->repeat == 0)
-            o->repeat = 5;
+            o->repeat = 9;
         if (!(o->budget > 0.0))
             o->budget = 150.0;
     }
@@ -379,7 +413,7 @@ fill_defaults(struct clf_bench_options *o)
     if (!o->modes_given)
         o->modes[CLF_BENCH_LINFORMER] = o->modes[CLF_BENCH_FULL] = 1;
     if (o->repeat == 0)
-        o->repeat = 5;
+        o->repeat = 15;
     if (o->trials == 0)
         o->trials = 64;
     if (!(o->budget > 0.0))
@@ -624,6 +658,7 @@ fill_header(const struct clf_bench_options *o, int argc, char **argv,
             break;
         used += (size_t)w;
     }
+    (void)clf_bench_loadavg("/proc/loadavg", rep->load_start);
     rep->repeat = o->repeat;
     rep->budget_s = o->budget;
     rep->seed = o->seed;
@@ -651,6 +686,65 @@ report(const struct clf_bench_options *o, const clf_bench_report *rep,
     return write_outputs(o, rep, base);
 }
 
+/* The comparison's baseline: --baseline's device among the report's, else
+ * (with a warning when it named none of them) the first. */
+static void
+set_baseline(const struct clf_bench_options *o, clf_bench_report *rep)
+{
+    long b;
+
+    if (o->baseline == NULL)
+        return;
+    b = clf_bench_find_device(rep, o->baseline);
+    if (b >= 0) {
+        rep->baseline = (size_t)b;
+        return;
+    }
+    rep->baseline = 0;
+    if (rep->ndevices > 0)
+        fprintf(stderr,
+                "%s: --baseline \"%s\" names none of the run's devices; "
+                "the first is the baseline\n",
+                o->prog, o->baseline);
+}
+
+/* --baseline must name a device of the machine (a run) or of the saved
+ * run (--from, checked when it is read); returns 0, or 2 (reported). */
+static int
+check_baseline(const struct clf_bench_options *o)
+{
+    clf_device_info infos[32];
+    clf_bench_report all;
+    size_t n = 0, i;
+    long b;
+
+    if (o->baseline == NULL || o->from != NULL)
+        return 0;
+    if (clf_devices_list(infos, 32, &n) != 0)
+        return 0; /* the run reports it */
+    clf_bench_report_init(&all);
+    for (i = 0; i < n && i < 32; i++) {
+        clf_bench_device *d = clf_bench_report_add_device(&all);
+        if (d == NULL)
+            break;
+        d->index = infos[i].index;
+        d->is_gpu = infos[i].is_gpu;
+        snprintf(d->platform, sizeof d->platform, "%s", infos[i].platform);
+        snprintf(d->name, sizeof d->name, "%s", infos[i].name);
+        snprintf(d->stable_name, sizeof d->stable_name, "%s",
+                 infos[i].stable_name);
+    }
+    b = clf_bench_find_device(&all, o->baseline);
+    clf_bench_report_free(&all);
+    if (b >= 0)
+        return 0;
+    fprintf(stderr,
+            "%s: --baseline \"%s\" names no device (see clinformer "
+            "devices)\n",
+            o->prog, o->baseline);
+    return 2;
+}
+
 /* Measures, or with --from reads the report back; returns the exit status
  * so far (0, 1 for failures, 2 for a bad --from file), or -1 when there is
  * no device to run on (nothing to report). */
@@ -667,12 +761,15 @@ measure(struct clf_bench_options *o, int argc, char **argv,
             return 2;
         }
         o->quick = rep->quick;
+        set_baseline(o, rep);
         return 0;
     }
     fill_header(o, argc, argv, rep);
     failures = clf_bench_run(o, rep, t0);
+    (void)clf_bench_loadavg("/proc/loadavg", rep->load_end);
     if (failures < 0)
         return -1;
+    set_baseline(o, rep);
     return failures != 0 ? 1 : 0;
 }
 
@@ -712,7 +809,7 @@ clf_bench_main(int argc, char **argv)
     sort_sizes(o.b, &o.nb);
     sort_sizes(o.acc_n, &o.acc_nn);
     sort_sizes(o.acc_k, &o.acc_nk);
-    if (read_baseline(&o, &base) != 0)
+    if (read_baseline(&o, &base) != 0 || check_baseline(&o) != 0)
         return 2;
     clf_bench_report_init(&rep);
     t0 = clf_bench_now();

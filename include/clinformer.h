@@ -631,6 +631,42 @@ CLF_EXTERN int clf_attention_desc_flops(const clf_attention_desc *desc,
                                         double stage_flops[CLF_STAGE_COUNT],
                                         double *total);
 
+/* ----------------------------------------------------------------- peaks */
+
+/* What the context's device can do at best, measured as clpeak measures it:
+ * the yardstick that a forward's GFLOP/s and bytes are held against (the
+ * roofline bound min(fma_gflops, intensity x copy_gbps)). */
+typedef struct clf_device_peaks {
+    double fma_gflops; /* fp32 multiply-add throughput, GFLOP/s (2 FLOPs a
+                          multiply-add): 8 independent float8 chains per
+                          work-item, 2048 work-items per compute unit */
+    double copy_gbps;  /* device-memory copy bandwidth, GB/s (bytes read
+                          plus bytes written): a float4 copy kernel over
+                          a buffer of up to 128 MiB */
+    double h2d_gbps;   /* host-to-device bandwidth, GB/s: a blocking
+                          clEnqueueWriteBuffer of the same buffer */
+    int cached;        /* 1: read from the cache, not measured by this call */
+} clf_device_peaks;
+
+/* Measures again even when the cache holds the device's peaks. */
+#define CLF_PEAKS_MEASURE 1u
+
+/* The device's peaks.  Each figure is the best of several timed runs on the
+ * host clock (enqueue to clFinish), each run long enough to dwarf the launch
+ * (the multiply-adds about 50 ms, the copy repeated to 20 ms at least); other
+ * work on the machine lowers them, so measure an idle one.  They are cached per
+ * device and driver (platform, name, vendor, driver and device version, stable
+ * name, and the measuring kernels' text) in the cache directory
+ * (CLINFORMER_CACHE_DIR, as the kernel cache; not with "off"), as a small text
+ * file written atomically in a private directory; a file that is unreadable, of
+ * another device or holds a figure that is not a positive number is ignored and
+ * measured again.  flags: 0 or CLF_PEAKS_MEASURE. Builds the context's kernels
+ * when not built yet; takes about a second on a CPU.  Errors:
+ * CLF_ENULL_ARGUMENT, CLF_EBAD_ENUM (unknown flags), kernel build errors,
+ * OpenCL codes (CLF_ENO_MEMORY when the buffers cannot be allocated). */
+CLF_EXTERN int clf_context_peaks(clf_context *ctx, unsigned flags,
+                                 clf_device_peaks *out);
+
 /* ---------------------------------------------------------------- models */
 
 /* Weight layouts of trained models (docs/design.md, section 1). */

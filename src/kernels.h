@@ -40,7 +40,11 @@
     KERNEL(ATTEND, clf_attend)                                                 \
     FILE(gemm)                                                                 \
     KERNEL(GEMM_NN, clf_gemm_nn)                                               \
-    KERNEL(TRANSPOSE, clf_transpose)
+    KERNEL(TRANSPOSE, clf_transpose)                                           \
+    FILE(peak)                                                                 \
+    KERNEL(PEAK_FMA, clf_peak_fma)                                             \
+    KERNEL(PEAK_FMA1, clf_peak_fma1)                                           \
+    KERNEL(PEAK_COPY, clf_peak_copy)
 
 /* Expansion helpers: a FILE or KERNEL argument that expands to nothing. */
 #define CLF_REGISTRY_SKIP_FILE(stem)

@@ -40,7 +40,9 @@
     KERNEL(ATTEND, clf_attend)                                                 \
     FILE(gemm)                                                                 \
     KERNEL(GEMM_NN, clf_gemm_nn)                                               \
-    KERNEL(TRANSPOSE, clf_transpose)
+    KERNEL(TRANSPOSE, clf_transpose)                                           \
+    FILE(gemm_tiled)                                                           \
+    KERNEL(GEMM_TILED, clf_gemm_tiled)
 
 /* Expansion helpers: a FILE or KERNEL argument that expands to nothing. */
 #define CLF_REGISTRY_SKIP_FILE(stem)

@@ -384,6 +384,7 @@ START_TEST(tiled_forced_forward_matches_reference)
     clf_attention_desc d;
     struct layer l;
     size_t calls = ctx->tiled_calls;
+    char *env;
 
     memset(&d, 0, sizeof d);
     d.d_model = 36;
@@ -393,6 +394,10 @@ START_TEST(tiled_forced_forward_matches_reference)
     d.sharing = sharing[_i];
     d.bias_out = 1;
     d.bias_q = d.bias_k = d.bias_v = _i != 1;
+    /* CLINFORMER_KERNELS would take precedence. */
+    env = getenv("CLINFORMER_KERNELS");
+    env = env != NULL ? strdup(env) : NULL;
+    unsetenv("CLINFORMER_KERNELS");
     ck_assert_int_eq(clf_context_force_kernel(ctx, "gemm", "tiled"), 0);
     ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", "gemm"), 0);
     layer_make(&l, &d, run_seed + 3000 + (unsigned long long)_i);
@@ -405,6 +410,9 @@ START_TEST(tiled_forced_forward_matches_reference)
     layer_free(&l);
     ck_assert_int_eq(clf_context_force_kernel(ctx, "gemm", NULL), 0);
     ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", NULL), 0);
+    if (env != NULL)
+        setenv("CLINFORMER_KERNELS", env, 1);
+    free(env);
     ck_assert_uint_gt(ctx->tiled_calls, calls);
 }
 END_TEST

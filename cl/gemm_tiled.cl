@@ -126,7 +126,9 @@ clf_gemm_tiled(const uint M, const uint N, const uint K, const float alpha,
     __global float *c = C + c_off + t * c_stride;
     tl_vec acc[TL_RM][TL_CN];
 
+#pragma unroll
     for (int i = 0; i < TL_RM; i++)
+#pragma unroll
         for (int j = 0; j < TL_CN; j++)
             acc[i][j] = (tl_vec)0.0f;
     for (uint k0 = 0; k0 < K; k0 += TL_K) {
@@ -136,11 +138,15 @@ clf_gemm_tiled(const uint M, const uint N, const uint K, const float alpha,
         for (int kk = 0; kk < TL_K; kk++) {
             float av[TL_RM];
             tl_vec bv[TL_CN];
+#pragma unroll
             for (int i = 0; i < TL_RM; i++)
                 av[i] = as[kk * TL_M + i * TL_WM + ty];
+#pragma unroll
             for (int j = 0; j < TL_CN; j++)
                 bv[j] = TL_VLOAD(j * TL_WN + tx, bs + kk * TL_N);
+#pragma unroll
             for (int i = 0; i < TL_RM; i++)
+#pragma unroll
                 for (int j = 0; j < TL_CN; j++)
                     acc[i][j] = fma((tl_vec)av[i], bv[j], acc[i][j]);
         }

@@ -641,7 +641,13 @@ apply_tiled(clf_context *ctx, const struct clf__tune_file *tf)
             return 0;
         return clf__tiled_set(ctx, &d);
     }
-    CLF_TRY(clf__tiled_set(ctx, &tf->tiled));
+    if (clf__tiled_set(ctx, &tf->tiled) != 0) {
+        /* The kernel of those sizes failed to build here: the defaults
+         * stay, and the reason is kept. */
+        snprintf(ctx->warnings, sizeof ctx->warnings,
+                 "kept the tiled GEMM's default sizes: %s", clf_last_error());
+        return 0;
+    }
     if (len + 8 < sizeof ctx->tuned) {
         snprintf(ctx->tuned + len, sizeof ctx->tuned - len, "%sTiled ",
                  len ? "; " : "");

@@ -1,7 +1,7 @@
 /* GEMMs on the context's in-order queue: CLBlast's, the register-blocked
  * GEMM kernel (cl/, same stem) or the tiled one (tiled.c), whichever the
- * context measured fastest.  CLBlast
- * takes no wait list; ordering comes from the queue being in order. */
+ * context measured fastest.  CLBlast takes no wait list; ordering comes
+ * from the queue being in order. */
 #include "internal.h"
 
 #include <clblast_c.h>
@@ -299,9 +299,24 @@ gemm_ex_unlocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
                  cl_mem bias, int gelu)
 {
     const float beta = accumulate ? 1.0f : 0.0f;
-    const struct clf__tiled_args g = {
-        0,     trans_b, m, n,     k,   1.0f, beta,  a,   b, c, bias,
-        a_off, lda,     0, b_off, ldb, 0,    c_off, ldc, 0, 1, gelu};
+    const struct clf__tiled_args g = {.trans_b = trans_b,
+                                      .m = m,
+                                      .n = n,
+                                      .k = k,
+                                      .alpha = 1.0f,
+                                      .beta = beta,
+                                      .a = a,
+                                      .b = b,
+                                      .c = c,
+                                      .bias = bias,
+                                      .a_off = a_off,
+                                      .lda = lda,
+                                      .b_off = b_off,
+                                      .ldb = ldb,
+                                      .c_off = c_off,
+                                      .ldc = ldc,
+                                      .batch = 1,
+                                      .gelu = gelu};
     int rc;
 
     if (tiled(ctx, &g, &rc))
@@ -353,10 +368,26 @@ gemm_batched_unlocked(clf_context *ctx, int trans_a, int trans_b, size_t m,
                       size_t c_off, size_t ldc, size_t c_stride, size_t batch)
 {
     CLBlastStatusCode st;
-    const struct clf__tiled_args g = {
-        trans_a,  trans_b, m,    n,        k,     alpha,    beta,  a,
-        b,        c,       NULL, a_off,    lda,   a_stride, b_off, ldb,
-        b_stride, c_off,   ldc,  c_stride, batch, 0};
+    const struct clf__tiled_args g = {.trans_a = trans_a,
+                                      .trans_b = trans_b,
+                                      .m = m,
+                                      .n = n,
+                                      .k = k,
+                                      .alpha = alpha,
+                                      .beta = beta,
+                                      .a = a,
+                                      .b = b,
+                                      .c = c,
+                                      .a_off = a_off,
+                                      .lda = lda,
+                                      .a_stride = a_stride,
+                                      .b_off = b_off,
+                                      .ldb = ldb,
+                                      .b_stride = b_stride,
+                                      .c_off = c_off,
+                                      .ldc = ldc,
+                                      .c_stride = c_stride,
+                                      .batch = batch};
     int rc;
 
     if (tiled(ctx, &g, &rc))
@@ -456,9 +487,18 @@ run_gemm(clf_context *ctx, int variant, void *user)
         return clblast_gemm(ctx, 0, 1, t->m, t->n, t->k, 1.0f, m[0], 0, t->k,
                             m[1], 0, t->k, 0.0f, m[2], 0, t->n);
     if (variant == CLF_GEMM_TILED - 1) {
-        const struct clf__tiled_args g = {
-            0, 1,    t->m, t->n, t->k, 1.0f, 0.0f, m[0], m[1], m[2], NULL,
-            0, t->k, 0,    0,    t->k, 0,    0,    t->n, 0,    1,    0};
+        const struct clf__tiled_args g = {.trans_b = 1,
+                                          .m = t->m,
+                                          .n = t->n,
+                                          .k = t->k,
+                                          .alpha = 1.0f,
+                                          .a = m[0],
+                                          .b = m[1],
+                                          .c = m[2],
+                                          .lda = t->k,
+                                          .ldb = t->k,
+                                          .ldc = t->n,
+                                          .batch = 1};
         return clf__tiled_gemm(ctx, &g);
     }
     return blocked(ctx, 1, t->m, t->n, t->k, 1.0f, m[0], 0, t->k, 0, m[1], 0,

@@ -225,6 +225,29 @@ build_set(clf_context *ctx, const struct clf__tiled_cfg *cfg, cl_program *prog,
     return 0;
 }
 
+/* The built kernel (NULL: the main program's) takes work-groups of
+ * NDIM x MDIM on this device: a compiler may allow fewer work-items than
+ * the device's limit to a kernel that needs many registers. */
+static int
+kernel_fits(clf_context *ctx, cl_kernel kernel,
+            const struct clf__tiled_cfg *cfg, char *why, size_t cap)
+{
+    size_t wg = ctx->kernel_wg[CLF_K_GEMM_TILED];
+    size_t need = cfg->v[CLF_TILED_P_MDIM] * cfg->v[CLF_TILED_P_NDIM];
+
+    if (kernel != NULL &&
+        clGetKernelWorkGroupInfo(kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                 sizeof wg, &wg, NULL) != CL_SUCCESS)
+        wg = 0;
+    if (wg >= need)
+        return 0;
+    snprintf(why, cap,
+             "the kernel takes work-groups of at most %zu work-items on "
+             "this device, not %zu",
+             wg, need);
+    return -1;
+}
+
 static int
 set_locked(clf_context *ctx, const struct clf__tiled_cfg *cfg)
 {
@@ -242,6 +265,15 @@ set_locked(clf_context *ctx, const struct clf__tiled_cfg *cfg)
     CLF_TRY(clf_context_build(ctx));
     if (!is_default(cfg))
         CLF_TRY(build_set(ctx, cfg, &prog, &kernel));
+    if (kernel_fits(ctx, kernel, cfg, why, sizeof why) != 0) {
+        if (kernel != NULL)
+            clReleaseKernel(kernel);
+        if (prog != NULL)
+            clReleaseProgram(prog);
+        clf__tiled_format(cfg, text, sizeof text);
+        return clf__fail(CLF_EINVALID_ARGUMENT, "tiled GEMM sizes %s: %s", text,
+                         why);
+    }
     clf__tiled_release(ctx);
     ctx->tiled_program = prog;
     ctx->tiled_kernel = kernel;

@@ -6,6 +6,7 @@
  * load; the table reports medians, the spread (min..max), FLOPs counted from
  * the shapes, and the ratio of the two medians. */
 #include "clinformer.h"
+#include "gemm_ways.h"
 
 #include <errno.h>
 #include <math.h>
@@ -35,7 +36,12 @@ static const char usage[] =
     "  --no-full        time Linformer only\n"
     "  --causal         causal mode: prefix-safe Linformer with block b, a\n"
     "                   power of two near sqrt(n) (k rounded to a multiple\n"
-    "                   of the n/b blocks), against causal full attention\n";
+    "                   of the n/b blocks), against causal full attention\n"
+    "  --gemm LIST      instead: the GEMM stages of the Linformer forward\n"
+    "                   with the gemm kernel choice forced to each of LIST\n"
+    "                   (clblast, blocked, tiled) in turn, one forward of\n"
+    "                   each per round, attention on its GEMM path; per\n"
+    "                   stage median ms (GFLOP/s), from profiling\n";
 
 static double
 now_s(void)
@@ -105,6 +111,8 @@ struct options {
     size_t lens[MAX_LENS], nlens;
     size_t D, h, k, B, repeat;
     int with_full, causal;
+    const char *ways[4];
+    size_t nways;
 };
 
 static int
@@ -169,6 +177,10 @@ parse_args(int argc, char **argv, struct options *o)
         }
         if (strcmp(opt, "--device") == 0) {
             o->device = argv[++a];
+            continue;
+        } else if (strcmp(opt, "--gemm") == 0) {
+            if (gemm_ways_parse(argv[++a], o->ways, &o->nways) != 0)
+                return 2;
             continue;
         } else if (strcmp(opt, "--n") == 0) {
             if (parse_lens(argv[++a], o) != 0)
@@ -355,9 +367,15 @@ run_length(clf_context *ctx, const struct options *o, size_t n)
         clf_attention_destroy(att);
         return 1;
     }
-    rc = time_modes(ctx, att, o, n, x, y, tl, tf);
-    if (rc == 0)
-        print_rows(att, o, n, &d, tl, tf);
+    if (o->nways > 0) {
+        struct gemm_ways_run r = {o->ways, o->nways, o->repeat,      o->B, n,
+                                  x,       y,        n == o->lens[0]};
+        rc = gemm_ways_measure(ctx, att, &d, &r);
+    } else {
+        rc = time_modes(ctx, att, o, n, x, y, tl, tf);
+        if (rc == 0)
+            print_rows(att, o, n, &d, tl, tf);
+    }
     clReleaseMemObject(x);
     clReleaseMemObject(y);
     clf_attention_destroy(att);
@@ -367,7 +385,8 @@ run_length(clf_context *ctx, const struct options *o, size_t n)
 int
 main(int argc, char **argv)
 {
-    struct options o = {NULL, {1024, 4096}, 2, 512, 8, 256, 1, 5, 1, 0};
+    struct options o = {NULL, {1024, 4096}, 2, 512, 8, 256, 1, 5, 1,
+                        0,    {NULL},       0};
     clf_context *ctx = NULL;
     clf_device_info info;
     size_t li;
@@ -377,7 +396,8 @@ main(int argc, char **argv)
         return rc == 1 ? 0 : 2;
     if (check_sizes(&o) != 0)
         return 2;
-    if ((rc = clf_context_create(&ctx, o.device)) != 0)
+    if ((rc = clf_context_create_ex(&ctx, o.device,
+                                    o.nways ? CLF_CONTEXT_PROFILING : 0)) != 0)
         return die("context", rc);
     if ((rc = clf_tune_apply_process_wide(ctx)) != 0)
         return die("stored GEMM tuning", rc);
@@ -387,8 +407,10 @@ main(int argc, char **argv)
     printf("layer: D=%zu h=%zu k=%zu B=%zu%s, %zu warm runs per mode "
            "(alternating), medians\n\n",
            o.D, o.h, o.k, o.B, o.causal ? ", causal" : "", o.repeat);
-    printf("%7s  %-9s %5s %5s  %10s  %21s  %8s  %8s  %9s\n", "n", "mode", "k",
-           "b", "median ms", "spread ms", "GFLOP", "GFLOP/s", "full/lin");
+    if (o.nways == 0)
+        printf("%7s  %-9s %5s %5s  %10s  %21s  %8s  %8s  %9s\n", "n", "mode",
+               "k", "b", "median ms", "spread ms", "GFLOP", "GFLOP/s",
+               "full/lin");
     for (li = 0; li < o.nlens; li++)
         if ((rc = run_length(ctx, &o, o.lens[li])) != 0)
             break;

@@ -241,8 +241,13 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
  * never tuned runs with CLBlast's defaults.  The timed forwards run every GEMM
  * through CLBlast; the stored kernel choices are keyed by the tuning in force,
  * so that afterwards the context times its kernel choices again at its next
- * forward, the tuned CLBlast against clinformer's own GEMM kernel among
- * them, and keeps the faster (clf_context_kernel_choices). */
+ * forward, the tuned CLBlast against clinformer's own GEMM kernels among
+ * them, and keeps the faster (clf_context_kernel_choices).  The same call
+ * times clinformer's tiled GEMM kernel under a few tile and vector sizes
+ * valid for the device (every GEMM of the forward through it, its output
+ * checked) and stores the fastest; applying the stored tuning builds the
+ * tiled kernel with those sizes for that context only (not process-wide),
+ * and clf_context_tuning() names them ("Tiled MWG=..."). */
 typedef struct clf_tune_opts {
     size_t d_model, heads, k, seq_len; /* the layer to time; 0 = 512, 8,
                                           256, 2048 */
@@ -269,8 +274,11 @@ CLF_EXTERN int clf_tune(clf_context *ctx, const clf_tune_opts *opts);
  * value a number in range, the Xgemm parameters within the constraints of
  * CLBlast's Xgemm kernel (nonzero powers of two, tile sizes multiples of
  * work-group size times vector width, ...) and the device's work-group and
- * local memory limits.  An invalid file is ignored as a whole: nothing is
- * applied and clf_context_warnings() says why.  Returns 0 also when nothing
+ * local memory limits, and the tiled GEMM's sizes (powers of two within
+ * the kernel's rules and the device's limits).  An invalid file is ignored
+ * as a whole: nothing is applied and clf_context_warnings() says why.  The
+ * tiled GEMM's stored sizes apply to ctx alone (their kernel is built for
+ * it); without them it keeps its defaults.  Returns 0 also when nothing
  * is stored or the file was ignored (clf_context_tuning() then returns "");
  * errors: CLF_ENULL_ARGUMENT, CLF_ENO_MEMORY, CLBlast codes. */
 CLF_EXTERN int clf_tune_apply_process_wide(clf_context *ctx);
@@ -300,8 +308,8 @@ CLF_EXTERN const char *clf_context_tuning(const clf_context *ctx);
 /* Kernel choices.  Some stages have several kernels that compute the same
  * thing, one faster on one device, another on the next: the softmax
  * ("softmax": "scalar", "vector" or "group"), who runs the GEMMs ("gemm":
- * "clblast" or "blocked") and how Linformer attention over the compressed
- * slots runs ("attend": "gemm", a batched GEMM path, or "fused", one
+ * "clblast", "blocked" or "tiled") and how Linformer attention over the
+ * compressed slots runs ("attend": "gemm", a batched GEMM path, or "fused", one
  * kernel).  A forward first plans: every choice its shape needs is
  * resolved, from a forced name, else from the device's store, else by
  * timing the candidates on that shape (powers of two of the sizes form

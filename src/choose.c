@@ -1,7 +1,7 @@
 /* Choosing between kernels that compute the same thing: the softmax
- * variants, who runs the GEMMs (CLBlast or the blocked kernel) and how
- * attention over the slots runs (GEMM path or fused).  One mechanism for
- * all three: a table of choices and their candidates; a winner per choice
+ * variants, who runs the GEMMs (CLBlast, the blocked or the tiled kernel)
+ * and how attention over the slots runs (GEMM path or fused).  One mechanism
+ * for all three: a table of choices and their candidates; a winner per choice
  * and shape bucket, taken from a forced name (clf_context_force_kernel or
  * CLINFORMER_KERNELS), else from the device's store in the cache
  * directory, else timed now and stored, so that a later process on the
@@ -26,7 +26,7 @@
 #define CONTEXT_MAX_ENTRIES 8192
 
 static const char *const softmax_names[] = {"scalar", "vector", "group"};
-static const char *const gemm_names[] = {"clblast", "blocked"};
+static const char *const gemm_names[] = {"clblast", "blocked", "tiled"};
 static const char *const attend_names[] = {"gemm", "fused"};
 
 static const struct {
@@ -35,7 +35,7 @@ static const struct {
     int count;
 } table[CLF_KIND_COUNT] = {
     {"softmax", softmax_names, 3},
-    {"gemm", gemm_names, 2},
+    {"gemm", gemm_names, 3},
     {"attend", attend_names, 2},
 };
 

@@ -46,6 +46,7 @@ context_alloc(void)
     ctx->has_lock = 1;
     for (i = 0; i < CLF_KIND_COUNT; i++)
         ctx->forced[i] = ctx->last[i] = -1;
+    clf__tiled_default(&ctx->tiled);
     return ctx;
 }
 
@@ -216,6 +217,7 @@ clf_context_destroy(clf_context *ctx)
             clReleaseKernel(ctx->kernels[i]);
     if (ctx->program != NULL)
         clReleaseProgram(ctx->program);
+    clf__tiled_release(ctx);
     if (ctx->scratch != NULL)
         clReleaseMemObject(ctx->scratch);
     if (ctx->queue != NULL)

@@ -1,6 +1,7 @@
-/* GEMMs on the context's in-order queue: CLBlast's, or the register-blocked
- * GEMM kernel (cl/, same stem) where the context measured it faster.  CLBlast
- * takes no wait list; ordering comes from the queue being in order. */
+/* GEMMs on the context's in-order queue: CLBlast's, the register-blocked
+ * GEMM kernel (cl/, same stem) or the tiled one (tiled.c), whichever the
+ * context measured fastest.  CLBlast takes no wait list; ordering comes
+ * from the queue being in order. */
 #include "internal.h"
 
 #include <clblast_c.h>
@@ -279,6 +280,18 @@ clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
                              1);
 }
 
+/* The tiled kernel where the way is `tiled` and the sizes fit its 32-bit
+ * arguments: 1 when it ran (or failed, *rc set), 0 to go on. */
+static int
+tiled(clf_context *ctx, const struct clf__tiled_args *g, int *rc)
+{
+    if (way(ctx) != CLF_GEMM_TILED ||
+        !clf__tiled_fits(g->m, g->n, g->k, g->lda, g->ldb, g->ldc))
+        return 0;
+    *rc = clf__tiled_gemm(ctx, g);
+    return 1;
+}
+
 static int
 gemm_ex_unlocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
                  cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
@@ -286,7 +299,28 @@ gemm_ex_unlocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
                  cl_mem bias, int gelu)
 {
     const float beta = accumulate ? 1.0f : 0.0f;
+    const struct clf__tiled_args g = {.trans_b = trans_b,
+                                      .m = m,
+                                      .n = n,
+                                      .k = k,
+                                      .alpha = 1.0f,
+                                      .beta = beta,
+                                      .a = a,
+                                      .b = b,
+                                      .c = c,
+                                      .bias = bias,
+                                      .a_off = a_off,
+                                      .lda = lda,
+                                      .b_off = b_off,
+                                      .ldb = ldb,
+                                      .c_off = c_off,
+                                      .ldc = ldc,
+                                      .batch = 1,
+                                      .gelu = gelu};
+    int rc;
 
+    if (tiled(ctx, &g, &rc))
+        return rc;
     if (way(ctx) == CLF_GEMM_BLOCKED &&
         blocked_fits(0, m, n, k, beta, lda, ldb, ldc))
         return blocked(ctx, trans_b, m, n, k, 1.0f, a, a_off, lda, 0, b, b_off,
@@ -334,7 +368,30 @@ gemm_batched_unlocked(clf_context *ctx, int trans_a, int trans_b, size_t m,
                       size_t c_off, size_t ldc, size_t c_stride, size_t batch)
 {
     CLBlastStatusCode st;
+    const struct clf__tiled_args g = {.trans_a = trans_a,
+                                      .trans_b = trans_b,
+                                      .m = m,
+                                      .n = n,
+                                      .k = k,
+                                      .alpha = alpha,
+                                      .beta = beta,
+                                      .a = a,
+                                      .b = b,
+                                      .c = c,
+                                      .a_off = a_off,
+                                      .lda = lda,
+                                      .a_stride = a_stride,
+                                      .b_off = b_off,
+                                      .ldb = ldb,
+                                      .b_stride = b_stride,
+                                      .c_off = c_off,
+                                      .ldc = ldc,
+                                      .c_stride = c_stride,
+                                      .batch = batch};
+    int rc;
 
+    if (tiled(ctx, &g, &rc))
+        return rc;
     if (way(ctx) == CLF_GEMM_BLOCKED &&
         blocked_fits(trans_a, m, n, k, beta, lda, ldb, ldc))
         return blocked(ctx, trans_b, m, n, k, alpha, a, a_off, lda, a_stride, b,
@@ -429,11 +486,26 @@ run_gemm(clf_context *ctx, int variant, void *user)
     if (variant == CLF_GEMM_CLBLAST - 1)
         return clblast_gemm(ctx, 0, 1, t->m, t->n, t->k, 1.0f, m[0], 0, t->k,
                             m[1], 0, t->k, 0.0f, m[2], 0, t->n);
+    if (variant == CLF_GEMM_TILED - 1) {
+        const struct clf__tiled_args g = {.trans_b = 1,
+                                          .m = t->m,
+                                          .n = t->n,
+                                          .k = t->k,
+                                          .alpha = 1.0f,
+                                          .a = m[0],
+                                          .b = m[1],
+                                          .c = m[2],
+                                          .lda = t->k,
+                                          .ldb = t->k,
+                                          .ldc = t->n,
+                                          .batch = 1};
+        return clf__tiled_gemm(ctx, &g);
+    }
     return blocked(ctx, 1, t->m, t->n, t->k, 1.0f, m[0], 0, t->k, 0, m[1], 0,
                    t->k, 0, 0.0f, m[2], 0, t->n, 0, 1, NULL, 0);
 }
 
-/* Times both ways on the projection m x n x k (m capped so that timing
+/* Times every way on the projection m x n x k (m capped so that timing
  * stays short) and returns the faster as a clf__gemm_variant. */
 static int
 time_gemm(clf_context *ctx, const char *bucket, size_t m, size_t n, size_t k,
@@ -449,7 +521,8 @@ time_gemm(clf_context *ctx, const char *bucket, size_t m, size_t n, size_t k,
     if (rc == 0)
         t.mem[2] = clf__timing_buffer(ctx, t.m * t.n, 2, &rc);
     if (rc == 0)
-        best = clf__time_variants(ctx, 2, run_gemm, &t, 2, ms);
+        best = clf__time_variants(ctx, clf__choice_count(CLF_KIND_GEMM),
+                                  run_gemm, &t, 2, ms);
     for (i = 0; i < 3; i++)
         if (t.mem[i] != NULL)
             clReleaseMemObject(t.mem[i]);

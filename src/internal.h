@@ -42,6 +42,22 @@ struct clf__choice_entry {
     double ms[CLF_MAX_CANDIDATES];
 };
 
+/* The sizes of the tiled GEMM kernel (cl/gemm_tiled.cl), its -D options:
+ * MWG x NWG of C per work-group, KWG per local-memory slice, a work-group
+ * of NDIM x MDIM, vectors of VW columns. */
+enum {
+    CLF_TILED_P_MWG,
+    CLF_TILED_P_NWG,
+    CLF_TILED_P_KWG,
+    CLF_TILED_P_MDIM,
+    CLF_TILED_P_NDIM,
+    CLF_TILED_P_VW,
+    CLF_TILED_NPARAM
+};
+struct clf__tiled_cfg {
+    size_t v[CLF_TILED_NPARAM];
+};
+
 struct clf_context {
     cl_platform_id platform;
     cl_device_id device;
@@ -65,7 +81,13 @@ struct clf_context {
     cl_mem scratch;       /* transposed GEMM operands */
     size_t scratch_cap;   /* floats */
     size_t blocked_calls; /* GEMMs run by the blocked kernel (tests) */
-    size_t gemm_calls;    /* GEMM calls of either way (tests) */
+    size_t tiled_calls;   /* GEMMs run by the tiled kernel (tests) */
+    struct clf__tiled_cfg tiled; /* the tiled kernel's sizes in use */
+    cl_program tiled_program;    /* built for sizes other than the
+                                    defaults, else NULL (the main
+                                    program's kernel runs) */
+    cl_kernel tiled_kernel;      /* of tiled_program */
+    size_t gemm_calls;           /* GEMM calls of either way (tests) */
     /* Kernel choices (choose.c), all under lock. */
     pthread_mutex_t lock;                  /* recursive; see clf__lock */
     int has_lock;                          /* lock was initialised */
@@ -86,7 +108,8 @@ struct clf_context {
 enum clf__gemm_variant {
     CLF_GEMM_UNDECIDED = 0,
     CLF_GEMM_CLBLAST,
-    CLF_GEMM_BLOCKED /* the register-blocked kernel, where the shape fits */
+    CLF_GEMM_BLOCKED, /* the register-blocked kernel, where the shape fits */
+    CLF_GEMM_TILED    /* the work-group tiled kernel (tiled.c) */
 };
 
 /* How Linformer attention over the compressed slots runs (steps 3 to 5):
@@ -172,6 +195,7 @@ void clf__tune_path(const clf_device_info *info, char *buf, size_t cap);
  * CLBlast's constraints and lim (clf__tune_check_xgemm). */
 #define CLF_TUNE_NPARAM 16
 #define CLF_TUNE_MAX_TRIED 256
+#define CLF_TUNE_MAX_TILED 32
 struct clf__tune_limits {
     size_t max_wg, max_item[2];
     unsigned long long local_mem;
@@ -184,6 +208,13 @@ struct clf__tune_file {
     size_t ntried;
     size_t tried[CLF_TUNE_MAX_TRIED][CLF_TUNE_NPARAM];
     double tried_ms[CLF_TUNE_MAX_TRIED];
+    /* The tiled GEMM's sizes (tiled.c): the best, checked against the
+     * kernel's rules and the device, and those measured. */
+    int have_tiled;
+    struct clf__tiled_cfg tiled;
+    size_t ntiled_tried;
+    struct clf__tiled_cfg tiled_tried[CLF_TUNE_MAX_TILED];
+    double tiled_tried_ms[CLF_TUNE_MAX_TILED];
 };
 int clf__tune_parse(const char *buf, size_t len,
                     const struct clf__tune_limits *lim,
@@ -408,6 +439,46 @@ int clf__gemm_resolve(clf_context *ctx, size_t m, size_t n, size_t k,
  * same), unless the context pins one.  Per thread, so that what runs in
  * another thread never changes a forward's kernels. */
 void clf__gemm_use(int variant);
+
+/* program.c: a program of the registry's files marked in files (indexed
+ * as clf__kernel_files), built with `options` in place of the usual ones
+ * and cached on disk the same way (the options are part of the key). */
+int clf__program_build_part(clf_context *ctx, const unsigned char *files,
+                            const char *options, cl_program *out);
+
+/* tiled.c: the tiled GEMM kernel.  Sizes: the defaults of kernel_params.h,
+ * the checks of a set against the kernel's rules and a device's limits
+ * (CLF_TUNE_* limits below; -1 with the reason in why), the small space
+ * clinformer tune searches (the valid ones, at most cap; the defaults
+ * first), their text "MWG=64 NWG=64 ..." and its names. */
+void clf__tiled_default(struct clf__tiled_cfg *cfg);
+int clf__tiled_check(const struct clf__tiled_cfg *cfg,
+                     const struct clf__tune_limits *lim, char *why, size_t cap);
+size_t clf__tiled_space(struct clf__tiled_cfg *out, size_t cap,
+                        const struct clf__tune_limits *lim);
+void clf__tiled_format(const struct clf__tiled_cfg *cfg, char *buf, size_t cap);
+extern const char *const clf__tiled_names[CLF_TILED_NPARAM];
+/* Makes cfg the context's tiled sizes: the main program's kernel for the
+ * defaults, else a program built (or loaded from the cache) for them.
+ * Checked against the device first; the context keeps its sizes on
+ * failure.  Takes the context lock. */
+int clf__tiled_set(clf_context *ctx, const struct clf__tiled_cfg *cfg);
+void clf__tiled_release(clf_context *ctx);
+/* Whether the tiled kernel takes the shape (32-bit sizes). */
+int clf__tiled_fits(size_t m, size_t n, size_t k, size_t lda, size_t ldb,
+                    size_t ldc);
+/* The tiled GEMM: C = act(alpha op(A) op(B) + beta C + bias), batched with
+ * element strides, bias one per column or NULL; call with ctx locked. */
+struct clf__tiled_args {
+    int trans_a, trans_b;
+    size_t m, n, k;
+    float alpha, beta;
+    cl_mem a, b, c, bias;
+    size_t a_off, lda, a_stride, b_off, ldb, b_stride, c_off, ldc, c_stride;
+    size_t batch;
+    int gelu;
+};
+int clf__tiled_gemm(clf_context *ctx, const struct clf__tiled_args *g);
 
 /* attention.c, for tests: the order a Linformer forward of this shape uses. */
 int clf__attention_compress_first(const clf_attention *att, size_t batch,

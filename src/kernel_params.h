@@ -19,7 +19,17 @@
     X(CLF_GEMM_ROWS, 6)                                                        \
     /* Largest work-group of the group-per-row softmax (a power of two): the   \
      * size of its local reduction array. */                                   \
-    X(CLF_SOFTMAX_WG, 256)
+    X(CLF_SOFTMAX_WG, 256)                                                     \
+    /* The tiled GEMM's default sizes (cl/gemm_tiled.cl): a tile of C of       \
+     * MWG x NWG per work-group of NDIM x MDIM work-items, KWG steps of the    \
+     * inner dimension per local-memory slice, columns in vectors of VW.       \
+     * clinformer tune searches other sets (src/tiled.c). */                   \
+    X(CLF_TILED_MWG, 64)                                                       \
+    X(CLF_TILED_NWG, 64)                                                       \
+    X(CLF_TILED_KWG, 16)                                                       \
+    X(CLF_TILED_MDIM, 8)                                                       \
+    X(CLF_TILED_NDIM, 8)                                                       \
+    X(CLF_TILED_VW, 4)
 
 #define CLF_KERNEL_PARAM_ENUM(name, value) name = value,
 enum clf__kernel_param { CLF_KERNEL_PARAMS(CLF_KERNEL_PARAM_ENUM) };

@@ -44,7 +44,9 @@
     FILE(peak)                                                                 \
     KERNEL(PEAK_FMA, clf_peak_fma)                                             \
     KERNEL(PEAK_FMA1, clf_peak_fma1)                                           \
-    KERNEL(PEAK_COPY, clf_peak_copy)
+    KERNEL(PEAK_COPY, clf_peak_copy)                                           \
+    FILE(gemm_tiled)                                                           \
+    KERNEL(GEMM_TILED, clf_gemm_tiled)
 
 /* Expansion helpers: a FILE or KERNEL argument that expands to nothing. */
 #define CLF_REGISTRY_SKIP_FILE(stem)

@@ -54,9 +54,10 @@ clf__hash64(const void *data, size_t len, uint64_t seed)
     return h;
 }
 
-/* Concatenates the kernel sources, from CLINFORMER_KERNEL_DIR when set. */
+/* Concatenates the kernel sources, from CLINFORMER_KERNEL_DIR when set:
+ * all of them, or only those files[i] != 0 marks when files is not NULL. */
 static int
-load_sources(char **out)
+load_sources_of(const unsigned char *files, char **out)
 {
     const char *const *embedded = clf__kernel_sources;
     const char *dir = getenv("CLINFORMER_KERNEL_DIR");
@@ -66,6 +67,8 @@ load_sources(char **out)
     int rc = 0;
 
     for (i = 0; i < CLF_KERNEL_FILES; i++) {
+        if (files != NULL && !files[i])
+            continue;
         if (dir != NULL && *dir != '\0') {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", dir, clf__kernel_files[i]);
@@ -84,6 +87,8 @@ load_sources(char **out)
     }
     src[0] = '\0';
     for (i = 0; i < CLF_KERNEL_FILES; i++) {
+        if (files != NULL && !files[i])
+            continue;
         strcat(src, parts[i] ? parts[i] : embedded[i]);
         strcat(src, "\n");
     }
@@ -92,6 +97,12 @@ done:
     for (i = 0; i < CLF_KERNEL_FILES; i++)
         free(parts[i]);
     return rc;
+}
+
+static int
+load_sources(char **out)
+{
+    return load_sources_of(NULL, out);
 }
 
 /* The cache directory, or "" when caching is off or no home is known. */
@@ -114,7 +125,7 @@ clf__cache_dir(char *buf, size_t cap)
 }
 
 static uint64_t
-cache_key(const clf_context *ctx, const char *src)
+cache_key(const clf_context *ctx, const char *options, const char *src)
 {
     uint64_t h = 0;
     const char *fields[8];
@@ -126,7 +137,7 @@ cache_key(const clf_context *ctx, const char *src)
     fields[3] = ctx->info.driver;
     fields[4] = ctx->info.version;
     fields[5] = CLF_VERSION_STRING;
-    fields[6] = BUILD_OPTIONS;
+    fields[6] = options;
     fields[7] = src;
     for (i = 0; i < 8; i++) {
         h = clf__hash64(fields[i], strlen(fields[i]) + 1, h);
@@ -208,14 +219,15 @@ reject:
 }
 
 static void
-cache_store(clf_context *ctx, const char *dir, const char *path, uint64_t key)
+cache_store(clf_context *ctx, cl_program prog, const char *dir,
+            const char *path, uint64_t key)
 {
     size_t len = 0;
     unsigned char *bin = NULL, *payload;
     struct cache_header hdr;
 
-    if (clGetProgramInfo(ctx->program, CL_PROGRAM_BINARY_SIZES, sizeof len,
-                         &len, NULL) != CL_SUCCESS ||
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof len, &len,
+                         NULL) != CL_SUCCESS ||
         len == 0)
         return;
     if (len > CACHE_MAX - sizeof hdr)
@@ -224,8 +236,8 @@ cache_store(clf_context *ctx, const char *dir, const char *path, uint64_t key)
     if (bin == NULL)
         return;
     payload = bin + sizeof hdr;
-    if (clGetProgramInfo(ctx->program, CL_PROGRAM_BINARIES, sizeof payload,
-                         &payload, NULL) != CL_SUCCESS)
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof payload, &payload,
+                         NULL) != CL_SUCCESS)
         goto done;
     if (clf__dir_private(dir) != 0)
         goto done;
@@ -343,7 +355,7 @@ clf__program_build(clf_context *ctx)
     rc = load_sources(&src);
     if (rc != 0)
         return rc;
-    key = cache_key(ctx, src);
+    key = cache_key(ctx, BUILD_OPTIONS, src);
     clf__cache_dir(dir, sizeof dir);
     if (snprintf(path, sizeof path, "%s/%016llx.clbin", dir,
                  (unsigned long long)key) >= (int)sizeof path)
@@ -375,7 +387,7 @@ clf__program_build(clf_context *ctx)
     if (rc != 0)
         goto fail;
     if (dir[0] != '\0')
-        cache_store(ctx, dir, path, key);
+        cache_store(ctx, ctx->program, dir, path, key);
     free(src);
     return 0;
 
@@ -405,5 +417,77 @@ clf__launch_1d(clf_context *ctx, enum clf__kernel_id id, size_t items)
     if (err != CL_SUCCESS)
         return clf__fail(err, "kernel %s: enqueue of %zu items failed (%d)",
                          kernel_names[id], items, err);
+    return 0;
+}
+
+/* A program from a cache entry built with `options`, or NULL. */
+static cl_program
+program_from_cache(clf_context *ctx, const char *path, uint64_t key,
+                   const char *options)
+{
+    size_t len = 0;
+    unsigned char *bin = cache_load(ctx, path, key, &len);
+    const unsigned char *binp = bin;
+    cl_int err = CL_SUCCESS, status = CL_SUCCESS;
+    cl_program prog;
+
+    if (bin == NULL)
+        return NULL;
+    prog = clCreateProgramWithBinary(ctx->context, 1, &ctx->device, &len, &binp,
+                                     &status, &err);
+    free(bin);
+    if (prog != NULL && (err != CL_SUCCESS || status != CL_SUCCESS ||
+                         clBuildProgram(prog, 1, &ctx->device, options, NULL,
+                                        NULL) != CL_SUCCESS)) {
+        clReleaseProgram(prog);
+        prog = NULL;
+    }
+    if (prog == NULL)
+        ctx->stats.cache_rejects++;
+    else
+        ctx->stats.cache_loads++;
+    return prog;
+}
+
+int
+clf__program_build_part(clf_context *ctx, const unsigned char *files,
+                        const char *options, cl_program *out)
+{
+    char *src = NULL, dir[4096], path[4200];
+    cl_program prog = NULL;
+    uint64_t key;
+    cl_int err;
+
+    *out = NULL;
+    CLF_TRY(load_sources_of(files, &src));
+    key = cache_key(ctx, options, src);
+    clf__cache_dir(dir, sizeof dir);
+    if (snprintf(path, sizeof path, "%s/%016llx.clbin", dir,
+                 (unsigned long long)key) >= (int)sizeof path)
+        dir[0] = '\0';
+    if (dir[0] != '\0' &&
+        (*out = program_from_cache(ctx, path, key, options)) != NULL) {
+        free(src);
+        return 0;
+    }
+    prog = clCreateProgramWithSource(ctx->context, 1, (const char **)&src, NULL,
+                                     &err);
+    free(src);
+    if (prog == NULL)
+        return clf__fail(err, "clCreateProgramWithSource failed (%d)", err);
+    err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
+    keep_log(ctx, prog);
+    if (err != CL_SUCCESS) {
+        clReleaseProgram(prog);
+        return clf__fail(err,
+                         "kernel build (%s) failed on \"%s\" (%d); see "
+                         "clf_context_build_log()",
+                         options, ctx->info.name, err);
+    }
+    ctx->build_log[0] = '\0';
+    ctx->stats.source_builds++;
+    if (dir[0] != '\0')
+        cache_store(ctx, prog, dir, path, key);
+    *out = prog;
     return 0;
 }

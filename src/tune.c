@@ -13,7 +13,13 @@
  *   tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=VALUE ms=T
  *   tried Xgemm NAME=VALUE ... ms=T    each candidate measured (resuming
  *                                      skips these)
- *   baseline ms=T                      the untuned forward */
+ *   baseline ms=T                      the untuned forward
+ *   best Tiled MWG=V NWG=V KWG=V MDIM=V NDIM=V VW=V
+ *                                      the tiled GEMM kernel's sizes
+ *                                      (tiled.c), applied per context
+ *   tried Tiled ... ms=T               each set of sizes measured
+ * A file without Tiled records (written before the tiled kernel) is read
+ * as before, and the tiled kernel keeps its default sizes. */
 #include "internal.h"
 
 #include <clblast_c.h>
@@ -379,6 +385,55 @@ record_xgemm(struct clf__tune_file *tf, char **tok, size_t n, int tried,
     return 0;
 }
 
+/* "best Tiled NAME=V ..." or "tried Tiled NAME=V ... ms=T": the six sizes,
+ * each once, numbers up to 4096 (their rules are checked after the whole
+ * file is read). */
+static int
+record_tiled(struct clf__tune_file *tf, char **tok, size_t n, int tried,
+             size_t line, char *why, size_t cap)
+{
+    struct clf__tiled_cfg *c =
+        tried ? &tf->tiled_tried[tf->ntiled_tried] : &tf->tiled;
+    unsigned seen = 0;
+    size_t t, i;
+
+    if (tried && tf->ntiled_tried == CLF_TUNE_MAX_TILED)
+        return why_line(why, cap, line, "more than %d tried Tiled records",
+                        CLF_TUNE_MAX_TILED);
+    if (!tried && tf->have_tiled)
+        return why_line(why, cap, line, "a second best Tiled record");
+    if (tried &&
+        (n < 1 || parse_ms(tok[n - 1], &tf->tiled_tried_ms[tf->ntiled_tried])))
+        return why_line(why, cap, line, "no valid ms=T at the end");
+    n -= (size_t)tried;
+    if (n != CLF_TILED_NPARAM)
+        return why_line(why, cap, line, "%zu Tiled sizes, not %d", n,
+                        CLF_TILED_NPARAM);
+    for (t = 0; t < n; t++) {
+        const char *eq = strchr(tok[t], '=');
+        for (i = 0; i < CLF_TILED_NPARAM && eq != NULL; i++)
+            if (strlen(clf__tiled_names[i]) == (size_t)(eq - tok[t]) &&
+                strncmp(tok[t], clf__tiled_names[i], (size_t)(eq - tok[t])) ==
+                    0)
+                break;
+        if (eq == NULL || i == CLF_TILED_NPARAM)
+            return why_line(why, cap, line, "unknown Tiled size %.20s", tok[t]);
+        if (seen & (1u << i))
+            return why_line(why, cap, line, "%s given twice",
+                            clf__tiled_names[i]);
+        if (parse_size_at_most(eq + 1, 4096, &c->v[i]) != 0)
+            return why_line(why, cap, line,
+                            "%s=%.20s is not a number up to 4096",
+                            clf__tiled_names[i], eq + 1);
+        seen |= 1u << i;
+    }
+    if (tried)
+        tf->ntiled_tried++;
+    else
+        tf->have_tiled = 1;
+    return 0;
+}
+
 static int
 record_gemm_routine(struct clf__tune_file *tf, char **tok, size_t n, int tried,
                     size_t line, char *why, size_t cap)
@@ -426,6 +481,8 @@ parse_line(struct clf__tune_file *tf, char *s, size_t line, char *why,
         if (strcmp(tok[1], "GemmRoutine") == 0)
             return record_gemm_routine(tf, tok + 2, n - 2, tried, line, why,
                                        cap);
+        if (strcmp(tok[1], "Tiled") == 0)
+            return record_tiled(tf, tok + 2, n - 2, tried, line, why, cap);
     }
     return why_line(why, cap, line, "unknown record %.20s", tok[0]);
 }
@@ -461,6 +518,10 @@ clf__tune_parse(const char *buf, size_t len, const struct clf__tune_limits *lim,
     if (tf->have_best &&
         clf__tune_check_xgemm(tf->best, lim, s, sizeof s) != 0) {
         snprintf(why, cap, "best Xgemm: %s", s);
+        return -1;
+    }
+    if (tf->have_tiled && clf__tiled_check(&tf->tiled, lim, s, sizeof s) != 0) {
+        snprintf(why, cap, "best Tiled: %s", s);
         return -1;
     }
     return 0;
@@ -566,6 +627,37 @@ load_tune_file(clf_context *ctx, const char *path, struct clf__tune_file *tf)
     return 1;
 }
 
+/* The stored sizes of the tiled kernel (this context only), else its
+ * defaults; named in ctx->tuned, so kernel choices are made again. */
+static int
+apply_tiled(clf_context *ctx, const struct clf__tune_file *tf)
+{
+    struct clf__tiled_cfg d;
+    size_t len = strlen(ctx->tuned);
+
+    clf__tiled_default(&d);
+    if (!tf->have_tiled) {
+        if (memcmp(ctx->tiled.v, d.v, sizeof d.v) == 0)
+            return 0;
+        return clf__tiled_set(ctx, &d);
+    }
+    if (clf__tiled_set(ctx, &tf->tiled) != 0) {
+        /* The kernel of those sizes failed to build here: the defaults
+         * stay, and the reason is kept. */
+        snprintf(ctx->warnings, sizeof ctx->warnings,
+                 "kept the tiled GEMM's default sizes: %s", clf_last_error());
+        return 0;
+    }
+    if (len + 8 < sizeof ctx->tuned) {
+        snprintf(ctx->tuned + len, sizeof ctx->tuned - len, "%sTiled ",
+                 len ? "; " : "");
+        len = strlen(ctx->tuned);
+        clf__tiled_format(&tf->tiled, ctx->tuned + len,
+                          sizeof ctx->tuned - len);
+    }
+    return 0;
+}
+
 /* Applies the stored tuning of ctx's device to CLBlast, process-wide;
  * the caller holds the context lock (ctx->tuned is part of the key that
  * forwards of other threads read). */
@@ -600,6 +692,8 @@ apply_stored_locked(clf_context *ctx)
                  "%sXGEMM_MIN_INDIRECT_SIZE=%zu", len ? "; " : "",
                  tf->min_indirect);
     }
+    if (rc == 0)
+        rc = apply_tiled(ctx, tf);
     free(tf);
     return rc;
 }
@@ -768,7 +862,10 @@ struct run {
     double best_ms;
     int have_best;
     size_t prev_mi, best_mi;
-    double best_mi_ms, mi_ms[MI_COUNT]; /* -1: not measured */
+    double best_mi_ms, mi_ms[MI_COUNT];              /* -1: not measured */
+    struct clf__tiled_cfg tiled[CLF_TUNE_MAX_TILED]; /* the tiled space */
+    double tiled_ms[CLF_TUNE_MAX_TILED]; /* -1: not measured, 0: failed */
+    size_t ntiled, tiled_best;           /* tiled_best: ntiled for none */
     int forced; /* the context's GEMM and attention choices overridden */
     int was_gemm, was_attend; /* what they were pinned to before */
 };
@@ -837,6 +934,11 @@ tune_resume(struct run *r)
                 if (memcmp(tf->tried[j], r->cands[i].v, sizeof r->cands[i].v) ==
                     0)
                     r->tried_ms[i] = tf->tried_ms[j];
+        for (j = 0; j < tf->ntiled_tried; j++)
+            for (i = 0; i < r->ntiled; i++)
+                if (memcmp(tf->tiled_tried[j].v, r->tiled[i].v,
+                           sizeof r->tiled[i].v) == 0)
+                    r->tiled_ms[i] = tf->tiled_tried_ms[j];
     }
     free(tf);
     return 0;
@@ -947,7 +1049,7 @@ note_best(struct run *r, size_t i)
 }
 
 /* The Xgemm candidates not measured yet, while the budget lasts; room is
- * left for the switch's settings after them. */
+ * left for the switch's settings and the tiled kernel's sets after them. */
 static void
 tune_candidates(struct run *r)
 {
@@ -963,7 +1065,7 @@ tune_candidates(struct run *r)
         }
         if (r->o.max_candidates != 0 && r->measured == r->o.max_candidates)
             return;
-        if (!may_start(r, 2.0 + MI_COUNT)) {
+        if (!may_start(r, 2.0 + MI_COUNT + (double)r->ntiled)) {
             say(&r->o,
                 "budget reached after %zu of %zu candidates; run "
                 "again to continue",
@@ -1021,6 +1123,60 @@ tune_switch(struct run *r)
             r->best_mi = mi_values[i];
             r->best_mi_ms = t * 1e3;
         }
+    }
+}
+
+/* One set of the tiled kernel's sizes: built, then forwards timed with
+ * every GEMM through it; 0 when it failed or computed wrong results. */
+static double
+time_tiled(struct run *r, const struct clf__tiled_cfg *c)
+{
+    double t0 = clf__now_s(), t;
+
+    clf__lock(r->ctx);
+    r->ctx->gemm_variant = CLF_GEMM_TILED;
+    clf__unlock(r->ctx);
+    if (clf__tiled_set(r->ctx, c) != 0 ||
+        time_forward(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t) != 0 ||
+        same_output(r->ctx, r->y, r->ref, r->got, r->count) != 0)
+        t = 0.0;
+    clf__lock(r->ctx);
+    r->ctx->gemm_variant = CLF_GEMM_CLBLAST;
+    clf__unlock(r->ctx);
+    step_end(r, t0);
+    return t;
+}
+
+/* The tiled kernel's space (clf__tiled_space), the sets not measured yet
+ * while the budget lasts; the fastest becomes its best, whatever CLBlast
+ * does (the kernel choice compares the two per shape). */
+static void
+tune_tiled(struct run *r)
+{
+    struct clf__tiled_cfg was = r->ctx->tiled;
+    char text[128];
+    size_t i;
+
+    for (i = 0; i < r->ntiled; i++) {
+        if (r->tiled_ms[i] < 0.0 && may_start(r, 1.0)) {
+            double t = time_tiled(r, &r->tiled[i]);
+            r->tiled_ms[i] = t * 1e3;
+            clf__tiled_format(&r->tiled[i], text, sizeof text);
+            if (t > 0.0)
+                say(&r->o, "tiled GEMM %s: %.1f ms", text, t * 1e3);
+            else
+                say(&r->o, "tiled GEMM %s: failed or wrong results", text);
+        }
+        if (r->tiled_ms[i] > 0.0 &&
+            (r->tiled_best == r->ntiled ||
+             r->tiled_ms[i] < r->tiled_ms[r->tiled_best]))
+            r->tiled_best = i;
+    }
+    (void)clf__tiled_set(r->ctx, &was);
+    if (r->tiled_best < r->ntiled) {
+        clf__tiled_format(&r->tiled[r->tiled_best], text, sizeof text);
+        say(&r->o, "tiled GEMM: best %s, %.1f ms per forward", text,
+            r->tiled_ms[r->tiled_best]);
     }
 }
 
@@ -1094,6 +1250,15 @@ write_records(const struct run *r, struct text *f)
         if (r->tried_ms[i] >= 0.0) {
             format_cand(&r->cands[i], text, sizeof text);
             text_add(f, "tried Xgemm %s ms=%.3f\n", text, r->tried_ms[i]);
+        }
+    if (r->tiled_best < r->ntiled) {
+        clf__tiled_format(&r->tiled[r->tiled_best], text, sizeof text);
+        text_add(f, "best Tiled %s\n", text);
+    }
+    for (i = 0; i < r->ntiled; i++)
+        if (r->tiled_ms[i] >= 0.0) {
+            clf__tiled_format(&r->tiled[i], text, sizeof text);
+            text_add(f, "tried Tiled %s ms=%.3f\n", text, r->tiled_ms[i]);
         }
 }
 
@@ -1187,6 +1352,10 @@ run_init(struct run *r, clf_context *ctx)
     r->ncand = make_candidates(r->cands, MAX_CANDS, &lim);
     for (i = 0; i < MAX_CANDS; i++)
         r->tried_ms[i] = -1.0;
+    r->ntiled = clf__tiled_space(r->tiled, CLF_TUNE_MAX_TILED, &lim);
+    r->tiled_best = r->ntiled;
+    for (i = 0; i < CLF_TUNE_MAX_TILED; i++)
+        r->tiled_ms[i] = -1.0;
     for (i = 0; i < MI_COUNT; i++)
         r->mi_ms[i] = -1.0;
     return 0;
@@ -1221,6 +1390,7 @@ tune_steps(struct run *r)
         return rc;
     tune_candidates(r);
     tune_switch(r);
+    tune_tiled(r);
     if (r->best_mi == 0 && r->prev_mi != 0)
         r->best_mi = r->prev_mi;
     CLF_TRY(tune_write(r));

@@ -344,6 +344,79 @@ check_attend(clf_context *ctx)
     }
 }
 
+/* The tiled GEMM on edge tiles only (M, N, K multiples of no tile, K over
+ * two slices), each transposition, a batch of two with beta, and the bias,
+ * accumulate and GELU epilogue; under the default sizes and under a set
+ * built as a program of its own. */
+static void
+tiled_case(clf_context *ctx, int ta, int tb, int ex)
+{
+    enum { M = 5, N = 13, K = 19, T = 2 };
+    static float a[T * M * K], b[T * K * N], c[T * M * N], c0[T * M * N];
+    static float bias[N];
+    static double ref[T * M * N], mag[T * M * N];
+    ref_gemm_op g;
+    cl_mem ma, mb, mc, mbias;
+    size_t i;
+
+    memset(&g, 0, sizeof g);
+    g.trans_a = ta, g.trans_b = tb, g.gelu = ex;
+    g.m = M, g.n = N, g.k = K, g.batch = ex ? 1 : T;
+    g.alpha = ex ? 1.0 : -0.5, g.beta = ex ? 1.0 : 0.25;
+    g.lda = ta ? M : K, g.ldb = tb ? K : N, g.ldc = N;
+    g.a_stride = M * K, g.b_stride = K * N, g.c_stride = M * N;
+    fill(a, T * M * K, 70 + (unsigned)ta);
+    fill(b, T * K * N, 72 + (unsigned)tb);
+    fill(c, T * M * N, 74);
+    fill(bias, N, 75);
+    memcpy(c0, c, sizeof c);
+    ref_gemm(&g, a, b, c0, ex ? bias : NULL, ref, mag);
+    ma = upload(ctx, a, T * M * K);
+    mb = upload(ctx, b, T * K * N);
+    mc = upload(ctx, c, T * M * N);
+    mbias = upload(ctx, bias, N);
+    clf__gemm_use(CLF_GEMM_TILED);
+    if (ex)
+        expect(clf__gemm_ex(ctx, tb, M, N, K, ma, 0, K, mb, 0, g.ldb, 1, mc, 0,
+                            N, mbias, 1) == 0,
+               "tiled GEMM enqueued");
+    else
+        expect(clf__gemm_batched(ctx, ta, tb, M, N, K, (float)g.alpha, ma, 0,
+                                 g.lda, g.a_stride, mb, 0, g.ldb, g.b_stride,
+                                 (float)g.beta, mc, 0, N, g.c_stride, T) == 0,
+               "tiled GEMM enqueued");
+    clf__gemm_use(CLF_GEMM_UNDECIDED);
+    download(ctx, mc, c, T * M * N);
+    for (i = 0; i < g.batch * M * N; i++)
+        expect(fabs(c[i] - ref[i]) < 1e-5, "tiled GEMM");
+    for (; i < T * M * N; i++)
+        expect(c[i] == c0[i], "tiled GEMM, outside C");
+    clReleaseMemObject(ma);
+    clReleaseMemObject(mb);
+    clReleaseMemObject(mc);
+    clReleaseMemObject(mbias);
+}
+
+static void
+check_tiled(clf_context *ctx)
+{
+    static const size_t small[CLF_TILED_NPARAM] = {16, 16, 16, 4, 4, 4};
+    struct clf__tiled_cfg cfg, def;
+    int ta, tb;
+
+    clf__tiled_default(&def);
+    for (ta = 0; ta < 2; ta++)
+        for (tb = 0; tb < 2; tb++)
+            tiled_case(ctx, ta, tb, 0);
+    tiled_case(ctx, 0, 1, 1);
+    memcpy(cfg.v, small, sizeof cfg.v);
+    expect(clf__tiled_set(ctx, &cfg) == 0, "tiled GEMM sizes 16x16 built");
+    tiled_case(ctx, 0, 0, 0);
+    tiled_case(ctx, 1, 1, 0);
+    tiled_case(ctx, 0, 1, 1);
+    expect(clf__tiled_set(ctx, &def) == 0, "tiled GEMM default sizes");
+}
+
 /* The blocked GEMM (row tail, a 64-column and a 16-column block, two
  * batch entries, accumulate, bias, GELU), the transpose, and a GEMM by
  * CLBlast's kernels. */
@@ -523,6 +596,7 @@ main(void)
     check_encoder(ctx);
     check_attend(ctx);
     check_gemm(ctx);
+    check_tiled(ctx);
 
     clReleaseMemObject(my);
     clReleaseMemObject(mb);

@@ -187,3 +187,39 @@ ref_attention(const ref_layer *l, int full, const float *x, size_t B, size_t n,
 {
     ref_attention_ex(l, full, x, B, n, NULL, 0, 0, y);
 }
+
+void
+ref_gemm(const ref_gemm_op *g, const float *a, const float *b, const float *c0,
+         const float *bias, double *c, double *mag)
+{
+    size_t t, i, j, l;
+
+    for (t = 0; t < g->batch; t++)
+        for (i = 0; i < g->m; i++)
+            for (j = 0; j < g->n; j++) {
+                const size_t at = g->c_off + t * g->c_stride + i * g->ldc + j;
+                double s = 0.0, m = 0.0, v;
+                for (l = 0; l < g->k; l++) {
+                    double x =
+                        g->trans_a
+                            ? a[g->a_off + t * g->a_stride + l * g->lda + i]
+                            : a[g->a_off + t * g->a_stride + i * g->lda + l];
+                    double y =
+                        g->trans_b
+                            ? b[g->b_off + t * g->b_stride + j * g->ldb + l]
+                            : b[g->b_off + t * g->b_stride + l * g->ldb + j];
+                    s += x * y;
+                    m += fabs(x * y);
+                }
+                v = g->alpha * s + g->beta * c0[at];
+                m = fabs(g->alpha) * m + fabs(g->beta * c0[at]);
+                if (bias != NULL) {
+                    v += bias[j];
+                    m += fabs(bias[j]);
+                }
+                if (g->gelu)
+                    v = 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+                c[at] = v;
+                mag[at] = m;
+            }
+}

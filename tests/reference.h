@@ -32,4 +32,17 @@ void ref_attention_ex(const ref_layer *l, int full, const float *x, size_t B,
 /* Row softmax in double, for kernel tests. */
 void ref_softmax(const float *s, size_t rows, size_t cols, double *out);
 
+/* C = act(alpha op(A) op(B) + beta C0 (+ bias[column])), row-major,
+ * batched with element strides; act the exact GELU when gelu.  c and mag
+ * are indexed like C: c the result, mag the sum of the magnitudes of its
+ * terms (the scale of its float32 rounding error). */
+typedef struct ref_gemm_op {
+    int trans_a, trans_b, gelu;
+    size_t m, n, k, batch;
+    double alpha, beta;
+    size_t a_off, lda, a_stride, b_off, ldb, b_stride, c_off, ldc, c_stride;
+} ref_gemm_op;
+void ref_gemm(const ref_gemm_op *g, const float *a, const float *b,
+              const float *c0, const float *bias, double *c, double *mag);
+
 #endif

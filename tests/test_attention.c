@@ -609,14 +609,14 @@ START_TEST(attention_many_sequences_batch_their_gemms)
 {
     clf_context *ctx = tu_context();
     clf_attention_desc d = base_desc();
-    const char *ways[2] = {"clblast", "blocked"};
+    const char *ways[3] = {"clblast", "blocked", "tiled"};
     clf_mode modes[2] = {CLF_MODE_LINFORMER, CLF_MODE_FULL};
     struct layer l;
     int w, i;
 
     layer_make(&l, &d, 520);
     ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", "gemm"), 0);
-    for (w = 0; w < 2; w++) {
+    for (w = 0; w < 3; w++) {
         ck_assert_int_eq(clf_context_force_kernel(ctx, "gemm", ways[w]), 0);
         for (i = 0; i < 2; i++) {
             size_t few = gemm_calls_of(ctx, &l, modes[i], 8, 521 + 4u * w + i);

@@ -136,7 +136,7 @@ START_TEST(choice_unknown_names_list_valid_ones)
     int v;
 
     ASSERT_FAILS(clf_context_force_kernel(ctx, "gemm", "openblas"),
-                 CLF_EINVALID_ARGUMENT, "clblast or blocked");
+                 CLF_EINVALID_ARGUMENT, "clblast, blocked or tiled");
     ASSERT_FAILS(clf_context_force_kernel(ctx, "softmax", "fast"),
                  CLF_EINVALID_ARGUMENT, "scalar, vector or group");
     ASSERT_FAILS(clf_context_force_kernel(ctx, "speed", "fast"),
@@ -183,7 +183,7 @@ START_TEST(choice_store_is_read_by_a_fresh_context)
     ck_assert_int_eq(clf_context_kernel_choice(b, 0, &kc), 0);
     ck_assert_str_eq(kc.kind, "gemm");
     ck_assert_str_eq(kc.bucket, "m512.n64.k64");
-    ck_assert_str_eq(kc.name, va == CLF_GEMM_BLOCKED ? "blocked" : "clblast");
+    ck_assert_str_eq(kc.name, clf__choice_name(CLF_KIND_GEMM, va - 1));
     ck_assert_int_eq(kc.source, CLF_SOURCE_STORED);
     ASSERT_FAILS(clf_context_kernel_choice(b, 1, &kc), CLF_EINVALID_ARGUMENT,
                  "index 1");

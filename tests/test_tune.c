@@ -94,7 +94,8 @@ START_TEST(tune_choice_keeps_results_right)
     ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
     t = clf_context_tuning(ctx);
     ck_assert_msg(t[0] == '\0' || strncmp(t, "Xgemm ", 6) == 0 ||
-                      strncmp(t, "XGEMM_MIN_INDIRECT_SIZE=", 24) == 0,
+                      strncmp(t, "XGEMM_MIN_INDIRECT_SIZE=", 24) == 0 ||
+                      strncmp(t, "Tiled ", 6) == 0,
                   "tuning \"%s\"", t);
     clf_context_destroy(ctx);
 
@@ -305,6 +306,168 @@ write_tune_file(const char *text)
     ck_assert_int_eq(fclose(f), 0);
 }
 
+/* The device's limits, as clf_tune checks them. */
+static void
+device_limits(clf_context *ctx, struct clf__tune_limits *lim)
+{
+    size_t items[3] = {0, 0, 0};
+
+    memset(lim, 0, sizeof *lim);
+    lim->local_mem = ctx->info.local_mem;
+    ck_assert_int_eq(clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE,
+                                     sizeof lim->max_wg, &lim->max_wg, NULL),
+                     CL_SUCCESS);
+    ck_assert_int_eq(clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_ITEM_SIZES,
+                                     sizeof items, items, NULL),
+                     CL_SUCCESS);
+    lim->max_item[0] = items[0];
+    lim->max_item[1] = items[1];
+}
+
+/* The tuner measures every set of the tiled kernel's space and stores the
+ * fastest, valid for the device; a context applying the file runs the
+ * tiled kernel with those sizes, and a forward forced through it matches
+ * the reference. */
+START_TEST(tune_picks_valid_tiled_sizes)
+{
+    static struct clf__tune_file tf;
+    struct clf__tiled_cfg space[CLF_TUNE_MAX_TILED];
+    struct clf__tune_limits lim;
+    clf_context *ctx = NULL;
+    clf_attention_desc d;
+    struct layer l;
+    char path[4300], *text = NULL, why[400];
+    float x[40 * 32], y[40 * 32];
+    double ref[40 * 32];
+    size_t len = 0, nspace;
+    clf_tune_opts o = small();
+
+    ck_assert_msg(clf_tune(tu_context(), &o) == 0, "%s", clf_last_error());
+    device_limits(tu_context(), &lim);
+    nspace = clf__tiled_space(space, CLF_TUNE_MAX_TILED, &lim);
+    ck_assert_int_eq(count_lines("best Tiled "), 1);
+    ck_assert_int_eq(count_lines("tried Tiled "), (int)nspace);
+    clf__tune_path(&tu_context()->info, path, sizeof path);
+    ck_assert_int_eq(
+        clf__file_read_all(path, "tune file", 1 << 20, &text, &len), 0);
+    ck_assert_msg(clf__tune_parse(text, len, &lim, &tf, why, sizeof why) == 0,
+                  "%s", why);
+    free(text);
+    ck_assert_int_eq(tf.have_tiled, 1);
+    ck_assert_uint_eq(tf.ntiled_tried, nspace);
+    ck_assert_int_eq(clf__tiled_check(&tf.tiled, &lim, why, sizeof why), 0);
+
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
+    ck_assert(memcmp(ctx->tiled.v, tf.tiled.v, sizeof tf.tiled.v) == 0);
+    ck_assert_ptr_nonnull(strstr(clf_context_tuning(ctx), "Tiled MWG="));
+    clf_context_destroy(ctx);
+
+    /* The suite's context applies it too (clf_tune left it applied). */
+    ck_assert(memcmp(tu_context()->tiled.v, tf.tiled.v, sizeof tf.tiled.v) ==
+              0);
+    memset(&d, 0, sizeof d);
+    d.d_model = 32;
+    d.heads = 2;
+    d.max_seq_len = 48;
+    d.k = 8;
+    d.bias_out = 1;
+    layer_make(&l, &d, 19);
+    tu_fill(x, 40 * 32, 20, -1.0f, 1.0f);
+    ck_assert_int_eq(clf_context_force_kernel(tu_context(), "gemm", "tiled"),
+                     0);
+    ck_assert_int_eq(clf_attention_forward(l.att, x, 1, 40, y), 0);
+    ck_assert_int_eq(clf_context_force_kernel(tu_context(), "gemm", NULL), 0);
+    ref_attention(&l.ref, 0, x, 1, 40, ref);
+    tu_assert_close(y, ref, 40 * 32, 1e-5, "forward with the tuned tiled GEMM");
+    layer_free(&l);
+}
+END_TEST
+
+/* Tiled records: what is written parses back; sizes the kernel was not
+ * written for, or past the device's limits, make the file invalid. */
+START_TEST(tune_file_tiled_records)
+{
+    static struct clf__tune_file tf;
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"best Tiled MWG=48 NWG=64 KWG=16 MDIM=8 NDIM=8 VW=4\n",
+         "MWG=48 is not a power of two"},
+        {"best Tiled MWG=64 NWG=16 KWG=16 MDIM=8 NDIM=8 VW=4\n", "NDIM*VW"},
+        {"best Tiled MWG=64 NWG=64 KWG=16 MDIM=8 NDIM=8 VW=16\n",
+         "VW=16 is not a power of two from 1 to 8"},
+        {"best Tiled MWG=64 NWG=64 KWG=0 MDIM=8 NDIM=8 VW=4\n", "KWG=0"},
+        {"best Tiled MWG=128 NWG=128 KWG=64 MDIM=16 NDIM=16 VW=4\n",
+         "bytes of local memory"},
+        {"best Tiled MWG=256 NWG=256 KWG=8 MDIM=32 NDIM=32 VW=4\n",
+         "work-group"},
+        {"best Tiled MWG=64 NWG=64 KWG=16 MDIM=1 NDIM=8 VW=4\n",
+         "register block"},
+        {"best Tiled MWG=64 NWG=64 KWG=16 MDIM=8 NDIM=8\n", "5 Tiled sizes"},
+        {"best Tiled MWG=64 MWG=64 KWG=16 MDIM=8 NDIM=8 VW=4\n",
+         "MWG given twice"},
+        {"best Tiled MWG=64 NWG=64 KWG=16 MDIM=8 NDIM=8 XW=4\n",
+         "unknown Tiled size XW=4"},
+        {"best Tiled MWG=99999 NWG=64 KWG=16 MDIM=8 NDIM=8 VW=4\n",
+         "not a number up to 4096"},
+        {"best Tiled MWG=-64 NWG=64 KWG=16 MDIM=8 NDIM=8 VW=4\n",
+         "not a number"},
+        {"tried Tiled MWG=64 NWG=64 KWG=16 MDIM=8 NDIM=8 VW=4\n",
+         "no valid ms=T"},
+        {"best Tiled MWG=64 NWG=64 KWG=16 MDIM=8 NDIM=8 VW=4\n"
+         "best Tiled MWG=64 NWG=64 KWG=16 MDIM=8 NDIM=8 VW=4\n",
+         "line 2: a second best Tiled"},
+    };
+    const char *good = "baseline ms=3\n"
+                       "best Tiled MWG=128 NWG=64 KWG=16 MDIM=16 NDIM=16 "
+                       "VW=4\n"
+                       "tried Tiled MWG=64 NWG=64 KWG=16 MDIM=8 NDIM=8 VW=4 "
+                       "ms=2.500\n";
+    char why[400];
+    size_t i;
+
+    ck_assert_msg(
+        clf__tune_parse(good, strlen(good), &limits, &tf, why, sizeof why) == 0,
+        "%s", why);
+    ck_assert_int_eq(tf.have_tiled, 1);
+    ck_assert_int_eq(tf.have_best, 0); /* no Xgemm record: none applied */
+    ck_assert_uint_eq(tf.tiled.v[CLF_TILED_P_MWG], 128);
+    ck_assert_uint_eq(tf.tiled.v[CLF_TILED_P_VW], 4);
+    ck_assert_uint_eq(tf.ntiled_tried, 1);
+    ck_assert_double_eq_tol(tf.tiled_tried_ms[0], 2.5, 1e-9);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(parse(bad[i].text, why, sizeof why) == -1, "accepted %s",
+                      bad[i].text);
+        ck_assert_msg(strstr(why, bad[i].why) != NULL, "%s: why \"%s\"",
+                      bad[i].text, why);
+    }
+}
+END_TEST
+
+/* A stored file whose Tiled sizes break the kernel's rules is ignored
+ * whole, with a warning naming them; the tiled kernel keeps its
+ * defaults and still computes right. */
+START_TEST(tune_bad_tiled_sizes_are_ignored)
+{
+    clf_context *ctx = NULL;
+    struct clf__tiled_cfg def;
+
+    tu_clear_dir(dir);
+    write_tune_file("baseline ms=5\n"
+                    "best Tiled MWG=64 NWG=64 KWG=16 MDIM=8 NDIM=8 VW=3\n");
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
+    ck_assert_str_eq(clf_context_tuning(ctx), "");
+    ck_assert_msg(strstr(clf_context_warnings(ctx), "best Tiled: VW=3") != NULL,
+                  "warning \"%s\"", clf_context_warnings(ctx));
+    clf__tiled_default(&def);
+    ck_assert(memcmp(ctx->tiled.v, def.v, sizeof def.v) == 0);
+    clf_context_destroy(ctx);
+    tu_clear_dir(dir);
+}
+END_TEST
+
 /* A stored file with a zero tile size (a division by zero in CLBlast's
  * kernel) is ignored whole, with a warning, and forwards still work. */
 START_TEST(tune_bad_file_is_ignored_with_a_warning)
@@ -450,6 +613,7 @@ main(void)
     setenv("CLINFORMER_CACHE_DIR", dir, 1);
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, tune_stores_and_resumes);
+    tcase_add_test(tc, tune_picks_valid_tiled_sizes);
     tcase_add_test(tc, tune_choice_keeps_results_right);
     tcase_add_test(tc, tune_needs_a_cache_directory);
     tcase_add_test(tc, tune_tiny_budget_returns_quickly);
@@ -461,6 +625,8 @@ main(void)
     tcase_add_test(tc, tune_file_rejects_bad_values);
     tcase_add_test(tc, tune_file_rejects_bad_records);
     tcase_add_test(tc, tune_file_parses_what_is_written);
+    tcase_add_test(tc, tune_file_tiled_records);
+    tcase_add_test(tc, tune_bad_tiled_sizes_are_ignored);
     tcase_add_test(tc, tune_bad_file_is_ignored_with_a_warning);
     tcase_add_test(tc, tune_size_overflow_is_refused);
     tcase_add_test(tc, tune_file_in_shared_directory_is_ignored);

@@ -61,14 +61,17 @@ const struct cli_command cli_commands[] = {
     {"bench", "...", "the bench suite (clinformer bench --help)\n", NULL,
      no_options, 0, bench_main},
     {"tune", "",
-     "time CLBlast GEMM parameters on real forwards of a\n"
-     "layer (--d-model, --heads, --k, --seq-len, default\n"
-     "512, 8, 256, 2048) for --budget seconds (default\n"
-     "120) and store the fastest for this device; later\n"
-     "clinformer runs apply them; rerun to resume\n",
-     "Time CLBlast GEMM parameters on real forwards of one layer for --budget\n"
-     "seconds and store the fastest for this device; every later context on\n"
-     "it applies them.  Rerun to resume where the last run stopped.\n",
+     "time CLBlast GEMM parameters and the tiled GEMM's\n"
+     "tile sizes on real forwards of a layer (--d-model,\n"
+     "--heads, --k, --seq-len, default 512, 8, 256, 2048)\n"
+     "for --budget seconds (default 120) and store the\n"
+     "fastest for this device; later clinformer runs\n"
+     "apply them; rerun to resume\n",
+     "Time CLBlast GEMM parameters, then the tiled GEMM kernel's tile and\n"
+     "vector sizes (a few sets valid for the device), on real forwards of one\n"
+     "layer for --budget seconds and store the fastest for this device; every\n"
+     "later context on it applies them.  Rerun to resume where the last run\n"
+     "stopped.\n",
      cli_tune_options, 0, cli_tune_main},
     {"help", "[COMMAND]", "show this text, or a command's options\n",
      "Show the commands, or the options of COMMAND.\n", no_options, 0,
@@ -83,7 +86,7 @@ const char cli_epilogue[] =
     "cl/*.cl from there), CLINFORMER_TUNE=off (ignore stored GEMM tuning),\n"
     "CLINFORMER_KERNELS=softmax=NAME,gemm=NAME,attend=NAME (force kernel\n"
     "choices instead of the stored or timed ones; softmax: scalar, vector,\n"
-    "group; gemm: clblast, blocked; attend: gemm, fused).\n"
+    "group; gemm: clblast, blocked, tiled; attend: gemm, fused).\n"
     "Exit status: 0 on success (check-lookahead: PASS; compare: MATCH), 1 on\n"
     "an error (the message names it; a failed kernel build prints its log),\n"
     "2 on a usage error (an unknown option or one of another command, a\n"

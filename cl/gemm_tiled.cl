@@ -1,0 +1,172 @@
+/* A work-group tiled GEMM, shaped for GPUs: C = act(alpha op(A) op(B)
+ * (+ beta C) (+ bias[column])), act the identity or the exact GELU,
+ * row-major, op(A) M x K, op(B) K x N, either operand transposed, with a
+ * batch of strided matrices.
+ *
+ * A work-group of CLF_TILED_NDIM x CLF_TILED_MDIM work-items computes a
+ * CLF_TILED_MWG x CLF_TILED_NWG tile of C.  For each slice of
+ * CLF_TILED_KWG steps of the inner dimension the group first copies the
+ * slices of op(A) and op(B) into local memory (consecutive work-items read
+ * consecutive addresses of the stored matrix, whichever operand is
+ * transposed), then every work-item multiplies its register block of
+ * MWG/MDIM rows by NWG/NDIM columns out of local memory, the columns in
+ * vectors of CLF_TILED_VW.  Parts of a tile past M, N or K (edge tiles) are
+ * read as zeros and not stored, so any size works.
+ *
+ * The six sizes are -D options (src/kernel_params.h has the defaults; the
+ * tuner builds other sets, src/tiled.c), all powers of two, with MWG a
+ * multiple of MDIM and NWG of NDIM * VW. */
+
+#if !defined(CLF_TILED_MWG) || !defined(CLF_TILED_NWG) ||                    \
+    !defined(CLF_TILED_KWG) || !defined(CLF_TILED_MDIM) ||                   \
+    !defined(CLF_TILED_NDIM) || !defined(CLF_TILED_VW)
+#error "build with the -D options of src/kernel_params.h"
+#endif
+
+#define TL_M CLF_TILED_MWG
+#define TL_N CLF_TILED_NWG
+#define TL_K CLF_TILED_KWG
+#define TL_WM CLF_TILED_MDIM
+#define TL_WN CLF_TILED_NDIM
+#define TL_VW CLF_TILED_VW
+#define TL_RM (TL_M / TL_WM)          /* rows per work-item */
+#define TL_CN (TL_N / (TL_WN * TL_VW)) /* vectors per row per work-item */
+#define TL_WG (TL_WM * TL_WN)
+
+#if TL_M % TL_WM != 0 || TL_N % (TL_WN * TL_VW) != 0
+#error "CLF_TILED_MWG must be a multiple of MDIM, NWG of NDIM * VW"
+#endif
+
+#if TL_VW == 1
+typedef float tl_vec;
+#define TL_VLOAD(i, p) ((p)[i])
+#define TL_VSTORE(v, i, p) ((p)[i] = (v))
+#elif TL_VW == 2
+typedef float2 tl_vec;
+#define TL_VLOAD vload2
+#define TL_VSTORE vstore2
+#elif TL_VW == 4
+typedef float4 tl_vec;
+#define TL_VLOAD vload4
+#define TL_VSTORE vstore4
+#elif TL_VW == 8
+typedef float8 tl_vec;
+#define TL_VLOAD vload8
+#define TL_VSTORE vstore8
+#else
+#error "CLF_TILED_VW must be 1, 2, 4 or 8"
+#endif
+
+/* The slice k0.. of op(X) (rows x TL_K of it when `rows_first`, as A is,
+ * else TL_K x cols, as B is) into t[TL_K][width], zeros outside the
+ * matrix.  Stored untransposed, A runs along k and B along n; the index
+ * order follows the stored matrix so that neighbouring work-items read
+ * neighbouring addresses. */
+static void
+tl_load(__local float *t, const uint width, __global const float *x,
+        const uint ld, const uint trans, const uint rows_first,
+        const uint r0, const uint rlim, const uint k0, const uint K,
+        const uint lid)
+{
+    /* Along k in memory: A stored M x K, or B^T stored N x K. */
+    const uint k_fast = rows_first ? !trans : trans;
+    for (uint i = lid; i < TL_K * width; i += TL_WG) {
+        uint kk, rr;
+        if (k_fast) {
+            rr = i / TL_K;
+            kk = i - rr * TL_K;
+        } else {
+            kk = i / width;
+            rr = i - kk * width;
+        }
+        const uint gr = r0 + rr, gk = k0 + kk;
+        float v = 0.0f;
+        if (gr < rlim && gk < K)
+            v = k_fast ? x[(size_t)gr * ld + gk] : x[(size_t)gk * ld + gr];
+        t[kk * width + rr] = v;
+    }
+}
+
+/* One element of C after the product: scaled, plus beta C, the bias and
+ * the activation. */
+static float
+tl_finish(float v, const float beta, __global const float *c,
+          __global const float *bias, const uint has_bias, const uint gelu,
+          const uint col)
+{
+    if (beta != 0.0f)
+        v += beta * *c;
+    if (has_bias)
+        v += bias[col];
+    if (gelu)
+        v = 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
+    return v;
+}
+
+/* Local size (NDIM, MDIM, 1); global size (ceil(N / NWG) * NDIM,
+ * ceil(M / MWG) * MDIM, batch).  beta 0 never reads C. */
+__kernel __attribute__((reqd_work_group_size(TL_WN, TL_WM, 1))) void
+clf_gemm_tiled(const uint M, const uint N, const uint K, const float alpha,
+               __global const float *A, const ulong a_off, const uint lda,
+               const ulong a_stride, const uint trans_a,
+               __global const float *B, const ulong b_off, const uint ldb,
+               const ulong b_stride, const uint trans_b, const float beta,
+               __global float *C, const ulong c_off, const uint ldc,
+               const ulong c_stride, __global const float *bias,
+               const uint has_bias, const uint gelu)
+{
+    __local float as[TL_K * TL_M]; /* as[k][m] */
+    __local float bs[TL_K * TL_N]; /* bs[k][n] */
+    const uint tx = get_local_id(0), ty = get_local_id(1);
+    const uint lid = ty * TL_WN + tx;
+    const uint n0 = get_group_id(0) * TL_N, m0 = get_group_id(1) * TL_M;
+    const size_t t = get_global_id(2);
+    __global const float *a = A + a_off + t * a_stride;
+    __global const float *b = B + b_off + t * b_stride;
+    __global float *c = C + c_off + t * c_stride;
+    tl_vec acc[TL_RM][TL_CN];
+
+#pragma unroll
+    for (int i = 0; i < TL_RM; i++)
+#pragma unroll
+        for (int j = 0; j < TL_CN; j++)
+            acc[i][j] = (tl_vec)0.0f;
+    for (uint k0 = 0; k0 < K; k0 += TL_K) {
+        tl_load(as, TL_M, a, lda, trans_a, 1, m0, M, k0, K, lid);
+        tl_load(bs, TL_N, b, ldb, trans_b, 0, n0, N, k0, K, lid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int kk = 0; kk < TL_K; kk++) {
+            float av[TL_RM];
+            tl_vec bv[TL_CN];
+#pragma unroll
+            for (int i = 0; i < TL_RM; i++)
+                av[i] = as[kk * TL_M + i * TL_WM + ty];
+#pragma unroll
+            for (int j = 0; j < TL_CN; j++)
+                bv[j] = TL_VLOAD(j * TL_WN + tx, bs + kk * TL_N);
+#pragma unroll
+            for (int i = 0; i < TL_RM; i++)
+#pragma unroll
+                for (int j = 0; j < TL_CN; j++)
+                    acc[i][j] = fma((tl_vec)av[i], bv[j], acc[i][j]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    for (int i = 0; i < TL_RM; i++) {
+        const uint row = m0 + i * TL_WM + ty;
+        if (row >= M)
+            break;
+        __global float *cr = c + (size_t)row * ldc;
+        for (int j = 0; j < TL_CN; j++) {
+            const uint col = n0 + (j * TL_WN + tx) * TL_VW;
+            float lane[TL_VW];
+            if (col >= N)
+                break;
+            TL_VSTORE(alpha * acc[i][j], 0, lane);
+            for (uint e = 0; e < TL_VW && col + e < N; e++)
+                cr[col + e] = tl_finish(lane[e], beta, cr + col + e, bias,
+                                        has_bias, gelu, col + e);
+        }
+    }
+}

@@ -1,0 +1,372 @@
+/* The work-group tiled GEMM (cl/gemm_tiled.cl): a GPU-shaped candidate of
+ * the `gemm` kernel choice beside CLBlast and the blocked kernel.  Its six
+ * sizes are -D options: the defaults of kernel_params.h are built into the
+ * context's program; another set (from `clinformer tune`) is built as a
+ * program of its own, cached on disk under a key that holds the options. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *const clf__tiled_names[CLF_TILED_NPARAM] = {"MWG",  "NWG",  "KWG",
+                                                        "MDIM", "NDIM", "VW"};
+
+void
+clf__tiled_default(struct clf__tiled_cfg *cfg)
+{
+    cfg->v[CLF_TILED_P_MWG] = CLF_TILED_MWG;
+    cfg->v[CLF_TILED_P_NWG] = CLF_TILED_NWG;
+    cfg->v[CLF_TILED_P_KWG] = CLF_TILED_KWG;
+    cfg->v[CLF_TILED_P_MDIM] = CLF_TILED_MDIM;
+    cfg->v[CLF_TILED_P_NDIM] = CLF_TILED_NDIM;
+    cfg->v[CLF_TILED_P_VW] = CLF_TILED_VW;
+}
+
+void
+clf__tiled_format(const struct clf__tiled_cfg *cfg, char *buf, size_t cap)
+{
+    size_t len = 0;
+    int i;
+
+    buf[0] = '\0';
+    for (i = 0; i < CLF_TILED_NPARAM && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s=%zu", i ? " " : "",
+                                clf__tiled_names[i], cfg->v[i]);
+}
+
+static int
+pow2_in(size_t v, size_t lo, size_t hi)
+{
+    return v >= lo && v <= hi && (v & (v - 1)) == 0;
+}
+
+/* The kernel's rules: powers of two in range, whole register blocks, at
+ * most 64 accumulators per work-item. */
+static int
+check_shape(const size_t *v, char *why, size_t cap)
+{
+    static const size_t lo[CLF_TILED_NPARAM] = {1, 1, 1, 1, 1, 1};
+    static const size_t hi[CLF_TILED_NPARAM] = {256, 256, 64, 64, 64, 8};
+    int i;
+
+    for (i = 0; i < CLF_TILED_NPARAM; i++)
+        if (!pow2_in(v[i], lo[i], hi[i])) {
+            snprintf(why, cap, "%s=%zu is not a power of two from %zu to %zu",
+                     clf__tiled_names[i], v[i], lo[i], hi[i]);
+            return -1;
+        }
+    if (v[CLF_TILED_P_MWG] % v[CLF_TILED_P_MDIM] != 0 ||
+        v[CLF_TILED_P_NWG] % (v[CLF_TILED_P_NDIM] * v[CLF_TILED_P_VW]) != 0) {
+        snprintf(why, cap,
+                 "MWG=%zu is not a multiple of MDIM=%zu or NWG=%zu of "
+                 "NDIM*VW=%zu",
+                 v[CLF_TILED_P_MWG], v[CLF_TILED_P_MDIM], v[CLF_TILED_P_NWG],
+                 v[CLF_TILED_P_NDIM] * v[CLF_TILED_P_VW]);
+        return -1;
+    }
+    if (v[CLF_TILED_P_MWG] / v[CLF_TILED_P_MDIM] * v[CLF_TILED_P_NWG] /
+            v[CLF_TILED_P_NDIM] >
+        64) {
+        snprintf(why, cap, "a register block of %zu x %zu exceeds 64 floats",
+                 v[CLF_TILED_P_MWG] / v[CLF_TILED_P_MDIM],
+                 v[CLF_TILED_P_NWG] / v[CLF_TILED_P_NDIM]);
+        return -1;
+    }
+    return 0;
+}
+
+int
+clf__tiled_check(const struct clf__tiled_cfg *cfg,
+                 const struct clf__tune_limits *lim, char *why, size_t cap)
+{
+    const size_t *v = cfg->v;
+    size_t wg = v[CLF_TILED_P_MDIM] * v[CLF_TILED_P_NDIM];
+    unsigned long long local =
+        4ull * v[CLF_TILED_P_KWG] * (v[CLF_TILED_P_MWG] + v[CLF_TILED_P_NWG]);
+
+    if (check_shape(v, why, cap) != 0)
+        return -1;
+    if (wg > lim->max_wg || v[CLF_TILED_P_NDIM] > lim->max_item[0] ||
+        v[CLF_TILED_P_MDIM] > lim->max_item[1]) {
+        snprintf(why, cap,
+                 "a work-group of NDIM=%zu x MDIM=%zu exceeds the device's "
+                 "%zu (%zu x %zu)",
+                 v[CLF_TILED_P_NDIM], v[CLF_TILED_P_MDIM], lim->max_wg,
+                 lim->max_item[0], lim->max_item[1]);
+        return -1;
+    }
+    if (local > lim->local_mem) {
+        snprintf(why, cap,
+                 "%llu bytes of local memory for the tiles exceed the "
+                 "device's %llu",
+                 local, lim->local_mem);
+        return -1;
+    }
+    return 0;
+}
+
+/* The space `clinformer tune` searches: the defaults first, then tiles for
+ * large GPUs (128 x 128, 8 x 8 blocks), narrower vectors, small groups for
+ * small devices and CPUs. */
+size_t
+clf__tiled_space(struct clf__tiled_cfg *out, size_t cap,
+                 const struct clf__tune_limits *lim)
+{
+    static const size_t sets[][CLF_TILED_NPARAM] = {
+        {CLF_TILED_MWG, CLF_TILED_NWG, CLF_TILED_KWG, CLF_TILED_MDIM,
+         CLF_TILED_NDIM, CLF_TILED_VW},
+        {128, 128, 8, 16, 16, 4},
+        {64, 64, 16, 16, 16, 2},
+        {128, 64, 16, 16, 16, 4},
+        {32, 32, 16, 8, 8, 2},
+        {64, 128, 8, 8, 16, 8},
+        {32, 64, 32, 4, 8, 8},
+        {16, 16, 16, 4, 4, 4},
+    };
+    char why[200];
+    size_t n = 0, i;
+
+    for (i = 0; i < sizeof sets / sizeof sets[0] && n < cap; i++) {
+        memcpy(out[n].v, sets[i], sizeof out[n].v);
+        if (clf__tiled_check(&out[n], lim, why, sizeof why) == 0)
+            n++;
+    }
+    return n;
+}
+
+static int
+is_default(const struct clf__tiled_cfg *cfg)
+{
+    struct clf__tiled_cfg d;
+
+    clf__tiled_default(&d);
+    return memcmp(d.v, cfg->v, sizeof d.v) == 0;
+}
+
+/* The build options of the tiled program: those of kernel_params.h with
+ * the tiled sizes replaced. */
+static void
+tiled_options(const struct clf__tiled_cfg *cfg, char *buf, size_t cap)
+{
+    static const char *const names[] = {
+#define NAME(name, value) #name,
+        CLF_KERNEL_PARAMS(NAME)
+#undef NAME
+    };
+    static const size_t values[] = {
+#define VALUE(name, value) value,
+        CLF_KERNEL_PARAMS(VALUE)
+#undef VALUE
+    };
+    size_t len = (size_t)snprintf(buf, cap, "-cl-std=CL1.2"), i;
+    int j;
+
+    for (i = 0; i < sizeof names / sizeof names[0] && len < cap; i++) {
+        size_t v = values[i];
+        for (j = 0; j < CLF_TILED_NPARAM; j++)
+            if (strncmp(names[i], "CLF_TILED_", 10) == 0 &&
+                strcmp(names[i] + 10, clf__tiled_names[j]) == 0)
+                v = cfg->v[j];
+        len += (size_t)snprintf(buf + len, cap - len, " -D%s=%zu", names[i], v);
+    }
+}
+
+void
+clf__tiled_release(clf_context *ctx)
+{
+    if (ctx->tiled_kernel != NULL)
+        clReleaseKernel(ctx->tiled_kernel);
+    if (ctx->tiled_program != NULL)
+        clReleaseProgram(ctx->tiled_program);
+    ctx->tiled_kernel = NULL;
+    ctx->tiled_program = NULL;
+}
+
+static void
+device_limits(const clf_context *ctx, struct clf__tune_limits *lim)
+{
+    size_t items[3] = {0, 0, 0};
+
+    memset(lim, 0, sizeof *lim);
+    lim->local_mem = ctx->info.local_mem;
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE,
+                        sizeof lim->max_wg, &lim->max_wg, NULL) != CL_SUCCESS ||
+        clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_ITEM_SIZES,
+                        sizeof items, items, NULL) != CL_SUCCESS)
+        lim->max_wg = 0;
+    lim->max_item[0] = items[0];
+    lim->max_item[1] = items[1];
+}
+
+/* The program and kernel for a set other than the defaults. */
+static int
+build_set(clf_context *ctx, const struct clf__tiled_cfg *cfg, cl_program *prog,
+          cl_kernel *kernel)
+{
+    unsigned char files[CLF_KERNEL_FILES] = {0};
+    char options[1024];
+    cl_int err;
+    size_t i;
+
+    for (i = 0; i < (size_t)CLF_KERNEL_FILES; i++)
+        files[i] = strcmp(clf__kernel_files[i], "common.cl") == 0 ||
+                   strcmp(clf__kernel_files[i], "gemm_tiled.cl") == 0;
+    tiled_options(cfg, options, sizeof options);
+    CLF_TRY(clf__program_build_part(ctx, files, options, prog));
+    *kernel = clCreateKernel(*prog, "clf_gemm_tiled", &err);
+    if (*kernel == NULL) {
+        clReleaseProgram(*prog);
+        *prog = NULL;
+        return clf__fail(err,
+                         "kernel clf_gemm_tiled: clCreateKernel failed "
+                         "(%d)",
+                         err);
+    }
+    return 0;
+}
+
+/* The built kernel (NULL: the main program's) takes work-groups of
+ * NDIM x MDIM on this device: a compiler may allow fewer work-items than
+ * the device's limit to a kernel that needs many registers. */
+static int
+kernel_fits(clf_context *ctx, cl_kernel kernel,
+            const struct clf__tiled_cfg *cfg, char *why, size_t cap)
+{
+    size_t wg = ctx->kernel_wg[CLF_K_GEMM_TILED];
+    size_t need = cfg->v[CLF_TILED_P_MDIM] * cfg->v[CLF_TILED_P_NDIM];
+
+    if (kernel != NULL &&
+        clGetKernelWorkGroupInfo(kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                 sizeof wg, &wg, NULL) != CL_SUCCESS)
+        wg = 0;
+    if (wg >= need)
+        return 0;
+    snprintf(why, cap,
+             "the kernel takes work-groups of at most %zu work-items on "
+             "this device, not %zu",
+             wg, need);
+    return -1;
+}
+
+static int
+set_locked(clf_context *ctx, const struct clf__tiled_cfg *cfg)
+{
+    struct clf__tune_limits lim;
+    cl_program prog = NULL;
+    cl_kernel kernel = NULL;
+    char why[256], text[128];
+
+    device_limits(ctx, &lim);
+    if (clf__tiled_check(cfg, &lim, why, sizeof why) != 0) {
+        clf__tiled_format(cfg, text, sizeof text);
+        return clf__fail(CLF_EINVALID_ARGUMENT, "tiled GEMM sizes %s: %s", text,
+                         why);
+    }
+    CLF_TRY(clf_context_build(ctx));
+    if (!is_default(cfg))
+        CLF_TRY(build_set(ctx, cfg, &prog, &kernel));
+    if (kernel_fits(ctx, kernel, cfg, why, sizeof why) != 0) {
+        if (kernel != NULL)
+            clReleaseKernel(kernel);
+        if (prog != NULL)
+            clReleaseProgram(prog);
+        clf__tiled_format(cfg, text, sizeof text);
+        return clf__fail(CLF_EINVALID_ARGUMENT, "tiled GEMM sizes %s: %s", text,
+                         why);
+    }
+    clf__tiled_release(ctx);
+    ctx->tiled_program = prog;
+    ctx->tiled_kernel = kernel;
+    ctx->tiled = *cfg;
+    return 0;
+}
+
+int
+clf__tiled_set(clf_context *ctx, const struct clf__tiled_cfg *cfg)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = set_locked(ctx, cfg);
+    clf__unlock(ctx);
+    return rc;
+}
+
+int
+clf__tiled_fits(size_t m, size_t n, size_t k, size_t lda, size_t ldb,
+                size_t ldc)
+{
+    return m <= 0xffffffffu && n <= 0xffffffffu && k <= 0xffffffffu &&
+           lda <= 0xffffffffu && ldb <= 0xffffffffu && ldc <= 0xffffffffu;
+}
+
+/* Sets the 22 arguments of the kernel. */
+static int
+set_args(cl_kernel kk, const struct clf__tiled_args *g)
+{
+    cl_uint M = (cl_uint)g->m, N = (cl_uint)g->n, K = (cl_uint)g->k;
+    cl_uint la = (cl_uint)g->lda, lb = (cl_uint)g->ldb, lc = (cl_uint)g->ldc;
+    cl_uint ta = g->trans_a != 0, tb = g->trans_b != 0;
+    cl_uint has_bias = g->bias != NULL, act = g->gelu != 0;
+    cl_ulong ao = g->a_off, as = g->a_stride, bo = g->b_off;
+    cl_ulong bs = g->b_stride, co = g->c_off, cs = g->c_stride;
+    cl_mem bias = g->bias != NULL ? g->bias : g->c; /* not read */
+
+    CLF_SET_ARG(kk, 0, M);
+    CLF_SET_ARG(kk, 1, N);
+    CLF_SET_ARG(kk, 2, K);
+    CLF_SET_ARG(kk, 3, g->alpha);
+    CLF_SET_ARG(kk, 4, g->a);
+    CLF_SET_ARG(kk, 5, ao);
+    CLF_SET_ARG(kk, 6, la);
+    CLF_SET_ARG(kk, 7, as);
+    CLF_SET_ARG(kk, 8, ta);
+    CLF_SET_ARG(kk, 9, g->b);
+    CLF_SET_ARG(kk, 10, bo);
+    CLF_SET_ARG(kk, 11, lb);
+    CLF_SET_ARG(kk, 12, bs);
+    CLF_SET_ARG(kk, 13, tb);
+    CLF_SET_ARG(kk, 14, g->beta);
+    CLF_SET_ARG(kk, 15, g->c);
+    CLF_SET_ARG(kk, 16, co);
+    CLF_SET_ARG(kk, 17, lc);
+    CLF_SET_ARG(kk, 18, cs);
+    CLF_SET_ARG(kk, 19, bias);
+    CLF_SET_ARG(kk, 20, has_bias);
+    CLF_SET_ARG(kk, 21, act);
+    return 0;
+}
+
+int
+clf__tiled_gemm(clf_context *ctx, const struct clf__tiled_args *g)
+{
+    const size_t *v = ctx->tiled.v;
+    cl_kernel kk = ctx->tiled_kernel != NULL ? ctx->tiled_kernel
+                                             : ctx->kernels[CLF_K_GEMM_TILED];
+    size_t local[3], global[3];
+    cl_int err;
+
+    if (g->m == 0 || g->n == 0 || g->batch == 0)
+        return 0;
+    if (kk == NULL) {
+        CLF_TRY(clf_context_build(ctx));
+        kk = ctx->kernels[CLF_K_GEMM_TILED];
+    }
+    CLF_TRY(set_args(kk, g));
+    local[0] = v[CLF_TILED_P_NDIM];
+    local[1] = v[CLF_TILED_P_MDIM];
+    local[2] = 1;
+    global[0] = (g->n + v[CLF_TILED_P_NWG] - 1) / v[CLF_TILED_P_NWG] * local[0];
+    global[1] = (g->m + v[CLF_TILED_P_MWG] - 1) / v[CLF_TILED_P_MWG] * local[1];
+    global[2] = g->batch;
+    ctx->tiled_calls++;
+    ctx->gemm_calls++;
+    err = clEnqueueNDRangeKernel(ctx->queue, kk, 3, NULL, global, local, 0,
+                                 NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err,
+                         "tiled GEMM %zux%zux%zu x%zu: enqueue of a "
+                         "work-group of %zu x %zu failed (%d)",
+                         g->m, g->n, g->k, g->batch, local[0], local[1], err);
+    return 0;
+}

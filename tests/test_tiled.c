@@ -1,0 +1,495 @@
+/* The tiled GEMM kernel (src/tiled.c, cl/gemm_tiled.cl): every GEMM shape
+ * and transposition the pipeline calls, forced to `tiled`, against a
+ * double-precision product (ref_gemm) on random data, sizes that are
+ * multiples of no tile (1, primes) included; every set of sizes the tuner
+ * searches; whole forwards with gemm=tiled forced against the reference
+ * attention; the choice mechanism (forcing, timing) and the tune file's
+ * Tiled records.
+ *
+ * GEMM tolerance: |c - ref| <= 1.2e-7 (k + 4) mag + 1e-12, mag the sum of
+ * the magnitudes of an element's terms: float32 accumulates k products
+ * with at most k + a few roundings of 6e-8 relative each, while a wrong
+ * index, a lost edge tile or a dropped term errs by the order of mag.
+ * Forward tolerance: 1e-5 of the output's scale, as test_attention. */
+#include "internal.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Fresh data each run; the seed is printed with any failure. */
+static unsigned long long run_seed;
+
+enum entry { E_BATCHED, E_EX, E_GROUPED };
+
+struct tcase {
+    const char *what;
+    enum entry entry;
+    ref_gemm_op op;
+    int bias, share_a, share_b;
+    size_t groups; /* E_GROUPED: groups of op.batch */
+};
+
+static cl_mem
+upload(clf_context *ctx, const float *h, size_t n)
+{
+    cl_int err;
+    cl_mem m =
+        clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                       (n ? n : 1) * sizeof(float), (void *)h, &err);
+    ck_assert_msg(m != NULL, "clCreateBuffer failed (%d)", err);
+    return m;
+}
+
+/* Leading dimensions with padding, strides of whole matrices (0 when
+ * shared), and the elements each operand spans. */
+static void
+layout(struct tcase *t, size_t *na, size_t *nb, size_t *nc)
+{
+    ref_gemm_op *g = &t->op;
+    size_t arows = g->trans_a ? g->k : g->m, brows = g->trans_b ? g->n : g->k;
+    size_t total = g->batch * (t->entry == E_GROUPED ? t->groups : 1);
+
+    g->lda = (g->trans_a ? g->m : g->k) + 3;
+    g->ldb = (g->trans_b ? g->k : g->n) + 1;
+    g->ldc = t->entry == E_EX ? g->n : g->n + 2;
+    g->a_stride = t->share_a ? 0 : arows * g->lda;
+    g->b_stride = t->share_b ? 0 : brows * g->ldb;
+    g->c_stride = g->m * g->ldc;
+    g->a_off = t->entry == E_EX ? 0 : 5;
+    g->b_off = t->entry == E_EX ? 0 : 2;
+    g->c_off = t->entry == E_EX ? 0 : 3;
+    *na = g->a_off + total * arows * g->lda + 1;
+    *nb = g->b_off + total * brows * g->ldb + 1;
+    *nc = g->c_off + total * g->c_stride + 7;
+}
+
+static int
+call(clf_context *ctx, const struct tcase *t, cl_mem a, cl_mem b, cl_mem c,
+     cl_mem bias)
+{
+    const ref_gemm_op *g = &t->op;
+    struct clf__gemm_group grp;
+
+    if (t->entry == E_EX)
+        return clf__gemm_ex(ctx, g->trans_b, g->m, g->n, g->k, a, 0, g->lda, b,
+                            0, g->ldb, g->beta != 0.0, c, 0, g->ldc, bias,
+                            g->gelu);
+    if (t->entry == E_BATCHED)
+        return clf__gemm_batched(
+            ctx, g->trans_a, g->trans_b, g->m, g->n, g->k, (float)g->alpha, a,
+            g->a_off, g->lda, g->a_stride, b, g->b_off, g->ldb, g->b_stride,
+            (float)g->beta, c, g->c_off, g->ldc, g->c_stride, g->batch);
+    /* Groups laid out after each other, as the heads of a sequence. */
+    grp.count = t->groups;
+    grp.a = t->share_a ? 0 : g->batch * g->a_stride;
+    grp.b = t->share_b ? 0 : g->batch * g->b_stride;
+    grp.c = g->batch * g->c_stride;
+    return clf__gemm_grouped(ctx, g->trans_a, g->trans_b, g->m, g->n, g->k,
+                             (float)g->alpha, a, g->a_off, g->lda, g->a_stride,
+                             b, g->b_off, g->ldb, g->b_stride, (float)g->beta,
+                             c, g->c_off, g->ldc, g->c_stride, g->batch, &grp);
+}
+
+/* Every element of C against the reference; elements outside the
+ * matrices unchanged. */
+static void
+compare(const struct tcase *t, const float *got, const float *c0,
+        const double *ref, const double *mag, size_t nc, unsigned long long s)
+{
+    const ref_gemm_op *g = &t->op;
+    size_t i;
+
+    for (i = 0; i < nc; i++) {
+        size_t rel = i - g->c_off;
+        int inside =
+            i >= g->c_off &&
+            rel / g->c_stride < g->batch * (t->groups ? t->groups : 1) &&
+            rel % g->ldc < g->n;
+        double tol = 1.2e-7 * (double)(g->k + 4) * mag[i] + 1e-12;
+        if (!inside)
+            ck_assert_msg(got[i] == c0[i], "%s: element %zu outside C changed",
+                          t->what, i);
+        else
+            ck_assert_msg(fabs(got[i] - ref[i]) <= tol,
+                          "%s m=%zu n=%zu k=%zu ta=%d tb=%d seed %llu: element "
+                          "%zu is %.9g, expected %.9g (tolerance %.3g)",
+                          t->what, g->m, g->n, g->k, g->trans_a, g->trans_b, s,
+                          i, (double)got[i], ref[i], tol);
+    }
+}
+
+/* Runs t through the library's GEMM entry point with the tiled way and
+ * checks that the tiled kernel ran and computed C. */
+static void
+run_case(struct tcase *t, unsigned long long seed)
+{
+    clf_context *ctx = tu_context();
+    size_t na, nb, nc, calls = ctx->tiled_calls, total, i;
+    float *a, *b, *c, *c0, bias[600];
+    double *ref, *mag;
+    cl_mem ma, mb, mc, mbias;
+    ref_gemm_op whole;
+    int rc;
+
+    layout(t, &na, &nb, &nc);
+    total = t->op.batch * (t->entry == E_GROUPED ? t->groups : 1);
+    a = tu_malloc(na * sizeof *a);
+    b = tu_malloc(nb * sizeof *b);
+    c = tu_malloc(nc * sizeof *c);
+    c0 = tu_malloc(nc * sizeof *c0);
+    ref = tu_malloc(nc * sizeof *ref);
+    mag = tu_malloc(nc * sizeof *mag);
+    tu_fill(a, na, seed, -1.0f, 1.0f);
+    tu_fill(b, nb, seed + 1, -1.0f, 1.0f);
+    tu_fill(c, nc, seed + 2, -1.0f, 1.0f);
+    ck_assert_uint_le(t->op.n, 600);
+    tu_fill(bias, t->op.n, seed + 3, -1.0f, 1.0f);
+    memcpy(c0, c, nc * sizeof *c);
+    for (i = 0; i < nc; i++)
+        ref[i] = c0[i], mag[i] = 0.0;
+    /* The groups as one batch: they are laid out after each other. */
+    whole = t->op;
+    whole.batch = total;
+    if (t->entry == E_GROUPED && t->share_a)
+        whole.a_stride = 0;
+    ref_gemm(&whole, a, b, c0, t->bias ? bias : NULL, ref, mag);
+
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    ma = upload(ctx, a, na);
+    mb = upload(ctx, b, nb);
+    mc = upload(ctx, c, nc);
+    mbias = upload(ctx, bias, t->op.n);
+    clf__gemm_use(CLF_GEMM_TILED);
+    rc = call(ctx, t, ma, mb, mc, t->bias ? mbias : NULL);
+    clf__gemm_use(CLF_GEMM_UNDECIDED);
+    ck_assert_msg(rc == 0, "%s: %s", t->what, clf_last_error());
+    ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, mc, CL_TRUE, 0,
+                                         nc * sizeof *c, c, 0, NULL, NULL),
+                     CL_SUCCESS);
+    ck_assert_msg(ctx->tiled_calls > calls, "%s: the tiled kernel did not run",
+                  t->what);
+    compare(t, c, c0, ref, mag, nc, seed);
+    clReleaseMemObject(ma);
+    clReleaseMemObject(mb);
+    clReleaseMemObject(mc);
+    clReleaseMemObject(mbias);
+    free(a);
+    free(b);
+    free(c);
+    free(c0);
+    free(ref);
+    free(mag);
+}
+
+static struct tcase
+mk(const char *what, enum entry e, int ta, int tb, size_t m, size_t n, size_t k,
+   size_t batch, double alpha, double beta)
+{
+    struct tcase t;
+
+    memset(&t, 0, sizeof t);
+    t.what = what;
+    t.entry = e;
+    t.op.trans_a = ta;
+    t.op.trans_b = tb;
+    t.op.m = m;
+    t.op.n = n;
+    t.op.k = k;
+    t.op.batch = batch;
+    t.op.alpha = alpha;
+    t.op.beta = beta;
+    return t;
+}
+
+/* The pipeline's calls (attention.c, attend.c, model.c) at sizes that
+ * are multiples of no tile, and at 1. */
+START_TEST(tiled_pipeline_shapes_match_reference)
+{
+    static const size_t dims[][3] = {
+        {37, 19, 41}, {1, 1, 1}, {1, 67, 13}, {131, 5, 1}, {70, 129, 67}};
+    const size_t *d = dims[_i];
+    unsigned long long s = run_seed + 100 * (unsigned long long)_i;
+    struct tcase t;
+
+    /* Projections X W^T + b (W as PyTorch stores it). */
+    t = mk("projection", E_EX, 0, 1, d[0], d[1], d[2], 1, 1.0, 0.0);
+    t.bias = 1;
+    run_case(&t, s + 1);
+    /* Feed-forward: + residual, then GELU. */
+    t = mk("feed-forward", E_EX, 0, 1, d[0], d[1], d[2], 1, 1.0, 1.0);
+    t.bias = 1;
+    t.op.gelu = 1;
+    run_case(&t, s + 2);
+    /* Compression E X per sequence, E shared (stride 0) or per head. */
+    t = mk("compression, shared E", E_BATCHED, 0, 0, d[0], d[1], d[2], 3, 1.0,
+           0.0);
+    t.share_a = 1;
+    run_case(&t, s + 3);
+    t = mk("compression, E per head", E_GROUPED, 0, 0, d[0], d[1], d[2], 2, 1.0,
+           0.0);
+    t.groups = 3;
+    run_case(&t, s + 4);
+    /* Projection of compressed rows per head: A (E X) W_h^T. */
+    t = mk("compressed projection", E_BATCHED, 0, 1, d[0], d[1], d[2], 2, 1.0,
+           0.0);
+    t.share_b = 1;
+    run_case(&t, s + 5);
+    /* Scores Q_h Kbar_h^T * scale over heads and sequences. */
+    t = mk("scores", E_GROUPED, 0, 1, d[0], d[1], d[2], 3, 0.125, 0.0);
+    t.groups = 2;
+    run_case(&t, s + 6);
+    /* O_h = P_h Vbar_h. */
+    t = mk("weighted sum", E_GROUPED, 0, 0, d[0], d[1], d[2], 2, 1.0, 0.0);
+    t.groups = 3;
+    run_case(&t, s + 7);
+}
+END_TEST
+
+/* What the kernel takes beyond the pipeline's calls: op(A) transposed,
+ * both transposed, and any beta. */
+START_TEST(tiled_other_transposes_and_beta)
+{
+    static const int tr[][2] = {{1, 0}, {1, 1}, {0, 0}, {0, 1}};
+    unsigned long long s = run_seed + 1000 + 10 * (unsigned long long)_i;
+    struct tcase t = mk("transposes", E_BATCHED, tr[_i][0], tr[_i][1], 45, 23,
+                        29, 2, -0.75, 0.5);
+
+    run_case(&t, s);
+    t = mk("transposes, k=0", E_BATCHED, tr[_i][0], tr[_i][1], 9, 10, 0, 1, 1.0,
+           2.0);
+    run_case(&t, s + 1);
+}
+END_TEST
+
+/* Every set of sizes the tuner may choose computes the same products. */
+START_TEST(tiled_every_tuning_set_matches_reference)
+{
+    clf_context *ctx = tu_context();
+    struct clf__tune_limits lim;
+    struct clf__tiled_cfg sets[CLF_TUNE_MAX_TILED], was = ctx->tiled;
+    size_t count, i, items[3] = {0, 0, 0};
+    char text[128];
+    struct tcase t;
+
+    memset(&lim, 0, sizeof lim);
+    lim.local_mem = ctx->info.local_mem;
+    ck_assert_int_eq(clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE,
+                                     sizeof lim.max_wg, &lim.max_wg, NULL),
+                     CL_SUCCESS);
+    ck_assert_int_eq(clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_ITEM_SIZES,
+                                     sizeof items, items, NULL),
+                     CL_SUCCESS);
+    lim.max_item[0] = items[0];
+    lim.max_item[1] = items[1];
+    count = clf__tiled_space(sets, CLF_TUNE_MAX_TILED, &lim);
+    ck_assert_uint_ge(count, 2);
+    for (i = 0; i < count; i++) {
+        clf__tiled_format(&sets[i], text, sizeof text);
+        ck_assert_msg(clf__tiled_set(ctx, &sets[i]) == 0, "%s: %s", text,
+                      clf_last_error());
+        t = mk(text, E_BATCHED, 0, 1, 133, 71, 37, 2, 1.0, 0.0);
+        run_case(&t, run_seed + 2000 + i);
+        t = mk(text, E_GROUPED, 0, 0, 19, 140, 45, 2, 0.5, 0.0);
+        t.groups = 2;
+        run_case(&t, run_seed + 2100 + i);
+    }
+    ck_assert_int_eq(clf__tiled_set(ctx, &was), 0);
+}
+END_TEST
+
+/* Sizes outside the kernel's rules or the device's limits are refused
+ * with a message naming the size; the context keeps its sizes. */
+START_TEST(tiled_bad_sizes_are_refused)
+{
+    clf_context *ctx = tu_context();
+    struct clf__tiled_cfg c, was = ctx->tiled;
+    struct clf__tune_limits lim;
+    char why[256];
+
+    clf__tiled_default(&c);
+    c.v[CLF_TILED_P_MWG] = 48;
+    ck_assert_int_eq(clf__tiled_set(ctx, &c), CLF_EINVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "MWG=48"));
+    clf__tiled_default(&c);
+    c.v[CLF_TILED_P_NWG] = 16; /* not a multiple of NDIM * VW = 32 */
+    ck_assert_int_eq(clf__tiled_set(ctx, &c), CLF_EINVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "NDIM*VW"));
+    clf__tiled_default(&c);
+    c.v[CLF_TILED_P_MDIM] = 1; /* a register block of 64 x 8 */
+    ck_assert_int_eq(clf__tiled_set(ctx, &c), CLF_EINVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "register block"));
+    /* A device with 32 KiB of local memory and groups of 256. */
+    memset(&lim, 0, sizeof lim);
+    lim.local_mem = 32768;
+    lim.max_wg = 256;
+    lim.max_item[0] = lim.max_item[1] = 256;
+    clf__tiled_default(&c);
+    ck_assert_int_eq(clf__tiled_check(&c, &lim, why, sizeof why), 0);
+    c.v[CLF_TILED_P_KWG] = 64; /* 4 * 64 * 256 = 64 KiB */
+    c.v[CLF_TILED_P_MWG] = 128;
+    c.v[CLF_TILED_P_NWG] = 128;
+    c.v[CLF_TILED_P_MDIM] = 16;
+    c.v[CLF_TILED_P_NDIM] = 16;
+    ck_assert_int_eq(clf__tiled_check(&c, &lim, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "local memory"));
+    c.v[CLF_TILED_P_KWG] = 8;
+    c.v[CLF_TILED_P_MDIM] = 32; /* 512 work-items */
+    ck_assert_int_eq(clf__tiled_check(&c, &lim, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "work-group"));
+    ck_assert(memcmp(ctx->tiled.v, was.v, sizeof was.v) == 0);
+}
+END_TEST
+
+static void
+check_forward(struct layer *l, clf_mode mode, size_t B, size_t n,
+              unsigned long long seed)
+{
+    size_t count = B * n * l->desc.d_model, i;
+    float *x = tu_malloc(count * sizeof *x), *y = tu_malloc(count * sizeof *y);
+    double *ref = tu_malloc(count * sizeof *ref);
+    char what[160];
+    int rc;
+
+    tu_fill(x, count, seed, -1.0f, 1.0f);
+    for (i = 0; i < count; i++)
+        y[i] = NAN;
+    ck_assert_int_eq(clf_attention_set_mode(l->att, mode), 0);
+    rc = clf_attention_forward(l->att, x, B, n, y);
+    ck_assert_msg(rc == 0, "forward: %s", clf_last_error());
+    ref_attention(&l->ref, mode == CLF_MODE_FULL, x, B, n, ref);
+    snprintf(what, sizeof what,
+             "gemm=tiled %s B=%zu n=%zu D=%zu h=%zu k=%zu seed %llu",
+             mode == CLF_MODE_FULL ? "full" : "linformer", B, n,
+             l->desc.d_model, l->desc.heads, l->desc.k, seed);
+    tu_assert_close(y, ref, count, 1e-5, what);
+    free(x);
+    free(y);
+    free(ref);
+}
+
+/* Whole forwards with the choice forced to the tiled kernel, through
+ * clf_context_force_kernel: every GEMM of the forward runs tiled (the
+ * attention over the slots on its GEMM path), and the result is the
+ * reference's, in both modes, for each E/F sharing, at odd sizes. */
+START_TEST(tiled_forced_forward_matches_reference)
+{
+    static const clf_sharing sharing[] = {
+        CLF_SHARE_HEADWISE, CLF_SHARE_PER_HEAD, CLF_SHARE_KEY_VALUE};
+    clf_context *ctx = tu_context();
+    clf_attention_desc d;
+    struct layer l;
+    size_t calls = ctx->tiled_calls;
+    char *env;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = 36;
+    d.heads = 3;
+    d.max_seq_len = 53;
+    d.k = 11;
+    d.sharing = sharing[_i];
+    d.bias_out = 1;
+    d.bias_q = d.bias_k = d.bias_v = _i != 1;
+    /* CLINFORMER_KERNELS would take precedence. */
+    env = getenv("CLINFORMER_KERNELS");
+    env = env != NULL ? strdup(env) : NULL;
+    unsetenv("CLINFORMER_KERNELS");
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "gemm", "tiled"), 0);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", "gemm"), 0);
+    layer_make(&l, &d, run_seed + 3000 + (unsigned long long)_i);
+    check_forward(&l, CLF_MODE_LINFORMER, 2, 53, run_seed + 3100);
+    check_forward(&l, CLF_MODE_LINFORMER, 1, 17, run_seed + 3200);
+    check_forward(&l, CLF_MODE_FULL, 2, 31, run_seed + 3300);
+    check_forward(&l, CLF_MODE_LINFORMER, 1, 1, run_seed + 3400);
+    ck_assert_ptr_nonnull(
+        strstr(clf_context_kernel_choices(ctx), "gemm: tiled (forced"));
+    layer_free(&l);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "gemm", NULL), 0);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", NULL), 0);
+    if (env != NULL)
+        setenv("CLINFORMER_KERNELS", env, 1);
+    free(env);
+    ck_assert_uint_gt(ctx->tiled_calls, calls);
+}
+END_TEST
+
+/* CLINFORMER_KERNELS=gemm=tiled forces it for every context. */
+START_TEST(tiled_forced_through_the_environment)
+{
+    clf_context *ctx = tu_context();
+    char *was = getenv("CLINFORMER_KERNELS");
+    int v = 0, pinned = ctx->gemm_variant, rc;
+
+    was = was != NULL ? strdup(was) : NULL;
+    setenv("CLINFORMER_KERNELS", "gemm=tiled", 1);
+    ctx->gemm_variant = CLF_GEMM_UNDECIDED;
+    rc = clf__gemm_resolve(ctx, 100, 64, 64, &v);
+    ctx->gemm_variant = pinned;
+    if (was != NULL)
+        setenv("CLINFORMER_KERNELS", was, 1);
+    else
+        unsetenv("CLINFORMER_KERNELS");
+    free(was);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(v, CLF_GEMM_TILED);
+    ck_assert_int_eq(ctx->last_source[CLF_KIND_GEMM], CLF_SOURCE_FORCED);
+}
+END_TEST
+
+/* With nothing stored or forced, all three candidates are timed on the
+ * shape and the fastest wins. */
+START_TEST(tiled_is_timed_against_the_others)
+{
+    clf_context *ctx = tu_context();
+    const double *ms = ctx->last_ms[CLF_KIND_GEMM];
+    char *was = getenv("CLINFORMER_CACHE_DIR");
+    int v = 0, pinned = ctx->gemm_variant, i;
+
+    if (getenv("CLINFORMER_KERNELS") != NULL)
+        return; /* forced: nothing is timed */
+    was = was != NULL ? strdup(was) : NULL;
+    setenv("CLINFORMER_CACHE_DIR", "off", 1);
+    ctx->nchoices = 0;
+    ctx->choices_loaded = 1;
+    ctx->gemm_variant = CLF_GEMM_UNDECIDED;
+    ck_assert_int_eq(clf__gemm_resolve(ctx, 300, 256, 128, &v), 0);
+    ctx->gemm_variant = pinned;
+    if (was != NULL)
+        setenv("CLINFORMER_CACHE_DIR", was, 1);
+    else
+        unsetenv("CLINFORMER_CACHE_DIR");
+    free(was);
+    ck_assert_int_eq(ctx->last_source[CLF_KIND_GEMM], CLF_SOURCE_TIMED);
+    for (i = 0; i < 3; i++) {
+        ck_assert_msg(ms[i] > 0.0, "candidate %d not timed", i);
+        ck_assert(ms[v - 1] <= ms[i]);
+    }
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("tiled");
+    TCase *tc = tcase_create("tiled");
+    const char *env = getenv("CLF_TEST_SEED");
+
+    run_seed = env != NULL ? strtoull(env, NULL, 10)
+                           : (unsigned long long)time(NULL) ^
+                                 ((unsigned long long)getpid() << 20);
+    printf("# CLF_TEST_SEED=%llu\n", run_seed);
+    tcase_set_timeout(tc, 900);
+    tcase_add_loop_test(tc, tiled_pipeline_shapes_match_reference, 0, 5);
+    tcase_add_loop_test(tc, tiled_other_transposes_and_beta, 0, 4);
+    tcase_add_test(tc, tiled_every_tuning_set_matches_reference);
+    tcase_add_test(tc, tiled_bad_sizes_are_refused);
+    tcase_add_loop_test(tc, tiled_forced_forward_matches_reference, 0, 3);
+    tcase_add_test(tc, tiled_forced_through_the_environment);
+    tcase_add_test(tc, tiled_is_timed_against_the_others);
+    suite_add_tcase(s, tc);
+    return tu_run(s, 1);
+}

@@ -1,0 +1,165 @@
+/* The MPI transport of the sharded forward: see src/shard_mpi.h. */
+#include "shard_mpi.h"
+
+#include "internal.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Floats of one rank's contribution gathered per allreduce step: bounds
+ * the gather buffer to 16 MiB whatever the count. */
+enum { GATHER_FLOATS = 1 << 22 };
+
+static int
+mpi_fail(int err, const char *call)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+
+    if (MPI_Error_string(err, text, &len) != MPI_SUCCESS)
+        snprintf(text, sizeof text, "MPI error %d", err);
+    return clf__fail(CLF_EIO, "%s failed: %s", call, text);
+}
+
+static int
+to_int(size_t v, const char *what, int *out)
+{
+    if (v > (size_t)INT_MAX)
+        return clf__fail(CLF_ETOO_LARGE,
+                         "%s of %zu exceeds what one MPI call takes (%d)", what,
+                         v, INT_MAX);
+    *out = (int)v;
+    return 0;
+}
+
+void
+clf__shard_sum_ranks(const float *all, size_t ranks, size_t count, float *out)
+{
+    size_t i, r;
+
+    for (i = 0; i < count; i++) {
+        double s = 0.0;
+        for (r = 0; r < ranks; r++)
+            s += (double)all[r * count + i];
+        out[i] = (float)s;
+    }
+}
+
+static int
+mpi_allreduce_sum(void *self, float *buf, size_t count)
+{
+    int size, rc = 0, err;
+    size_t done, step;
+    float *all;
+
+    (void)self;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    step = GATHER_FLOATS / (size_t)size;
+    if (step == 0)
+        step = 1;
+    if (step > count)
+        step = count;
+    if (count == 0)
+        return 0;
+    all = malloc(step * (size_t)size * sizeof *all);
+    if (all == NULL)
+        return clf__fail(CLF_ENO_MEMORY,
+                         "allreduce: %zu floats of gather "
+                         "buffer",
+                         step * (size_t)size);
+    for (done = 0; done < count && rc == 0; done += step) {
+        size_t now = count - done < step ? count - done : step;
+        err = MPI_Allgather(buf + done, (int)now, MPI_FLOAT, all, (int)now,
+                            MPI_FLOAT, MPI_COMM_WORLD);
+        if (err != MPI_SUCCESS)
+            rc = mpi_fail(err, "allreduce: MPI_Allgather");
+        else
+            clf__shard_sum_ranks(all, (size_t)size, now, buf + done);
+    }
+    free(all);
+    return rc;
+}
+
+static int
+mpi_allgatherv(void *self, const float *send, float *recv, const size_t *counts)
+{
+    int size, rank, r, rc = 0, err, *ic, *displ;
+    size_t total = 0;
+
+    (void)self;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    ic = malloc(2 * (size_t)size * sizeof *ic);
+    if (ic == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "allgatherv: counts of %d ranks",
+                         size);
+    displ = ic + size;
+    for (r = 0; r < size && rc == 0; r++) {
+        if ((rc = to_int(counts[r], "allgatherv: a rank's count", &ic[r])) == 0)
+            rc = to_int(total, "allgatherv: an offset", &displ[r]);
+        total += counts[r];
+    }
+    if (rc == 0) {
+        err = MPI_Allgatherv(send, ic[rank], MPI_FLOAT, recv, ic, displ,
+                             MPI_FLOAT, MPI_COMM_WORLD);
+        if (err != MPI_SUCCESS)
+            rc = mpi_fail(err, "allgatherv: MPI_Allgatherv");
+    }
+    free(ic);
+    return rc;
+}
+
+static int
+mpi_bcast(void *self, void *buf, size_t bytes, int root)
+{
+    unsigned char *p = buf;
+    size_t done, now;
+    int err;
+
+    (void)self;
+    for (done = 0; done < bytes; done += now) {
+        now = bytes - done < (size_t)INT_MAX ? bytes - done : (size_t)INT_MAX;
+        err = MPI_Bcast(p + done, (int)now, MPI_BYTE, root, MPI_COMM_WORLD);
+        if (err != MPI_SUCCESS)
+            return mpi_fail(err, "bcast: MPI_Bcast");
+    }
+    return 0;
+}
+
+static void
+mpi_abort_all(void *self, int rc)
+{
+    int rank = 0, size = 1;
+
+    (void)self;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    fprintf(stderr, "clinformer: rank %d of %d: %s (%s): %s\n", rank, size,
+            clf_strerror(rc), clf_status_name(rc), clf_error_message(rc));
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+int
+clf__shard_mpi_comm(clf_shard_comm *comm)
+{
+    int init = 0;
+
+    if (comm == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "comm is NULL");
+    MPI_Initialized(&init);
+    if (!init)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "the MPI transport needs MPI_Init first");
+    memset(comm, 0, sizeof *comm);
+    MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &comm->size);
+    comm->allreduce_sum = mpi_allreduce_sum;
+    comm->allgatherv = mpi_allgatherv;
+    comm->bcast = mpi_bcast;
+    comm->abort_all = mpi_abort_all;
+    return 0;
+}

@@ -726,6 +726,36 @@ CLF_EXTERN int clf_model_forward_tokens(clf_model *m, const long long *ids,
                                         float *logits,
                                         const clf_forward_opts *opts);
 
+/* ------------------------------------------------------------------ MPI */
+
+/* Nonzero when the library was built with ./configure --with-mpi (Open
+ * MPI), so that clf_model_forward_mpi works. */
+CLF_EXTERN int clf_mpi_available(void);
+
+/* One forward of clf_model_forward (x, not an LM) or
+ * clf_model_forward_tokens (ids, an LM; pass NULL for the other) sharded
+ * over the ranks of MPI_COMM_WORLD: sequence parallel, each rank computing
+ * a contiguous range of every sequence's positions on its own model's
+ * device, the ranks exchanging only the Linformer compressions (causal
+ * Linformer: the blocks' slots; full mode: K and V) between layers.  The
+ * caller has called MPI_Init.  Every rank calls it, collectively, with its
+ * own model loaded from the same weights and the same batch, seq_len and
+ * opts (lengths or key_mask over all positions, causal); x or ids and the
+ * output y (batch*seq_len rows, as the single-device calls) are used on
+ * rank 0 only, which scatters the input and gathers the output.  The split
+ * is even, in whole causal blocks in causal Linformer mode, with no
+ * divisibility constraint on seq_len; each rank needs at least one
+ * position (one block).  The result equals the single-device forward
+ * within float rounding.  Errors: CLF_EUNSUPPORTED (built without MPI, or
+ * MPI not initialised), CLF_EBAD_SIZE (fewer positions or blocks than
+ * ranks), those of the single-device calls; a rank that fails in the
+ * sharded part prints its error to stderr and ends every rank
+ * (MPI_Abort), since MPI cannot release ranks waiting in a collective. */
+CLF_EXTERN int clf_model_forward_mpi(clf_model *m, const float *x,
+                                     const long long *ids, size_t batch,
+                                     size_t seq_len, float *y,
+                                     const clf_forward_opts *opts);
+
 /* ------------------------------------------------------- files: .npy */
 
 /* An n-dimensional array read from a NumPy .npy file.  Exactly one of data

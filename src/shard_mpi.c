@@ -163,3 +163,25 @@ clf__shard_mpi_comm(clf_shard_comm *comm)
     comm->abort_all = mpi_abort_all;
     return 0;
 }
+
+CLF_EXTERN int
+clf_mpi_available(void)
+{
+    return 1;
+}
+
+CLF_EXTERN int
+clf_model_forward_mpi(clf_model *m, const float *x, const long long *ids,
+                      size_t batch, size_t seq_len, float *y,
+                      const clf_forward_opts *opts)
+{
+    (void)m;
+    (void)x;
+    (void)ids;
+    (void)batch;
+    (void)seq_len;
+    (void)y;
+    (void)opts;
+    return clf__fail(CLF_EUNSUPPORTED,
+                     "the sharded forward is not part of this build");
+}

@@ -8,6 +8,7 @@ struct run_opts {
     const char *device, *weights, *input, *output, *mask, *lengths, *layout;
     size_t heads, block, repeat; /* 0: not given */
     int causal, full, layerwise, non_strict, verbose;
+    int mpi; /* one forward over the ranks of an mpirun (src/cli/mpi.c) */
 };
 
 #define RO(field) offsetof(struct run_opts, field)
@@ -58,6 +59,14 @@ const struct cli_option cli_run_options[] = {
      "$CLINFORMER_DEVICE, else the first GPU, else the\n"
      "first CPU device)",
      0, 0, NULL},
+    {"mpi", CLI_FLAG, RO(mpi), NULL,
+     "one forward sharded over the ranks of mpirun -np R\n"
+     "(built with --with-mpi): each rank uses the device\n"
+     "of its local rank (modulo the GPUs, else all\n"
+     "devices) unless --device or CLINFORMER_DEVICE says;\n"
+     "all read the same --weights (checksums compared);\n"
+     "rank 0 reads the input and writes the output",
+     1, 0, NULL},
     {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
 
 /* What a run holds; run_free() releases it. */
@@ -202,10 +211,10 @@ load_mask(struct run_state *s)
 {
     const clf_array *a = &s->mask;
     size_t i, count = s->B * s->n;
-    int rc = clf_npy_load(s->o->mask, &s->mask);
+    int rc = cli_mpi_load_npy(s->o->mask, &s->mask, 1);
 
     if (rc != 0)
-        return cli_fail(NULL, s->o->mask, rc);
+        return rc;
     if (!((a->ndim == 2 && a->shape[0] == s->B && a->shape[1] == s->n) ||
           (!s->batched && a->ndim == 1 && a->shape[0] == s->n))) {
         fprintf(stderr, "clinformer run: --mask %s: shape (", s->o->mask);
@@ -227,6 +236,9 @@ load_mask(struct run_state *s)
 static int
 forward(struct run_state *s)
 {
+    if (s->o->mpi)
+        return clf_model_forward_mpi(s->m, s->x.data, s->x.ids, s->B, s->n,
+                                     s->y, &s->fo);
     return s->info.vocab
                ? clf_model_forward_tokens(s->m, s->x.ids, s->B, s->n, s->y,
                                           &s->fo)
@@ -263,8 +275,8 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
     double t0, t_fwd;
     int rc;
 
-    if ((rc = clf_npy_load(o->input, &s->x)) != 0)
-        return cli_fail(NULL, o->input, rc);
+    if ((rc = cli_mpi_load_npy(o->input, &s->x, 0)) != 0)
+        return rc;
     print_shape("input", &s->x);
     if ((rc = input_shape(s)) != 0 ||
         (o->lengths != NULL && (rc = parse_lengths(s)) != 0) ||
@@ -273,8 +285,10 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
     s->fo.causal = o->causal;
     if (o->full && (rc = clf_model_set_mode(s->m, CLF_MODE_FULL)) != 0)
         return cli_fail(s->ctx, "--full", rc);
-    s->y = malloc(s->B * s->n * s->cols * sizeof *s->y);
-    if (s->y == NULL) {
+    /* Under --mpi only rank 0 receives the output. */
+    if (cli_mpi_rank() == 0)
+        s->y = malloc(s->B * s->n * s->cols * sizeof *s->y);
+    if (s->y == NULL && cli_mpi_rank() == 0) {
         fprintf(stderr, "clinformer run: out of host memory\n");
         return CLI_ERROR;
     }
@@ -286,8 +300,10 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
     shape[0] = s->B;
     shape[1] = s->n;
     shape[2] = s->cols;
-    if ((rc = cli_output_check("run", "--output", o->output, inputs, 3)) != 0 ||
-        (rc = cli_npy_write(o->output, s->y, shape, 3)) != 0)
+    if (cli_mpi_rank() == 0 &&
+        ((rc = cli_output_check("run", "--output", o->output, inputs, 3)) !=
+             0 ||
+         (rc = cli_npy_write(o->output, s->y, shape, 3)) != 0))
         return rc;
     printf("forward: batch %zu, seq_len %zu, %s%s in %.3f s (first call "
            "includes kernel compilation)\n",
@@ -341,25 +357,29 @@ cli_run_main(const struct cli_command *cmd, int argc, char **argv)
     inputs[1].path = o.input;
     inputs[2].option = "--mask";
     inputs[2].path = o.mask;
+    if (o.mpi && (rc = cli_mpi_begin(&o.device)) != 0)
+        return rc;
     if ((rc = cli_output_check(cmd->name, "--output", o.output, inputs, 3)) !=
         0)
-        return rc;
+        return cli_mpi_end(rc);
     mo.heads = o.heads;
     mo.causal_block = o.block;
     mo.layerwise = o.layerwise;
     mo.allow_unexpected = o.non_strict;
     s.o = &o;
     if ((rc = cli_context(&s.ctx, o.device)) != 0)
-        return rc;
+        return cli_mpi_end(rc);
     t0 = cli_now();
-    if ((rc = clf_model_load(&s.m, s.ctx, o.weights, &mo)) != 0)
+    cli_mpi_devices(s.ctx);
+    rc = cli_mpi_same_file("--weights", o.weights);
+    if (rc == 0 && (rc = clf_model_load(&s.m, s.ctx, o.weights, &mo)) != 0)
         rc = cli_fail(s.ctx, o.weights, rc);
-    else {
+    else if (rc == 0) {
         clf_model_info_get(s.m, &s.info);
         print_model(o.weights, &s.info, cli_now() - t0);
         print_unexpected(s.m);
         rc = run_forward(&s, inputs);
     }
     run_free(&s);
-    return rc;
+    return cli_mpi_end(rc);
 }

@@ -3,13 +3,16 @@
  * ./configure --with-mpi.  One shard per rank of MPI_COMM_WORLD; the
  * collectives run on host buffers (no GPU-aware MPI).
  *
- * allreduce_sum gathers every rank's contribution (MPI_Allgather) and sums
- * them in rank order in double precision, so every rank gets the same bits
- * whatever algorithm the MPI library picks, and the same bits as the thread
- * transport's shard-order sum.  It moves (size - 1) * count floats into each
- * rank instead of a ring allreduce's 2 (size - 1) / size * count: for the
- * k x d compressions the sharded forward reduces, latency dominates (see
- * docs/scaling.md).
+ * allreduce_sum gives every rank the same bits whatever algorithm the MPI
+ * library picks.  On up to 4 ranks it gathers every rank's contribution
+ * (MPI_Allgather) and sums them in rank order in double precision, the
+ * same bits as the thread transport's shard-order sum; that moves
+ * (size - 1) * count floats into each rank.  On more ranks each rank sums
+ * one block of the elements in double (MPI_Reduce_scatter) and every rank
+ * then receives every block (MPI_Allgatherv): each element is summed once,
+ * on one rank, in the MPI library's order, and the bytes per rank stay
+ * about 4 (size - 1) / size * count floats' worth, whatever the number of
+ * ranks (docs/scaling.md).
  *
  * abort_all writes "clinformer: rank R of S: <the error>" to stderr and
  * calls MPI_Abort, which ends every rank with a nonzero status; it is the

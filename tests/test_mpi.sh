@@ -1,6 +1,6 @@
 #!/bin/sh
 # The MPI transport of the sharded forward, under mpirun: its collectives
-# against a serial computation on 2 and 3 ranks (tests/test_shard_mpi), a
+# against a serial computation on 2, 3 and 5 ranks (tests/test_shard_mpi), a
 # rank that fails stopping every rank with a nonzero exit in bounded time,
 # and clinformer run --mpi.  Built without --with-mpi, only the check that
 # run --mpi is then a usage error runs, and the rest is skipped with the
@@ -103,9 +103,10 @@ devices_by_rank() {
     grep -q '^mpi: 2 ranks on devices 0=pocl:1 1=pocl:1$' "$out"
 }
 
-echo "1..7"
+echo "1..8"
 check mpi_collectives_match_serial_on_2_ranks collectives 2
 check mpi_collectives_match_serial_on_3_ranks collectives 3
+check mpi_collectives_match_serial_on_5_ranks collectives 5
 check mpi_failing_rank_stops_2_ranks aborts 2
 check mpi_failing_rank_stops_3_ranks aborts 3
 check mpi_run_weights_differing_on_a_rank_is_named weights_differ

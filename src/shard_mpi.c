@@ -232,18 +232,177 @@ clf_mpi_available(void)
     return 1;
 }
 
+/* clf_model_forward_mpi: rank 0 scatters the rows, every rank runs the
+ * sharded forward on its rows, rank 0 gathers the output. */
+
+/* How rank 0 moves rows between the whole batch and the ranks: each rank's
+ * rows of every sequence, packed rank after rank. */
+struct mpi_rows {
+    const size_t *bounds;
+    size_t batch, seq_len;
+    int *counts, *displs; /* per rank, in rows */
+};
+
+static int
+rows_layout(struct mpi_rows *l, int size)
+{
+    size_t r, total = 0;
+
+    l->counts = malloc(2 * (size_t)size * sizeof *l->counts);
+    if (l->counts == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    l->displs = l->counts + size;
+    for (r = 0; r < (size_t)size; r++) {
+        size_t rows = l->batch * (l->bounds[r + 1] - l->bounds[r]);
+        int rc = to_int(rows, "a rank's rows", &l->counts[r]);
+        if (rc == 0)
+            rc = to_int(total, "the rows before a rank", &l->displs[r]);
+        if (rc != 0)
+            return rc;
+        total += rows;
+    }
+    return 0;
+}
+
+/* Copies between the whole batch (rows of `row` bytes, sequence by
+ * sequence) and the packed ranks' rows; to_packed chooses the direction. */
+static void
+rows_pack(const struct mpi_rows *l, int size, unsigned char *whole,
+          unsigned char *packed, size_t row, int to_packed)
+{
+    size_t r, b, off = 0;
+
+    for (r = 0; r < (size_t)size; r++) {
+        size_t lo = l->bounds[r], len = (l->bounds[r + 1] - lo) * row;
+        for (b = 0; b < l->batch; b++, off += len) {
+            unsigned char *w = whole + (b * l->seq_len + lo) * row;
+            if (to_packed)
+                memcpy(packed + off, w, len);
+            else
+                memcpy(w, packed + off, len);
+        }
+    }
+}
+
+/* Rank 0's rows (whole) to every rank (mine), or back when gather. */
+static int
+rows_move(const struct mpi_rows *l, const clf_shard_comm *c, void *whole,
+          void *mine, size_t row, int gather)
+{
+    unsigned char *packed = NULL;
+    MPI_Datatype type;
+    int rc, err, irow = 0;
+
+    if ((rc = to_int(row, "a row's bytes", &irow)) != 0)
+        return rc;
+    if (c->rank == 0) {
+        packed = malloc(l->batch * l->seq_len * row + 1);
+        if (packed == NULL)
+            return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        if (!gather)
+            rows_pack(l, c->size, whole, packed, row, 1);
+    }
+    MPI_Type_contiguous(irow, MPI_BYTE, &type);
+    MPI_Type_commit(&type);
+    err = gather ? MPI_Gatherv(mine, l->counts[c->rank], type, packed,
+                               l->counts, l->displs, type, 0, MPI_COMM_WORLD)
+                 : MPI_Scatterv(packed, l->counts, l->displs, type, mine,
+                                l->counts[c->rank], type, 0, MPI_COMM_WORLD);
+    MPI_Type_free(&type);
+    if (err != MPI_SUCCESS)
+        rc = mpi_fail(err, gather ? "MPI_Gatherv" : "MPI_Scatterv");
+    else if (gather && c->rank == 0)
+        rows_pack(l, c->size, whole, packed, row, 0);
+    free(packed);
+    return rc;
+}
+
+/* The sharded forward of this rank's rows, between the scatter and the
+ * gather. */
+static int
+forward_rows(clf_model *m, const clf_shard_comm *c, const struct mpi_rows *l,
+             const void *whole_in, float *whole_out,
+             const clf_forward_opts *opts, const clf_model_info *info)
+{
+    size_t in_row =
+        info->vocab ? sizeof(long long) : info->d_model * sizeof(float);
+    size_t out_row =
+        (info->vocab ? info->vocab : info->d_model) * sizeof(float);
+    size_t rows = (size_t)l->counts[c->rank];
+    void *in = malloc(rows * in_row + 1);
+    float *out = malloc(rows * out_row + 1);
+    int rc;
+
+    if (in == NULL || out == NULL)
+        rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    else if ((rc = rows_move(l, c, (void *)whole_in, in, in_row, 0)) == 0)
+        rc = info->vocab
+                 ? clf_shard_model_forward_tokens(m, c, l->batch, l->seq_len,
+                                                  l->bounds, in, out, opts)
+                 : clf_shard_model_forward(m, c, l->batch, l->seq_len,
+                                           l->bounds, in, out, opts);
+    if (rc == 0)
+        rc = rows_move(l, c, whole_out, out, out_row, 1);
+    free(in);
+    free(out);
+    return rc;
+}
+
+static int
+forward_args(const clf_shard_comm *c, clf_model *m, const float *x,
+             const long long *ids, float *y, clf_model_info *info)
+{
+    if (m == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "m is NULL");
+    clf_model_info_get(m, info);
+    if (c->rank != 0)
+        return 0;
+    if (y == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "y is NULL on rank 0");
+    if (info->vocab ? ids == NULL : x == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL on rank 0",
+                         info->vocab ? "ids (an LM)" : "x");
+    return 0;
+}
+
 CLF_EXTERN int
 clf_model_forward_mpi(clf_model *m, const float *x, const long long *ids,
                       size_t batch, size_t seq_len, float *y,
                       const clf_forward_opts *opts)
 {
-    (void)m;
-    (void)x;
-    (void)ids;
-    (void)batch;
-    (void)seq_len;
-    (void)y;
-    (void)opts;
-    return clf__fail(CLF_EUNSUPPORTED,
-                     "the sharded forward is not part of this build");
+    clf_shard_comm c;
+    clf_model_info info;
+    struct mpi_rows l;
+    size_t *bounds = NULL;
+    int rc;
+
+    if ((rc = clf__shard_mpi_comm(&c)) != 0)
+        return rc;
+    memset(&l, 0, sizeof l);
+    if ((rc = forward_args(&c, m, x, ids, y, &info)) != 0) {
+        c.abort_all(c.self, rc);
+        return rc;
+    }
+    bounds = malloc(((size_t)c.size + 1) * sizeof *bounds);
+    if (bounds == NULL) {
+        rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        c.abort_all(c.self, rc);
+    }
+    /* The same split on every rank: a failure here is every rank's. */
+    else if ((rc = clf_shard_split(seq_len, c.size, NULL,
+                                   clf_shard_unit(m, opts && opts->causal),
+                                   bounds)) == 0) {
+        l.bounds = bounds;
+        l.batch = batch;
+        l.seq_len = seq_len;
+        if ((rc = rows_layout(&l, c.size)) == 0)
+            rc = forward_rows(m, &c, &l,
+                              info.vocab ? (const void *)ids : (const void *)x,
+                              y, opts, &info);
+        if (rc != 0)
+            c.abort_all(c.self, rc);
+    }
+    free(l.counts);
+    free(bounds);
+    return rc;
 }

@@ -89,6 +89,22 @@ int cli_fail(clf_context *ctx, const char *what, int rc);
  * CLI_ERROR with *ctx NULL. */
 int cli_context(clf_context **ctx, const char *selector);
 
+/* Several devices: a --device value that is "all" or a comma list. */
+int cli_is_device_list(const char *selector);
+
+/* Creates a group over a device list (clf_group_create), applies each
+ * device's stored GEMM tuning as cli_context does, and sets the split
+ * (enum clf_shard_by); on failure prints why and returns CLI_ERROR with
+ * *g NULL. */
+int cli_group(clf_group **g, const char *devices, int shard_by);
+
+/* "devices: pocl:0, pocl:1; split by positions over 2" of the last
+ * forward. */
+void cli_print_split(const clf_group *g);
+
+/* --shard-by's values: seq, batch, auto. */
+extern const struct cli_choice cli_shard_choices[];
+
 /* "kernel choices: ..." of the last plan, each with where it came from;
  * verbose adds every stored or timed choice the device has. */
 void cli_print_choices(clf_context *ctx, int verbose);

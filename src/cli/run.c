@@ -7,7 +7,7 @@
 struct run_opts {
     const char *device, *weights, *input, *output, *mask, *lengths, *layout;
     size_t heads, block, repeat; /* 0: not given */
-    int causal, full, layerwise, non_strict, verbose;
+    int causal, full, layerwise, non_strict, verbose, shard_by;
     int mpi; /* one forward over the ranks of an mpirun (src/cli/mpi.c) */
 };
 
@@ -57,8 +57,15 @@ const struct cli_option cli_run_options[] = {
      "stable name (pocl:0), device index, cpu, gpu, or\n"
      "part of a platform or device name (default:\n"
      "$CLINFORMER_DEVICE, else the first GPU, else the\n"
-     "first CPU device)",
+     "first CPU device); a comma list (0,1 or\n"
+     "pocl:0,intel-cpu:0) or `all` runs one forward\n"
+     "over several devices",
      0, 0, NULL},
+    {"shard-by", CLI_CHOICE, RO(shard_by), "S",
+     "with several devices: seq (positions of every\n"
+     "sequence), batch (whole sequences) or auto\n"
+     "(default: batch when every device gets a sequence)",
+     0, 0, cli_shard_choices},
     {"mpi", CLI_FLAG, RO(mpi), NULL,
      "one forward sharded over the ranks of mpirun -np R\n"
      "(built with --with-mpi): each rank uses the device\n"
@@ -74,6 +81,8 @@ struct run_state {
     const struct run_opts *o;
     clf_context *ctx;
     clf_model *m;
+    clf_group *g; /* several devices: ctx is its first, m its first copy */
+    clf_group_model *gm;
     clf_model_info info;
     clf_forward_opts fo;
     clf_array x, mask;
@@ -92,6 +101,11 @@ run_free(struct run_state *s)
     free(s->lens);
     free(s->mbytes);
     free(s->y);
+    if (s->g != NULL) {
+        clf_group_model_destroy(s->gm);
+        clf_group_destroy(s->g);
+        return;
+    }
     clf_model_destroy(s->m);
     clf_context_destroy(s->ctx);
 }
@@ -239,6 +253,11 @@ forward(struct run_state *s)
     if (s->o->mpi)
         return clf_model_forward_mpi(s->m, s->x.data, s->x.ids, s->B, s->n,
                                      s->y, &s->fo);
+    if (s->gm != NULL)
+        return s->info.vocab ? clf_group_model_forward_tokens(
+                                   s->gm, s->x.ids, s->B, s->n, s->y, &s->fo)
+                             : clf_group_model_forward(s->gm, s->x.data, s->B,
+                                                       s->n, s->y, &s->fo);
     return s->info.vocab
                ? clf_model_forward_tokens(s->m, s->x.ids, s->B, s->n, s->y,
                                           &s->fo)
@@ -283,7 +302,9 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
         (o->mask != NULL && (rc = load_mask(s)) != 0))
         return rc;
     s->fo.causal = o->causal;
-    if (o->full && (rc = clf_model_set_mode(s->m, CLF_MODE_FULL)) != 0)
+    if (o->full &&
+        (rc = s->gm != NULL ? clf_group_model_set_mode(s->gm, CLF_MODE_FULL)
+                            : clf_model_set_mode(s->m, CLF_MODE_FULL)) != 0)
         return cli_fail(s->ctx, "--full", rc);
     /* Under --mpi only rank 0 receives the output. */
     if (cli_mpi_rank() == 0)
@@ -309,6 +330,8 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
            "includes kernel compilation)\n",
            s->B, s->n, o->full ? "full attention" : "Linformer",
            o->causal ? ", causal" : "", t_fwd);
+    if (s->g != NULL)
+        cli_print_split(s->g);
     cli_print_choices(s->ctx, o->verbose);
     if (o->repeat != 0 && (rc = time_repeats(s)) != 0)
         return rc;
@@ -328,6 +351,28 @@ print_unexpected(const clf_model *m)
                 clf_model_unexpected_name(m, i));
 }
 
+/* The model on one device, or on a group (a device list). */
+static int
+load(struct run_state *s, const clf_model_opts *mo, double *t0)
+{
+    int rc;
+
+    if (!cli_is_device_list(s->o->device)) {
+        if ((rc = cli_context(&s->ctx, s->o->device)) != 0)
+            return 0; /* reported; s->ctx stays NULL */
+        *t0 = cli_now();
+        return clf_model_load(&s->m, s->ctx, s->o->weights, mo);
+    }
+    if ((rc = cli_group(&s->g, s->o->device, s->o->shard_by)) != 0)
+        return 0;
+    s->ctx = clf_group_context(s->g, 0);
+    *t0 = cli_now();
+    rc = clf_group_model_load(&s->gm, s->g, s->o->weights, mo);
+    if (rc == 0)
+        s->m = clf_group_model_part(s->gm, 0);
+    return rc;
+}
+
 int
 cli_run_main(const struct cli_command *cmd, int argc, char **argv)
 {
@@ -335,7 +380,7 @@ cli_run_main(const struct cli_command *cmd, int argc, char **argv)
     struct run_state s;
     clf_model_opts mo;
     struct cli_file inputs[3];
-    double t0;
+    double t0 = 0.0;
     int first, rc;
 
     memset(&o, 0, sizeof o);
@@ -357,6 +402,13 @@ cli_run_main(const struct cli_command *cmd, int argc, char **argv)
     inputs[1].path = o.input;
     inputs[2].option = "--mask";
     inputs[2].path = o.mask;
+    if (o.mpi && cli_is_device_list(o.device)) {
+        cli_error(cmd->name,
+                  "--mpi: each rank takes one device, not the "
+                  "list \"%s\"",
+                  o.device);
+        return CLI_USAGE;
+    }
     if (o.mpi && (rc = cli_mpi_begin(&o.device)) != 0)
         return rc;
     if ((rc = cli_output_check(cmd->name, "--output", o.output, inputs, 3)) !=
@@ -367,14 +419,13 @@ cli_run_main(const struct cli_command *cmd, int argc, char **argv)
     mo.layerwise = o.layerwise;
     mo.allow_unexpected = o.non_strict;
     s.o = &o;
-    if ((rc = cli_context(&s.ctx, o.device)) != 0)
-        return cli_mpi_end(rc);
-    t0 = cli_now();
-    cli_mpi_devices(s.ctx);
     rc = cli_mpi_same_file("--weights", o.weights);
-    if (rc == 0 && (rc = clf_model_load(&s.m, s.ctx, o.weights, &mo)) != 0)
+    if (rc == 0 && (rc = load(&s, &mo, &t0)) != 0)
         rc = cli_fail(s.ctx, o.weights, rc);
+    else if (rc == 0 && s.ctx == NULL)
+        rc = CLI_ERROR;
     else if (rc == 0) {
+        cli_mpi_devices(s.ctx);
         clf_model_info_get(s.m, &s.info);
         print_model(o.weights, &s.info, cli_now() - t0);
         print_unexpected(s.m);

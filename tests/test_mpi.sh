@@ -47,11 +47,10 @@ if [ -z "${MPIRUN:-}" ] || [ ! -x "$builddir/tests/test_shard_mpi" ]; then
 fi
 
 # Open MPI refuses to start as root unless told; more ranks than cores.
+root=
+[ "$(id -u)" -eq 0 ] && root=--allow-run-as-root
 mpirun() {
-    if [ "$(id -u)" -eq 0 ]; then
-        set -- --allow-run-as-root "$@"
-    fi
-    timeout 120 "$MPIRUN" --oversubscribe "$@"
+    timeout 120 "$MPIRUN" $root --oversubscribe "$@"
 }
 
 collectives() { # ranks
@@ -103,7 +102,72 @@ devices_by_rank() {
     grep -q '^mpi: 2 ranks on devices 0=pocl:1 1=pocl:1$' "$out"
 }
 
-echo "1..8"
+# .npy files for the cases below, cut from the fixtures with dd alone:
+# every fixture's header is 128 bytes.
+npy_header() { # descr, shape: a version 1 header of 128 bytes
+    printf '\223NUMPY\001\000v\000'
+    printf "%-117s\n" "{'descr': '$1', 'fortran_order': False, 'shape': $2, }"
+}
+first_rows() { # file, row bytes, rows kept, rows per sequence: both sequences
+    dd if="$1" bs=1 iflag=skip_bytes,count_bytes skip=128 \
+        count=$(($2 * $3)) 2>/dev/null
+    dd if="$1" bs=1 iflag=skip_bytes,count_bytes skip=$((128 + $2 * $4)) \
+        count=$(($2 * $3)) 2>/dev/null
+}
+make_inputs() {
+    { npy_header '<f4' '(2, 9, 16)' &&
+        first_rows "$enc_x" 64 9 10; } >"$tmp/enc9.npy" &&
+        { npy_header '<i8' '(2, 9)' &&
+            first_rows "$data/lucidrains_lm_x.npy" 8 9 10; } >"$tmp/lm9.npy" &&
+        { npy_header '<f4' '(2, 9)' &&
+            for v in 1 1 0 1 1 1 0 1 1 1 1 1 1 1 1 0 0 0; do
+                if [ $v = 1 ]; then printf '\000\000\200\077'; else
+                    printf '\000\000\000\000'; fi
+            done; } >"$tmp/mask9.npy"
+}
+
+# mpirun -np R clinformer run --mpi against clinformer run on one device,
+# within 1e-5 relative.
+same_as_one_device() { # ranks, case name, run arguments...
+    ranks=$1
+    case_=$2
+    shift 2
+    "$cli" run "$@" --output "$tmp/$case_.1.npy" &&
+        mpirun -np "$ranks" "$cli" run --mpi "$@" \
+            --output "$tmp/$case_.$ranks.npy" &&
+        "$cli" compare "$tmp/$case_.$ranks.npy" "$tmp/$case_.1.npy" \
+            --tol 1e-5
+}
+
+lm="--weights $data/lucidrains_lm.safetensors"
+forward_cases() { # ranks
+    r=$1
+    check "mpi_run_${r}_ranks_encoder_n9" same_as_one_device "$r" enc9 \
+        $enc --input "$tmp/enc9.npy"
+    check "mpi_run_${r}_ranks_encoder_matches_torch" sh -c "\
+        '$MPIRUN' $root --oversubscribe -np $r '$cli' run --mpi $enc \
+        --input '$enc_x' --output '$tmp/t$r.npy' && '$cli' compare \
+        '$tmp/t$r.npy' '$data/lucidrains_encoder_y.npy' --tol 1e-5"
+    check "mpi_run_${r}_ranks_encoder_lengths" same_as_one_device "$r" \
+        enclen $enc --input "$enc_x" --lengths 7,10
+    check "mpi_run_${r}_ranks_encoder_mask" same_as_one_device "$r" \
+        encmask $enc --input "$tmp/enc9.npy" --mask "$tmp/mask9.npy"
+    check "mpi_run_${r}_ranks_encoder_causal" same_as_one_device "$r" \
+        enccausal $enc --input "$tmp/enc9.npy" --causal --block 3
+    check "mpi_run_${r}_ranks_encoder_full" same_as_one_device "$r" encfull \
+        $enc --input "$tmp/enc9.npy" --full --lengths 9,5
+    check "mpi_run_${r}_ranks_lm_n9" same_as_one_device "$r" lm9 $lm \
+        --input "$tmp/lm9.npy"
+    check "mpi_run_${r}_ranks_lm_matches_torch" sh -c "\
+        '$MPIRUN' $root --oversubscribe -np $r '$cli' run --mpi $lm \
+        --input '$data/lucidrains_lm_x.npy' --output '$tmp/l$r.npy' && \
+        '$cli' compare '$tmp/l$r.npy' '$data/lucidrains_lm_y.npy' --tol 1e-5"
+    check "mpi_run_${r}_ranks_lm_causal_mask" same_as_one_device "$r" \
+        lmcausal $lm --input "$tmp/lm9.npy" --causal --block 3 \
+        --mask "$tmp/mask9.npy"
+}
+
+echo "1..27"
 check mpi_collectives_match_serial_on_2_ranks collectives 2
 check mpi_collectives_match_serial_on_3_ranks collectives 3
 check mpi_collectives_match_serial_on_5_ranks collectives 5
@@ -112,4 +176,7 @@ check mpi_failing_rank_stops_3_ranks aborts 3
 check mpi_run_weights_differing_on_a_rank_is_named weights_differ
 check mpi_run_unreadable_input_stops_every_rank input_missing
 check mpi_run_devices_by_local_rank devices_by_rank
+check mpi_run_inputs_cut_from_the_fixtures make_inputs
+forward_cases 2
+forward_cases 3
 test $failed -eq 0

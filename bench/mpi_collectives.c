@@ -10,8 +10,9 @@
  * src/shard_mpi.c) and MPI_Allgatherv of that size per rank.  Each timing
  * is one call between barriers, the slowest rank's time; the table gives
  * the median of --repeat (default 21) after 3 warm-ups, and the bandwidth
- * as bytes per rank over the median.  It ends with the fitted constants:
- * latency (the median at 4 bytes) and bandwidth (at the largest size). */
+ * as bytes per rank over the median.  It ends with the constants of
+ * docs/scaling.md: latency (the median at 4 bytes) and bandwidth (at the
+ * largest size, and the peak over sizes with its size). */
 #include "shard_mpi.h"
 
 #include <mpi.h>
@@ -102,8 +103,8 @@ parse(int argc, char **argv, size_t *max_bytes, int *repeat)
 static void
 table(struct bench *s, size_t max_bytes)
 {
-    double lat[OP_COUNT] = {0}, bw[OP_COUNT] = {0};
-    size_t bytes;
+    double lat[OP_COUNT] = {0}, bw[OP_COUNT] = {0}, peak[OP_COUNT] = {0};
+    size_t bytes, at[OP_COUNT] = {0};
     int op;
 
     if (s->comm.rank == 0)
@@ -116,14 +117,19 @@ table(struct bench *s, size_t max_bytes)
             if (bytes == 4)
                 lat[op] = t;
             bw[op] = (double)bytes / t;
+            if (bw[op] > peak[op]) {
+                peak[op] = bw[op];
+                at[op] = bytes;
+            }
             if (s->comm.rank == 0)
                 printf("%10zu  %-15s %12.1f %12.1f\n", bytes, op_names[op],
                        t * 1e6, (double)bytes / t / 1e6);
         }
     for (op = 0; op < OP_COUNT && s->comm.rank == 0; op++)
-        printf("%s: latency %.1f us (4 bytes), bandwidth %.1f MB/s "
-               "(largest size)\n",
-               op_names[op], lat[op] * 1e6, bw[op] / 1e6);
+        printf("%s: latency %.1f us (4 bytes); bandwidth %.1f MB/s at "
+               "the largest size, peak %.1f MB/s (%zu bytes)\n",
+               op_names[op], lat[op] * 1e6, bw[op] / 1e6, peak[op] / 1e6,
+               at[op]);
 }
 
 int

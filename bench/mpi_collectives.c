@@ -12,7 +12,9 @@
  * the median of --repeat (default 21) after 3 warm-ups, and the bandwidth
  * as bytes per rank over the median.  It ends with the constants of
  * docs/scaling.md: latency (the median at 4 bytes) and bandwidth (at the
- * largest size, and the peak over sizes with its size). */
+ * largest size, and the peak over sizes with its size).  Unlike the rest
+ * of bench/, it links the library's internal archive, to time the
+ * transport itself. */
 #include "shard_mpi.h"
 
 #include <mpi.h>

@@ -167,7 +167,13 @@ forward_cases() { # ranks
         --mask "$tmp/mask9.npy"
 }
 
-echo "1..27"
+# A rank takes one device: a list is refused before MPI starts.
+device_list() {
+    "$cli" run --mpi --device 0,0 $enc --input "$enc_x" --output "$tmp/y.npy"
+    test $? -eq 2 && grep -q 'each rank takes one device' "$err"
+}
+
+echo "1..28"
 check mpi_collectives_match_serial_on_2_ranks collectives 2
 check mpi_collectives_match_serial_on_3_ranks collectives 3
 check mpi_collectives_match_serial_on_5_ranks collectives 5
@@ -176,6 +182,7 @@ check mpi_failing_rank_stops_3_ranks aborts 3
 check mpi_run_weights_differing_on_a_rank_is_named weights_differ
 check mpi_run_unreadable_input_stops_every_rank input_missing
 check mpi_run_devices_by_local_rank devices_by_rank
+check mpi_run_with_a_device_list_is_a_usage_error device_list
 check mpi_run_inputs_cut_from_the_fixtures make_inputs
 forward_cases 2
 forward_cases 3

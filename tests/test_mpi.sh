@@ -91,6 +91,20 @@ input_missing() {
         test ! -e "$tmp/y.npy"
 }
 
+# Rank 1 alone cannot build its kernels: it prints why and which rank it
+# is, and every rank stops (MPI_Abort) while rank 0 waits for it.
+one_rank_fails() {
+    mpirun -np 2 sh -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] &&
+        export CLINFORMER_KERNEL_DIR=/nonexistent CLINFORMER_CACHE_DIR=off
+        exec "$@"' sh "$cli" run --mpi $enc --input "$enc_x" \
+        --output "$tmp/y.npy"
+    rc=$?
+    test $rc -ne 0 && test $rc -ne 124 &&
+        grep -q '/nonexistent/common.cl' "$err" &&
+        grep -q 'rank 1 of 2 failed; stopping every rank' "$err" &&
+        test ! -e "$tmp/y.npy"
+}
+
 # With PoCL as two devices, local rank r takes device r; a --device wins.
 # (Rank 0 prints the devices before the forward.)
 devices_by_rank() {
@@ -173,7 +187,7 @@ device_list() {
     test $? -eq 2 && grep -q 'each rank takes one device' "$err"
 }
 
-echo "1..28"
+echo "1..29"
 check mpi_collectives_match_serial_on_2_ranks collectives 2
 check mpi_collectives_match_serial_on_3_ranks collectives 3
 check mpi_collectives_match_serial_on_5_ranks collectives 5
@@ -181,6 +195,7 @@ check mpi_failing_rank_stops_2_ranks aborts 2
 check mpi_failing_rank_stops_3_ranks aborts 3
 check mpi_run_weights_differing_on_a_rank_is_named weights_differ
 check mpi_run_unreadable_input_stops_every_rank input_missing
+check mpi_run_one_rank_failing_stops_every_rank one_rank_fails
 check mpi_run_devices_by_local_rank devices_by_rank
 check mpi_run_with_a_device_list_is_a_usage_error device_list
 check mpi_run_inputs_cut_from_the_fixtures make_inputs

@@ -187,7 +187,16 @@ device_list() {
     test $? -eq 2 && grep -q 'each rank takes one device' "$err"
 }
 
-echo "1..29"
+# Both transports sum in rank order in double: 2 ranks give the bits of 2
+# devices (here PoCL twice) in one process, split the same way.
+same_bits() {
+    "$cli" run --device 0,0 --shard-by seq $enc --input "$tmp/enc9.npy" \
+        --output "$tmp/g.npy" &&
+        mpirun -np 2 "$cli" run --mpi $enc --input "$tmp/enc9.npy" \
+            --output "$tmp/m.npy" && cmp "$tmp/g.npy" "$tmp/m.npy"
+}
+
+echo "1..30"
 check mpi_collectives_match_serial_on_2_ranks collectives 2
 check mpi_collectives_match_serial_on_3_ranks collectives 3
 check mpi_collectives_match_serial_on_5_ranks collectives 5
@@ -199,6 +208,7 @@ check mpi_run_one_rank_failing_stops_every_rank one_rank_fails
 check mpi_run_devices_by_local_rank devices_by_rank
 check mpi_run_with_a_device_list_is_a_usage_error device_list
 check mpi_run_inputs_cut_from_the_fixtures make_inputs
+check mpi_run_2_ranks_same_bits_as_2_devices_in_one_process same_bits
 forward_cases 2
 forward_cases 3
 test $failed -eq 0

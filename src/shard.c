@@ -34,6 +34,7 @@ struct shard_fw {
     const unsigned char *gm; /* B x n host mask, or NULL */
     cl_mem lmask;            /* B x nl mask on the device, or NULL */
     size_t width;            /* compressed K/V row: hc * dh */
+    int gemm, softmax;       /* kernel choices for the shard's shapes */
 };
 
 static int
@@ -369,7 +370,8 @@ attend_full(struct shard_fw *s, cl_mem gmask)
         if (gmask != NULL || s->p.causal)
             TRY(clf__mask_scores(s->ctx, sc, 1, a->hq, s->nl, s->n, s->b0,
                                  gmask, b * s->n, s->p.causal));
-        TRY(clf__softmax_rows(s->ctx, sc, 0, a->hq * s->nl, s->n));
+        TRY(clf__softmax_rows_variant(s->ctx, s->softmax, sc, 0, a->hq * s->nl,
+                                      s->n));
         TRY(clf__attend_weigh(s->ctx, &sh, b, 1, 0, s->nl, sc, 0, s->n, vf, o));
     }
     return 0;
@@ -406,7 +408,8 @@ attend_slots(struct shard_fw *s)
         cs.scale = sh.scale;
         TRY(clf__causal_scores(s->ctx, &cs, sc, q, a->ws[WS_XE].mem, s->lmask));
     }
-    TRY(clf__softmax_rows(s->ctx, sc, 0, s->B * a->hq * s->nl, ld));
+    TRY(clf__softmax_rows_variant(s->ctx, s->softmax, sc, 0,
+                                  s->B * a->hq * s->nl, ld));
     TRY(clf__attend_weigh(s->ctx, &sh, 0, s->B, 0, s->nl, sc, 0, ld, vbar, o));
     if (!s->p.causal)
         return 0;
@@ -526,6 +529,12 @@ shard_setup(struct shard_fw *s, clf_attention *att, const clf_shard_comm *comm,
     s->b0 = la->bounds[comm->rank];
     s->nl = la->bounds[comm->rank + 1] - s->b0;
     s->width = s->p.hc * att->dh;
+    /* The kernel choices for the shard's shapes, as a plan makes them:
+     * stored, or timed now (before any exchange) and stored. */
+    TRY(clf__gemm_resolve(s->ctx, s->B * s->nl, att->dq, att->D, &s->gemm));
+    TRY(clf__softmax_resolve(s->ctx, s->B * att->hq * s->nl, s->p.ld,
+                             &s->softmax));
+    clf__gemm_use(s->gemm);
     return workspaces(s);
 }
 

@@ -33,7 +33,15 @@ struct clf_bench_options {
     int accuracy, quick;
     int peak;             /* 1: --peak (measure again), -1: --no-peak */
     const char *baseline; /* --baseline SEL, NULL: the first device */
+    int shard; /* --shard: one forward over the devices (bench/shard.c) */
 };
+
+/* bench/shard.c: --shard.  For each n, one Linformer and one full layer:
+ * each device alone, then the forward split by positions over all of them
+ * evenly and in proportion to their measured throughput, and the bytes
+ * the split exchanges per layer.  Tables on stdout; returns 0, or 1 when
+ * a device or forward failed. */
+int clf_bench_shard(const struct clf_bench_options *o);
 
 /* Seconds on a monotonic clock. */
 double clf_bench_now(void);

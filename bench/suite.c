@@ -80,6 +80,14 @@ static const char usage_text[] =
     "                    started is not interrupted\n"
     "  --seed S          seed of weights and inputs (default 1)\n"
     "\n"
+    "Several devices (instead of the matrix):\n"
+    "  --shard           with --device all or a list: for each n (first\n"
+    "                    k, D, h, B), Linformer and full attention on each\n"
+    "                    device alone, then one forward split by positions\n"
+    "                    over all of them, evenly and in proportion to the\n"
+    "                    throughput just measured alone, and the bytes\n"
+    "                    exchanged per layer\n"
+    "\n"
     "Accuracy study (instead of the matrix):\n"
     "  --accuracy        for each n of --n (default 2048) and each D, h, B,\n"
     "                    sweep k over --k (default 32,64,128,256,512,1024):\n"
@@ -350,6 +358,9 @@ parse_args(int argc, char **argv, struct clf_bench_options *o)
         } else if (strcmp(opt, "--peak") == 0 ||
                    strcmp(opt, "--no-peak") == 0) {
             o->peak = opt[2] == 'p' ? 1 : -1;
+            continue;
+        } else if (strcmp(opt, "--shard") == 0) {
+            o->shard = 1;
             continue;
         }
         if (strncmp(opt, "--", 2) != 0) {
@@ -809,6 +820,8 @@ clf_bench_main(int argc, char **argv)
     sort_sizes(o.b, &o.nb);
     sort_sizes(o.acc_n, &o.acc_nn);
     sort_sizes(o.acc_k, &o.acc_nk);
+    if (o.shard)
+        return clf_bench_shard(&o);
     if (read_baseline(&o, &base) != 0 || check_baseline(&o) != 0)
         return 2;
     clf_bench_report_init(&rep);

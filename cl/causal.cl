@@ -3,7 +3,8 @@
  * positions only.  Query t in block m = t / block sees the slots of blocks
  * 0..m-1 and, exactly, positions m*block..t of its own block, under one
  * softmax.  A score row holds k slot columns then `block` window columns:
- * row stride ld = k + block. */
+ * row stride ld = k + block.  A shard of a sharded forward holds the
+ * positions from block `block0` on: its t is counted from there. */
 
 /* One (sequence, head, query) per work-item: masks the slots of blocks
  * m and later, and fills the window columns with exact scores, -INFINITY
@@ -15,7 +16,8 @@ clf_causal_scores(__global float *s, const uint ld,
                   const uint heads, const uint n, const uint dh,
                   const uint k, const uint c, const uint block,
                   const uint kv_per_head, const float scale,
-                  __global const uchar *mask, const uint has_mask)
+                  __global const uchar *mask, const uint has_mask,
+                  const uint block0)
 {
     const size_t gid = get_global_id(0);
     if (gid >= (size_t)batch * heads * n)
@@ -30,7 +32,7 @@ clf_causal_scores(__global float *s, const uint ld,
     __global const float *qt = q + (b * n + t) * dq + h * dh;
     const size_t hk = kv_per_head ? h : 0;
 
-    for (size_t j = m * c; j < k; j++)
+    for (size_t j = (m + block0) * c; j < k; j++)
         row[j] = -INFINITY;
     for (size_t w = 0; w < block; w++) {
         const size_t pos = first + w;

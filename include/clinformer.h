@@ -67,7 +67,8 @@ extern "C" {
     XX(IO, -4017, "file input or output failed")                               \
     XX(FORMAT, -4018, "a file is malformed")                                   \
     XX(NOT_FOUND, -4019, "no tensor or entry of that name")                    \
-    XX(DTYPE, -4020, "unsupported data type")
+    XX(DTYPE, -4020, "unsupported data type")                                  \
+    XX(SHARD_ABORTED, -4021, "another shard of a sharded forward failed")
 
 typedef enum clf_status {
     CLF_OK = 0,
@@ -769,6 +770,140 @@ CLF_EXTERN int clf_model_forward_tokens(clf_model *m, const long long *ids,
                                         size_t batch, size_t seq_len,
                                         float *logits,
                                         const clf_forward_opts *opts);
+
+/* ------------------------------------------ several devices: a group
+ *
+ * One forward over several devices, which may come from different
+ * platforms.  A group holds one context per device; a model or layer on a
+ * group holds one copy per device.  A forward is split one of two ways:
+ *   - by positions (CLF_SHARD_SEQ): device r holds positions
+ *     [p_r, p_{r+1}) of every sequence (any seq_len; in causal Linformer
+ *     the cuts fall on causal blocks).  Linformer's compression is a sum
+ *     over positions, so the devices exchange only their k x d partial
+ *     compressions per layer (summed on the host in a fixed order, so the
+ *     result does not depend on timing); causal Linformer exchanges each
+ *     block's slots, full mode all projected keys and values.  Queries,
+ *     layer norms, feed-forward blocks and residuals stay on their device.
+ *   - by sequences (CLF_SHARD_BATCH): whole sequences per device, nothing
+ *     exchanged.
+ * CLF_SHARD_AUTO (the default) splits by sequences when the batch has at
+ * least one sequence per device, else by positions.  Positions (or
+ * sequences) are dealt in proportion to the weights (relative throughput
+ * per device, clf_group_set_weights), evenly when none are set.  With
+ * fewer positions (causal blocks) or sequences than devices, fewer devices
+ * take part.  The output equals the single-device forward's within float
+ * rounding (the sums run in another order).  Each forward runs one thread
+ * per device; a group is used by one thread at a time.  When a device
+ * fails, every device stops and the error names the failing one
+ * ("shard 1: ...").
+ */
+typedef enum clf_shard_by {
+    CLF_SHARD_AUTO = 0,
+    CLF_SHARD_SEQ,  /* positions of every sequence */
+    CLF_SHARD_BATCH /* whole sequences */
+} clf_shard_by;
+
+typedef struct clf_group clf_group;
+
+/* Creates a group from a device list: "all" (every device, in index
+ * order), or selectors (clf_context_create's rules: "pocl:0", "1", "cpu")
+ * separated by commas; flags as clf_context_create_ex.  Errors: those of
+ * clf_context_create (naming the selector), CLF_EINVALID_ARGUMENT (an
+ * empty entry). */
+CLF_EXTERN int clf_group_create(clf_group **out, const char *devices,
+                                unsigned flags);
+/* Destroy models and layers on the group first.  NULL-safe. */
+CLF_EXTERN void clf_group_destroy(clf_group *g);
+/* The number of devices (0 for NULL), and device i's context (NULL past
+ * the end; owned by the group). */
+CLF_EXTERN size_t clf_group_size(const clf_group *g);
+CLF_EXTERN clf_context *clf_group_context(const clf_group *g, size_t i);
+/* Forces the split (CLF_SHARD_SEQ or CLF_SHARD_BATCH) or lets the cost
+ * model pick (CLF_SHARD_AUTO).  Errors: CLF_EBAD_ENUM. */
+CLF_EXTERN int clf_group_set_strategy(clf_group *g, clf_shard_by by);
+/* Relative throughput of each device (clf_group_size entries, each > 0;
+ * NULL: an even split).  Errors: CLF_EINVALID_ARGUMENT naming the entry. */
+CLF_EXTERN int clf_group_set_weights(clf_group *g, const double *weights);
+/* How the last forward was split, and over how many devices. */
+CLF_EXTERN int clf_group_last_split(const clf_group *g, clf_shard_by *by,
+                                    size_t *devices);
+
+typedef struct clf_group_model clf_group_model;
+
+/* Loads the model file onto every device of g (which must outlive it).
+ * Errors as clf_model_load. */
+CLF_EXTERN int clf_group_model_load(clf_group_model **out, clf_group *g,
+                                    const char *path,
+                                    const clf_model_opts *opts);
+CLF_EXTERN void clf_group_model_destroy(clf_group_model *gm); /* NULL-safe */
+/* Device i's copy (owned by the group model), NULL past the end. */
+CLF_EXTERN clf_model *clf_group_model_part(const clf_group_model *gm, size_t i);
+CLF_EXTERN int clf_group_model_set_mode(clf_group_model *gm, clf_mode mode);
+/* clf_model_forward and clf_model_forward_tokens over the group: same
+ * arguments, same results, same errors, plus CLF_ESHARD_ABORTED. */
+CLF_EXTERN int clf_group_model_forward(clf_group_model *gm, const float *x,
+                                       size_t batch, size_t seq_len, float *y,
+                                       const clf_forward_opts *opts);
+CLF_EXTERN int clf_group_model_forward_tokens(clf_group_model *gm,
+                                              const long long *ids,
+                                              size_t batch, size_t seq_len,
+                                              float *logits,
+                                              const clf_forward_opts *opts);
+
+typedef struct clf_group_attention clf_group_attention;
+
+/* One attention layer on every device of g, with the same weights
+ * (clf_attention_randomize(seed) on each copy; set others through
+ * clf_group_attention_part).  Errors as clf_attention_create. */
+CLF_EXTERN int clf_group_attention_create(clf_group_attention **out,
+                                          clf_group *g,
+                                          const clf_attention_desc *desc,
+                                          unsigned long long seed);
+CLF_EXTERN void clf_group_attention_destroy(clf_group_attention *ga);
+CLF_EXTERN clf_attention *
+clf_group_attention_part(const clf_group_attention *ga, size_t i);
+CLF_EXTERN int clf_group_attention_set_mode(clf_group_attention *ga,
+                                            clf_mode mode);
+/* clf_attention_forward_ex over the group. */
+CLF_EXTERN int clf_group_attention_forward_ex(clf_group_attention *ga,
+                                              const float *x, size_t batch,
+                                              size_t seq_len, float *y,
+                                              const clf_forward_opts *opts);
+/* clf_attention_check_lookahead over the group's forward. */
+CLF_EXTERN int clf_group_attention_check_lookahead(
+    clf_group_attention *ga, const float *x, size_t seq_len,
+    const clf_forward_opts *opts, const size_t *positions, size_t npositions,
+    unsigned long long seed, clf_lookahead_result *result);
+
+/* ------------------------------------------------------------------ MPI */
+
+/* Nonzero when the library was built with ./configure --with-mpi (Open
+ * MPI), so that clf_model_forward_mpi works. */
+CLF_EXTERN int clf_mpi_available(void);
+
+/* One forward of clf_model_forward (x, not an LM) or
+ * clf_model_forward_tokens (ids, an LM; pass NULL for the other) sharded
+ * over the ranks of MPI_COMM_WORLD: sequence parallel, each rank computing
+ * a contiguous range of every sequence's positions on its own model's
+ * device, the ranks exchanging only the Linformer compressions (causal
+ * Linformer: the blocks' slots; full mode: K and V) between layers.  The
+ * caller has called MPI_Init.  Every rank calls it, collectively, with its
+ * own model loaded from the same weights and the same batch, seq_len and
+ * opts (lengths or key_mask over all positions, causal); x or ids and the
+ * output y (batch*seq_len rows, as the single-device calls) are used on
+ * rank 0 only, which scatters the input and gathers the output.  The split
+ * is even, in whole causal blocks in causal Linformer mode, with no
+ * divisibility constraint on seq_len; each rank needs at least one
+ * position (one block).  The result equals the single-device forward
+ * within float rounding.  Errors: CLF_EUNSUPPORTED (built without MPI, or
+ * MPI not initialised), CLF_EBAD_SIZE (fewer positions or blocks than
+ * ranks), those of the single-device calls; a rank that fails in the
+ * sharded part prints its error to stderr and ends every rank
+ * (MPI_Abort), since MPI cannot release ranks waiting in a collective. */
+CLF_EXTERN int clf_model_forward_mpi(clf_model *m, const float *x,
+                                     const long long *ids, size_t batch,
+                                     size_t seq_len, float *y,
+                                     const clf_forward_opts *opts);
 
 /* ------------------------------------------------------- files: .npy */
 

@@ -2,8 +2,9 @@
 # Installs the Debian packages that clinformer's build, tests and default
 # OpenCL device (PoCL, a CPU runtime) need, and those of CI's extra parts:
 # clang-14 with its sanitizer and libFuzzer runtimes (make fuzz), cmake
-# (scripts/test-install.sh), clang-format (make format-check) and python3
-# with pip (scripts/runtimes.sh fetches Intel's CPU runtime).  Only
+# (scripts/test-install.sh), clang-format (make format-check), python3
+# with pip (scripts/runtimes.sh fetches Intel's CPU runtime) and Open MPI
+# (./configure --with-mpi: clinformer run --mpi and its tests).  Only
 # packages that are missing
 # are installed.  Run as root, or with sudo available.
 set -eu
@@ -11,7 +12,8 @@ set -eu
 PKGS="build-essential autoconf automake libtool pkg-config \
 ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers opencl-c-headers \
 pocl-opencl-icd libclblast-dev libjansson-dev check oclgrind clinfo \
-clang-14 libclang-rt-14-dev cmake clang-format python3 python3-pip"
+clang-14 libclang-rt-14-dev cmake clang-format python3 python3-pip \
+libopenmpi-dev openmpi-bin"
 
 missing=""
 for p in $PKGS; do

@@ -11,7 +11,8 @@ causal_scores_unlocked(clf_context *ctx, const struct clf__causal_shape *sh,
             dkv = (cl_uint)sh->dkv, b = (cl_uint)sh->batch,
             h = (cl_uint)sh->heads, n = (cl_uint)sh->n, dh = (cl_uint)sh->dh,
             kk = (cl_uint)sh->k, c = (cl_uint)sh->c, blk = (cl_uint)sh->block,
-            kvh = sh->kv_per_head != 0, has = mask != NULL;
+            kvh = sh->kv_per_head != 0, has = mask != NULL,
+            b0 = (cl_uint)sh->block0;
     cl_float scale = sh->scale;
     cl_mem m = mask != NULL ? mask : s; /* any valid buffer when unused */
 
@@ -32,6 +33,7 @@ causal_scores_unlocked(clf_context *ctx, const struct clf__causal_shape *sh,
     CLF_SET_ARG(k, 14, scale);
     CLF_SET_ARG(k, 15, m);
     CLF_SET_ARG(k, 16, has);
+    CLF_SET_ARG(k, 17, b0);
     return clf__launch_1d(ctx, CLF_K_CAUSAL_SCORES,
                           sh->batch * sh->heads * sh->n);
 }

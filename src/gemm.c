@@ -251,6 +251,12 @@ way(const clf_context *ctx)
     return CLF_GEMM_CLBLAST;
 }
 
+/* CLBlast's first call for a context builds its tuning database and
+ * programs, and two threads doing that at once for two contexts crash
+ * inside CLBlast; its calls only enqueue, so one process-wide lock costs
+ * little. */
+static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static int
 clblast_gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
              size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
@@ -260,9 +266,11 @@ clblast_gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
     CLBlastStatusCode st;
 
     ctx->gemm_calls++;
+    pthread_mutex_lock(&clblast_lock);
     st = CLBlastSgemm(CLBlastLayoutRowMajor, tr(trans_a), tr(trans_b), m, n, k,
                       alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_off, ldc,
                       &ctx->queue, NULL);
+    pthread_mutex_unlock(&clblast_lock);
     if (st != CLBlastSuccess)
         return clf__fail((int)st, "CLBlastSgemm %zux%zux%zu failed (%d)", m, n,
                          k, (int)st);

@@ -323,9 +323,30 @@ int clf__residual_add(clf_context *ctx, cl_mem y, size_t y_off, cl_mem x,
 int clf__embed(clf_context *ctx, cl_mem ids, size_t rows, size_t n, size_t dim,
                cl_mem tokens, cl_mem positions, cl_mem out);
 
+/* model.c: a sharded forward's attention replaces each layer's (in and out
+ * hold the shard's rows), and the rows start at position pos_offset;
+ * fn NULL restores the plain forward. */
+typedef int (*clf__model_attend_fn)(void *user, clf_attention *att, cl_mem in,
+                                    cl_mem out);
+void clf__model_shard_hook(clf_model *m, clf__model_attend_fn fn, void *user,
+                           size_t pos_offset);
+/* Layer l's attention, NULL past the last. */
+clf_attention *clf__model_layer(const clf_model *m, size_t l);
+
+/* lookahead.c: the audit over any forward of one sequence of D-wide rows
+ * (a layer's, or a group's). */
+typedef int (*clf__lookahead_fn)(void *user, const float *x, size_t seq_len,
+                                 float *y, const clf_forward_opts *opts);
+int clf__lookahead_run(clf__lookahead_fn forward, void *user, size_t D,
+                       const float *x, size_t seq_len,
+                       const clf_forward_opts *opts, const size_t *positions,
+                       size_t npositions, unsigned long long seed,
+                       clf_lookahead_result *result);
+
 /* causal.c: host side of the causal kernels. */
 struct clf__causal_shape {
     size_t batch, heads, n, dh, dq, dkv, k, c, block;
+    size_t block0; /* a shard's first block (its t counts from there) */
     int kv_per_head;
     float scale;
 };

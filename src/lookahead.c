@@ -6,6 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int
+layer_forward(void *user, const float *x, size_t seq_len, float *y,
+              const clf_forward_opts *opts)
+{
+    return clf_attention_forward_ex(user, x, 1, seq_len, y, opts);
+}
+
 CLF_EXTERN int
 clf_attention_check_lookahead(clf_attention *att, const float *x,
                               size_t seq_len, const clf_forward_opts *opts,
@@ -13,14 +20,26 @@ clf_attention_check_lookahead(clf_attention *att, const float *x,
                               unsigned long long seed,
                               clf_lookahead_result *result)
 {
-    unsigned long long state = seed;
-    size_t D, count, i, p, r, c;
     clf_attention_desc desc;
-    float *y0 = NULL, *y1 = NULL, *xp = NULL;
-    int rc = 0;
 
     if (att == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    clf__attention_desc(att, &desc);
+    return clf__lookahead_run(layer_forward, att, desc.d_model, x, seq_len,
+                              opts, positions, npositions, seed, result);
+}
+
+int
+clf__lookahead_run(clf__lookahead_fn forward, void *user, size_t D,
+                   const float *x, size_t seq_len, const clf_forward_opts *opts,
+                   const size_t *positions, size_t npositions,
+                   unsigned long long seed, clf_lookahead_result *result)
+{
+    unsigned long long state = seed;
+    size_t count, i, p, r, c;
+    float *y0 = NULL, *y1 = NULL, *xp = NULL;
+    int rc = 0;
+
     if (x == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "x is NULL");
     if (result == NULL)
@@ -35,8 +54,6 @@ clf_attention_check_lookahead(clf_attention *att, const float *x,
                              "positions[%zu] = %zu is not below seq_len %zu", p,
                              positions[p], seq_len);
     memset(result, 0, sizeof *result);
-    clf__attention_desc(att, &desc);
-    D = desc.d_model;
     if (clf__mul(seq_len, D, &count) || count > SIZE_MAX / sizeof(float))
         return clf__fail(CLF_ESIZE_OVERFLOW, "seq_len %zu overflows", seq_len);
     y0 = malloc(count * sizeof *y0);
@@ -46,7 +63,7 @@ clf_attention_check_lookahead(clf_attention *att, const float *x,
         rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
         goto done;
     }
-    rc = clf_attention_forward_ex(att, x, 1, seq_len, y0, opts);
+    rc = forward(user, x, seq_len, y0, opts);
     if (rc != 0)
         goto done;
     result->passed = 1;
@@ -57,7 +74,7 @@ clf_attention_check_lookahead(clf_attention *att, const float *x,
             xp[i] =
                 (float)((double)(clf__splitmix64(&state) >> 11) * 0x1.0p-51 -
                         2.0);
-        rc = clf_attention_forward_ex(att, xp, 1, seq_len, y1, opts);
+        rc = forward(user, xp, seq_len, y1, opts);
         if (rc != 0)
             goto done;
         result->checked++;

@@ -38,6 +38,7 @@ enum model_ws {
     MW_F,
     MW_IDS,
     MW_MASK,
+    MW_POS,
     MW_COUNT
 };
 
@@ -53,7 +54,27 @@ struct clf_model {
     size_t host_cap;   /* entries of host_mask and host_ids */
     char **unexpected; /* tensors a non-strict load skipped */
     size_t n_unexpected;
+    /* A sharded forward (shard_model.c): its attention, and the position
+     * of the rows' first column (LM position embeddings). */
+    clf__model_attend_fn shard_attend;
+    void *shard_user;
+    size_t pos_offset;
 };
+
+void
+clf__model_shard_hook(clf_model *m, clf__model_attend_fn fn, void *user,
+                      size_t pos_offset)
+{
+    m->shard_attend = fn;
+    m->shard_user = user;
+    m->pos_offset = pos_offset;
+}
+
+clf_attention *
+clf__model_layer(const clf_model *m, size_t l)
+{
+    return l < m->info.layers ? m->layers[l].att : NULL;
+}
 
 static const char *const layout_names[] = {
     "auto",          "lucidrains-attention", "lucidrains-encoder",
@@ -1001,6 +1022,8 @@ attend(clf_model *m, const struct model_layer *L, cl_mem in, cl_mem out,
 {
     int masked = o != NULL && (o->lengths != NULL || o->key_mask != NULL);
 
+    if (m->shard_attend != NULL)
+        return m->shard_attend(m->shard_user, L->att, in, out);
     return clf__attention_forward_cl_mask(L->att, in, 0, out, 0, B, n, o,
                                           masked ? m->ws[MW_MASK] : NULL);
 }
@@ -1093,6 +1116,7 @@ prepare(clf_model *m, size_t B, size_t n, size_t out_cols,
     TRY(ensure(m, MW_F, fb ? fb : 1));
     TRY(ensure(m, MW_IDS, rows * sizeof(cl_int)));
     TRY(ensure(m, MW_MASK, rows));
+    TRY(ensure(m, MW_POS, m->pos_offset ? n * D * sizeof(float) : 1));
     if (m->host_cap < rows) {
         unsigned char *hm = realloc(m->host_mask, rows);
         int *hi;
@@ -1165,6 +1189,22 @@ clf_model_forward(clf_model *m, const float *x, size_t batch, size_t seq_len,
     return finish(m, rows, D, y, opts);
 }
 
+/* A shard's rows start at position pos_offset: its position embeddings. */
+static int
+positions(clf_model *m, size_t n)
+{
+    const size_t row = m->info.d_model * sizeof(float);
+    cl_int err;
+
+    if (m->pos_offset == 0)
+        return 0;
+    err = clEnqueueCopyBuffer(m->ctx->queue, m->pos, m->ws[MW_POS],
+                              m->pos_offset * row, 0, n * row, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "copy of position embeddings failed (%d)", err);
+    return 0;
+}
+
 CLF_EXTERN int
 clf_model_forward_tokens(clf_model *m, const long long *ids, size_t batch,
                          size_t seq_len, float *logits,
@@ -1200,8 +1240,9 @@ clf_model_forward_tokens(clf_model *m, const long long *ids, size_t batch,
                              rows * sizeof(cl_int), m->host_ids, 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return clf__fail(err, "token upload failed (%d)", err);
-    TRY(clf__embed(m->ctx, m->ws[MW_IDS], rows, seq_len, D, m->tok, m->pos,
-                   m->ws[MW_X]));
+    TRY(positions(m, seq_len));
+    TRY(clf__embed(m->ctx, m->ws[MW_IDS], rows, seq_len, D, m->tok,
+                   m->pos_offset ? m->ws[MW_POS] : m->pos, m->ws[MW_X]));
     TRY(run_stack(m, batch, seq_len, opts));
     TRY(clf__gemm(m->ctx, 0, 1, rows, V, D, 1.0f, m->ws[MW_X], 0, D, m->logit_w,
                   0, D, 0.0f, m->ws[MW_OUT], 0, V));

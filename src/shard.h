@@ -17,6 +17,8 @@
 #ifndef CLF_SHARD_H
 #define CLF_SHARD_H
 
+#include "clinformer.h"
+
 #include <stddef.h>
 
 typedef struct clf_shard_comm {
@@ -34,5 +36,83 @@ typedef struct clf_shard_comm {
     /* Tells every other shard to give up; rc is this shard's error. */
     void (*abort_all)(void *self, int rc);
 } clf_shard_comm;
+
+/* ------------------------------------------------------ the entry points
+ *
+ *   int clf_shard_model_forward(clf_model *m, const clf_shard_comm *comm,
+ *                               size_t batch, size_t seq_len,
+ *                               const size_t *bounds, const float *x,
+ *                               float *y, const clf_forward_opts *opts);
+ *   int clf_shard_model_forward_tokens(..., const long long *ids,
+ *                                      float *logits, ...);
+ *   int clf_shard_attention_forward(clf_attention *att, ...same...);
+ *   int clf_shard_split(size_t seq_len, int shards, const double *weights,
+ *                       size_t unit, size_t *bounds);
+ *   size_t clf_shard_unit(const clf_model *m, int causal);
+ *
+ * Usage: every shard loads the same model on its own device (its own
+ * clf_context), and all agree on the split: bounds (comm->size + 1
+ * entries, bounds[0] = 0, bounds[size] = seq_len, each shard at least one
+ * position, starts on multiples of clf_shard_unit(), which is the causal
+ * block in causal Linformer mode, else 1) from clf_shard_split() with the
+ * same arguments everywhere (weights: relative throughput per shard, NULL
+ * for an even split).  Shard r then calls clf_shard_model_forward with the
+ * whole batch's batch, seq_len and opts (lengths or key_mask over all
+ * seq_len positions, causal), its own rows x (batch x (bounds[r+1] -
+ * bounds[r]) x d_model, row-major, sequence by sequence) and receives its
+ * rows of the output in y (same shape; an LM takes its ids and writes its
+ * rows of logits).  The result equals the single-device forward's rows
+ * within float rounding.  All shards must call the same entry points in
+ * the same order.  On any failure the entry point calls comm->abort_all
+ * before returning its error, so no shard waits forever; a shard whose
+ * collective was aborted returns CLF_ESHARD_ABORTED. */
+
+/* What one sharded attention layer's forward needs besides its rows. */
+struct clf_shard_layer_args {
+    size_t batch, seq_len;
+    const size_t *bounds;      /* comm->size + 1 entries */
+    const unsigned char *mask; /* batch x seq_len, 1 = real; NULL: none */
+    int causal;
+};
+
+int clf_shard_model_forward(clf_model *m, const clf_shard_comm *comm,
+                            size_t batch, size_t seq_len, const size_t *bounds,
+                            const float *x, float *y,
+                            const clf_forward_opts *opts);
+int clf_shard_model_forward_tokens(clf_model *m, const clf_shard_comm *comm,
+                                   size_t batch, size_t seq_len,
+                                   const size_t *bounds, const long long *ids,
+                                   float *logits, const clf_forward_opts *opts);
+int clf_shard_attention_forward(clf_attention *att, const clf_shard_comm *comm,
+                                size_t batch, size_t seq_len,
+                                const size_t *bounds, const float *x, float *y,
+                                const clf_forward_opts *opts);
+
+/* Splits seq_len positions over `shards` in whole units of `unit`
+ * positions (the last may be short), in proportion to weights (NULL: even;
+ * every shard gets at least one unit): bounds receives shards + 1
+ * entries.  CLF_EBAD_SIZE when there are fewer units than shards. */
+int clf_shard_split(size_t seq_len, int shards, const double *weights,
+                    size_t unit, size_t *bounds);
+
+/* The unit a model's split must respect: the causal block in causal
+ * Linformer mode, else 1. */
+size_t clf_shard_unit(const clf_model *m, int causal);
+
+/* shard.c: one attention layer's part, on the shard's device rows x and
+ * y (cl_mem of the layer's context). */
+int clf__shard_attention(clf_attention *att, const clf_shard_comm *comm,
+                         const struct clf_shard_layer_args *la, cl_mem x,
+                         cl_mem y);
+
+/* shard_threads.c: the collectives over the threads of one process.  One
+ * group per forward; clf_shard_threads_comm fills shard `rank`'s comm. */
+struct clf_shard_threads;
+int clf_shard_threads_create(struct clf_shard_threads **out, int size);
+void clf_shard_threads_destroy(struct clf_shard_threads *t);
+void clf_shard_threads_comm(struct clf_shard_threads *t, int rank,
+                            clf_shard_comm *out);
+/* What abort_all does: every pending and later collective fails. */
+void clf_shard_threads_abort(struct clf_shard_threads *t, int rank, int rc);
 
 #endif

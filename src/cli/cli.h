@@ -89,6 +89,22 @@ int cli_fail(clf_context *ctx, const char *what, int rc);
  * CLI_ERROR with *ctx NULL. */
 int cli_context(clf_context **ctx, const char *selector);
 
+/* Several devices: a --device value that is "all" or a comma list. */
+int cli_is_device_list(const char *selector);
+
+/* Creates a group over a device list (clf_group_create), applies each
+ * device's stored GEMM tuning as cli_context does, and sets the split
+ * (enum clf_shard_by); on failure prints why and returns CLI_ERROR with
+ * *g NULL. */
+int cli_group(clf_group **g, const char *devices, int shard_by);
+
+/* "devices: pocl:0, pocl:1; split by positions over 2" of the last
+ * forward. */
+void cli_print_split(const clf_group *g);
+
+/* --shard-by's values: seq, batch, auto. */
+extern const struct cli_choice cli_shard_choices[];
+
 /* "kernel choices: ..." of the last plan, each with where it came from;
  * verbose adds every stored or timed choice the device has. */
 void cli_print_choices(clf_context *ctx, int verbose);
@@ -130,6 +146,27 @@ int cli_output_check(const char *cmd, const char *option, const char *path,
  * rename over `path`.  Prints an error and returns CLI_ERROR on failure. */
 int cli_npy_write(const char *path, const float *data, const size_t *shape,
                   size_t ndim);
+
+/* clinformer run --mpi (src/cli/mpi.c).  cli_mpi_begin initialises MPI,
+ * sends the stdout of ranks other than 0 to /dev/null and, unless *device
+ * or CLINFORMER_DEVICE names one, sets *device to this local rank's device;
+ * without MPI built in it prints why and returns CLI_USAGE.  The others do
+ * nothing special until it has succeeded: cli_mpi_rank() is 0,
+ * cli_mpi_same_file() 0 and cli_mpi_load_npy() is clf_npy_load() printing
+ * its error.  Under MPI, cli_mpi_same_file() compares the file's checksum
+ * across ranks (an error naming each rank that differs or cannot read it),
+ * and cli_mpi_load_npy() reads on rank 0 and gives every rank the array
+ * (whole 0: its shape and type, with a one-element placeholder of data);
+ * both fail on every rank together.  cli_mpi_devices() prints on rank 0
+ * the device of every rank.  cli_mpi_end(rc) finalises MPI and
+ * returns rc, or after a failure of this rank alone prints which rank
+ * failed and ends every rank (MPI_Abort). */
+int cli_mpi_begin(const char **device);
+int cli_mpi_rank(void);
+int cli_mpi_same_file(const char *option, const char *path);
+int cli_mpi_load_npy(const char *path, clf_array *a, int whole);
+void cli_mpi_devices(clf_context *ctx);
+int cli_mpi_end(int rc);
 
 /* The commands (one file each, or a few per file). */
 int cli_devices_main(const struct cli_command *cmd, int argc, char **argv);

@@ -22,7 +22,8 @@ const struct cli_option cli_lookahead_options[] = {
      "stable name (pocl:0), device index, cpu, gpu, or\n"
      "part of a platform or device name (default:\n"
      "$CLINFORMER_DEVICE, else the first GPU, else the\n"
-     "first CPU device)",
+     "first CPU device); a comma list or `all` audits\n"
+     "the forward split by positions over those devices",
      0, 0, NULL},
     {"seq-len", CLI_SIZE, LA(seq_len), "N", "sequence length (default 256)", 0,
      0, NULL},
@@ -101,9 +102,17 @@ describe(const struct lookahead_opts *o, const clf_attention_desc *d)
                    ((d->max_seq_len + d->causal_block - 1) / d->causal_block));
 }
 
+/* One layer, or its copies on a group of devices. */
+struct audited {
+    clf_context *ctx;
+    clf_attention *att;
+    clf_group *g;
+    clf_group_attention *ga;
+};
+
 static int
-audit(clf_attention *att, const struct lookahead_opts *o, const float *x,
-      const size_t *pos, clf_context *ctx)
+audit(const struct audited *l, const struct lookahead_opts *o, const float *x,
+      const size_t *pos)
 {
     clf_forward_opts fo;
     clf_lookahead_result r;
@@ -111,10 +120,16 @@ audit(clf_attention *att, const struct lookahead_opts *o, const float *x,
 
     memset(&fo, 0, sizeof fo);
     fo.causal = o->causal;
-    rc = clf_attention_check_lookahead(att, x, o->seq_len, &fo, pos,
-                                       o->positions, o->seed + 1, &r);
+    rc = l->ga != NULL
+             ? clf_group_attention_check_lookahead(l->ga, x, o->seq_len, &fo,
+                                                   pos, o->positions,
+                                                   o->seed + 1, &r)
+             : clf_attention_check_lookahead(l->att, x, o->seq_len, &fo, pos,
+                                             o->positions, o->seed + 1, &r);
     if (rc != 0)
-        return cli_fail(ctx, "look-ahead audit", rc);
+        return cli_fail(l->ctx, "look-ahead audit", rc);
+    if (l->g != NULL)
+        cli_print_split(l->g);
     if (!r.passed) {
         printf("FAIL: changing the inputs after t=%zu moved the output at "
                "position %zu (max change at positions <= t: %.6g)\n",
@@ -130,9 +145,8 @@ audit(clf_attention *att, const struct lookahead_opts *o, const float *x,
 /* Random input and the positions, spread from 0 to seq_len - 1; then the
  * audit. */
 static int
-audit_layer(clf_context *ctx, clf_attention *att,
-            const struct lookahead_opts *o, const clf_attention_desc *d,
-            size_t count)
+audit_layer(const struct audited *l, const struct lookahead_opts *o,
+            const clf_attention_desc *d, size_t count)
 {
     float *x = malloc(count * sizeof *x);
     size_t *pos = malloc(o->positions * sizeof *pos), i, np = o->positions;
@@ -150,10 +164,31 @@ audit_layer(clf_context *ctx, clf_attention *att,
     for (i = 0; i < np; i++)
         pos[i] = np == 1 ? 0 : i * (o->seq_len - 1) / (np - 1);
     describe(o, d);
-    rc = audit(att, o, x, pos, ctx);
+    rc = audit(l, o, x, pos);
 done:
     free(x);
     free(pos);
+    return rc;
+}
+
+/* The audit of the forward split by positions over a device list. */
+static int
+audit_group(struct audited *l, const struct lookahead_opts *o,
+            const clf_attention_desc *d, size_t count)
+{
+    int rc = cli_group(&l->g, o->device, CLF_SHARD_SEQ);
+
+    if (rc != 0)
+        return rc;
+    l->ctx = clf_group_context(l->g, 0);
+    if ((rc = clf_group_attention_create(&l->ga, l->g, d, o->seed)) != 0 ||
+        (rc = clf_group_attention_set_mode(
+             l->ga, o->full ? CLF_MODE_FULL : CLF_MODE_LINFORMER)) != 0)
+        rc = cli_fail(l->ctx, "creating the layer", rc);
+    else
+        rc = audit_layer(l, o, d, count);
+    clf_group_attention_destroy(l->ga);
+    clf_group_destroy(l->g);
     return rc;
 }
 
@@ -162,8 +197,7 @@ cli_lookahead_main(const struct cli_command *cmd, int argc, char **argv)
 {
     struct lookahead_opts o = {
         NULL, 256, 0, 64, 4, 64, 16, 0, 1, CLF_SHARE_HEADWISE, 0, 1};
-    clf_context *ctx = NULL;
-    clf_attention *att = NULL;
+    struct audited l = {NULL, NULL, NULL, NULL};
     clf_attention_desc d;
     size_t count;
     int first, rc = cli_parse(cmd, argc, argv, &o, &first);
@@ -181,16 +215,18 @@ cli_lookahead_main(const struct cli_command *cmd, int argc, char **argv)
     /* The block size is a property of causal Linformer only. */
     d.causal_block = o.full || !o.causal ? 0 : o.block;
     d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
-    if ((rc = cli_context(&ctx, o.device)) != 0)
+    if (cli_is_device_list(o.device))
+        return audit_group(&l, &o, &d, count);
+    if ((rc = cli_context(&l.ctx, o.device)) != 0)
         return rc;
-    if ((rc = clf_attention_create(&att, ctx, &d)) != 0 ||
-        (rc = clf_attention_randomize(att, o.seed)) != 0 ||
-        (rc = clf_attention_set_mode(att, o.full ? CLF_MODE_FULL
-                                                 : CLF_MODE_LINFORMER)) != 0)
-        rc = cli_fail(ctx, "creating the layer", rc);
+    if ((rc = clf_attention_create(&l.att, l.ctx, &d)) != 0 ||
+        (rc = clf_attention_randomize(l.att, o.seed)) != 0 ||
+        (rc = clf_attention_set_mode(l.att, o.full ? CLF_MODE_FULL
+                                                   : CLF_MODE_LINFORMER)) != 0)
+        rc = cli_fail(l.ctx, "creating the layer", rc);
     else
-        rc = audit_layer(ctx, att, &o, &d, count);
-    clf_attention_destroy(att);
-    clf_context_destroy(ctx);
+        rc = audit_layer(&l, &o, &d, count);
+    clf_attention_destroy(l.att);
+    clf_context_destroy(l.ctx);
     return rc;
 }

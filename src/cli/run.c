@@ -7,7 +7,8 @@
 struct run_opts {
     const char *device, *weights, *input, *output, *mask, *lengths, *layout;
     size_t heads, block, repeat; /* 0: not given */
-    int causal, full, layerwise, non_strict, verbose;
+    int causal, full, layerwise, non_strict, verbose, shard_by;
+    int mpi; /* one forward over the ranks of an mpirun (src/cli/mpi.c) */
 };
 
 #define RO(field) offsetof(struct run_opts, field)
@@ -56,8 +57,23 @@ const struct cli_option cli_run_options[] = {
      "stable name (pocl:0), device index, cpu, gpu, or\n"
      "part of a platform or device name (default:\n"
      "$CLINFORMER_DEVICE, else the first GPU, else the\n"
-     "first CPU device)",
+     "first CPU device); a comma list (0,1 or\n"
+     "pocl:0,intel-cpu:0) or `all` runs one forward\n"
+     "over several devices",
      0, 0, NULL},
+    {"shard-by", CLI_CHOICE, RO(shard_by), "S",
+     "with several devices: seq (positions of every\n"
+     "sequence), batch (whole sequences) or auto\n"
+     "(default: batch when every device gets a sequence)",
+     0, 0, cli_shard_choices},
+    {"mpi", CLI_FLAG, RO(mpi), NULL,
+     "one forward sharded over the ranks of mpirun -np R\n"
+     "(built with --with-mpi): each rank uses the device\n"
+     "of its local rank (modulo the GPUs, else all\n"
+     "devices) unless --device or CLINFORMER_DEVICE says;\n"
+     "all read the same --weights (checksums compared);\n"
+     "rank 0 reads the input and writes the output",
+     1, 0, NULL},
     {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
 
 /* What a run holds; run_free() releases it. */
@@ -65,6 +81,8 @@ struct run_state {
     const struct run_opts *o;
     clf_context *ctx;
     clf_model *m;
+    clf_group *g; /* several devices: ctx is its first, m its first copy */
+    clf_group_model *gm;
     clf_model_info info;
     clf_forward_opts fo;
     clf_array x, mask;
@@ -83,6 +101,11 @@ run_free(struct run_state *s)
     free(s->lens);
     free(s->mbytes);
     free(s->y);
+    if (s->g != NULL) {
+        clf_group_model_destroy(s->gm);
+        clf_group_destroy(s->g);
+        return;
+    }
     clf_model_destroy(s->m);
     clf_context_destroy(s->ctx);
 }
@@ -202,10 +225,10 @@ load_mask(struct run_state *s)
 {
     const clf_array *a = &s->mask;
     size_t i, count = s->B * s->n;
-    int rc = clf_npy_load(s->o->mask, &s->mask);
+    int rc = cli_mpi_load_npy(s->o->mask, &s->mask, 1);
 
     if (rc != 0)
-        return cli_fail(NULL, s->o->mask, rc);
+        return rc;
     if (!((a->ndim == 2 && a->shape[0] == s->B && a->shape[1] == s->n) ||
           (!s->batched && a->ndim == 1 && a->shape[0] == s->n))) {
         fprintf(stderr, "clinformer run: --mask %s: shape (", s->o->mask);
@@ -227,6 +250,14 @@ load_mask(struct run_state *s)
 static int
 forward(struct run_state *s)
 {
+    if (s->o->mpi)
+        return clf_model_forward_mpi(s->m, s->x.data, s->x.ids, s->B, s->n,
+                                     s->y, &s->fo);
+    if (s->gm != NULL)
+        return s->info.vocab ? clf_group_model_forward_tokens(
+                                   s->gm, s->x.ids, s->B, s->n, s->y, &s->fo)
+                             : clf_group_model_forward(s->gm, s->x.data, s->B,
+                                                       s->n, s->y, &s->fo);
     return s->info.vocab
                ? clf_model_forward_tokens(s->m, s->x.ids, s->B, s->n, s->y,
                                           &s->fo)
@@ -263,18 +294,22 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
     double t0, t_fwd;
     int rc;
 
-    if ((rc = clf_npy_load(o->input, &s->x)) != 0)
-        return cli_fail(NULL, o->input, rc);
+    if ((rc = cli_mpi_load_npy(o->input, &s->x, 0)) != 0)
+        return rc;
     print_shape("input", &s->x);
     if ((rc = input_shape(s)) != 0 ||
         (o->lengths != NULL && (rc = parse_lengths(s)) != 0) ||
         (o->mask != NULL && (rc = load_mask(s)) != 0))
         return rc;
     s->fo.causal = o->causal;
-    if (o->full && (rc = clf_model_set_mode(s->m, CLF_MODE_FULL)) != 0)
+    if (o->full &&
+        (rc = s->gm != NULL ? clf_group_model_set_mode(s->gm, CLF_MODE_FULL)
+                            : clf_model_set_mode(s->m, CLF_MODE_FULL)) != 0)
         return cli_fail(s->ctx, "--full", rc);
-    s->y = malloc(s->B * s->n * s->cols * sizeof *s->y);
-    if (s->y == NULL) {
+    /* Under --mpi only rank 0 receives the output. */
+    if (cli_mpi_rank() == 0)
+        s->y = malloc(s->B * s->n * s->cols * sizeof *s->y);
+    if (s->y == NULL && cli_mpi_rank() == 0) {
         fprintf(stderr, "clinformer run: out of host memory\n");
         return CLI_ERROR;
     }
@@ -286,13 +321,17 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
     shape[0] = s->B;
     shape[1] = s->n;
     shape[2] = s->cols;
-    if ((rc = cli_output_check("run", "--output", o->output, inputs, 3)) != 0 ||
-        (rc = cli_npy_write(o->output, s->y, shape, 3)) != 0)
+    if (cli_mpi_rank() == 0 &&
+        ((rc = cli_output_check("run", "--output", o->output, inputs, 3)) !=
+             0 ||
+         (rc = cli_npy_write(o->output, s->y, shape, 3)) != 0))
         return rc;
     printf("forward: batch %zu, seq_len %zu, %s%s in %.3f s (first call "
            "includes kernel compilation)\n",
            s->B, s->n, o->full ? "full attention" : "Linformer",
            o->causal ? ", causal" : "", t_fwd);
+    if (s->g != NULL)
+        cli_print_split(s->g);
     cli_print_choices(s->ctx, o->verbose);
     if (o->repeat != 0 && (rc = time_repeats(s)) != 0)
         return rc;
@@ -312,6 +351,28 @@ print_unexpected(const clf_model *m)
                 clf_model_unexpected_name(m, i));
 }
 
+/* The model on one device, or on a group (a device list). */
+static int
+load(struct run_state *s, const clf_model_opts *mo, double *t0)
+{
+    int rc;
+
+    if (!cli_is_device_list(s->o->device)) {
+        if ((rc = cli_context(&s->ctx, s->o->device)) != 0)
+            return 0; /* reported; s->ctx stays NULL */
+        *t0 = cli_now();
+        return clf_model_load(&s->m, s->ctx, s->o->weights, mo);
+    }
+    if ((rc = cli_group(&s->g, s->o->device, s->o->shard_by)) != 0)
+        return 0;
+    s->ctx = clf_group_context(s->g, 0);
+    *t0 = cli_now();
+    rc = clf_group_model_load(&s->gm, s->g, s->o->weights, mo);
+    if (rc == 0)
+        s->m = clf_group_model_part(s->gm, 0);
+    return rc;
+}
+
 int
 cli_run_main(const struct cli_command *cmd, int argc, char **argv)
 {
@@ -319,7 +380,7 @@ cli_run_main(const struct cli_command *cmd, int argc, char **argv)
     struct run_state s;
     clf_model_opts mo;
     struct cli_file inputs[3];
-    double t0;
+    double t0 = 0.0;
     int first, rc;
 
     memset(&o, 0, sizeof o);
@@ -341,25 +402,35 @@ cli_run_main(const struct cli_command *cmd, int argc, char **argv)
     inputs[1].path = o.input;
     inputs[2].option = "--mask";
     inputs[2].path = o.mask;
+    if (o.mpi && cli_is_device_list(o.device)) {
+        cli_error(cmd->name,
+                  "--mpi: each rank takes one device, not the "
+                  "list \"%s\"",
+                  o.device);
+        return CLI_USAGE;
+    }
+    if (o.mpi && (rc = cli_mpi_begin(&o.device)) != 0)
+        return rc;
     if ((rc = cli_output_check(cmd->name, "--output", o.output, inputs, 3)) !=
         0)
-        return rc;
+        return cli_mpi_end(rc);
     mo.heads = o.heads;
     mo.causal_block = o.block;
     mo.layerwise = o.layerwise;
     mo.allow_unexpected = o.non_strict;
     s.o = &o;
-    if ((rc = cli_context(&s.ctx, o.device)) != 0)
-        return rc;
-    t0 = cli_now();
-    if ((rc = clf_model_load(&s.m, s.ctx, o.weights, &mo)) != 0)
+    rc = cli_mpi_same_file("--weights", o.weights);
+    if (rc == 0 && (rc = load(&s, &mo, &t0)) != 0)
         rc = cli_fail(s.ctx, o.weights, rc);
-    else {
+    else if (rc == 0 && s.ctx == NULL)
+        rc = CLI_ERROR;
+    else if (rc == 0) {
+        cli_mpi_devices(s.ctx);
         clf_model_info_get(s.m, &s.info);
         print_model(o.weights, &s.info, cli_now() - t0);
         print_unexpected(s.m);
         rc = run_forward(&s, inputs);
     }
     run_free(&s);
-    return rc;
+    return cli_mpi_end(rc);
 }

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 int
@@ -38,6 +39,63 @@ cli_context(clf_context **ctx, const char *selector)
         return CLI_ERROR;
     }
     return 0;
+}
+
+const struct cli_choice cli_shard_choices[] = {{"auto", CLF_SHARD_AUTO},
+                                               {"seq", CLF_SHARD_SEQ},
+                                               {"batch", CLF_SHARD_BATCH},
+                                               {NULL, 0}};
+
+int
+cli_is_device_list(const char *selector)
+{
+    return selector != NULL &&
+           (strcmp(selector, "all") == 0 || strchr(selector, ',') != NULL);
+}
+
+int
+cli_group(clf_group **g, const char *devices, int shard_by)
+{
+    size_t i;
+    int rc = clf_group_create(g, devices, 0);
+
+    if (rc != 0) {
+        *g = NULL;
+        return cli_fail(NULL, "creating the device group", rc);
+    }
+    clf_group_set_strategy(*g, (clf_shard_by)shard_by);
+    for (i = 0; i < clf_group_size(*g); i++) {
+        clf_context *ctx = clf_group_context(*g, i);
+        const char *warn;
+        rc = clf_tune_apply_process_wide(ctx);
+        warn = clf_context_warnings(ctx);
+        if (warn[0] != '\0')
+            fprintf(stderr, "clinformer: warning: %s\n", warn);
+        if (rc != 0) {
+            cli_fail(ctx, "applying stored GEMM tuning", rc);
+            clf_group_destroy(*g);
+            *g = NULL;
+            return CLI_ERROR;
+        }
+    }
+    return 0;
+}
+
+void
+cli_print_split(const clf_group *g)
+{
+    clf_device_info info;
+    clf_shard_by by = CLF_SHARD_AUTO;
+    size_t i, used = 0;
+
+    printf("devices:");
+    for (i = 0; i < clf_group_size(g); i++) {
+        clf_context_device_info(clf_group_context(g, i), &info);
+        printf("%s %s", i ? "," : "", info.stable_name);
+    }
+    clf_group_last_split(g, &by, &used);
+    printf("; split by %s over %zu\n",
+           by == CLF_SHARD_BATCH ? "sequences" : "positions", used);
 }
 
 static const char *const source_names[] = {"not chosen", "stored", "timed",

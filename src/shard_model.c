@@ -1,0 +1,269 @@
+/* A shard's part of a sharded model forward (src/shard.h): the model's own
+ * forward on the shard's rows (layer norms, feed-forward blocks, residuals
+ * and the LM's embeddings and logits are row-local), with each attention
+ * layer replaced by its sharded forward (shard.c), and the split of the
+ * positions. */
+#include "attention.h"
+#include "shard.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct hook_state {
+    const clf_shard_comm *comm;
+    struct clf_shard_layer_args la;
+};
+
+static int
+hook(void *user, clf_attention *att, cl_mem in, cl_mem out)
+{
+    struct hook_state *h = user;
+
+    return clf__shard_attention(att, h->comm, &h->la, in, out);
+}
+
+int
+clf_shard_split(size_t seq_len, int shards, const double *weights, size_t unit,
+                size_t *bounds)
+{
+    size_t units, lo, hi, u;
+    double total = 0.0, cum = 0.0;
+    int r;
+
+    if (bounds == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "bounds is NULL");
+    if (shards < 1 || unit == 0)
+        return clf__fail(CLF_EBAD_SIZE, "%s is 0",
+                         shards < 1 ? "shards" : "unit");
+    units = (seq_len + unit - 1) / unit;
+    if (units < (size_t)shards)
+        return clf__fail(CLF_EBAD_SIZE,
+                         "seq_len %zu gives %zu units of %zu positions, fewer "
+                         "than the %d shards",
+                         seq_len, units, unit, shards);
+    for (r = 0; r < shards; r++) {
+        double w = weights != NULL ? weights[r] : 1.0;
+        if (!(w > 0.0) || !isfinite(w))
+            return clf__fail(CLF_EINVALID_ARGUMENT,
+                             "shard %d's weight %g is not a positive number", r,
+                             w);
+        total += w;
+    }
+    bounds[0] = 0;
+    for (r = 1; r < shards; r++) {
+        cum += weights != NULL ? weights[r - 1] : 1.0;
+        u = (size_t)floor((double)units * cum / total + 0.5);
+        lo = bounds[r - 1] / unit + 1;     /* one unit each before */
+        hi = units - (size_t)(shards - r); /* and after */
+        u = u < lo ? lo : (u > hi ? hi : u);
+        bounds[r] = u * unit;
+    }
+    bounds[shards] = seq_len;
+    return 0;
+}
+
+size_t
+clf_shard_unit(const clf_model *m, int causal)
+{
+    const clf_attention *att = clf__model_layer(m, 0);
+
+    if (!causal || att == NULL || att->mode != CLF_MODE_LINFORMER ||
+        att->desc.causal_block == 0)
+        return 1;
+    return att->desc.causal_block;
+}
+
+/* The whole batch's mask (NULL when the options give none), the shard's
+ * slice of it as the local options' key_mask. */
+struct masks {
+    unsigned char *global, *local;
+};
+
+static int
+build_masks(const clf_forward_opts *opts, size_t B, size_t n, size_t b0,
+            size_t nl, struct masks *mk, clf_forward_opts *lo)
+{
+    size_t b;
+
+    memset(mk, 0, sizeof *mk);
+    memset(lo, 0, sizeof *lo);
+    if (opts == NULL)
+        return 0;
+    lo->causal = opts->causal;
+    if (opts->lengths == NULL && opts->key_mask == NULL)
+        return 0;
+    if (opts->lengths != NULL && opts->key_mask != NULL)
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "give lengths or key_mask, not both");
+    mk->global = malloc(B * n);
+    mk->local = malloc(B * nl);
+    if (mk->global == NULL || mk->local == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    CLF_TRY(clf__mask_build(mk->global, B, n, opts->lengths, opts->key_mask));
+    for (b = 0; b < B; b++)
+        memcpy(mk->local + b * nl, mk->global + b * n + b0, nl);
+    lo->key_mask = mk->local;
+    return 0;
+}
+
+static int
+check_args(const clf_shard_comm *comm, size_t B, size_t n, const size_t *bounds)
+{
+    int r;
+
+    if (comm == NULL || bounds == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL",
+                         comm == NULL ? "comm" : "bounds");
+    if (comm->rank < 0 || comm->rank >= comm->size)
+        return clf__fail(CLF_EINVALID_ARGUMENT, "shard %d of %d", comm->rank,
+                         comm->size);
+    if (B == 0 || n == 0)
+        return clf__fail(CLF_EBAD_SIZE, "%s is 0",
+                         B == 0 ? "batch" : "seq_len");
+    for (r = 0; r < comm->size; r++)
+        if (bounds[r + 1] <= bounds[r] || bounds[comm->size] != n)
+            return clf__fail(CLF_EINVALID_ARGUMENT,
+                             "shard bounds must rise from 0 to seq_len %zu "
+                             "(shard %d: %zu..%zu)",
+                             n, r, bounds[r], bounds[r + 1]);
+    return bounds[0] == 0
+               ? 0
+               : clf__fail(CLF_EINVALID_ARGUMENT,
+                           "shard bounds start at %zu, not 0", bounds[0]);
+}
+
+/* Both model entry points: x is float rows or token ids. */
+static int
+model_part(clf_model *m, const clf_shard_comm *comm, size_t B, size_t n,
+           const size_t *bounds, const void *x, int tokens, float *y,
+           const clf_forward_opts *opts)
+{
+    struct hook_state hs;
+    struct masks mk = {NULL, NULL};
+    clf_forward_opts lo;
+    clf_model_info info;
+    size_t b0, nl;
+    int rc;
+
+    if (m == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "m is NULL");
+    CLF_TRY(check_args(comm, B, n, bounds));
+    CLF_TRY(clf_model_info_get(m, &info));
+    if (n > info.max_seq_len)
+        return clf__fail(CLF_ESEQ_TOO_LONG,
+                         "seq_len %zu exceeds max_seq_len %zu", n,
+                         info.max_seq_len);
+    b0 = bounds[comm->rank];
+    nl = bounds[comm->rank + 1] - b0;
+    rc = build_masks(opts, B, n, b0, nl, &mk, &lo);
+    if (rc == 0) {
+        hs.comm = comm;
+        hs.la.batch = B;
+        hs.la.seq_len = n;
+        hs.la.bounds = bounds;
+        hs.la.mask = mk.global;
+        hs.la.causal = lo.causal;
+        clf__model_shard_hook(m, hook, &hs, b0);
+        rc = tokens ? clf_model_forward_tokens(m, x, B, nl, y, &lo)
+                    : clf_model_forward(m, x, B, nl, y, &lo);
+        clf__model_shard_hook(m, NULL, NULL, 0);
+    }
+    free(mk.global);
+    free(mk.local);
+    return rc;
+}
+
+int
+clf_shard_model_forward(clf_model *m, const clf_shard_comm *comm, size_t batch,
+                        size_t seq_len, const size_t *bounds, const float *x,
+                        float *y, const clf_forward_opts *opts)
+{
+    int rc = model_part(m, comm, batch, seq_len, bounds, x, 0, y, opts);
+
+    if (rc != 0 && comm != NULL)
+        comm->abort_all(comm->self, rc);
+    return rc;
+}
+
+int
+clf_shard_model_forward_tokens(clf_model *m, const clf_shard_comm *comm,
+                               size_t batch, size_t seq_len,
+                               const size_t *bounds, const long long *ids,
+                               float *logits, const clf_forward_opts *opts)
+{
+    int rc = model_part(m, comm, batch, seq_len, bounds, ids, 1, logits, opts);
+
+    if (rc != 0 && comm != NULL)
+        comm->abort_all(comm->self, rc);
+    return rc;
+}
+
+/* One layer: the shard's rows up, the sharded layer, its rows back. */
+static int
+attention_part(clf_attention *att, const clf_shard_comm *comm, size_t B,
+               size_t n, const size_t *bounds, const float *x, float *y,
+               const clf_forward_opts *opts)
+{
+    struct clf_shard_layer_args la;
+    struct masks mk = {NULL, NULL};
+    clf_forward_opts lo;
+    cl_mem in = NULL, out = NULL;
+    size_t bytes;
+    cl_int err = CL_SUCCESS;
+    int rc;
+
+    if (att == NULL || x == NULL || y == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL",
+                         att == NULL ? "att"
+                         : x == NULL ? "x"
+                                     : "y");
+    CLF_TRY(check_args(comm, B, n, bounds));
+    bytes = B * (bounds[comm->rank + 1] - bounds[comm->rank]) * att->D *
+            sizeof(float);
+    rc = build_masks(opts, B, n, bounds[comm->rank],
+                     bounds[comm->rank + 1] - bounds[comm->rank], &mk, &lo);
+    if (rc == 0) {
+        in = clCreateBuffer(att->ctx->context,
+                            CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes,
+                            (void *)x, &err);
+        if (in != NULL)
+            out = clCreateBuffer(att->ctx->context, CL_MEM_READ_WRITE, bytes,
+                                 NULL, &err);
+        if (out == NULL)
+            rc = clf__fail(err, "a shard's buffers of %zu bytes (%d)", bytes,
+                           err);
+    }
+    if (rc == 0) {
+        la.batch = B;
+        la.seq_len = n;
+        la.bounds = bounds;
+        la.mask = mk.global;
+        la.causal = lo.causal;
+        rc = clf__shard_attention(att, comm, &la, in, out);
+    }
+    if (rc == 0 &&
+        (err = clEnqueueReadBuffer(att->ctx->queue, out, CL_TRUE, 0, bytes, y,
+                                   0, NULL, NULL)) != CL_SUCCESS)
+        rc = clf__fail(err, "output read-back failed (%d)", err);
+    if (in != NULL)
+        clReleaseMemObject(in);
+    if (out != NULL)
+        clReleaseMemObject(out);
+    free(mk.global);
+    free(mk.local);
+    return rc;
+}
+
+int
+clf_shard_attention_forward(clf_attention *att, const clf_shard_comm *comm,
+                            size_t batch, size_t seq_len, const size_t *bounds,
+                            const float *x, float *y,
+                            const clf_forward_opts *opts)
+{
+    int rc = attention_part(att, comm, batch, seq_len, bounds, x, y, opts);
+
+    if (rc != 0 && comm != NULL)
+        comm->abort_all(comm->self, rc);
+    return rc;
+}

@@ -1,0 +1,342 @@
+/* The sharded forward (src/shard.h) against the double-precision reference
+ * (tests/reference.c): one attention layer split by positions over 2 and 3
+ * contexts of the suite's device (n = 7, so no split is even), in
+ * Linformer, causal Linformer and full mode, with padding, every E/F
+ * sharing and fairseq's bias order.  Tolerance: max |y - y_ref| <= 1e-5 *
+ * max |y_ref|, as in test_attention.  Also the thread collectives: the
+ * same bits on every shard, and a failing shard stops every other. */
+#include "group.h"
+#include "internal.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL 1e-5
+#define NSEQ 7
+
+static clf_group *
+group_of(int shards)
+{
+    clf_group *g = NULL;
+    char list[256];
+    clf_device_info info;
+    int i;
+
+    /* copies on the suite's device, each its own context */
+    ck_assert_int_eq(clf_context_device_info(tu_context(), &info), 0);
+    list[0] = '\0';
+    for (i = 0; i < shards; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                 i ? "," : "", info.stable_name);
+    ck_assert_msg(clf_group_create(&g, list, 0) == 0, "%s", clf_last_error());
+    ck_assert_int_eq(clf_group_set_strategy(g, CLF_SHARD_SEQ), 0);
+    return g;
+}
+
+/* The layer's weights on every copy of the group. */
+static clf_group_attention *
+copies(clf_group *g, const struct layer *l)
+{
+    clf_group_attention *ga = NULL;
+    size_t i, count;
+    int w;
+
+    ck_assert_msg(clf_group_attention_create(&ga, g, &l->desc, 1) == 0, "%s",
+                  clf_last_error());
+    for (i = 0; i < clf_group_size(g); i++)
+        for (w = 0; w < CLF_WEIGHT_COUNT; w++)
+            if (l->w[w] != NULL) {
+                clf_attention *a = clf_group_attention_part(ga, i);
+                ck_assert_int_eq(
+                    clf_attention_weight_size(a, (clf_weight)w, &count), 0);
+                ck_assert_int_eq(
+                    clf_attention_set_weight(a, (clf_weight)w, l->w[w], count),
+                    0);
+            }
+    return ga;
+}
+
+/* One case: the sharded forward over `shards` against the reference. */
+static void
+check_case(const clf_attention_desc *d, int full, int causal, int masked,
+           int shards, const char *what)
+{
+    const size_t B = 2, n = NSEQ, D = d->d_model;
+    const unsigned lengths[2] = {NSEQ, 4};
+    unsigned char mask[2 * NSEQ];
+    struct layer l;
+    clf_group *g = group_of(shards);
+    clf_group_attention *ga;
+    clf_forward_opts o;
+    clf_shard_by by;
+    size_t i, used;
+    float *x = tu_malloc(B * n * D * sizeof *x), *y;
+    double *ref = tu_malloc(B * n * D * sizeof *ref);
+    char name[160];
+
+    y = tu_malloc(B * n * D * sizeof *y);
+    layer_make(&l, d, 5);
+    ga = copies(g, &l);
+    tu_fill(x, B * n * D, 9, -1.0f, 1.0f);
+    memset(&o, 0, sizeof o);
+    o.causal = causal;
+    o.lengths = masked ? lengths : NULL;
+    for (i = 0; i < B * n; i++)
+        mask[i] = !masked || i % n < lengths[i / n];
+    ck_assert_int_eq(clf_group_attention_set_mode(
+                         ga, full ? CLF_MODE_FULL : CLF_MODE_LINFORMER),
+                     0);
+    ck_assert_msg(clf_group_attention_forward_ex(ga, x, B, n, y, &o) == 0,
+                  "%s: %s", what, clf_last_error());
+    ck_assert_int_eq(clf_group_last_split(g, &by, &used), 0);
+    ck_assert_int_eq(by, CLF_SHARD_SEQ);
+    ck_assert_uint_eq(used, (size_t)shards);
+    ref_attention_ex(&l.ref, full, x, B, n, masked ? mask : NULL, causal,
+                     causal && !full ? d->causal_block : 0, ref);
+    snprintf(name, sizeof name, "%s over %d shards", what, shards);
+    tu_assert_close(y, ref, B * n * D, TOL, name);
+    clf_group_attention_destroy(ga);
+    clf_group_destroy(g);
+    layer_free(&l);
+    free(x);
+    free(y);
+    free(ref);
+}
+
+static clf_attention_desc
+desc_base(void)
+{
+    clf_attention_desc d;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = 16;
+    d.heads = 2;
+    d.max_seq_len = 8;
+    d.k = 4;
+    d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
+    return d;
+}
+
+START_TEST(shard_linformer_matches_reference)
+{
+    clf_attention_desc d = desc_base();
+    int shards;
+
+    for (shards = 2; shards <= 3; shards++) {
+        check_case(&d, 0, 0, 0, shards, "linformer");
+        check_case(&d, 0, 0, 1, shards, "linformer padded");
+        d.sharing = CLF_SHARE_PER_HEAD;
+        d.one_kv_head = 1;
+        check_case(&d, 0, 0, 1, shards, "per-head E, one kv head");
+        d.one_kv_head = 0;
+        d.sharing = CLF_SHARE_KEY_VALUE;
+        d.compressed_bias = 1;
+        check_case(&d, 0, 0, 1, shards, "key-value, fairseq bias");
+        d.compressed_bias = 0;
+        d.sharing = CLF_SHARE_HEADWISE;
+        d.share_kv = 1;
+        d.bias_v = 0;
+        check_case(&d, 0, 0, 1, shards, "share_kv");
+        d = desc_base();
+    }
+}
+END_TEST
+
+START_TEST(shard_causal_linformer_matches_reference)
+{
+    clf_attention_desc d = desc_base();
+    int shards;
+
+    d.causal_block = 2; /* 4 blocks, one slot each; n = 7: 4 blocks */
+    for (shards = 2; shards <= 3; shards++) {
+        check_case(&d, 0, 1, 0, shards, "causal");
+        check_case(&d, 0, 1, 1, shards, "causal padded");
+        d.sharing = CLF_SHARE_PER_HEAD;
+        check_case(&d, 0, 1, 1, shards, "causal per-head E");
+        d.sharing = CLF_SHARE_HEADWISE;
+        d.share_kv = 1;
+        d.bias_v = 0;
+        check_case(&d, 0, 1, 1, shards, "causal share_kv");
+        d = desc_base();
+        d.causal_block = 2;
+    }
+}
+END_TEST
+
+START_TEST(shard_full_matches_reference)
+{
+    clf_attention_desc d = desc_base();
+    int shards;
+
+    for (shards = 2; shards <= 3; shards++) {
+        check_case(&d, 1, 0, 1, shards, "full padded");
+        check_case(&d, 1, 1, 1, shards, "full causal padded");
+        d.one_kv_head = 1;
+        check_case(&d, 1, 1, 0, shards, "full causal one kv head");
+        d.one_kv_head = 0;
+    }
+}
+END_TEST
+
+START_TEST(shard_split_weighted_and_in_units)
+{
+    size_t b[4];
+    const double w[3] = {3.0, 1.0, 1.0};
+
+    ck_assert_int_eq(clf_shard_split(10, 3, NULL, 1, b), 0);
+    ck_assert_uint_eq(b[0], 0);
+    ck_assert_uint_eq(b[1], 3);
+    ck_assert_uint_eq(b[2], 7);
+    ck_assert_uint_eq(b[3], 10);
+    ck_assert_int_eq(clf_shard_split(10, 3, w, 1, b), 0);
+    ck_assert_uint_eq(b[1], 6);
+    ck_assert_uint_eq(b[2], 8);
+    /* causal blocks of 3: 4 units, the last one short */
+    ck_assert_int_eq(clf_shard_split(10, 2, NULL, 3, b), 0);
+    ck_assert_uint_eq(b[1], 6);
+    ck_assert_uint_eq(b[2], 10);
+    /* every shard keeps at least one unit */
+    ck_assert_int_eq(clf_shard_split(4, 3, w, 1, b), 0);
+    ck_assert_uint_eq(b[1], 2);
+    ck_assert_uint_eq(b[2], 3);
+    ck_assert_int_eq(clf_shard_split(5, 3, NULL, 3, b), CLF_EBAD_SIZE);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "fewer than the 3 shards"));
+}
+END_TEST
+
+/* --------------------------------------------------- the collectives */
+
+struct coll_job {
+    float data[3][5];
+    int fail_rank; /* -1: none */
+    int rc[3];
+};
+
+static int
+coll_run(void *user, int rank, const clf_shard_comm *comm)
+{
+    struct coll_job *j = user;
+    float gathered[15];
+    size_t counts[3] = {2, 0, 3};
+    int i, rc;
+
+    if (rank == j->fail_rank) {
+        rc = clf__fail(CLF_EINVALID_ARGUMENT, "shard %d gives up", rank);
+        comm->abort_all(comm->self, rc);
+        return j->rc[rank] = rc;
+    }
+    for (i = 0; i < 3; i++) { /* several rounds: later ones fail too */
+        rc = comm->allreduce_sum(comm->self, j->data[rank], 5);
+        if (rc != 0)
+            return j->rc[rank] = rc;
+    }
+    rc = comm->allgatherv(comm->self, j->data[rank], gathered, counts);
+    if (rc == 0 && rank == 2)
+        rc = memcmp(gathered, j->data[0], 2 * sizeof(float)) ||
+             memcmp(gathered + 2, j->data[2], 3 * sizeof(float));
+    return j->rc[rank] = rc;
+}
+
+START_TEST(shard_threads_sum_same_bits_everywhere)
+{
+    struct coll_job j;
+    double want;
+    int r, i;
+
+    memset(&j, 0, sizeof j);
+    j.fail_rank = -1;
+    for (r = 0; r < 3; r++)
+        tu_fill(j.data[r], 5, 40 + (unsigned)r, -1.0f, 1.0f);
+    j.data[0][0] = 1e8f; /* a sum whose order matters in float */
+    j.data[1][0] = 1.0f;
+    j.data[2][0] = -1e8f;
+    ck_assert_int_eq(clf__group_run(3, coll_run, &j), 0);
+    for (r = 1; r < 3; r++)
+        ck_assert_int_eq(memcmp(j.data[0], j.data[r], sizeof j.data[0]), 0);
+    want = 9.0; /* 1e8 + 1 - 1e8 in double, then 3 of it, then 9 */
+    ck_assert_float_eq(j.data[0][0], (float)want);
+    for (i = 0; i < 3; i++)
+        ck_assert_int_eq(j.rc[i], 0);
+}
+END_TEST
+
+START_TEST(shard_threads_abort_stops_every_shard)
+{
+    struct coll_job j;
+    int r, rc;
+
+    for (r = 0; r < 3; r++) {
+        memset(&j, 0, sizeof j);
+        j.fail_rank = r;
+        rc = clf__group_run(3, coll_run, &j);
+        ck_assert_int_eq(rc, CLF_EINVALID_ARGUMENT);
+        ck_assert_ptr_nonnull(strstr(clf_last_error(), "gives up"));
+        ck_assert_int_eq(j.rc[(r + 1) % 3], CLF_ESHARD_ABORTED);
+        ck_assert_int_eq(j.rc[(r + 2) % 3], CLF_ESHARD_ABORTED);
+    }
+}
+END_TEST
+
+/* A real sharded forward in which shard 1 fails (a NULL layer): the
+ * others, waiting in the exchange, return CLF_ESHARD_ABORTED. */
+struct fw_job {
+    clf_attention *a[2];
+    size_t bounds[3];
+    float x[NSEQ * 16], y[NSEQ * 16];
+    int rc[2];
+};
+
+static int
+fw_run(void *user, int rank, const clf_shard_comm *comm)
+{
+    struct fw_job *j = user;
+
+    return j->rc[rank] = clf_shard_attention_forward(
+               j->a[rank], comm, 1, NSEQ, j->bounds, j->x, j->y, NULL);
+}
+
+START_TEST(shard_failing_shard_aborts_the_forward)
+{
+    clf_attention_desc d = desc_base();
+    struct fw_job j;
+    int rc;
+
+    memset(&j, 0, sizeof j);
+    ck_assert_int_eq(clf_attention_create(&j.a[0], tu_context(), &d), 0);
+    ck_assert_int_eq(clf_attention_randomize(j.a[0], 3), 0);
+    ck_assert_int_eq(clf_shard_split(NSEQ, 2, NULL, 1, j.bounds), 0);
+    tu_fill(j.x, sizeof j.x / sizeof j.x[0], 4, -1.0f, 1.0f);
+    rc = clf__group_run(2, fw_run, &j);
+    ck_assert_int_eq(rc, CLF_ENULL_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "shard 1: att is NULL"));
+    ck_assert_int_eq(j.rc[0], CLF_ESHARD_ABORTED);
+    clf_attention_destroy(j.a[0]);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("shard");
+    TCase *tc = tcase_create("core");
+
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, shard_split_weighted_and_in_units);
+    tcase_add_test(tc, shard_threads_sum_same_bits_everywhere);
+    tcase_add_test(tc, shard_threads_abort_stops_every_shard);
+    tcase_add_test(tc, shard_failing_shard_aborts_the_forward);
+    tcase_add_test(tc, shard_linformer_matches_reference);
+    tcase_add_test(tc, shard_causal_linformer_matches_reference);
+    tcase_add_test(tc, shard_full_matches_reference);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    return tu_run(suite(), 1);
+}

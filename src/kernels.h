@@ -40,7 +40,10 @@
     KERNEL(ATTEND, clf_attend)                                                 \
     FILE(gemm)                                                                 \
     KERNEL(GEMM_NN, clf_gemm_nn)                                               \
-    KERNEL(TRANSPOSE, clf_transpose)
+    KERNEL(TRANSPOSE, clf_transpose)                                           \
+    FILE(half)                                                                 \
+    KERNEL(HALF_WIDEN, clf_half_widen)                                         \
+    KERNEL(HALF_NARROW, clf_half_narrow)
 
 /* Expansion helpers: a FILE or KERNEL argument that expands to nothing. */
 #define CLF_REGISTRY_SKIP_FILE(stem)

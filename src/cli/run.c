@@ -8,9 +8,13 @@ struct run_opts {
     const char *device, *weights, *input, *output, *mask, *lengths, *layout;
     size_t heads, block, repeat; /* 0: not given */
     int causal, full, layerwise, non_strict, verbose;
+    int precision; /* clf_precision */
 };
 
 #define RO(field) offsetof(struct run_opts, field)
+
+static const struct cli_choice cli_precision_choices[] = {
+    {"float", CLF_PRECISION_FLOAT}, {"half", CLF_PRECISION_HALF}, {NULL, 0}};
 
 const struct cli_option cli_run_options[] = {
     {"weights", CLI_STRING, RO(weights), "FILE",
@@ -40,6 +44,11 @@ const struct cli_option cli_run_options[] = {
     {"block", CLI_SIZE, RO(block), "B", "causal block size b", 0, 0, NULL},
     {"full", CLI_FLAG, RO(full), NULL, "full attention instead of Linformer", 1,
      0, NULL},
+    {"precision", CLI_CHOICE, RO(precision), "P",
+     "float (default) or half: attention weights and E/F\n"
+     "stored as 16-bit floats (half the memory), the\n"
+     "arithmetic still float32",
+     0, 0, cli_precision_choices},
     {"layerwise", CLI_FLAG, RO(layerwise), NULL,
      "share layer 0's E and F with every layer", 1, 0, NULL},
     {"verbose", CLI_FLAG, RO(verbose), NULL,
@@ -289,10 +298,12 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
     if ((rc = cli_output_check("run", "--output", o->output, inputs, 3)) != 0 ||
         (rc = cli_npy_write(o->output, s->y, shape, 3)) != 0)
         return rc;
-    printf("forward: batch %zu, seq_len %zu, %s%s in %.3f s (first call "
+    printf("forward: batch %zu, seq_len %zu, %s%s%s in %.3f s (first call "
            "includes kernel compilation)\n",
            s->B, s->n, o->full ? "full attention" : "Linformer",
-           o->causal ? ", causal" : "", t_fwd);
+           o->causal ? ", causal" : "",
+           o->precision == CLF_PRECISION_HALF ? ", half-precision weights" : "",
+           t_fwd);
     cli_print_choices(s->ctx, o->verbose);
     if (o->repeat != 0 && (rc = time_repeats(s)) != 0)
         return rc;
@@ -347,6 +358,7 @@ cli_run_main(const struct cli_command *cmd, int argc, char **argv)
     mo.heads = o.heads;
     mo.causal_block = o.block;
     mo.layerwise = o.layerwise;
+    mo.precision = (clf_precision)o.precision;
     mo.allow_unexpected = o.non_strict;
     s.o = &o;
     if ((rc = cli_context(&s.ctx, o.device)) != 0)

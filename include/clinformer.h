@@ -494,7 +494,8 @@ CLF_EXTERN int clf_attention_weight_size(const clf_attention *att,
 /* Copies count floats from host memory into the layer's weight (blocking).
  * count must equal clf_attention_weight_size().  Errors: CLF_ENULL_ARGUMENT,
  * CLF_EBAD_ENUM, CLF_EWEIGHT_UNUSED, CLF_ESHAPE_MISMATCH (wrong count),
- * OpenCL codes. */
+ * CLF_EINVALID_ARGUMENT (a half-precision layer's weight holding a finite
+ * value beyond +-65504; the weight is then left unset), OpenCL codes. */
 CLF_EXTERN int clf_attention_set_weight(clf_attention *att, clf_weight which,
                                         const float *data, size_t count);
 

@@ -157,9 +157,11 @@ clf__half_upload(clf_attention *a, int which, const float *data, size_t count)
     cl_int err;
     int rc;
 
+    /* Invalidate first: a refused or failed upload leaves the weight unset,
+     * as a float32 one does. */
+    a->wset[which] = 0;
     CLF_TRY(check_range(which, data, count));
     CLF_TRY(half_buffer(a, which, count));
-    a->wset[which] = 0;
     stage =
         clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                        count * sizeof(float), (void *)data, &err);

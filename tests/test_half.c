@@ -278,7 +278,7 @@ START_TEST(half_rejects_bad_input)
     clf_attention *att = NULL;
     clf_precision pr;
     size_t count;
-    float *w;
+    float *w, *x;
 
     ck_assert_int_eq(clf_attention_create(&att, tu_context(), &d),
                      CLF_EBAD_ENUM);
@@ -299,12 +299,17 @@ START_TEST(half_rejects_bad_input)
     /* A weight beyond binary16's range is refused and left unset. */
     d.precision = CLF_PRECISION_HALF;
     ck_assert_int_eq(clf_attention_create(&att, tu_context(), &d), 0);
+    ck_assert_int_eq(clf_attention_randomize(att, 5), 0);
     ck_assert_int_eq(clf_attention_weight_size(att, CLF_WEIGHT_Q, &count), 0);
     w = calloc(count, sizeof *w);
     w[3] = 70000.0f;
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_Q, w, count),
                      CLF_EINVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "W_q element 3"));
+    x = calloc(8 * 8, sizeof *x);
+    ck_assert_int_eq(clf_attention_forward(att, x, 1, 8, x), CLF_EWEIGHT_UNSET);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "W_q"));
+    free(x);
     w[3] = 65504.0f; /* the largest binary16 value is fine */
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_WEIGHT_Q, w, count), 0);
     free(w);

@@ -102,7 +102,7 @@ clf__half_scratch_bytes(const clf_attention *a)
 
 /* CLF_EINVALID_ARGUMENT for the first finite value binary16 cannot hold. */
 static int
-check_range(int which, const float *data, size_t count)
+check_range(const char *name, const float *data, size_t count)
 {
     size_t i;
 
@@ -112,8 +112,7 @@ check_range(int which, const float *data, size_t count)
                              "weight %s element %zu is %g, beyond the "
                              "half-precision range +-65504 (store it as "
                              "float)",
-                             clf_weight_name((clf_weight)which), i,
-                             (double)data[i]);
+                             name, i, (double)data[i]);
     return 0;
 }
 
@@ -134,7 +133,7 @@ convert(clf_context *ctx, enum clf__kernel_id id, cl_mem src, cl_mem dst,
 
 /* a->w[which], created with room for count binary16 values when missing. */
 static int
-half_buffer(clf_attention *a, int which, size_t count)
+half_buffer(clf_attention *a, int which, const char *name, size_t count)
 {
     cl_int err;
 
@@ -143,14 +142,15 @@ half_buffer(clf_attention *a, int which, size_t count)
     a->w[which] = clCreateBuffer(a->ctx->context, CL_MEM_READ_WRITE,
                                  count * sizeof(cl_half), NULL, &err);
     if (a->w[which] == NULL)
-        return clf__fail(
-            err, "weight %s: clCreateBuffer of %zu bytes failed (%d)",
-            clf_weight_name((clf_weight)which), count * sizeof(cl_half), err);
+        return clf__fail(err,
+                         "weight %s: clCreateBuffer of %zu bytes failed (%d)",
+                         name, count * sizeof(cl_half), err);
     return 0;
 }
 
 int
-clf__half_upload(clf_attention *a, int which, const float *data, size_t count)
+clf__half_upload(clf_attention *a, int which, const char *name,
+                 const float *data, size_t count)
 {
     clf_context *ctx = a->ctx;
     cl_mem stage;
@@ -160,21 +160,21 @@ clf__half_upload(clf_attention *a, int which, const float *data, size_t count)
     /* Invalidate first: a refused or failed upload leaves the weight unset,
      * as a float32 one does. */
     a->wset[which] = 0;
-    CLF_TRY(check_range(which, data, count));
-    CLF_TRY(half_buffer(a, which, count));
+    CLF_TRY(check_range(name, data, count));
+    CLF_TRY(half_buffer(a, which, name, count));
     stage =
         clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                        count * sizeof(float), (void *)data, &err);
     if (stage == NULL)
-        return clf__fail(
-            err, "weight %s: staging buffer of %zu bytes failed (%d)",
-            clf_weight_name((clf_weight)which), count * sizeof(float), err);
+        return clf__fail(err,
+                         "weight %s: staging buffer of %zu bytes failed (%d)",
+                         name, count * sizeof(float), err);
     clf__lock(ctx);
     rc = convert(ctx, CLF_K_HALF_NARROW, stage, a->w[which], count);
     clf__unlock(ctx);
     if (rc == 0 && (err = clFinish(ctx->queue)) != CL_SUCCESS)
-        rc = clf__fail(err, "weight %s: narrowing to half failed (%d)",
-                       clf_weight_name((clf_weight)which), err);
+        rc = clf__fail(err, "weight %s: narrowing to half failed (%d)", name,
+                       err);
     clReleaseMemObject(stage);
     if (rc == 0)
         a->wset[which] = 1;

@@ -23,9 +23,9 @@ size_t clf__half_scratch_bytes(const clf_attention *a);
 /* Stores count floats of host data as binary16 in a->w[which] (created
  * when missing), through a float32 staging buffer and the narrowing
  * kernel; blocking.  CLF_EINVALID_ARGUMENT for a finite value beyond
- * binary16's range, naming the weight and the element. */
-int clf__half_upload(clf_attention *a, int which, const float *data,
-                     size_t count);
+ * binary16's range, naming the weight (name) and the element. */
+int clf__half_upload(clf_attention *a, int which, const char *name,
+                     const float *data, size_t count);
 
 /* The float32 buffer a GEMM reads for weight `which`: a->w[which] itself
  * for a float32 weight, else the context's scratch slot for it, the weight

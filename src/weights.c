@@ -274,7 +274,7 @@ clf_attention_set_weight(clf_attention *att, clf_weight which,
                          "weight %s has %zu elements; this layer needs %zu",
                          weight_names[which], count, att->wsize[which]);
     if (clf__half_stored(att, which))
-        return clf__half_upload(att, which, data, count);
+        return clf__half_upload(att, which, weight_names[which], data, count);
     if (att->w[which] == NULL) {
         att->w[which] = clCreateBuffer(att->ctx->context, CL_MEM_READ_ONLY,
                                        count * sizeof(float), NULL, &err);

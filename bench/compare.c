@@ -33,15 +33,6 @@ fmt_g(char *buf, size_t len, const char *fmt, double v)
 
 /* -------------------------------------------------------------- compare */
 
-/* The configuration: mode, n, the matrix's k, D, h and B. */
-static int
-same_config(const clf_bench_result *a, const clf_bench_result *b)
-{
-    return a->mode == b->mode && a->n == b->n &&
-           a->k_requested == b->k_requested && a->d_model == b->d_model &&
-           a->heads == b->heads && a->batch == b->batch;
-}
-
 static int
 same_device(const clf_bench_device *a, const clf_bench_device *b)
 {
@@ -105,7 +96,7 @@ find_row(const clf_bench_report *base, const clf_bench_result *x, long bdev)
 
     for (j = 0; j < base->nresults; j++)
         if ((long)base->results[j].device == bdev &&
-            same_config(x, &base->results[j]))
+            clf_bench_same_config(x, &base->results[j]))
             return (long)j;
     return -1;
 }

@@ -228,15 +228,6 @@ html_devices(FILE *f, const clf_bench_report *r)
 
 /* ---------------------------------------------------------- comparison */
 
-/* The configuration that rows of different devices share. */
-static int
-same_row(const clf_bench_result *a, const clf_bench_result *b)
-{
-    return a->mode == b->mode && a->n == b->n &&
-           a->k_requested == b->k_requested && a->d_model == b->d_model &&
-           a->heads == b->heads && a->batch == b->batch;
-}
-
 /* Device dev's row of x's configuration, or NULL. */
 static const clf_bench_result *
 row_of(const clf_bench_report *r, const clf_bench_result *x, size_t dev)
@@ -244,7 +235,8 @@ row_of(const clf_bench_report *r, const clf_bench_result *x, size_t dev)
     size_t i;
 
     for (i = 0; i < r->nresults; i++)
-        if (r->results[i].device == dev && same_row(&r->results[i], x))
+        if (r->results[i].device == dev &&
+            clf_bench_same_config(&r->results[i], x))
             return &r->results[i];
     return NULL;
 }
@@ -358,7 +350,9 @@ html_compare(FILE *f, const clf_bench_report *r)
           f);
     compare_head(f, r);
     for (i = 0; i < r->nresults; i++) {
-        for (j = 0; j < i && !same_row(&r->results[j], &r->results[i]); j++)
+        for (j = 0;
+             j < i && !clf_bench_same_config(&r->results[j], &r->results[i]);
+             j++)
             ;
         if (j == i)
             compare_row(f, r, &r->results[i]);

@@ -110,6 +110,8 @@ result_to_json(const clf_bench_report *r, const clf_bench_result *x)
         (json_int_t)x->d_model, "heads", (json_int_t)x->heads, "batch",
         (json_int_t)x->batch, "causal_block", (json_int_t)x->causal_block);
     bad |= add_identity(o, r, x->device);
+    bad |= json_object_set_new(config, "precision",
+                               json_string(clf_precision_name(x->precision)));
     bad |= json_object_set_new(o, "config", config);
     bad |= json_object_set_new(o, "status",
                                json_string(clf_bench_status_name(x->status)));
@@ -125,6 +127,7 @@ result_to_json(const clf_bench_report *r, const clf_bench_result *x)
     bad |= json_object_set_new(o, "io_bytes", jnum(x->io_bytes));
     bad |= json_object_set_new(o, "rel_error", jnum(x->rel_error));
     bad |= add_roofline(o, x);
+    bad |= json_object_set_new(o, "fp32_error", jnum(x->fp32_error));
     if (bad) {
         json_decref(o);
         return NULL;
@@ -592,6 +595,21 @@ read_roofline(struct jr *j, const json_t *o, const char *path,
                    : clf_bench_stats_noisy(&x->wall);
 }
 
+/* config.precision, "float" when absent (runs from before --precision). */
+static void
+read_precision(struct jr *j, const json_t *config, const char *path,
+               clf_precision *out)
+{
+    char name[16];
+
+    *out = CLF_PRECISION_FLOAT;
+    if (json_object_get(config, "precision") == NULL)
+        return;
+    jr_string(j, config, path, "precision", name, sizeof name);
+    if (!j->bad && clf_precision_parse(name, out) != 0)
+        jr_fail(j, path, "precision", "unknown precision");
+}
+
 static void
 read_result(struct jr *j, const json_t *o, const char *path,
             clf_bench_report *r)
@@ -624,6 +642,7 @@ read_result(struct jr *j, const json_t *o, const char *path,
         x->heads = jr_size(j, config, p, "heads");
         x->batch = jr_size(j, config, p, "batch");
         x->causal_block = jr_size(j, config, p, "causal_block");
+        read_precision(j, config, p, &x->precision);
     }
     jr_status(j, o, path, &x->status);
     jr_string(j, o, path, "note", x->note, sizeof x->note);
@@ -644,6 +663,10 @@ read_result(struct jr *j, const json_t *o, const char *path,
     x->io_bytes = jr_num(j, o, path, "io_bytes");
     x->rel_error = jr_num(j, o, path, "rel_error");
     read_roofline(j, o, path, x);
+    /* Runs from before --precision have neither key. */
+    x->fp32_error = json_object_get(o, "fp32_error") != NULL
+                        ? jr_num(j, o, path, "fp32_error")
+                        : NAN;
 }
 
 static void
@@ -905,7 +928,7 @@ static const char csv_header[] =
     "causal_block,status,runs,first_call_s,median_s,min_s,max_s,"
     "device_median_s,projection_s,compression_s,scores_s,softmax_s,"
     "weighted_sum_s,fused_s,output_s,flops,gflops,device_bytes,io_bytes,"
-    "rel_error,"
+    "precision,fp32_error,rel_error,"
     "note";
 
 static const char csv_accuracy_header[] =
@@ -982,6 +1005,8 @@ clf_bench_csv_write(FILE *f, const clf_bench_report *r)
         csv_num(f, x->gflops);
         csv_num(f, x->device_bytes);
         csv_num(f, x->io_bytes);
+        fprintf(f, "%s,", clf_precision_name(x->precision));
+        csv_num(f, x->fp32_error);
         csv_num(f, x->rel_error);
         csv_text(f, x->note, 1);
     }
@@ -1027,7 +1052,7 @@ same_panel(const clf_bench_result *a, const clf_bench_result *b)
 {
     return a->device == b->device && a->d_model == b->d_model &&
            a->heads == b->heads && a->batch == b->batch &&
-           a->k_requested == b->k_requested;
+           a->k_requested == b->k_requested && a->precision == b->precision;
 }
 
 /* --------------------------------------------------------------- tables */
@@ -1048,6 +1073,19 @@ fmt_g(char *buf, size_t len, const char *fmt, double v)
         snprintf(buf, len, "-");
     else
         snprintf(buf, len, fmt, v);
+}
+
+/* The row's mode, with "/h" after it for half-precision weights. */
+static const char *
+row_mode(const clf_bench_result *x)
+{
+    static const char *const half[CLF_BENCH_MODE_COUNT] = {
+        "linformer/h", "full/h", "causal/h", "causal-full/h"};
+
+    if (x->precision == CLF_PRECISION_HALF && (int)x->mode >= 0 &&
+        x->mode < CLF_BENCH_MODE_COUNT)
+        return half[x->mode];
+    return clf_bench_mode_name(x->mode);
 }
 
 /* The same configuration's row of mode m, or NULL. */
@@ -1115,9 +1153,10 @@ print_crossings(FILE *f, const clf_bench_report *r, size_t dev)
         const clf_bench_crossing *c = &cs[i];
         if (c->device != dev)
             continue;
-        fprintf(f, "crossover, %s (D=%zu h=%zu B=%zu k=%zu): ",
+        fprintf(f, "crossover, %s (D=%zu h=%zu B=%zu k=%zu%s): ",
                 c->causal ? "causal vs causal-full" : "linformer vs full",
-                c->d_model, c->heads, c->batch, c->k_requested);
+                c->d_model, c->heads, c->batch, c->k_requested,
+                c->precision == CLF_PRECISION_HALF ? ", half weights" : "");
         if (c->n == 0)
             fprintf(f, "none measured (%zu lengths with both modes)\n",
                     c->points);
@@ -1148,7 +1187,7 @@ print_matrix_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x)
     if (x->causal_block)
         snprintf(b, sizeof b, "%zu", x->causal_block);
     fprintf(f, "%6zu %5s %4s %5zu %3zu %3zu  %-11s ", x->n, k, b, x->d_model,
-            x->heads, x->batch, clf_bench_mode_name(x->mode));
+            x->heads, x->batch, row_mode(x));
     if (x->status != CLF_BENCH_OK || x->wall.runs == 0) {
         fprintf(f, "%s\n",
                 x->status == CLF_BENCH_TOO_LARGE ? "not run (too large)"
@@ -1225,7 +1264,7 @@ print_stages(FILE *f, const clf_bench_report *r, size_t dev)
         const clf_bench_result *x = &r->results[i];
         if (x->device != dev || x->status != CLF_BENCH_OK || x->wall.runs == 0)
             continue;
-        fprintf(f, "%6zu %-11s", x->n, clf_bench_mode_name(x->mode));
+        fprintf(f, "%6zu %-11s", x->n, row_mode(x));
         for (s = 0; s < CLF_STAGE_COUNT; s++) {
             char cell[40], ms[16], g[16];
             fmt_ms(ms, sizeof ms, x->stage[s].median);
@@ -1236,6 +1275,69 @@ print_stages(FILE *f, const clf_bench_report *r, size_t dev)
         }
         fputc('\n', f);
     }
+}
+
+/* The float32 row of a half row's configuration and mode, or NULL. */
+static const clf_bench_result *
+float_twin(const clf_bench_report *r, const clf_bench_result *x)
+{
+    size_t i;
+
+    for (i = 0; i < r->nresults; i++) {
+        const clf_bench_result *y = &r->results[i];
+        if (y->precision == CLF_PRECISION_FLOAT && y->mode == x->mode &&
+            y->n == x->n && y->device == x->device &&
+            y->d_model == x->d_model && y->heads == x->heads &&
+            y->batch == x->batch && y->k_requested == x->k_requested)
+            return y;
+    }
+    return NULL;
+}
+
+static double
+ratio(double a, double b)
+{
+    return b > 0.0 ? a / b : NAN;
+}
+
+/* Half rows beside their float32 twins: time, memory, error. */
+static void
+print_precision(FILE *f, const clf_bench_report *r, size_t dev)
+{
+    size_t i;
+    int head = 0;
+
+    for (i = 0; i < r->nresults; i++) {
+        const clf_bench_result *x = &r->results[i], *y;
+        char c[6][16];
+        if (x->device != dev || x->precision != CLF_PRECISION_HALF ||
+            x->status != CLF_BENCH_OK)
+            continue;
+        if (!head++)
+            fprintf(f,
+                    "\nhalf-precision weights against float32 (same mode, "
+                    "input and weights):\n%6s %-11s %9s %9s %7s %9s %9s "
+                    "%7s %9s\n",
+                    "n", "mode", "half ms", "float ms", "time", "half MiB",
+                    "float MiB", "memory", "fp32 err");
+        y = float_twin(r, x);
+        fmt_ms(c[0], sizeof c[0], x->wall.median);
+        fmt_ms(c[1], sizeof c[1], y ? y->wall.median : NAN);
+        fmt_g(c[2], sizeof c[2], "%.2fx",
+              y ? ratio(x->wall.median, y->wall.median) : NAN);
+        fmt_g(c[3], sizeof c[3], "%.1f", x->device_bytes / 1048576.0);
+        fmt_g(c[4], sizeof c[4], "%.1f", y ? y->device_bytes / 1048576.0 : NAN);
+        fmt_g(c[5], sizeof c[5], "%.2fx",
+              y ? ratio(x->device_bytes, y->device_bytes) : NAN);
+        fprintf(f, "%6zu %-11s %9s %9s %7s %9s %9s %7s ", x->n,
+                clf_bench_mode_name(x->mode), c[0], c[1], c[2], c[3], c[4],
+                c[5]);
+        fmt_g(c[0], sizeof c[0], "%.2e", x->fp32_error);
+        fprintf(f, "%9s\n", c[0]);
+    }
+    if (head)
+        fprintf(f, "time, memory: half / float32; fp32 err: ||Y_half - "
+                   "Y_float||/||Y_float||\n");
 }
 
 static void
@@ -1249,8 +1351,8 @@ print_notes(FILE *f, const clf_bench_report *r, size_t dev)
         if (x->device != dev || x->note[0] == '\0')
             continue;
         fprintf(f, "  n=%zu k=%zu D=%zu h=%zu B=%zu %s: %s\n", x->n,
-                x->k_requested, x->d_model, x->heads, x->batch,
-                clf_bench_mode_name(x->mode), x->note);
+                x->k_requested, x->d_model, x->heads, x->batch, row_mode(x),
+                x->note);
     }
 }
 
@@ -1269,6 +1371,7 @@ clf_bench_print_matrix(FILE *f, const clf_bench_report *r)
         notes = print_matrix_table(f, r, dev);
         print_stages(f, r, dev);
         clf_bench_print_stage_roofline(f, r, dev);
+        print_precision(f, r, dev);
         print_crossings(f, r, dev);
         if (notes)
             print_notes(f, r, dev);

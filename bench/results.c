@@ -170,6 +170,7 @@ clf_bench_report_add_result(clf_bench_report *r)
     x->flops = x->gflops = NAN;
     x->device_bytes = x->io_bytes = NAN;
     x->rel_error = NAN;
+    x->fp32_error = NAN;
     return x;
 }
 
@@ -197,6 +198,15 @@ clf_bench_report_add_accuracy(clf_bench_report *r)
 }
 
 /* ---------------------------------------------------------- arithmetic */
+
+int
+clf_bench_same_config(const clf_bench_result *a, const clf_bench_result *b)
+{
+    return a->mode == b->mode && a->n == b->n &&
+           a->k_requested == b->k_requested && a->d_model == b->d_model &&
+           a->heads == b->heads && a->batch == b->batch &&
+           a->precision == b->precision;
+}
 
 static int
 cmp_double(const void *a, const void *b)
@@ -401,7 +411,7 @@ same_group(const clf_bench_result *a, const clf_bench_result *b)
 {
     return a->device == b->device && a->d_model == b->d_model &&
            a->heads == b->heads && a->batch == b->batch &&
-           a->k_requested == b->k_requested;
+           a->k_requested == b->k_requested && a->precision == b->precision;
 }
 
 static int
@@ -477,6 +487,7 @@ group_crossing(const clf_bench_report *r, const clf_bench_result *g, size_t *ns,
         c->batch = g->batch;
         c->k_requested = g->k_requested;
         c->causal = g->mode == CLF_BENCH_CAUSAL;
+        c->precision = g->precision;
         c->points = points;
         c->n = clf_bench_crossover(ns, lin, ref, m, &c->n_estimate);
     }

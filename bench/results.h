@@ -111,6 +111,11 @@ typedef struct clf_bench_result {
     double device_bytes; /* weights + workspaces after the forward */
     double io_bytes;     /* the bench's own input and output buffers */
     double rel_error;    /* ||Y - Y_ref||_F / ||Y_ref||_F; NaN: none */
+    /* The layer's weight storage (--precision), and for half rows
+     * ||Y - Y_fp32||_F / ||Y_fp32||_F against the same mode with float32
+     * weights on the same input (NaN: float rows, or not measured). */
+    clf_precision precision;
+    double fp32_error;
     /* Roofline (NaN where not known): counted bytes moved to and from
      * device memory, FLOPs per byte, and the percent of
      * min(peak_gflops, intensity * peak_gbps) reached, for the whole
@@ -121,6 +126,11 @@ typedef struct clf_bench_result {
     double stage_roofline_pct[CLF_STAGE_COUNT];
     int noisy; /* the spread (max - min) of wall is over 10% of its median */
 } clf_bench_result;
+
+/* Whether two rows measure the same configuration (mode, n, the matrix's
+ * k, D, h, B and weight precision), whatever their devices: the key that
+ * lines rows up across devices and across runs. */
+int clf_bench_same_config(const clf_bench_result *a, const clf_bench_result *b);
 
 /* Weight that reaches the decisive position, over the trials. */
 typedef struct clf_bench_weight {
@@ -252,6 +262,8 @@ typedef struct clf_bench_crossing {
     size_t points;     /* lengths where both modes were measured */
     size_t n;          /* 0: none measured */
     double n_estimate; /* NaN when not bracketed */
+    /* the weight storage of both modes */
+    clf_precision precision;
 } clf_bench_crossing;
 
 /* The crossovers of every group of the report's results that has both

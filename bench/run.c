@@ -204,6 +204,7 @@ struct layer {
     clf_attention *att;
     clf_forward_opts fo;
     size_t k, block; /* k = 0: not used (full modes) */
+    clf_precision precision;
 };
 
 static void
@@ -235,12 +236,12 @@ set_weights(struct layer *l, const struct weights *w, int full, size_t n,
 }
 
 /* Creates a layer of mode m at max_seq_len n with the shared weights and E,
- * F under init.  Full modes get k = 1 and no E or F, so that the memory
- * they hold is full attention's own. */
+ * F under init, its weights stored in precision prec.  Full modes get k = 1
+ * and no E or F, so that the memory they hold is full attention's own. */
 static int
-layer_make(struct layer *l, clf_context *ctx, clf_bench_mode m, size_t n,
-           size_t k, size_t heads, const struct weights *w, clf_bench_init init,
-           unsigned long long seed)
+layer_make_p(struct layer *l, clf_context *ctx, clf_bench_mode m, size_t n,
+             size_t k, size_t heads, const struct weights *w,
+             clf_bench_init init, unsigned long long seed, clf_precision prec)
 {
     clf_attention_desc d;
     int rc, full = m == CLF_BENCH_FULL || m == CLF_BENCH_CAUSAL_FULL;
@@ -248,7 +249,9 @@ layer_make(struct layer *l, clf_context *ctx, clf_bench_mode m, size_t n,
 
     memset(l, 0, sizeof *l);
     l->mode = m;
+    l->precision = prec;
     memset(&d, 0, sizeof d);
+    d.precision = prec;
     d.d_model = D;
     d.heads = heads;
     d.max_seq_len = n;
@@ -265,6 +268,16 @@ layer_make(struct layer *l, clf_context *ctx, clf_bench_mode m, size_t n,
     if ((rc = set_weights(l, w, full, n, init, seed)) != 0)
         layer_destroy(l);
     return rc;
+}
+
+/* layer_make_p with float32 weights. */
+static int
+layer_make(struct layer *l, clf_context *ctx, clf_bench_mode m, size_t n,
+           size_t k, size_t heads, const struct weights *w, clf_bench_init init,
+           unsigned long long seed)
+{
+    return layer_make_p(l, ctx, m, n, k, heads, w, init, seed,
+                        CLF_PRECISION_FLOAT);
 }
 
 static clf_mode
@@ -367,13 +380,13 @@ row(struct run *run, size_t i)
     return &run->rep->results[i];
 }
 
-/* Computes the reference output for mode ref when it is not among the
- * timed modes: one forward, untimed.  Returns 0 and fills out, 1 when the
- * time budget has no room for it, or a library status. */
+/* Computes the reference output for mode ref in precision prec when it is
+ * not among the timed rows: one forward, untimed.  Returns 0 and fills out,
+ * 1 when the time budget has no room for it, or a library status. */
 static int
 reference_output(struct run *run, clf_context *ctx, const struct config *c,
-                 const struct weights *w, clf_bench_mode ref, cl_mem x,
-                 float *out)
+                 const struct weights *w, clf_bench_mode ref,
+                 clf_precision prec, cl_mem x, float *out)
 {
     struct layer l;
     cl_mem y;
@@ -381,8 +394,8 @@ reference_output(struct run *run, clf_context *ctx, const struct config *c,
     size_t count = c->B * c->n * c->D;
     int rc;
 
-    if ((rc = layer_make(&l, ctx, ref, c->n, c->k, c->h, w,
-                         CLF_BENCH_INIT_LUCIDRAINS, run->o->seed)) != 0)
+    if ((rc = layer_make_p(&l, ctx, ref, c->n, c->k, c->h, w,
+                           CLF_BENCH_INIT_LUCIDRAINS, run->o->seed, prec)) != 0)
         return rc;
     clf_attention_flops_ex(l.att, layer_lib_mode(&l), c->B, c->n, &l.fo,
                            &flops);
@@ -390,7 +403,8 @@ reference_output(struct run *run, clf_context *ctx, const struct config *c,
         layer_destroy(&l);
         return 1;
     }
-    progress(run, "  %s reference for the error", clf_bench_mode_name(ref));
+    progress(run, "  %s%s reference for the error", clf_bench_mode_name(ref),
+             prec == CLF_PRECISION_HALF ? " (half)" : "");
     y = make_buffer(ctx, count, NULL, &rc);
     if (y != NULL) {
         rc = timed_forward(ctx, &l, x, y, c->B, c->n, &secs);
@@ -418,11 +432,13 @@ finish_errors(struct run *run, clf_context *ctx, const struct config *c,
         if (ref == slots[i].l.mode || slots[i].out == NULL)
             continue;
         for (j = 0; j < ns; j++)
-            if (slots[j].l.mode == ref && slots[j].out != NULL)
+            if (slots[j].l.mode == ref && slots[j].out != NULL &&
+                slots[j].l.precision == slots[i].l.precision)
                 yref = slots[j].out;
         if (yref == NULL) {
             for (j = 0; j < ns; j++)
-                if (slots[j].l.mode == ref)
+                if (slots[j].l.mode == ref &&
+                    slots[j].l.precision == slots[i].l.precision)
                     break;
             if (j < ns) {
                 set_note(r->note, sizeof r->note,
@@ -435,7 +451,8 @@ finish_errors(struct run *run, clf_context *ctx, const struct config *c,
                 set_note(r->note, sizeof r->note, "no error: out of memory");
                 continue;
             }
-            rc = reference_output(run, ctx, c, w, ref, x, own);
+            rc = reference_output(run, ctx, c, w, ref, slots[i].l.precision, x,
+                                  own);
             if (rc != 0) {
                 if (rc == 1)
                     set_note(r->note, sizeof r->note,
@@ -471,26 +488,29 @@ struct cfgrun {
     char tag[96];
 };
 
-/* Appends a row for each requested mode; returns 0, or -1 when out of
- * memory. */
+/* Appends a row for each requested mode and precision; returns 0, or -1
+ * when out of memory. */
 static int
 add_rows(struct cfgrun *cr)
 {
     const struct config *c = cr->c;
-    int m;
+    int m, p;
 
-    for (m = 0; m < CLF_BENCH_MODE_COUNT; m++) {
+    for (m = 0; m < 2 * CLF_BENCH_MODE_COUNT; m++) {
         clf_bench_result *r;
         struct slot *sl = &cr->slots[cr->ns];
-        if (!cr->run->o->modes[m])
+        p = m % 2;
+        if (!cr->run->o->modes[m / 2] || !cr->run->o->precisions[p])
             continue;
         r = clf_bench_report_add_result(cr->run->rep);
         if (r == NULL)
             return -1;
         sl->res = cr->run->rep->nresults - 1;
-        sl->l.mode = (clf_bench_mode)m;
+        sl->l.mode = (clf_bench_mode)(m / 2);
+        sl->l.precision = (clf_precision)p;
         r->device = c->dev;
-        r->mode = (clf_bench_mode)m;
+        r->mode = (clf_bench_mode)(m / 2);
+        r->precision = (clf_precision)p;
         r->n = c->n;
         r->k_requested = c->k;
         r->d_model = c->D;
@@ -533,8 +553,9 @@ make_layers(struct cfgrun *cr, int rc)
             fail_row(cr->run, &r->status, r->note, sizeof r->note, "input", rc);
             continue;
         }
-        rc = layer_make(&sl->l, cr->ctx, sl->l.mode, c->n, c->k, c->h, cr->w,
-                        CLF_BENCH_INIT_LUCIDRAINS, cr->run->o->seed);
+        rc = layer_make_p(&sl->l, cr->ctx, sl->l.mode, c->n, c->k, c->h, cr->w,
+                          CLF_BENCH_INIT_LUCIDRAINS, cr->run->o->seed,
+                          sl->l.precision);
         if (rc == 0)
             rc = clf_attention_flops_ex(sl->l.att, layer_lib_mode(&sl->l), c->B,
                                         c->n, &sl->l.fo, &sl->flops);
@@ -810,6 +831,43 @@ release(struct cfgrun *cr)
     free(cr->slots);
 }
 
+/* Half rows: the error against the same mode with float32 weights, from
+ * the configuration's float row, else from one untimed float forward. */
+static void
+fp32_errors(struct cfgrun *cr)
+{
+    size_t i, j;
+
+    for (i = 0; i < cr->ns; i++) {
+        struct slot *sl = &cr->slots[i];
+        clf_bench_result *r = row(cr->run, sl->res);
+        const float *yf = NULL;
+        float *own = NULL;
+        int rc = 0;
+        if (sl->l.precision != CLF_PRECISION_HALF || sl->out == NULL)
+            continue;
+        for (j = 0; j < cr->ns; j++)
+            if (cr->slots[j].l.mode == sl->l.mode &&
+                cr->slots[j].l.precision == CLF_PRECISION_FLOAT)
+                yf = cr->slots[j].out;
+        if (yf == NULL) {
+            own = malloc(cr->count * sizeof *own);
+            rc = own == NULL ? CLF_ENO_MEMORY
+                             : reference_output(cr->run, cr->ctx, cr->c, cr->w,
+                                                sl->l.mode, CLF_PRECISION_FLOAT,
+                                                cr->x, own);
+            yf = own;
+        }
+        if (rc == 0)
+            r->fp32_error = clf_bench_rel_error(sl->out, yf, cr->count);
+        else
+            set_note(r->note, sizeof r->note, "no fp32 error: %s",
+                     rc == 1 ? "no time left for the float32 forward"
+                             : clf_error_message(rc));
+        free(own);
+    }
+}
+
 static void
 run_config(struct run *run, clf_context *ctx, const struct config *c,
            const struct weights *w)
@@ -824,7 +882,7 @@ run_config(struct run *run, clf_context *ctx, const struct config *c,
     cr.count = c->B * c->n * c->D;
     snprintf(cr.tag, sizeof cr.tag, "n=%zu k=%zu D=%zu h=%zu B=%zu", c->n, c->k,
              c->D, c->h, c->B);
-    cr.slots = calloc(CLF_BENCH_MODE_COUNT, sizeof *cr.slots);
+    cr.slots = calloc(2 * CLF_BENCH_MODE_COUNT, sizeof *cr.slots);
     if (cr.slots == NULL || add_rows(&cr) != 0) {
         fprintf(stderr, "%s: out of host memory\n", run->o->prog);
         run->failures++;
@@ -837,6 +895,7 @@ run_config(struct run *run, clf_context *ctx, const struct config *c,
     warm_rounds(&cr);
     collect(&cr);
     finish_errors(run, ctx, c, w, cr.slots, cr.ns, cr.x);
+    fp32_errors(&cr);
     release(&cr);
 }
 

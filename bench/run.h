@@ -25,6 +25,9 @@ struct clf_bench_options {
     size_t acc_k[CLF_BENCH_MAX_LIST], acc_nk;
     int modes[CLF_BENCH_MODE_COUNT];
     int modes_given;
+    /* --precision: the weight storages each mode runs in (indexed by
+     * clf_precision); float alone unless given */
+    int precisions[2];
     size_t repeat, trials;
     double budget;
     unsigned long long seed;

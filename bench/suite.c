@@ -59,6 +59,12 @@ static const char usage_text[] =
     "                    power of two with 2b^2 >= n, k rounded down to a\n"
     "                    multiple of the ceil(n/b) blocks), causal-full the\n"
     "                    masked full attention it is compared with\n"
+    "  --precision LIST  comma list of float and half (default float):\n"
+    "                    the layer's weight storage (half: W_q, W_k, W_v,\n"
+    "                    W_out, E and F as 16-bit floats, arithmetic in\n"
+    "                    float32); each mode runs in each, side by side,\n"
+    "                    and half rows report their error against float32\n"
+    "                    weights (fp32 err) and their device memory\n"
     "  --repeat R        at most R warm runs per mode after the first\n"
     "                    call, 1..%d (default 15; --quick 9).  A row stops\n"
     "                    earlier once the medians have settled: after at\n"
@@ -170,6 +176,29 @@ parse_modes(const char *list, int modes[CLF_BENCH_MODE_COUNT])
     return any ? 0 : -1;
 }
 
+/* A comma list of precision names into flags indexed by clf_precision. */
+static int
+parse_precisions(const char *list, int precisions[2])
+{
+    char buf[64];
+    char *tok, *save = NULL;
+    int any = 0;
+
+    if (strlen(list) >= sizeof buf)
+        return -1;
+    strcpy(buf, list);
+    precisions[0] = precisions[1] = 0;
+    for (tok = strtok_r(buf, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        clf_precision p;
+        if (clf_precision_parse(tok, &p) != 0)
+            return -1;
+        precisions[p] = 1;
+        any = 1;
+    }
+    return any ? 0 : -1;
+}
+
 static int
 parse_count(const char *s, size_t lo, size_t hi, size_t *out)
 {
@@ -194,9 +223,10 @@ static int
 takes_value(const char *opt)
 {
     static const char *const valued[] = {
-        "--device", "--n",      "--k",       "--d-model", "--heads",  "--batch",
-        "--modes",  "--repeat", "--budget",  "--seed",    "--trials", "--json",
-        "--csv",    "--svg",    "--compare", "--from"};
+        "--device", "--n",        "--k",      "--d-model", "--heads",
+        "--batch",  "--modes",    "--repeat", "--budget",  "--seed",
+        "--trials", "--json",     "--csv",    "--svg",     "--compare",
+        "--from",   "--precision"};
     size_t i;
 
     if (strcmp(opt, "--html") == 0 || strcmp(opt, "--baseline") == 0)
@@ -270,6 +300,13 @@ parse_number(struct clf_bench_options *o, const char *opt, const char *val)
         fprintf(stderr,
                 "%s: bad --modes \"%s\" (a comma list of linformer, full, "
                 "causal, causal-full)\n",
+                o->prog, val);
+    } else if (strcmp(opt, "--precision") == 0) {
+        if (parse_precisions(val, o->precisions) == 0)
+            return 0;
+        fprintf(stderr,
+                "%s: bad --precision \"%s\" (a comma list of float and "
+                "half)\n",
                 o->prog, val);
     } else if (strcmp(opt, "--repeat") == 0) {
         if (parse_count(val, 1, MAX_REPEAT, &o->repeat) == 0)
@@ -423,6 +460,8 @@ fill_defaults(struct clf_bench_options *o)
     set_default(o->b, &o->nb, b_def, 1);
     if (!o->modes_given)
         o->modes[CLF_BENCH_LINFORMER] = o->modes[CLF_BENCH_FULL] = 1;
+    if (!o->precisions[CLF_PRECISION_HALF])
+        o->precisions[CLF_PRECISION_FLOAT] = 1;
     if (o->repeat == 0)
         o->repeat = 15;
     if (o->trials == 0)

@@ -39,14 +39,6 @@ clf_bench_print_peaks(FILE *f, const clf_bench_device *d)
 
 /* --------------------------------------------------------- comparison */
 
-static int
-same_row(const clf_bench_result *a, const clf_bench_result *b)
-{
-    return a->mode == b->mode && a->n == b->n &&
-           a->k_requested == b->k_requested && a->d_model == b->d_model &&
-           a->heads == b->heads && a->batch == b->batch;
-}
-
 /* The row of device dev with x's configuration, or NULL. */
 static const clf_bench_result *
 row_on(const clf_bench_report *r, const clf_bench_result *x, size_t dev)
@@ -54,7 +46,8 @@ row_on(const clf_bench_report *r, const clf_bench_result *x, size_t dev)
     size_t i;
 
     for (i = 0; i < r->nresults; i++)
-        if (r->results[i].device == dev && same_row(&r->results[i], x))
+        if (r->results[i].device == dev &&
+            clf_bench_same_config(&r->results[i], x))
             return &r->results[i];
     return NULL;
 }
@@ -66,7 +59,7 @@ seen_before(const clf_bench_report *r, size_t i)
     size_t j;
 
     for (j = 0; j < i; j++)
-        if (same_row(&r->results[j], &r->results[i]))
+        if (clf_bench_same_config(&r->results[j], &r->results[i]))
             return 1;
     return 0;
 }

@@ -404,6 +404,30 @@ typedef enum clf_mode {
     CLF_MODE_FULL = 1       /* ordinary attention over all n positions */
 } clf_mode;
 
+/* How a layer stores its weights on the device (docs/design.md, section
+ * "Precision").  Arithmetic is float32 either way. */
+typedef enum clf_precision {
+    CLF_PRECISION_FLOAT = 0, /* float32 (default) */
+    CLF_PRECISION_HALF = 1   /* W_q, W_k, W_v, W_out, E and F as IEEE 754
+                                binary16 (read and written with vload_half /
+                                vstore_half, so no cl_khr_fp16 is needed),
+                                half their float32 bytes; each is widened
+                                to float32 into a scratch buffer of the
+                                context just before the GEMM that reads it.
+                                Biases, activations and workspaces stay
+                                float32.  A weight value beyond binary16's
+                                range (|v| > 65504) is refused.  Expect a
+                                relative error of a few 1e-4 against
+                                float32 */
+} clf_precision;
+
+/* "float", "half"; "?" for others. */
+CLF_EXTERN const char *clf_precision_name(clf_precision precision);
+
+/* Parses "float" or "half" (also "fp32", "fp16").  Errors: CLF_ENULL_ARGUMENT,
+ * CLF_EBAD_ENUM naming the value and the valid ones. */
+CLF_EXTERN int clf_precision_parse(const char *name, clf_precision *out);
+
 /* A layer's shape.  Zero-initialise it and fill in d_model, heads,
  * max_seq_len and k; the zero defaults mean: head_dim = d_model / heads,
  * headwise sharing, separate V, one K/V head per query head, no biases. */
@@ -424,6 +448,9 @@ typedef struct clf_attention_desc {
     size_t causal_block; /* b for prefix-safe causal Linformer; 0 = none.
                             With nb = ceil(max_seq_len / b) blocks, k must
                             be a multiple of nb: c = k / nb slots a block */
+    /* Weight storage; 0 = float32.  Another value fails
+     * clf_attention_create with CLF_EBAD_ENUM. */
+    clf_precision precision;
 } clf_attention_desc;
 
 /* The layer's parameters.  Shapes (rows x cols, row-major), with
@@ -476,7 +503,8 @@ CLF_EXTERN int clf_attention_weight_size(const clf_attention *att,
 /* Copies count floats from host memory into the layer's weight (blocking).
  * count must equal clf_attention_weight_size().  Errors: CLF_ENULL_ARGUMENT,
  * CLF_EBAD_ENUM, CLF_EWEIGHT_UNUSED, CLF_ESHAPE_MISMATCH (wrong count),
- * OpenCL codes. */
+ * CLF_EINVALID_ARGUMENT (a half-precision layer's weight holding a finite
+ * value beyond +-65504; the weight is then left unset), OpenCL codes. */
 CLF_EXTERN int clf_attention_set_weight(clf_attention *att, clf_weight which,
                                         const float *data, size_t count);
 
@@ -606,7 +634,11 @@ CLF_EXTERN int clf_attention_stage_times(clf_attention *att,
                                          double seconds[CLF_STAGE_COUNT]);
 
 /* Bytes of device memory the layer holds now: weights plus workspaces, which
- * grow to the largest batch and length seen and are then reused. */
+ * grow to the largest batch and length seen and are then reused.  With
+ * CLF_PRECISION_HALF the weights count 2 bytes an element, plus the float32
+ * scratch the layer's forward widens them into (its largest W matrix plus
+ * its E): that scratch belongs to the context and every layer of the context
+ * shares it, so a stack of layers needs it once, not once a layer. */
 CLF_EXTERN int clf_attention_device_bytes(const clf_attention *att,
                                           size_t *bytes);
 
@@ -708,6 +740,10 @@ typedef struct clf_model_opts {
     int allow_unexpected; /* nonzero: tensors the layout does not use are
                              skipped and listed (clf_model_unexpected_*);
                              0 (strict): they are an error */
+    /* Weight storage of every attention layer (clf_attention_desc's
+     * precision); 0 = float32.  Feed-forward, norm and embedding weights
+     * stay float32. */
+    clf_precision precision;
 } clf_model_opts;
 
 typedef struct clf_model_info {

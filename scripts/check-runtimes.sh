@@ -39,7 +39,7 @@ gemm=blocked gemm=tiled attend=gemm attend=fused"
 # On llvmpipe, measured one suite at a time on a 2-core machine (seconds,
 # with the kernel binary cache warm): softmax 1.5, gemm 66, model 2.7,
 # npy 4.7, safetensors 0.2, fileio 0.1, flops 0.5, cache 26, registry 4.4,
-# discovery 2.2, attention 107, tiled 185 (compiled cold, on a loaded
+# discovery 2.2, attention 107, tiled 185, half 14 (compiled cold, on a loaded
 # machine).  They hold the golden example (test_golden, test_attention),
 # the PyTorch fixtures (test_model), the reference checks of every sharing
 # mode and of the fused kernel, every softmax variant and all three GEMMs
@@ -51,7 +51,7 @@ RUSTICL_TESTS=${RUSTICL_TESTS:-tests/test_softmax tests/test_gemm \
 tests/test_model tests/test_npy tests/test_safetensors tests/test_fileio \
 tests/test_flops tests/test_cache tests/test_registry tests/test_discovery \
 tests/test_golden tests/test_attention tests/test_bench_timing.sh \
-tests/test_repro.sh tests/test_tiled}
+tests/test_repro.sh tests/test_tiled tests/test_half}
 # Suites left out on an implementation, where RUNTIMES_QUICK=yes (CI):
 # NAME:SUITE pairs.  Intel's compiler builds each of the many GEMM
 # parameter sets that test_tune times in seconds, so that suite alone

@@ -13,6 +13,7 @@
  * hq query heads; hkv = 1 with one_kv_head, else hq; hc is the number of
  * distinct compressed K/V heads: hq when E is per head, else hkv. */
 #include "attention.h"
+#include "half.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -53,9 +54,10 @@ clf_attention_device_bytes(const clf_attention *att, size_t *bytes)
         return clf__fail(CLF_ENULL_ARGUMENT, "bytes is NULL");
     for (i = 0; i < CLF_WEIGHT_COUNT; i++)
         if (att->w[i] != NULL)
-            total += att->wsize[i] * sizeof(float);
+            total += clf__half_weight_bytes(att, i);
     for (i = 0; i < WS_COUNT; i++)
         total += att->ws[i].cap * sizeof(float);
+    total += clf__half_scratch_bytes(att);
     *bytes = total;
     return 0;
 }
@@ -330,43 +332,60 @@ causal_shape(const clf_attention *a, const struct plan *p,
     sh->scale = (float)(1.0 / sqrt((double)a->dh));
 }
 
+/* The float32 buffers of one side's weights: W_k and E (value 0), or W_v
+ * and F (value 1; E where F is E).  Half-stored weights are widened now,
+ * into the context's slots, which the other side then reuses (half.c). */
+static int
+side_weights(clf_attention *a, const struct plan *p, int value, cl_mem *w,
+             cl_mem *e)
+{
+    const int pe = value && a->wsize[CLF_PROJ_F] ? CLF_PROJ_F : CLF_PROJ_E;
+
+    *e = NULL;
+    TRY(clf__half_weight(a, value ? CLF_WEIGHT_V : CLF_WEIGHT_K, w));
+    return p->linformer ? clf__half_weight(a, pe, e) : 0;
+}
+
 /* Step 2: keys and values, compressed, or projected in full mode. */
 static int
 keys_values(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff)
 {
-    cl_mem *w = a->w;
-    cl_mem bk = a->desc.bias_k ? w[CLF_BIAS_K] : NULL;
-    cl_mem bv = a->desc.bias_v ? w[CLF_BIAS_V] : NULL;
-    cl_mem f = a->wsize[CLF_PROJ_F] ? w[CLF_PROJ_F] : w[CLF_PROJ_E];
+    cl_mem bk = a->desc.bias_k ? a->w[CLF_BIAS_K] : NULL;
+    cl_mem bv = a->desc.bias_v ? a->w[CLF_BIAS_V] : NULL;
+    cl_mem wk, e, wv, f;
     cl_mem kbar = a->ws[WS_KBAR].mem, vbar = a->ws[WS_VBAR].mem;
     cl_mem xc = x;
     size_t xcoff = xoff;
 
+    TRY(side_weights(a, p, 0, &wk, &e));
     if (p->linformer && p->causal) {
         cl_mem pk = a->ws[WS_XE].mem;
         cl_mem pv = p->v_is_k ? pk : a->ws[WS_XF].mem;
-        TRY(project(a, p, x, xoff, w[CLF_WEIGHT_K], bk, pk));
-        TRY(compress_blocks(a, p, w[CLF_PROJ_E], pk, kbar));
+        TRY(project(a, p, x, xoff, wk, bk, pk));
+        TRY(compress_blocks(a, p, e, pk, kbar));
         if (p->v_is_k)
             return 0;
-        TRY(project(a, p, x, xoff, w[CLF_WEIGHT_V], bv, pv));
+        TRY(side_weights(a, p, 1, &wv, &f));
+        TRY(project(a, p, x, xoff, wv, bv, pv));
         return compress_blocks(a, p, f, pv, vbar);
     }
     if (!p->linformer) {
-        TRY(project(a, p, x, xoff, w[CLF_WEIGHT_K], bk, kbar));
-        return p->v_is_k ? 0
-                         : project(a, p, x, xoff, w[CLF_WEIGHT_V], bv, vbar);
+        TRY(project(a, p, x, xoff, wk, bk, kbar));
+        if (p->v_is_k)
+            return 0;
+        TRY(side_weights(a, p, 1, &wv, &f));
+        return project(a, p, x, xoff, wv, bv, vbar);
     }
     if (p->masked && p->compress_first_k) {
         xc = a->ws[WS_XM].mem;
         xcoff = 0;
         TRY(clf__mask_rows(a->ctx, x, xoff, xc, 0, p->B * p->n, a->D, p->mask));
     }
-    TRY(compress_side(a, p, xc, xcoff, w[CLF_PROJ_E], w[CLF_WEIGHT_K], bk,
-                      WS_XE, WS_RSE, kbar, 0));
+    TRY(compress_side(a, p, xc, xcoff, e, wk, bk, WS_XE, WS_RSE, kbar, 0));
     if (p->v_is_k)
         return 0;
-    return compress_side(a, p, xc, xcoff, f, w[CLF_WEIGHT_V], bv,
+    TRY(side_weights(a, p, 1, &wv, &f));
+    return compress_side(a, p, xc, xcoff, f, wv, bv,
                          p->xf_is_xe ? WS_XE : WS_XF, WS_RSF, vbar,
                          p->xf_is_xe);
 }
@@ -446,16 +465,19 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     cl_mem q = a->ws[WS_Q].mem, o = a->ws[WS_O].mem;
     cl_mem vbar = p->v_is_k ? a->ws[WS_KBAR].mem : a->ws[WS_VBAR].mem;
     cl_mem *w = a->w;
+    cl_mem wq, wo;
     struct clf__attend_shape sh;
 
+    clf__half_begin(ctx);
     clf__gemm_use(p->gemm);
     a->last_fused = p->fused;
     attend_shape(a, p, &sh);
 
     /* 1. Q = X W_q^T + b_q over all B*n rows. */
     TRY(mark(a, CLF_STAGE_PROJECTION));
-    TRY(clf__gemm_bias(ctx, 1, B * n, dq, D, x, xoff, D, w[CLF_WEIGHT_Q], 0, D,
-                       q, 0, dq, a->desc.bias_q ? w[CLF_BIAS_Q] : NULL));
+    TRY(clf__half_weight(a, CLF_WEIGHT_Q, &wq));
+    TRY(clf__gemm_bias(ctx, 1, B * n, dq, D, x, xoff, D, wq, 0, D, q, 0, dq,
+                       a->desc.bias_q ? w[CLF_BIAS_Q] : NULL));
     /* 2. Keys and values. */
     TRY(mark(a, CLF_STAGE_COMPRESSION));
     TRY(keys_values(a, p, x, xoff));
@@ -471,8 +493,9 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     }
     /* 6. Y = O W_o^T + b_o; padding rows are zeros. */
     TRY(mark(a, CLF_STAGE_OUTPUT));
-    TRY(clf__gemm_bias(ctx, 1, B * n, D, dq, o, 0, dq, w[CLF_WEIGHT_OUT], 0, dq,
-                       y, yoff, D, a->desc.bias_out ? w[CLF_BIAS_OUT] : NULL));
+    TRY(clf__half_weight(a, CLF_WEIGHT_OUT, &wo));
+    TRY(clf__gemm_bias(ctx, 1, B * n, D, dq, o, 0, dq, wo, 0, dq, y, yoff, D,
+                       a->desc.bias_out ? w[CLF_BIAS_OUT] : NULL));
     if (p->masked)
         TRY(clf__mask_rows(ctx, y, yoff, y, yoff, B * n, D, p->mask));
     return mark(a, CLF_STAGE_COUNT);

@@ -220,6 +220,9 @@ clf_context_destroy(clf_context *ctx)
     clf__tiled_release(ctx);
     if (ctx->scratch != NULL)
         clReleaseMemObject(ctx->scratch);
+    for (i = 0; i < 2; i++)
+        if (ctx->half_slot[i] != NULL)
+            clReleaseMemObject(ctx->half_slot[i]);
     if (ctx->queue != NULL)
         clReleaseCommandQueue(ctx->queue);
     if (ctx->context != NULL)

@@ -102,6 +102,12 @@ struct clf_context {
     double last_ms[CLF_KIND_COUNT][CLF_MAX_CANDIDATES];
     char choices[640];  /* clf_context_kernel_choices */
     char warnings[768]; /* clf_context_warnings */
+    /* half.c: float32 copies of half-stored weights, widened just before
+     * the GEMM that reads them (slot 0: W matrices, 1: E and F), shared by
+     * every layer of the context, under the lock. */
+    cl_mem half_slot[2];
+    size_t half_cap[2]; /* floats */
+    cl_mem half_src[2]; /* the weight a slot holds in this forward, or NULL */
 };
 
 /* Who runs the GEMMs: undecided until the first one. */

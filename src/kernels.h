@@ -46,7 +46,10 @@
     KERNEL(PEAK_FMA1, clf_peak_fma1)                                           \
     KERNEL(PEAK_COPY, clf_peak_copy)                                           \
     FILE(gemm_tiled)                                                           \
-    KERNEL(GEMM_TILED, clf_gemm_tiled)
+    KERNEL(GEMM_TILED, clf_gemm_tiled)                                         \
+    FILE(half)                                                                 \
+    KERNEL(HALF_WIDEN, clf_half_widen)                                         \
+    KERNEL(HALF_NARROW, clf_half_narrow)
 
 /* Expansion helpers: a FILE or KERNEL argument that expands to nothing. */
 #define CLF_REGISTRY_SKIP_FILE(stem)

@@ -770,6 +770,7 @@ make_attention(clf_model *m, const struct load_state *s, struct model_layer *L)
     d.max_seq_len = x[X_N];
     d.k = x[X_K];
     d.causal_block = s->o->causal_block;
+    d.precision = s->o->precision;
     d.sharing = CLF_SHARE_HEADWISE;
     d.bias_out = 1;
     if (s->ls->fairseq) {

@@ -2,6 +2,7 @@
  * (sizes, upload, random initialisation) and teardown.  What a forward
  * does is planned in plan.c and enqueued in attention.c. */
 #include "attention.h"
+#include "half.h"
 
 #include <limits.h>
 #include <math.h>
@@ -85,6 +86,7 @@ clf__desc_check(const clf_attention_desc *d, size_t *dh_out)
                          "bias_v is set but share_kv uses the keys as values "
                          "(there is no W_v)");
     CLF_TRY(check_causal(d));
+    CLF_TRY(clf__half_check(d));
     /* Every dimension a kernel sees must fit in 32 bits. */
     if (d->d_model > UINT_MAX || d->heads > UINT_MAX || dh > UINT_MAX ||
         d->max_seq_len > UINT_MAX)
@@ -271,6 +273,8 @@ clf_attention_set_weight(clf_attention *att, clf_weight which,
         return clf__fail(CLF_ESHAPE_MISMATCH,
                          "weight %s has %zu elements; this layer needs %zu",
                          weight_names[which], count, att->wsize[which]);
+    if (clf__half_stored(att, which))
+        return clf__half_upload(att, which, weight_names[which], data, count);
     if (att->w[which] == NULL) {
         att->w[which] = clCreateBuffer(att->ctx->context, CL_MEM_READ_ONLY,
                                        count * sizeof(float), NULL, &err);

@@ -2,6 +2,7 @@
  * fill a work-group, and checks the results against the host.  tests/
  * oclgrind.sh runs it under oclgrind, which reports invalid accesses, data
  * races and uninitialised reads.  Exit 0 when all results match. */
+#include "half.h"
 #include "internal.h"
 #include "reference.h"
 
@@ -491,6 +492,64 @@ check_gemm(clf_context *ctx)
     clReleaseMemObject(mbias);
 }
 
+/* x rounded to binary16 (to nearest, ties to even), as a float. */
+static float
+round_half(float x)
+{
+    int e;
+    double m;
+
+    if (x == 0.0f)
+        return x;
+    if (fabs(x) < 0x1.0p-14)
+        return (float)(nearbyint((double)x * 0x1.0p24) * 0x1.0p-24);
+    m = frexp((double)x, &e);
+    return (float)ldexp(nearbyint(ldexp(m, 11)), e - 11);
+}
+
+/* Half-precision weights: narrowed on upload (clf_half_narrow), widened
+ * before use (clf_half_widen), each exactly the host's rounding; E's 21
+ * elements leave a tail to the kernels' four a work-item. */
+static void
+check_half(clf_context *ctx)
+{
+    enum { D = 6, HEADS = 2, N = 7, K = 3 };
+    static const clf_weight ids[] = {CLF_WEIGHT_Q, CLF_PROJ_E, CLF_PROJ_F};
+    clf_attention *att = NULL;
+    clf_attention_desc d;
+    float w[N * D], back[N * D];
+    size_t i, j, count;
+    cl_mem m = NULL;
+    int rc;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = D;
+    d.heads = HEADS;
+    d.max_seq_len = N;
+    d.k = K;
+    d.precision = CLF_PRECISION_HALF;
+    if (clf_attention_create(&att, ctx, &d) != 0) {
+        expect(0, "half: layer");
+        return;
+    }
+    for (j = 0; j < sizeof ids / sizeof ids[0]; j++) {
+        clf_attention_weight_size(att, ids[j], &count);
+        fill(w, count, 41 + (unsigned)j);
+        w[0] = 1e-6f; /* a binary16 subnormal */
+        expect(clf_attention_set_weight(att, ids[j], w, count) == 0,
+               "half: set weight");
+        clf__lock(ctx);
+        clf__half_begin(ctx);
+        rc = clf__half_weight(att, ids[j], &m);
+        clf__unlock(ctx);
+        expect(rc == 0, "half: widen");
+        download(ctx, m, back, count);
+        for (i = 0; i < count; i++)
+            expect(back[i] == round_half(w[i]), "half narrow and widen");
+    }
+    clf_attention_destroy(att);
+}
+
 int
 main(void)
 {
@@ -597,6 +656,7 @@ main(void)
     check_attend(ctx);
     check_gemm(ctx);
     check_tiled(ctx);
+    check_half(ctx);
 
     clReleaseMemObject(my);
     clReleaseMemObject(mb);

@@ -521,7 +521,9 @@ sample_report(clf_bench_report *r)
     x->io_bytes = 2097152;
     x->rel_error = 0.5343;
     snprintf(x->note, sizeof x->note, "a note, with \"quotes\"");
-    add_row(r, CLF_BENCH_FULL, 512, 0.2, CLF_BENCH_OK);
+    x = add_row(r, CLF_BENCH_FULL, 512, 0.2, CLF_BENCH_OK);
+    x->precision = CLF_PRECISION_HALF;
+    x->fp32_error = 2.5e-4;
     x = add_row(r, CLF_BENCH_FULL, 8192, 0.0, CLF_BENCH_TOO_LARGE);
     snprintf(x->note, sizeof x->note, "not run (too large)");
     x = add_row(r, CLF_BENCH_CAUSAL, 1024, 0.0, CLF_BENCH_OVER_BUDGET);
@@ -625,7 +627,10 @@ START_TEST(json_round_trip_keeps_every_field)
         ck_assert(same_double(y->gflops, x->gflops));
         ck_assert(same_double(y->device_bytes, x->device_bytes));
         ck_assert(same_double(y->rel_error, x->rel_error));
+        ck_assert_int_eq(y->precision, x->precision);
+        ck_assert(same_double(y->fp32_error, x->fp32_error));
     }
+    ck_assert_int_eq(out.results[1].precision, CLF_PRECISION_HALF);
     /* a row that did not run keeps its NaNs as nulls */
     ck_assert(isnan(out.results[2].wall.median));
     ck_assert(isnan(out.results[2].rel_error));
@@ -828,7 +833,7 @@ START_TEST(csv_header_names_every_column)
     char want[64];
     int s;
 
-    ck_assert_uint_eq(csv_fields(h, strlen(h)), 24 + CLF_STAGE_COUNT);
+    ck_assert_uint_eq(csv_fields(h, strlen(h)), 26 + CLF_STAGE_COUNT);
     ck_assert(strncmp(h, "platform,device,driver,mode,n,k,", 32) == 0);
     for (s = 0; s < CLF_STAGE_COUNT; s++) {
         snprintf(want, sizeof want, ",%s_s,", clf_stage_name((clf_stage)s));
@@ -837,6 +842,7 @@ START_TEST(csv_header_names_every_column)
     ck_assert_ptr_nonnull(strstr(h, ",median_s,min_s,max_s,"));
     ck_assert_ptr_nonnull(strstr(h, ",flops,gflops,device_bytes,"));
     ck_assert_ptr_nonnull(strstr(h, ",rel_error,note"));
+    ck_assert_ptr_nonnull(strstr(h, ",precision,fp32_error,rel_error,"));
     h = clf_bench_csv_accuracy_header();
     ck_assert_uint_eq(csv_fields(h, strlen(h)), 25);
     ck_assert_ptr_nonnull(strstr(h, ",rel_error_lucidrains,"));

@@ -8,10 +8,14 @@ struct run_opts {
     const char *device, *weights, *input, *output, *mask, *lengths, *layout;
     size_t heads, block, repeat; /* 0: not given */
     int causal, full, layerwise, non_strict, verbose, shard_by;
-    int mpi; /* one forward over the ranks of an mpirun (src/cli/mpi.c) */
+    int mpi;       /* one forward over the ranks of an mpirun (src/cli/mpi.c) */
+    int precision; /* clf_precision */
 };
 
 #define RO(field) offsetof(struct run_opts, field)
+
+static const struct cli_choice cli_precision_choices[] = {
+    {"float", CLF_PRECISION_FLOAT}, {"half", CLF_PRECISION_HALF}, {NULL, 0}};
 
 const struct cli_option cli_run_options[] = {
     {"weights", CLI_STRING, RO(weights), "FILE",
@@ -41,6 +45,11 @@ const struct cli_option cli_run_options[] = {
     {"block", CLI_SIZE, RO(block), "B", "causal block size b", 0, 0, NULL},
     {"full", CLI_FLAG, RO(full), NULL, "full attention instead of Linformer", 1,
      0, NULL},
+    {"precision", CLI_CHOICE, RO(precision), "P",
+     "float (default) or half: attention weights and E/F\n"
+     "stored as 16-bit floats (half the memory), the\n"
+     "arithmetic still float32",
+     0, 0, cli_precision_choices},
     {"layerwise", CLI_FLAG, RO(layerwise), NULL,
      "share layer 0's E and F with every layer", 1, 0, NULL},
     {"verbose", CLI_FLAG, RO(verbose), NULL,
@@ -326,10 +335,12 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
              0 ||
          (rc = cli_npy_write(o->output, s->y, shape, 3)) != 0))
         return rc;
-    printf("forward: batch %zu, seq_len %zu, %s%s in %.3f s (first call "
+    printf("forward: batch %zu, seq_len %zu, %s%s%s in %.3f s (first call "
            "includes kernel compilation)\n",
            s->B, s->n, o->full ? "full attention" : "Linformer",
-           o->causal ? ", causal" : "", t_fwd);
+           o->causal ? ", causal" : "",
+           o->precision == CLF_PRECISION_HALF ? ", half-precision weights" : "",
+           t_fwd);
     if (s->g != NULL)
         cli_print_split(s->g);
     cli_print_choices(s->ctx, o->verbose);
@@ -417,6 +428,7 @@ cli_run_main(const struct cli_command *cmd, int argc, char **argv)
     mo.heads = o.heads;
     mo.causal_block = o.block;
     mo.layerwise = o.layerwise;
+    mo.precision = (clf_precision)o.precision;
     mo.allow_unexpected = o.non_strict;
     s.o = &o;
     rc = cli_mpi_same_file("--weights", o.weights);

@@ -19,7 +19,9 @@
     X(CLF_GEMM_ROWS, 6)                                                        \
     /* Largest work-group of the group-per-row softmax (a power of two): the   \
      * size of its local reduction array. */                                   \
-    X(CLF_SOFTMAX_WG, 256)
+    X(CLF_SOFTMAX_WG, 256)                                                     \
+    /* Query rows per work-item of the streaming (flash) attention kernel. */  \
+    X(CLF_FLASH_ROWS, 6)
 
 #define CLF_KERNEL_PARAM_ENUM(name, value) name = value,
 enum clf__kernel_param { CLF_KERNEL_PARAMS(CLF_KERNEL_PARAM_ENUM) };

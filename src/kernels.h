@@ -40,7 +40,9 @@
     KERNEL(ATTEND, clf_attend)                                                 \
     FILE(gemm)                                                                 \
     KERNEL(GEMM_NN, clf_gemm_nn)                                               \
-    KERNEL(TRANSPOSE, clf_transpose)
+    KERNEL(TRANSPOSE, clf_transpose)                                           \
+    FILE(flash)                                                                \
+    KERNEL(FLASH, clf_flash)
 
 /* Expansion helpers: a FILE or KERNEL argument that expands to nothing. */
 #define CLF_REGISTRY_SKIP_FILE(stem)

@@ -34,18 +34,22 @@
 #error "the flash kernel's tiles are four float16 vectors"
 #endif
 
-/* max_nan over the lanes of four vectors, through private memory (see
- * hmax16 in common.cl). */
+/* max_nan over the lanes of four vectors: lane by lane as vectors, then
+ * across the lanes through private memory (see hmax16 in common.cl). */
+static float16
+fl_max16(const float16 a, const float16 b)
+{
+    return select(b, a, (a > b) | isnan(a));
+}
+
 static float
 fl_hmax64(const float16 *x)
 {
     float lane[16];
-    float m = -INFINITY;
-    for (int v = 0; v < 4; v++) {
-        vstore16(x[v], 0, lane);
-        for (int i = 0; i < 16; i++)
-            m = max_nan(m, lane[i]);
-    }
+    vstore16(fl_max16(fl_max16(x[0], x[1]), fl_max16(x[2], x[3])), 0, lane);
+    float m = lane[0];
+    for (int i = 1; i < 16; i++)
+        m = max_nan(m, lane[i]);
     return m;
 }
 

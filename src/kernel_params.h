@@ -21,7 +21,7 @@
      * size of its local reduction array. */                                   \
     X(CLF_SOFTMAX_WG, 256)                                                     \
     /* Query rows per work-item of the streaming (flash) attention kernel. */  \
-    X(CLF_FLASH_ROWS, 6)
+    X(CLF_FLASH_ROWS, 4)
 
 #define CLF_KERNEL_PARAM_ENUM(name, value) name = value,
 enum clf__kernel_param { CLF_KERNEL_PARAMS(CLF_KERNEL_PARAM_ENUM) };

@@ -1,5 +1,5 @@
-/* Streaming (flash-style) attention: one work-item takes FL_R query rows of
- * one head of one sequence and streams over the keys (full mode) or the
+/* Streaming (flash-style) attention: one work-item takes FL_R FL_NB query
+ * rows of one head of one sequence and streams over the keys (full mode) or the
  * compressed slots (Linformer) in tiles of FL_T, keeping per row a running
  * maximum m, a running sum l and the unnormalised output acc:
  *
@@ -25,10 +25,12 @@
  *                 own block from pk, pv (has_mask: padding positions of
  *                 that window masked), as cl/causal.cl and docs/design.md
  *                 section 3 define it. */
-#if !defined(CLF_FLASH_ROWS) || !defined(CLF_ATTEND_SLOT_BLOCK)
+#if !defined(CLF_FLASH_ROWS) || !defined(CLF_FLASH_BLOCKS) ||               \
+    !defined(CLF_ATTEND_SLOT_BLOCK)
 #error "build with the -D options of src/kernel_params.h"
 #endif
 #define FL_R CLF_FLASH_ROWS
+#define FL_NB CLF_FLASH_BLOCKS
 #define FL_T CLF_ATTEND_SLOT_BLOCK
 #if FL_T != 64
 #error "the flash kernel's tiles are four float16 vectors"
@@ -203,12 +205,49 @@ fl_window(__global float *out, __global const float *qt, const uint first,
     }
 }
 
-/* Rows r0 .. r0 + FL_R - 1 (r0 = FL_R * global id 0) of head h = global
- * id 1 of sequence b = global id 2.  q, o: rows of ldq floats, head h at
- * column h dh; kt: per sequence and key head g, dh rows of lp floats
- * (L used); v: L rows of width floats per sequence, head g at column
- * g dh, g = kv_per_head ? h : 0; mask: batch x n bytes; pk, pv: n rows of
- * dkv floats per sequence, head column window_per_head ? h : 0. */
+/* One key tile (keys j0 .. j0 + cnt - 1) for rows rb .. rb + nr - 1,
+ * nr <= FL_R, of a sequence and head (q, o: its first row and head
+ * column): scores, the online update of those rows' m and l, and the
+ * weighted sum. */
+static void
+fl_tile(__global const float *q, __global float *o, const uint ldq,
+        const uint rb, const int nr, const uint j0, const uint cnt,
+        const uchar *keep, const uint *lim, float *m, float *l,
+        __global const float *k, const uint lp, __global const float *vb,
+        const uint width, const uint dh, const float scale)
+{
+    __global const float *qr[FL_R];
+    __global float *out[FL_R];
+    float alpha[FL_R], p[FL_R][FL_T];
+    float16 x[FL_R][4];
+    /* Rows past nr repeat the last row, weigh nothing and are not
+     * stored. */
+#pragma unroll
+    for (int r = 0; r < FL_R; r++) {
+        const size_t t = rb + (uint)min(r, nr - 1);
+        qr[r] = q + t * ldq;
+        out[r] = o + t * ldq;
+    }
+    for (int r = nr; r < FL_R; r++)
+        for (int j = 0; j < FL_T; j++)
+            p[r][j] = 0.0f;
+    fl_scores(x, qr, k + j0, lp, dh);
+#pragma unroll
+    for (int r = 0; r < FL_R; r++)
+        alpha[r] = r < nr ? fl_row(x[r], j0, lim[r], keep, scale, &m[r], &l[r],
+                                   p[r])
+                          : 0.0f;
+    fl_weigh(out, nr, alpha, p, vb + (size_t)j0 * width, width, cnt, dh);
+}
+
+/* Rows r0 .. r0 + FL_R FL_NB - 1 (r0 = FL_R FL_NB * global id 0) of head
+ * h = global id 1 of sequence b = global id 2, FL_R rows at a time for
+ * each key tile, so that a tile of keys and values is read from memory
+ * once for FL_R FL_NB rows.  q, o: rows of ldq floats, head h at column
+ * h dh; kt: per sequence and key head g, dh rows of lp floats (L used);
+ * v: L rows of width floats per sequence, head g at column g dh, g =
+ * kv_per_head ? h : 0; mask: batch x n bytes; pk, pv: n rows of dkv
+ * floats per sequence, head column window_per_head ? h : 0. */
 __kernel void
 clf_flash(__global const float *q, const uint ldq, __global const float *kt,
           const uint lp, __global const float *v, const uint width,
@@ -219,59 +258,55 @@ clf_flash(__global const float *q, const uint ldq, __global const float *kt,
           __global const float *pv, const uint dkv,
           const uint window_per_head)
 {
-    const uint r0 = get_global_id(0) * FL_R, h = get_global_id(1);
+    const uint r0 = get_global_id(0) * (FL_R * FL_NB), h = get_global_id(1);
     const uint b = get_global_id(2);
     if (r0 >= n)
         return;
     const uint g = kv_per_head ? h : 0, hc = kv_per_head ? heads : 1;
-    const int nr = (int)min((uint)FL_R, n - r0);
-    const uint last = r0 + (uint)nr - 1;
+    const uint nrow = min((uint)(FL_R * FL_NB), n - r0);
     __global const float *k = kt + ((size_t)b * hc + g) * dh * lp;
     __global const float *vb = v + (size_t)b * L * width + g * dh;
     __global const uchar *mb = mask + (size_t)b * n;
-    __global const float *qr[FL_R];
-    __global float *out[FL_R];
-    float m[FL_R], l[FL_R], alpha[FL_R], p[FL_R][FL_T];
-    uint lim[FL_R];
+    __global const float *q0 = q + (size_t)b * n * ldq + h * dh;
+    __global float *o0 = o + (size_t)b * n * ldq + h * dh;
+    float m[FL_R * FL_NB], l[FL_R * FL_NB];
+    uint lim[FL_R * FL_NB];
     uchar keep[FL_T];
-    /* Rows past n repeat the last row and are neither updated nor stored. */
-#pragma unroll
-    for (int r = 0; r < FL_R; r++) {
-        const uint t = min(r0 + r, last);
-        qr[r] = q + ((size_t)b * n + t) * ldq + h * dh;
-        out[r] = o + ((size_t)b * n + t) * ldq + h * dh;
-        m[r] = -INFINITY;
-        l[r] = 0.0f;
-        lim[r] = block ? min(L, t / block * c) : causal ? min(L, t + 1) : L;
+    for (uint i = 0; i < FL_R * FL_NB; i++) {
+        const uint t = r0 + min(i, nrow - 1);
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+        lim[i] = block ? min(L, t / block * c) : causal ? min(L, t + 1) : L;
     }
-    for (int r = 0; r < nr; r++)
+    for (uint i = 0; i < nrow; i++)
         for (uint e = 0; e < dh; e++)
-            out[r][e] = 0.0f;
-    /* Keys at or past the last row's limit are masked for every row. */
-    const uint end = lim[nr - 1];
+            o0[(size_t)(r0 + i) * ldq + e] = 0.0f;
+    /* Keys at or past the last row's limit are masked for every row, and
+     * a block of rows skips the tiles past its own last row's. */
+    const uint end = lim[nrow - 1];
     for (uint j0 = 0; j0 < end; j0 += FL_T) {
         const uint cnt = min((uint)FL_T, end - j0);
-        float16 x[FL_R][4];
         for (uint j = 0; j < FL_T; j++)
             keep[j] = j < cnt && (block || !has_mask || mb[j0 + j]);
-        fl_scores(x, qr, k + j0, lp, dh);
-#pragma unroll
-        for (int r = 0; r < FL_R; r++)
-            alpha[r] = r < nr ? fl_row(x[r], j0, lim[r], keep, scale, &m[r],
-                                       &l[r], p[r])
-                              : 0.0f;
-        fl_weigh(out, nr, alpha, p, vb + (size_t)j0 * width, width, cnt, dh);
+        for (uint i0 = 0; i0 < nrow; i0 += FL_R) {
+            const int nr = (int)min((uint)FL_R, nrow - i0);
+            const uint e = lim[i0 + (uint)nr - 1];
+            if (e > j0)
+                fl_tile(q0, o0, ldq, r0 + i0, nr, j0, min(cnt, e - j0), keep,
+                        lim + i0, m + i0, l + i0, k, lp, vb, width, dh, scale);
+        }
     }
     const uint hk = window_per_head ? h : 0;
-    for (int r = 0; r < nr; r++) {
-        const uint t = r0 + (uint)r;
+    for (uint i = 0; i < nrow; i++) {
+        const uint t = r0 + i;
+        __global float *out = o0 + (size_t)t * ldq;
         if (block)
-            fl_window(out[r], qr[r], t / block * block, t,
+            fl_window(out, q0 + (size_t)t * ldq, t / block * block, t,
                       pk + (size_t)b * n * dkv + hk * dh,
                       pv + (size_t)b * n * dkv + hk * dh, dkv, mb, has_mask,
-                      dh, scale, &m[r], &l[r]);
-        const float u = l[r] == 0.0f ? 0.0f : 1.0f / l[r];
+                      dh, scale, &m[i], &l[i]);
+        const float u = l[i] == 0.0f ? 0.0f : 1.0f / l[i];
         for (uint e = 0; e < dh; e++)
-            out[r][e] *= u;
+            out[e] *= u;
     }
 }

@@ -91,7 +91,8 @@ flash_unlocked(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
     CLF_SET_ARG(f, 11, per);
     CLF_SET_ARG(f, 12, scale);
     CLF_TRY(set_mode_args(f, sh, mask, pk, pv, q));
-    g[0] = (a->n + CLF_FLASH_ROWS - 1) / CLF_FLASH_ROWS;
+    g[0] = (a->n + CLF_FLASH_ROWS * CLF_FLASH_BLOCKS - 1) /
+           (CLF_FLASH_ROWS * CLF_FLASH_BLOCKS);
     g[1] = a->heads;
     g[2] = a->batch;
     return clf__enqueue3(ctx, CLF_K_FLASH, g, 1, "streaming attention");

@@ -300,10 +300,12 @@ CLF_EXTERN const char *clf_context_tuning(const clf_context *ctx);
 /* Kernel choices.  Some stages have several kernels that compute the same
  * thing, one faster on one device, another on the next: the softmax
  * ("softmax": "scalar", "vector" or "group"), who runs the GEMMs ("gemm":
- * "clblast" or "blocked") and how Linformer attention over the compressed
- * slots runs ("attend": "gemm", a batched GEMM path, or "fused", one
- * kernel).  A forward first plans: every choice its shape needs is
- * resolved, from a forced name, else from the device's store, else by
+ * "clblast" or "blocked") and how attention over the compressed slots (or
+ * all positions, in full mode) runs ("attend": "gemm", a batched GEMM
+ * path; "fused", one kernel, plain Linformer with d_h a multiple of 16
+ * only; or "flash", one streaming kernel with an online softmax and no
+ * score buffer, in every mode).  A forward first plans: every choice its shape
+ * needs is resolved, from a forced name, else from the device's store, else by
  * timing the candidates on that shape (powers of two of the sizes form
  * the buckets that share a choice) and storing the winner; only then are
  * the stages enqueued.  The store is a small text file in the cache

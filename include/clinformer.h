@@ -309,21 +309,22 @@ CLF_EXTERN const char *clf_context_tuning(const clf_context *ctx);
 /* Kernel choices.  Some stages have several kernels that compute the same
  * thing, one faster on one device, another on the next: the softmax
  * ("softmax": "scalar", "vector" or "group"), who runs the GEMMs ("gemm":
- * "clblast", "blocked" or "tiled") and how Linformer attention over the
- * compressed slots runs ("attend": "gemm", a batched GEMM path, or "fused", one
- * kernel).  A forward first plans: every choice its shape needs is
- * resolved, from a forced name, else from the device's store, else by
- * timing the candidates on that shape (powers of two of the sizes form
- * the buckets that share a choice) and storing the winner; only then are
- * the stages enqueued.  The store is a small text file in the cache
- * directory (see clf_context_build) keyed by platform, device, vendor,
- * driver, clinformer version and GEMM tuning (clf_tune), so that another
- * process on the same device and driver takes the same kernels, and gets
- * the same bits, without timing.  A store that is corrupt, of another device,
- * or not a regular file is ignored.  CLINFORMER_KERNELS=softmax=NAME,gemm=NAME,
- * attend=NAME (any subset) forces choices for every context; a bad entry
- * fails the next forward with CLF_EINVALID_ARGUMENT listing the valid
- * names. */
+ * "clblast", "blocked" or "tiled") and how attention over the compressed slots
+ * (or all positions, in full mode) runs ("attend": "gemm", a batched GEMM path;
+ * "fused", one kernel, plain Linformer with d_h a multiple of 16 only; or
+ * "flash", one streaming kernel with an online softmax and no score buffer, in
+ * every mode).  A forward first plans: every choice its shape needs is
+ * resolved, from a forced name, else from the device's store, else by timing
+ * the candidates on that shape (powers of two of the sizes form the buckets
+ * that share a choice) and storing the winner; only then are the stages
+ * enqueued.  The store is a small text file in the cache directory (see
+ * clf_context_build) keyed by platform, device, vendor, driver, clinformer
+ * version and GEMM tuning (clf_tune), so that another process on the same
+ * device and driver takes the same kernels, and gets the same bits, without
+ * timing.  A store that is corrupt, of another device, or not a regular file is
+ * ignored.  CLINFORMER_KERNELS=softmax=NAME,gemm=NAME, attend=NAME (any subset)
+ * forces choices for every context; a bad entry fails the next forward with
+ * CLF_EINVALID_ARGUMENT listing the valid names. */
 typedef enum clf_choice_source {
     CLF_SOURCE_NONE = 0, /* not chosen yet */
     CLF_SOURCE_STORED,   /* read from the device's store */

@@ -35,7 +35,7 @@ JOBS=${RUNTIMES_JOBS:-$(nproc 2>/dev/null || echo 1)}
 KERNEL_TESTS="tests/test_attention tests/test_masks tests/test_softmax \
 tests/test_gemm"
 VARIANTS="softmax=scalar softmax=vector softmax=group gemm=clblast \
-gemm=blocked gemm=tiled attend=gemm attend=fused"
+gemm=blocked gemm=tiled attend=gemm attend=fused attend=flash"
 # On llvmpipe, measured one suite at a time on a 2-core machine (seconds,
 # with the kernel binary cache warm): softmax 1.5, gemm 66, model 2.7,
 # npy 4.7, safetensors 0.2, fileio 0.1, flops 0.5, cache 26, registry 4.4,

@@ -454,6 +454,23 @@ attend_batch(clf_attention *a, const struct plan *p,
                              p->v_is_k ? a->ws[WS_XE].mem : a->ws[WS_XF].mem);
 }
 
+/* Steps 3 to 5 in the streaming kernel: no scores stored, any mode.  The
+ * padding mask reaches it where it masks keys (full mode) or the causal
+ * window; Linformer's slots took it in compression. */
+static int
+attend_flash(clf_attention *a, const struct plan *p, cl_mem vbar)
+{
+    struct clf__flash_shape sh;
+    cl_mem pk = a->ws[WS_XE].mem;
+    cl_mem pv = p->v_is_k ? pk : a->ws[WS_XF].mem;
+
+    clf__plan_flash_shape(a, p, &sh);
+    return clf__flash(a->ctx, &sh, a->ws[WS_Q].mem, a->ws[WS_KBAR].mem, vbar,
+                      a->ws[WS_KT].mem, a->ws[WS_O].mem,
+                      sh.full || sh.block ? p->mask : NULL,
+                      sh.block ? pk : NULL, sh.block ? pv : NULL);
+}
+
 /* Enqueues the stages of a planned forward, in order; with the context
  * locked, so that no other thread's kernel arguments come between. */
 static int
@@ -471,6 +488,7 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     clf__half_begin(ctx);
     clf__gemm_use(p->gemm);
     a->last_fused = p->fused;
+    a->last_flash = p->flash;
     attend_shape(a, p, &sh);
 
     /* 1. Q = X W_q^T + b_q over all B*n rows. */
@@ -482,7 +500,10 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     TRY(mark(a, CLF_STAGE_COMPRESSION));
     TRY(keys_values(a, p, x, xoff));
     /* 3 to 5: attention over the slots (or positions). */
-    if (p->chunk < n) {
+    if (p->flash) {
+        TRY(mark(a, CLF_STAGE_FUSED));
+        TRY(attend_flash(a, p, vbar));
+    } else if (p->chunk < n) {
         TRY(attend_chunked(a, p, &sh, vbar));
     } else if (p->fused) {
         TRY(mark(a, CLF_STAGE_FUSED));
@@ -676,8 +697,9 @@ clf__attention_desc(const clf_attention *att, clf_attention_desc *out)
     *out = att->desc;
 }
 
-/* For tests: force the fused kernel (CLF_ATTEND_FUSED) or the GEMM path
- * for steps 3 to 5; CLF_ATTEND_UNDECIDED follows the context. */
+/* For tests: force the fused kernel (CLF_ATTEND_FUSED), the streaming
+ * kernel (CLF_ATTEND_FLASH) or the GEMM path for steps 3 to 5;
+ * CLF_ATTEND_UNDECIDED follows the context. */
 void
 clf__attention_set_attend(clf_attention *att, int variant)
 {
@@ -688,6 +710,12 @@ int
 clf__attention_last_fused(const clf_attention *att)
 {
     return att->last_fused;
+}
+
+int
+clf__attention_last_flash(const clf_attention *att)
+{
+    return att->last_flash;
 }
 
 /* For tests: scores above `bytes` are made in chunks of query rows. */

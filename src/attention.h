@@ -51,6 +51,7 @@ struct clf_attention {
     int attend;         /* tests: force a clf__attend_variant; 0: the
                            context's choice */
     int last_fused;     /* the last forward used the fused kernel */
+    int last_flash;     /* ... the streaming kernel */
     cl_event *marks;    /* stage boundaries of the last forward (profiling) */
     int *mark_stage;    /* the stage each mark starts */
     size_t nmarks, cap_marks;
@@ -71,6 +72,7 @@ struct plan {
     int xf_is_xe; /* key-value sharing, compress-first: F X = E X */
     int fusable;  /* steps 3-5 may run in one fused kernel */
     int fused;    /* ... and will (resolved) */
+    int flash;    /* steps 3-5 run in the streaming kernel (resolved) */
     int softmax;  /* enum clf__softmax_variant (resolved) */
     int gemm;     /* enum clf__gemm_variant (resolved) */
     size_t need[WS_COUNT];
@@ -81,6 +83,10 @@ struct plan {
 int clf__plan_make(const clf_attention *a, clf_mode mode, size_t B, size_t n,
                    const clf_forward_opts *opts, struct plan *p);
 int clf__plan_choose(const clf_attention *a, struct plan *p);
+
+/* plan.c: the streaming kernel's shape for a plan. */
+void clf__plan_flash_shape(const clf_attention *a, const struct plan *p,
+                           struct clf__flash_shape *sh);
 
 /* weights.c: 0 when every weight the mode uses has been set. */
 int clf__attention_check_weights(const clf_attention *a, int linformer);

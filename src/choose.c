@@ -27,7 +27,7 @@
 
 static const char *const softmax_names[] = {"scalar", "vector", "group"};
 static const char *const gemm_names[] = {"clblast", "blocked", "tiled"};
-static const char *const attend_names[] = {"gemm", "fused"};
+static const char *const attend_names[] = {"gemm", "fused", "flash"};
 
 static const struct {
     const char *kind;
@@ -36,7 +36,7 @@ static const struct {
 } table[CLF_KIND_COUNT] = {
     {"softmax", softmax_names, 3},
     {"gemm", gemm_names, 3},
-    {"attend", attend_names, 2},
+    {"attend", attend_names, 3},
 };
 
 double
@@ -627,7 +627,8 @@ describe(char *buf, size_t cap, const clf_context *ctx, int kind)
                 i < clf__choice_count(kind) && len < cap;
          i++)
         len +=
-            ctx->last_ms[kind][i] < 0.0
+            ctx->last_ms[kind][i] == 0.0 ? 0 /* did not apply: not timed */
+            : ctx->last_ms[kind][i] < 0.0
                 ? (size_t)snprintf(buf + len, cap - len, "%s%s failed",
                                    i ? ", " : ": ", clf__choice_name(kind, i))
                 : (size_t)snprintf(buf + len, cap - len, "%s%s %.2f ms",

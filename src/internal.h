@@ -122,8 +122,9 @@ enum clf__gemm_variant {
  * undecided until the first forward that could use the fused kernel. */
 enum clf__attend_variant {
     CLF_ATTEND_UNDECIDED = 0,
-    CLF_ATTEND_GEMM, /* batched GEMM, row softmax, batched GEMM */
-    CLF_ATTEND_FUSED /* the fused attention kernel */
+    CLF_ATTEND_GEMM,  /* batched GEMM, row softmax, batched GEMM */
+    CLF_ATTEND_FUSED, /* the fused attention kernel */
+    CLF_ATTEND_FLASH  /* the streaming attention kernel (flash.c), any mode */
 };
 
 enum clf__softmax_variant {
@@ -386,11 +387,33 @@ int clf__attend_scores(clf_context *ctx, const struct clf__attend_shape *sh,
 int clf__attend_weigh(clf_context *ctx, const struct clf__attend_shape *sh,
                       size_t b, size_t seqs, size_t r0, size_t rows, cl_mem s,
                       size_t s_off, size_t ld, cl_mem vbar, cl_mem o);
-/* The way (enum clf__attend_variant) for this shape: forced, stored, or
- * timed now (one sequence, softmax variant `softmax` on the GEMM path) and
- * stored; bucketed by powers of two of n and L, heads and dh exact. */
-int clf__attend_resolve(clf_context *ctx, const struct clf__attend_shape *sh,
-                        int softmax, int *variant);
+
+/* flash.c: streaming (online-softmax) attention in one kernel, every
+ * mode.  at: as for clf__attend, L the slots (Linformer) or n (full mode);
+ * causal: full mode masks keys after the query; block > 0: prefix-safe
+ * causal Linformer, c slots per block, the exact window read from pk and
+ * pv (n rows of dkv floats per sequence, head column h * dh when
+ * window_per_head).  mask: batch x n bytes or NULL (full mode: padding
+ * keys; causal Linformer: padding in the window).  kt needs batch *
+ * (at.kv_per_head ? heads : 1) * dh * clf__attend_slots(L) floats; no
+ * score buffer. */
+struct clf__flash_shape {
+    struct clf__attend_shape at;
+    int full; /* full mode: L = n keys */
+    int causal;
+    size_t c, block, dkv;
+    int window_per_head;
+};
+int clf__flash(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
+               cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem o, cl_mem mask,
+               cl_mem pk, cl_mem pv);
+/* The way (enum clf__attend_variant) for steps 3 to 5 of this shape in any
+ * mode: pinned, forced, stored, or timed now among the ways that apply
+ * (fused only where fusable) and stored; bucketed by mode, powers of two
+ * of n and L, heads and dh exact.  A forced way that does not apply falls
+ * back to the GEMM path. */
+int clf__flash_resolve(clf_context *ctx, const struct clf__flash_shape *sh,
+                       int fusable, int softmax, int *variant);
 
 /* softmax.c: host side of the softmax kernels; rows of `cols` contiguous floats
  * starting at element `off`. */
@@ -515,6 +538,8 @@ void clf__attention_desc(const clf_attention *att, clf_attention_desc *out);
 void clf__attention_set_score_limit(clf_attention *att, size_t bytes);
 void clf__attention_set_attend(clf_attention *att, int variant);
 int clf__attention_last_fused(const clf_attention *att);
+/* The last forward used the streaming (flash) kernel. */
+int clf__attention_last_flash(const clf_attention *att);
 /* clf_attention_forward_cl_ex with the padding mask the options describe
  * already on the device (batch x n bytes), so a stack of layers uploads it
  * once; NULL uploads it from the options. */

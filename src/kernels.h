@@ -49,7 +49,9 @@
     KERNEL(GEMM_TILED, clf_gemm_tiled)                                         \
     FILE(half)                                                                 \
     KERNEL(HALF_WIDEN, clf_half_widen)                                         \
-    KERNEL(HALF_NARROW, clf_half_narrow)
+    KERNEL(HALF_NARROW, clf_half_narrow)                                       \
+    FILE(flash)                                                                \
+    KERNEL(FLASH, clf_flash)
 
 /* Expansion helpers: a FILE or KERNEL argument that expands to nothing. */
 #define CLF_REGISTRY_SKIP_FILE(stem)

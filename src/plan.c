@@ -11,6 +11,7 @@
 #include "attention.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -229,6 +230,52 @@ clf__plan_make(const clf_attention *a, clf_mode mode, size_t B, size_t n,
     return plan_limits(a, p);
 }
 
+void
+clf__plan_flash_shape(const clf_attention *a, const struct plan *p,
+                      struct clf__flash_shape *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    sh->at.batch = p->B;
+    sh->at.heads = a->hq;
+    sh->at.n = p->n;
+    sh->at.dh = a->dh;
+    sh->at.dq = a->dq;
+    sh->at.L = p->L;
+    sh->at.kv_per_head = p->hc > 1;
+    sh->at.scale = (float)(1.0 / sqrt((double)a->dh));
+    sh->full = !p->linformer;
+    sh->causal = !p->linformer && p->causal;
+    if (p->linformer && p->causal) {
+        sh->c = p->c;
+        sh->block = a->desc.causal_block;
+        sh->dkv = a->dkv;
+        sh->window_per_head = a->hkv > 1;
+    }
+}
+
+/* Steps 3 to 5: the GEMM path, the fused kernel (where fusable) or the
+ * streaming kernel, forced by a test or resolved.  The streaming kernel
+ * needs no score buffer and no chunks: its workspaces are the queries,
+ * keys, values, outputs and the keys transposed, O(n d) in every mode. */
+static int
+plan_attend(const clf_attention *a, struct plan *p)
+{
+    struct clf__flash_shape sh;
+    int way = a->attend;
+
+    clf__plan_flash_shape(a, p, &sh);
+    if (way == CLF_ATTEND_UNDECIDED)
+        CLF_TRY(clf__flash_resolve(a->ctx, &sh, p->fusable, p->softmax, &way));
+    p->fused = p->fusable && way == CLF_ATTEND_FUSED;
+    p->flash = way == CLF_ATTEND_FLASH;
+    if (!p->flash)
+        return 0;
+    p->chunk = p->n;
+    p->need[WS_S] = 0;
+    p->need[WS_KT] = p->B * p->hc * a->dh * clf__attend_slots(p->L);
+    return plan_limits(a, p);
+}
+
 int
 clf__plan_choose(const clf_attention *a, struct plan *p)
 {
@@ -239,24 +286,7 @@ clf__plan_choose(const clf_attention *a, struct plan *p)
     CLF_TRY(clf__choice_env_check());
     CLF_TRY(clf__gemm_resolve(ctx, p->B * p->n, a->dq, a->D, &p->gemm));
     CLF_TRY(clf__softmax_resolve(ctx, rows, p->ld, &p->softmax));
-    p->fused = 0;
-    if (p->fusable && a->attend != CLF_ATTEND_UNDECIDED) {
-        p->fused = a->attend == CLF_ATTEND_FUSED;
-    } else if (p->fusable) {
-        struct clf__attend_shape sh;
-        int way = CLF_ATTEND_GEMM;
-        sh.batch = p->B;
-        sh.heads = a->hq;
-        sh.n = p->n;
-        sh.dh = a->dh;
-        sh.dq = a->dq;
-        sh.L = p->L;
-        sh.kv_per_head = p->hc > 1;
-        sh.scale = 1.0f;
-        CLF_TRY(clf__attend_resolve(ctx, &sh, p->softmax, &way));
-        p->fused = way == CLF_ATTEND_FUSED;
-    }
-    return 0;
+    return plan_attend(a, p);
 }
 
 CLF_EXTERN int

@@ -278,6 +278,170 @@ check_encoder(clf_context *ctx)
     clReleaseMemObject(mi);
 }
 
+/* The streaming attention kernel's rows against the host, in double: the
+ * visible keys of query t (full mode: j <= t when causal, not padding;
+ * causal Linformer: slots j < (t / block) c, then positions of its own
+ * block up to t from pk, pv, padding masked), one softmax. */
+struct flash_case {
+    struct clf__flash_shape sh;
+    const float *q, *kv, *vv, *pk, *pv;
+    const unsigned char *mask;
+};
+
+static double
+dot_scaled(const float *a, const float *b, size_t d, float scale)
+{
+    double acc = 0.0;
+    size_t e;
+
+    for (e = 0; e < d; e++)
+        acc += (double)a[e] * b[e];
+    return acc * scale;
+}
+
+static void
+flash_row_ref(const struct flash_case *f, size_t b, size_t h, size_t t,
+              double *out)
+{
+    const struct clf__attend_shape *a = &f->sh.at;
+    const size_t hc = a->kv_per_head ? a->heads : 1, width = hc * a->dh;
+    const size_t g = a->kv_per_head ? h : 0, n = a->n, dh = a->dh;
+    const size_t hk = f->sh.window_per_head ? h : 0, blk = f->sh.block;
+    const float *qt = f->q + (b * n + t) * a->dq + h * dh;
+    double s[160], m = -INFINITY, sum = 0.0;
+    const float *v[160];
+    size_t cnt = 0, j, e;
+
+    for (j = 0; j < a->L; j++) {
+        int vis = blk ? j < t / blk * f->sh.c
+                      : (!f->sh.causal || j <= t) &&
+                            (f->mask == NULL || f->mask[b * n + j]);
+        if (!vis)
+            continue;
+        v[cnt] = f->vv + (b * a->L + j) * width + g * dh;
+        s[cnt++] = dot_scaled(qt, f->kv + (b * a->L + j) * width + g * dh, dh,
+                              a->scale);
+    }
+    for (j = blk ? t / blk * blk : t + 1; j <= t; j++) {
+        if (f->mask != NULL && !f->mask[b * n + j])
+            continue;
+        v[cnt] = f->pv + (b * n + j) * f->sh.dkv + hk * dh;
+        s[cnt++] = dot_scaled(qt, f->pk + (b * n + j) * f->sh.dkv + hk * dh, dh,
+                              a->scale);
+    }
+    for (j = 0; j < cnt; j++)
+        m = fmax(m, s[j]);
+    for (j = 0; j < cnt; j++)
+        sum += (s[j] = exp(s[j] - m));
+    for (e = 0; e < dh; e++) {
+        out[e] = 0.0;
+        for (j = 0; j < cnt; j++)
+            out[e] += s[j] / sum * v[j][e];
+    }
+}
+
+/* Runs one case on the device and compares every row. */
+static void
+flash_run(clf_context *ctx, const struct flash_case *f, const char *what)
+{
+    const struct clf__attend_shape *a = &f->sh.at;
+    const size_t hc = a->kv_per_head ? a->heads : 1, width = hc * a->dh;
+    const size_t nq = a->batch * a->n * a->dq, nk = a->batch * a->L * width;
+    const size_t nt = a->batch * hc * a->dh * clf__attend_slots(a->L);
+    const size_t np = f->pk ? a->batch * a->n * f->sh.dkv : 1;
+    float *o = calloc(nq, sizeof *o), *kt = calloc(nt, sizeof *kt);
+    double ref[128];
+    cl_mem mq, mk, mv, mo, mt, mpk, mpv, mm = NULL;
+    size_t b, h, t, e;
+    cl_int err;
+
+    fill(o, nq, 60);
+    mq = upload(ctx, f->q, nq);
+    mk = upload(ctx, f->kv, nk);
+    mv = upload(ctx, f->vv, nk);
+    mo = upload(ctx, o, nq);
+    mt = upload(ctx, kt, nt);
+    mpk = upload(ctx, f->pk ? f->pk : o, np);
+    mpv = upload(ctx, f->pv ? f->pv : o, np);
+    if (f->mask != NULL)
+        mm = clCreateBuffer(ctx->context,
+                            CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                            a->batch * a->n, (void *)f->mask, &err);
+    expect(clf__flash(ctx, &f->sh, mq, mk, mv, mt, mo, mm, f->pk ? mpk : NULL,
+                      f->pv ? mpv : NULL) == 0,
+           what);
+    download(ctx, mo, o, nq);
+    for (b = 0; b < a->batch; b++)
+        for (h = 0; h < a->heads; h++)
+            for (t = 0; t < a->n; t++) {
+                flash_row_ref(f, b, h, t, ref);
+                for (e = 0; e < a->dh; e++)
+                    expect(fabs(o[(b * a->n + t) * a->dq + h * a->dh + e] -
+                                ref[e]) < 1e-5,
+                           what);
+            }
+    clReleaseMemObject(mq);
+    clReleaseMemObject(mk);
+    clReleaseMemObject(mv);
+    clReleaseMemObject(mo);
+    clReleaseMemObject(mt);
+    clReleaseMemObject(mpk);
+    clReleaseMemObject(mpv);
+    if (mm != NULL)
+        clReleaseMemObject(mm);
+    free(o);
+    free(kt);
+}
+
+/* The streaming kernel in each mode: Linformer over 70 slots (two tiles,
+ * the second partial), full and causal full with a padding mask, causal
+ * Linformer with its window; 7 rows (a row tail), d_h 83 (64 + 16 + 3
+ * columns), shared and per-head keys. */
+static void
+check_flash(clf_context *ctx)
+{
+    enum { B = 2, H = 2, N = 7, DH = 83, DQ = H * DH, LMAX = 70 };
+    static float q[B * N * DQ], kv[B * LMAX * DQ], vv[B * LMAX * DQ];
+    static float pk[B * N * DQ], pv[B * N * DQ];
+    static const unsigned char mask[B * N] = {1, 1, 0, 1, 1, 0, 1,
+                                              0, 1, 1, 1, 1, 1, 0};
+    struct flash_case f;
+    int per, mode;
+
+    fill(q, B * N * DQ, 50);
+    fill(kv, B * LMAX * DQ, 51);
+    fill(vv, B * LMAX * DQ, 52);
+    fill(pk, B * N * DQ, 53);
+    fill(pv, B * N * DQ, 54);
+    for (per = 0; per < 2; per++)
+        for (mode = 0; mode < 4; mode++) {
+            memset(&f, 0, sizeof f);
+            f.sh.at.batch = B;
+            f.sh.at.heads = H;
+            f.sh.at.n = N;
+            f.sh.at.dh = DH;
+            f.sh.at.dq = DQ;
+            f.sh.at.L = mode == 0 ? LMAX : mode == 3 ? 6 : N;
+            f.sh.at.kv_per_head = per;
+            f.sh.at.scale = 0.3f;
+            f.sh.full = mode == 1 || mode == 2;
+            f.sh.causal = mode == 2;
+            f.q = q;
+            f.kv = kv;
+            f.vv = vv;
+            f.mask = f.sh.full || mode == 3 ? mask : NULL;
+            if (mode == 3) { /* 3 blocks of 3 (N_max 9), 2 slots each */
+                f.sh.block = 3;
+                f.sh.c = 2;
+                f.sh.dkv = (per ? H : 1) * DH;
+                f.sh.window_per_head = per;
+                f.pk = pk;
+                f.pv = pv;
+            }
+            flash_run(ctx, &f, "flash");
+        }
+}
+
 /* The fused attention kernel and its key transpose: a row tail (n = 5 is
  * not a multiple of CLF_ATTEND_ROWS), slots padded (L = 5 of 64), two
  * d_h blocks (16 + 64 = 80 columns per head), shared and per-head slots. */
@@ -654,6 +818,7 @@ main(void)
     check_causal(ctx);
     check_encoder(ctx);
     check_attend(ctx);
+    check_flash(ctx);
     check_gemm(ctx);
     check_tiled(ctx);
     check_half(ctx);

@@ -98,7 +98,7 @@ START_TEST(choice_force_is_used)
 }
 END_TEST
 
-/* A forced fused or GEMM path is what the forward runs. */
+/* A forced fused, streaming or GEMM path is what the forward runs. */
 START_TEST(choice_forced_attend_runs)
 {
     clf_context *ctx = tu_context();
@@ -122,8 +122,14 @@ START_TEST(choice_forced_attend_runs)
     ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", "gemm"), 0);
     ck_assert_int_eq(clf_attention_forward(att, x, 2, 8, y2), 0);
     ck_assert_int_eq(clf__attention_last_fused(att), 0);
-    ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", NULL), 0);
+    ck_assert_int_eq(clf__attention_last_flash(att), 0);
     /* Both ways compute the same attention (float rounding apart). */
+    for (i = 0; i < sizeof y / sizeof *y; i++)
+        ck_assert_float_eq_tol(y[i], y2[i], 1e-5f);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", "flash"), 0);
+    ck_assert_int_eq(clf_attention_forward(att, x, 2, 8, y), 0);
+    ck_assert_int_eq(clf__attention_last_flash(att), 1);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", NULL), 0);
     for (i = 0; i < sizeof y / sizeof *y; i++)
         ck_assert_float_eq_tol(y[i], y2[i], 1e-5f);
     clf_attention_destroy(att);
@@ -147,7 +153,7 @@ START_TEST(choice_unknown_names_list_valid_ones)
                  CLF_ENULL_ARGUMENT, "ctx");
     setenv("CLINFORMER_KERNELS", "softmax=group,attend=fast", 1);
     ASSERT_FAILS(clf__softmax_resolve(ctx, 10, 10, &v), CLF_EINVALID_ARGUMENT,
-                 "gemm or fused");
+                 "gemm, fused or flash");
     setenv("CLINFORMER_KERNELS", "softmax", 1);
     ASSERT_FAILS(clf__softmax_resolve(ctx, 10, 10, &v), CLF_EINVALID_ARGUMENT,
                  "CLINFORMER_KERNELS");

@@ -29,7 +29,7 @@ run() { # expected-status, args...
     test $? -eq "$want"
 }
 
-echo "1..24"
+echo "1..25"
 check cli_help_exits_zero run 0 help
 check cli_help_lists_commands grep -q "devices" "$out"
 check cli_version_prints_version sh -c "'$cli' version | grep -Eq '^clinformer [0-9]+\.[0-9]+\.[0-9]+$'"
@@ -43,6 +43,7 @@ check cli_demo_runs run 0 demo --seq-len 96 --repeat 1
 check cli_demo_prints_golden_values sh -c "grep -q 'full attention       25.7521' '$out' && grep -q 'compressed attention 27.2636' '$out'"
 check cli_lookahead_causal_passes run 0 check-lookahead --seq-len 70 --max-seq-len 80 --block 10 --k 16 --positions 70
 check cli_lookahead_reports_pass grep -q '^PASS: for each of 70 positions' "$out"
+check cli_lookahead_causal_passes_with_flash sh -c "CLINFORMER_KERNELS=attend=flash '$cli' check-lookahead --seq-len 70 --max-seq-len 80 --block 10 --k 16 --positions 10 >'$out' 2>'$err' && grep -q '^PASS' '$out' && CLINFORMER_KERNELS=attend=flash '$cli' check-lookahead --full --seq-len 70 --positions 10 >'$out' 2>'$err' && grep -q '^PASS' '$out'"
 check cli_lookahead_plain_fails sh -c "'$cli' check-lookahead --seq-len 40 --k 8 --block 5 --no-causal >'$out' 2>'$err'; test \$? -eq 3 && grep -q '^FAIL: changing the inputs after t=0 moved the output at position 0' '$out'"
 check cli_lookahead_bad_k_is_named sh -c "'$cli' check-lookahead --k 60 >'$out' 2>'$err'; test \$? -eq 1 && grep -q 'multiple of the 16 blocks' '$err'"
 data="${top_srcdir:-.}/tests/data"

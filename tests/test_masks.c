@@ -235,7 +235,7 @@ START_TEST(padding_with_each_attention_way)
         mask[i] = r[i] < 0.6f ? 1 : 0;
     memset(mask + 30, 0, 30); /* the second sequence all padding */
     for (s = CLF_SHARE_HEADWISE; s <= CLF_SHARE_KEY_VALUE; s++)
-        for (v = CLF_ATTEND_GEMM; v <= CLF_ATTEND_FUSED; v++) {
+        for (v = CLF_ATTEND_GEMM; v <= CLF_ATTEND_FLASH; v++) {
             clf_attention_desc d = desc_of((clf_sharing)s, 30, 6, 0);
             struct layer l;
             d.d_model = 48; /* 3 heads of 16 */

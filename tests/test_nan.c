@@ -1,7 +1,8 @@
 /* NaN propagates as in PyTorch: a score row holding a NaN gives NaN
  * probabilities for that row, through every softmax kernel and through both
  * ways attention over the slots runs (GEMM path, with each softmax kernel,
- * and the fused kernel).  Fully masked rows (all -inf) still give zeros. */
+ * the fused and the streaming kernel).  Fully masked rows (all -inf) still give
+ * zeros. */
 #include "internal.h"
 #include "testutil.h"
 
@@ -93,22 +94,24 @@ nan_desc(void)
 }
 
 /* Forwards x through every way: the GEMM path with each softmax kernel,
- * then the fused kernel; check(y, way) judges each output. */
+ * then the fused and the streaming kernel; check(y, way) judges each
+ * output. */
 static void
 every_way(struct layer *l, const float *x,
           void (*check)(const float *y, const char *way))
 {
     static const char *const ways[] = {
         "GEMM path, scalar softmax", "GEMM path, vector softmax",
-        "GEMM path, group softmax", "fused kernel"};
+        "GEMM path, group softmax", "fused kernel", "streaming kernel"};
     clf_context *ctx = tu_context();
     size_t count = (size_t)B * N * 32, i;
     float *y = tu_malloc(count * sizeof *y);
     int saved = ctx->softmax_variant, w, rc;
 
-    for (w = 0; w < 4; w++) {
-        clf__attention_set_attend(l->att,
-                                  w < 3 ? CLF_ATTEND_GEMM : CLF_ATTEND_FUSED);
+    for (w = 0; w < 5; w++) {
+        clf__attention_set_attend(l->att, w < 3    ? CLF_ATTEND_GEMM
+                                          : w == 3 ? CLF_ATTEND_FUSED
+                                                   : CLF_ATTEND_FLASH);
         if (w < 3)
             ctx->softmax_variant = w;
         for (i = 0; i < count; i++)
@@ -116,6 +119,7 @@ every_way(struct layer *l, const float *x,
         rc = clf_attention_forward(l->att, x, B, N, y);
         ck_assert_msg(rc == 0, "%s: %s", ways[w], clf_last_error());
         ck_assert_int_eq(clf__attention_last_fused(l->att), w == 3);
+        ck_assert_int_eq(clf__attention_last_flash(l->att), w == 4);
         check(y, ways[w]);
     }
     ctx->softmax_variant = saved;

@@ -86,7 +86,7 @@ const char cli_epilogue[] =
     "cl/*.cl from there), CLINFORMER_TUNE=off (ignore stored GEMM tuning),\n"
     "CLINFORMER_KERNELS=softmax=NAME,gemm=NAME,attend=NAME (force kernel\n"
     "choices instead of the stored or timed ones; softmax: scalar, vector,\n"
-    "group; gemm: clblast, blocked, tiled; attend: gemm, fused).\n"
+    "group; gemm: clblast, blocked, tiled; attend: gemm, fused, flash).\n"
     "Exit status: 0 on success (check-lookahead: PASS; compare: MATCH), 1 on\n"
     "an error (the message names it; a failed kernel build prints its log),\n"
     "2 on a usage error (an unknown option or one of another command, a\n"

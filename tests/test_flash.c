@@ -1,0 +1,365 @@
+/* The streaming (flash) attention kernel forced in every mode: Linformer,
+ * full, causal full and prefix-safe causal Linformer, with and without
+ * padding masks, batches, every K/V sharing the layer allows, and sizes
+ * that are not multiples of its tiles (64 keys, 6 rows, 16 lanes).
+ *
+ * Tolerance against the double-precision reference: max |y - y_ref| <=
+ * 1e-5 * max |y_ref| over the whole output, as test_attention and
+ * test_masks: the online softmax rescales float sums of at most a few
+ * hundred terms, while an indexing or masking mistake is of order 1. */
+#include "attention.h"
+#include "reference.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL 1e-5
+
+enum mask_kind { NO_MASK, LENGTHS, BYTES };
+
+/* One forced-flash forward against the reference. */
+static void
+check(struct layer *l, clf_mode mode, int causal, enum mask_kind mk, size_t B,
+      size_t n, unsigned long long seed)
+{
+    const size_t D = l->desc.d_model, count = B * n * D;
+    float *x = tu_malloc(count * sizeof *x), *y = tu_malloc(count * sizeof *y);
+    double *ref = tu_malloc(count * sizeof *ref);
+    unsigned char *mask = tu_malloc(B * n);
+    unsigned *lens = tu_malloc(B * sizeof *lens);
+    clf_forward_opts o;
+    char what[200];
+    size_t i, b;
+
+    tu_fill(x, count, seed, -1.0f, 1.0f);
+    for (i = 0; i < count; i++)
+        y[i] = NAN; /* poison: an unwritten element fails */
+    for (b = 0; b < B; b++)
+        lens[b] = (unsigned)(b == 1 ? 1 : n - (b * 7) % n);
+    for (i = 0; i < B * n; i++)
+        mask[i] = (unsigned char)(mk == LENGTHS ? i % n < lens[i / n]
+                                  : mk == BYTES ? (i * 2654435761u) % 5 != 0
+                                                : 1);
+    memset(&o, 0, sizeof o);
+    o.causal = causal;
+    o.lengths = mk == LENGTHS ? lens : NULL;
+    o.key_mask = mk == BYTES ? mask : NULL;
+    ck_assert_int_eq(clf_attention_set_mode(l->att, mode), 0);
+    clf__attention_set_attend(l->att, CLF_ATTEND_FLASH);
+    ck_assert_msg(clf_attention_forward_ex(l->att, x, B, n, y, &o) == 0,
+                  "forward: %s", clf_last_error());
+    ck_assert_int_eq(clf__attention_last_flash(l->att), 1);
+    ref_attention_ex(&l->ref, mode == CLF_MODE_FULL, x, B, n,
+                     mk == NO_MASK ? NULL : mask, causal, l->desc.causal_block,
+                     ref);
+    snprintf(what, sizeof what,
+             "flash %s%s mask=%d B=%zu n=%zu N=%zu k=%zu d_h=%zu b=%zu "
+             "sharing=%d share_kv=%d one_kv_head=%d",
+             mode == CLF_MODE_FULL ? "full" : "linformer",
+             causal ? " causal" : "", (int)mk, B, n, l->desc.max_seq_len,
+             l->desc.k, l->ref.dh, l->desc.causal_block, (int)l->desc.sharing,
+             l->desc.share_kv, l->desc.one_kv_head);
+    tu_assert_close(y, ref, count, TOL, what);
+    clf__attention_set_attend(l->att, CLF_ATTEND_UNDECIDED);
+    free(x);
+    free(y);
+    free(ref);
+    free(mask);
+    free(lens);
+}
+
+/* Layers whose sizes miss the kernel's tiles: (D, h, d_h, N, k, block,
+ * sharing, share_kv, one_kv_head).  N/block blocks divide k. */
+static const struct {
+    size_t D, h, dh, N, k, block;
+    clf_sharing sharing;
+    int share_kv, one_kv_head;
+} layers[] = {
+    {30, 3, 0, 150, 70, 30, CLF_SHARE_HEADWISE, 0, 0},  /* d_h 10 */
+    {48, 2, 80, 100, 45, 20, CLF_SHARE_PER_HEAD, 0, 0}, /* 64 + 16 */
+    {24, 2, 67, 70, 21, 10, CLF_SHARE_KEY_VALUE, 0, 1}, /* 64 + 3 */
+    {32, 2, 0, 130, 65, 26, CLF_SHARE_HEADWISE, 1, 0},  /* d_h 16 */
+    {24, 3, 24, 66, 12, 11, CLF_SHARE_PER_HEAD, 0, 1},  /* 16 + 8 */
+};
+
+static void
+make_layer(struct layer *l, size_t i, unsigned long long seed)
+{
+    clf_attention_desc d;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = layers[i].D;
+    d.heads = layers[i].h;
+    d.head_dim = layers[i].dh;
+    d.max_seq_len = layers[i].N;
+    d.k = layers[i].k;
+    d.causal_block = layers[i].block;
+    d.sharing = layers[i].sharing;
+    d.share_kv = layers[i].share_kv;
+    d.one_kv_head = layers[i].one_kv_head;
+    d.bias_q = d.bias_k = d.bias_out = 1;
+    d.bias_v = !d.share_kv;
+    layer_make(l, &d, seed);
+}
+
+/* Every layer, in `mode` (causal or not), each mask kind, batches of 3
+ * at full length and of 1 at an odd length. */
+static void
+every_layer(clf_mode mode, int causal, unsigned long long seed)
+{
+    size_t i;
+    int mk;
+
+    for (i = 0; i < sizeof layers / sizeof layers[0]; i++) {
+        struct layer l;
+        make_layer(&l, i, seed + i);
+        for (mk = NO_MASK; mk <= BYTES; mk++) {
+            check(&l, mode, causal, (enum mask_kind)mk, 3, layers[i].N,
+                  seed + 10 * i + (unsigned long long)mk);
+            check(&l, mode, causal, (enum mask_kind)mk, 1, layers[i].N - 7,
+                  seed + 10 * i + 5 + (unsigned long long)mk);
+        }
+        layer_free(&l);
+    }
+}
+
+START_TEST(flash_linformer_matches_reference)
+{
+    every_layer(CLF_MODE_LINFORMER, 0, 1000);
+}
+END_TEST
+
+START_TEST(flash_full_matches_reference)
+{
+    every_layer(CLF_MODE_FULL, 0, 2000);
+}
+END_TEST
+
+START_TEST(flash_causal_full_matches_reference)
+{
+    every_layer(CLF_MODE_FULL, 1, 3000);
+}
+END_TEST
+
+START_TEST(flash_causal_linformer_matches_reference)
+{
+    every_layer(CLF_MODE_LINFORMER, 1, 4000);
+}
+END_TEST
+
+/* Short sequences: one row, a block of one position, n below a tile. */
+START_TEST(flash_short_sequences)
+{
+    struct layer l;
+    int causal;
+
+    make_layer(&l, 0, 5000);
+    for (causal = 0; causal < 2; causal++) {
+        check(&l, CLF_MODE_FULL, causal, NO_MASK, 2, 1, 5001);
+        check(&l, CLF_MODE_LINFORMER, causal, NO_MASK, 2, 1, 5002);
+        check(&l, CLF_MODE_FULL, causal, LENGTHS, 3, 5, 5003);
+        check(&l, CLF_MODE_LINFORMER, causal, BYTES, 3, 31, 5004);
+    }
+    layer_free(&l);
+}
+END_TEST
+
+/* The design's worked example with the streaming kernel forced through
+ * clf_context_force_kernel: 25.7521 in full attention, 27.2636
+ * compressed. */
+START_TEST(flash_golden_example)
+{
+    clf_context *ctx = tu_context();
+    clf_attention *att = tu_golden_layer();
+    const float x[3] = {1.0f, 2.0f, 3.0f};
+    float y[3] = {NAN, NAN, NAN};
+
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", "flash"), 0);
+    ck_assert_int_eq(clf_attention_set_mode(att, CLF_MODE_FULL), 0);
+    ck_assert_int_eq(clf_attention_forward(att, x, 1, 3, y), 0);
+    ck_assert_int_eq(clf__attention_last_flash(att), 1);
+    ck_assert_double_eq_tol(y[0], 25.7521, 0.5e-4);
+    y[0] = NAN;
+    ck_assert_int_eq(clf_attention_set_mode(att, CLF_MODE_LINFORMER), 0);
+    ck_assert_int_eq(clf_attention_forward(att, x, 1, 3, y), 0);
+    ck_assert_int_eq(clf__attention_last_flash(att), 1);
+    ck_assert_double_eq_tol(y[0], 27.2636, 0.5e-4);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", NULL), 0);
+    clf_attention_destroy(att);
+}
+END_TEST
+
+/* Full mode with the streaming kernel holds no score buffer and makes no
+ * chunks: the layer's device memory is that of the GEMM path without its
+ * n x n scores, and grows linearly in n. */
+START_TEST(flash_full_mode_holds_no_scores)
+{
+    struct layer l;
+    size_t bytes[2], n[2] = {256, 512}, i;
+    float *x, *y;
+
+    clf_attention_desc d;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = 32;
+    d.heads = 4;
+    d.max_seq_len = 512;
+    d.k = 16;
+    layer_make(&l, &d, 6001);
+    x = tu_malloc(512 * 32 * sizeof *x);
+    y = tu_malloc(512 * 32 * sizeof *y);
+    tu_fill(x, 512 * 32, 6002, -1.0f, 1.0f);
+    ck_assert_int_eq(clf_attention_set_mode(l.att, CLF_MODE_FULL), 0);
+    clf__attention_set_attend(l.att, CLF_ATTEND_FLASH);
+    /* Chunks of one row if scores were made: the kernel ignores it. */
+    clf__attention_set_score_limit(l.att, 1);
+    for (i = 0; i < 2; i++) {
+        ck_assert_int_eq(clf_attention_forward(l.att, x, 1, n[i], y), 0);
+        ck_assert_int_eq(clf__attention_last_flash(l.att), 1);
+        ck_assert_uint_eq(l.att->ws[WS_S].cap, 0);
+        ck_assert_int_eq(clf_attention_device_bytes(l.att, &bytes[i]), 0);
+    }
+    /* Weights (E, F: k x N) and O(n d) workspaces, far below one head's
+     * 512 x 512 scores (1 MiB) on top. */
+    ck_assert_uint_lt(bytes[1], (size_t)512 * 512 * sizeof(float));
+    ck_assert_uint_lt(bytes[1] - bytes[0], (size_t)256 * 32 * 4 * 16);
+    layer_free(&l);
+    free(x);
+    free(y);
+}
+END_TEST
+
+/* The look-ahead audit passes in causal mode with the streaming kernel
+ * forced by CLINFORMER_KERNELS, both modes, bit for bit. */
+START_TEST(flash_causal_lookahead_passes)
+{
+    static const size_t cases[][4] = {{40, 8, 5, 37}, {130, 65, 26, 130}};
+    char *was = getenv("CLINFORMER_KERNELS");
+    size_t c, t;
+
+    was = was != NULL ? strdup(was) : NULL;
+    setenv("CLINFORMER_KERNELS", "attend=flash", 1);
+    for (c = 0; c < 2; c++) {
+        clf_attention_desc d;
+        const size_t n = cases[c][3];
+        size_t positions[8], np = 0;
+        float *x;
+        clf_lookahead_result r;
+        clf_forward_opts o;
+        struct layer l;
+        int mode;
+
+        memset(&d, 0, sizeof d);
+        d.d_model = 24;
+        d.heads = 3;
+        d.max_seq_len = cases[c][0];
+        d.k = cases[c][1];
+        d.causal_block = cases[c][2];
+        layer_make(&l, &d, 7000 + c);
+        x = tu_malloc(n * d.d_model * sizeof *x);
+        tu_fill(x, n * d.d_model, 7010 + c, -1.0f, 1.0f);
+        for (t = 0; t < n; t += n / 7)
+            positions[np++] = t;
+        memset(&o, 0, sizeof o);
+        o.causal = 1;
+        for (mode = 0; mode < 2; mode++) {
+            ck_assert_int_eq(clf_attention_set_mode(l.att, (clf_mode)mode), 0);
+            ck_assert_int_eq(clf_attention_check_lookahead(
+                                 l.att, x, n, &o, positions, np, 7020 + c, &r),
+                             0);
+            ck_assert_int_eq(clf__attention_last_flash(l.att), 1);
+            ck_assert_msg(r.passed, "flash %s causal: t=%zu moved %zu by %g",
+                          mode ? "full" : "linformer", r.t, r.moved, r.change);
+        }
+        layer_free(&l);
+        free(x);
+    }
+    if (was != NULL)
+        setenv("CLINFORMER_KERNELS", was, 1);
+    else
+        unsetenv("CLINFORMER_KERNELS");
+    free(was);
+}
+END_TEST
+
+/* A NaN input in sequence 0 makes every output of sequence 0 NaN in full
+ * and Linformer mode (plain and causal full: it reaches every key of
+ * position 3 on, and W_o mixes heads; in full mode the rows before it
+ * stay finite when causal); sequence 1 stays finite.  A fully masked
+ * sequence gives zeros. */
+START_TEST(flash_nan_and_fully_masked)
+{
+    const size_t B = 2, n = 20, D = 24;
+    float x[2 * 20 * 24], y[2 * 20 * 24];
+    unsigned char mask[2 * 20];
+    clf_forward_opts o;
+    struct layer l;
+    size_t i;
+    int mode, causal;
+
+    make_layer(&l, 4, 8000);
+    tu_fill(x, B * n * D, 8001, -1.0f, 1.0f);
+    x[3 * D + 5] = NAN;
+    clf__attention_set_attend(l.att, CLF_ATTEND_FLASH);
+    memset(&o, 0, sizeof o);
+    for (mode = 0; mode < 2; mode++)
+        for (causal = 0; causal < 2; causal++) {
+            o.causal = causal;
+            ck_assert_int_eq(clf_attention_set_mode(l.att, (clf_mode)mode), 0);
+            ck_assert_int_eq(clf_attention_forward_ex(l.att, x, B, n, y, &o),
+                             0);
+            for (i = 0; i < n * D; i++)
+                ck_assert_msg(
+                    isnan(y[i]) || (causal && i < 3 * D && isfinite(y[i])),
+                    "mode %d causal %d: y[0][%zu] = %g", mode, causal, i, y[i]);
+            for (i = n * D; i < B * n * D; i++)
+                ck_assert_msg(isfinite(y[i]), "y[1][%zu] = %g", i - n * D,
+                              y[i]);
+        }
+    tu_fill(x, B * n * D, 8002, -1.0f, 1.0f);
+    memset(mask, 1, sizeof mask);
+    memset(mask + n, 0, n);
+    o.key_mask = mask;
+    for (mode = 0; mode < 2; mode++)
+        for (causal = 0; causal < 2; causal++) {
+            o.causal = causal;
+            ck_assert_int_eq(clf_attention_set_mode(l.att, (clf_mode)mode), 0);
+            ck_assert_int_eq(clf_attention_forward_ex(l.att, x, B, n, y, &o),
+                             0);
+            for (i = 0; i < B * n * D; i++)
+                ck_assert_msg(isfinite(y[i]), "y[%zu] = %g", i, y[i]);
+            for (i = n * D; i < B * n * D; i++)
+                ck_assert_float_eq(y[i], 0.0f);
+        }
+    layer_free(&l);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("flash");
+    TCase *tc = tcase_create("flash");
+
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, flash_linformer_matches_reference);
+    tcase_add_test(tc, flash_full_matches_reference);
+    tcase_add_test(tc, flash_causal_full_matches_reference);
+    tcase_add_test(tc, flash_causal_linformer_matches_reference);
+    tcase_add_test(tc, flash_short_sequences);
+    tcase_add_test(tc, flash_golden_example);
+    tcase_add_test(tc, flash_full_mode_holds_no_scores);
+    tcase_add_test(tc, flash_causal_lookahead_passes);
+    tcase_add_test(tc, flash_nan_and_fully_masked);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    return tu_run(suite(), 1);
+}

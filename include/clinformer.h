@@ -323,11 +323,11 @@ typedef enum clf_choice_source {
     CLF_SOURCE_FORCED    /* clf_context_force_kernel or CLINFORMER_KERNELS */
 } clf_choice_source;
 
+/* Besides the kernel choices, a store lists kind "throughput": the
+ * device's measured speed for a split over several devices (clf_group_*),
+ * name "measured", ms[0] the rate in positions per second. */
 typedef struct clf_kernel_choice {
-    const char *kind; /* "softmax", "gemm" or "attend"; static storage;
-                         or "throughput": the device's measured speed for
-                         a split over several devices (clf_group_*), name
-                         "measured", ms[0] the rate (positions/s) */
+    const char *kind; /* "softmax", "gemm" or "attend"; static storage */
     const char *name; /* the kernel chosen; static storage */
     char bucket[48];  /* the shapes it covers, e.g. "m1024.n512.k512" */
     clf_choice_source source; /* CLF_SOURCE_STORED or CLF_SOURCE_TIMED */

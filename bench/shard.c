@@ -42,15 +42,15 @@ time_forward(clf_group_attention *ga, size_t i, size_t size, const float *x,
     return t[r / 2];
 }
 
-/* Bytes a forward over the group exchanges per layer: Linformer sums the
- * shards' k x d_kv partials of K and V (each shard sends and receives
- * 2 B k d_kv floats); full mode gathers K and V (each shard receives
- * 2 B n d_kv floats, its own rows included). */
+/* Bytes the shards receive per layer, all together: Linformer's allreduce
+ * gives each shard the summed k x d_kv compressions of K and V (2 B k d_kv
+ * floats); full mode's allgather gives each shard every row of K and V
+ * (2 B n d_kv floats).  Each shard sends its own part: Linformer the same
+ * 2 B k d_kv floats, full its 2 B n_r d_kv. */
 static double
 exchanged(int full, size_t B, size_t n, size_t k, size_t D, size_t shards)
 {
-    return full ? 2.0 * (double)(B * n * D) * 4.0 * (double)shards
-                : 2.0 * 2.0 * (double)(B * k * D) * 4.0 * (double)shards;
+    return 2.0 * (double)(B * (full ? n : k) * D) * 4.0 * (double)shards;
 }
 
 static void
@@ -110,7 +110,7 @@ shard_row(const struct clf_bench_options *o, clf_group *g, int full, size_t n)
     clf_group_set_weights(g, w);
     if ((weighted = time_forward(ga, size, size, x, y, B, n, o->repeat)) < 0)
         goto done;
-    printf("  even %8.2f ms  weighted %8.2f ms  exchanged/layer %.0f KiB\n",
+    printf("  even %8.2f ms  weighted %8.2f ms  received/layer %.0f KiB\n",
            even, weighted, exchanged(full, B, n, k, D, size) / 1024.0);
     rc = 0;
 done:

@@ -332,6 +332,9 @@ typedef enum clf_choice_source {
     CLF_SOURCE_FORCED    /* clf_context_force_kernel or CLINFORMER_KERNELS */
 } clf_choice_source;
 
+/* Besides the kernel choices, a store lists kind "throughput": the
+ * device's measured speed for a split over several devices (clf_group_*),
+ * name "measured", ms[0] the rate in positions per second. */
 typedef struct clf_kernel_choice {
     const char *kind; /* "softmax", "gemm" or "attend"; static storage */
     const char *name; /* the kernel chosen; static storage */
@@ -825,8 +828,8 @@ CLF_EXTERN int clf_model_forward_tokens(clf_model *m, const long long *ids,
  *     exchanged.
  * CLF_SHARD_AUTO (the default) splits by sequences when the batch has at
  * least one sequence per device, else by positions.  Positions (or
- * sequences) are dealt in proportion to the weights (relative throughput
- * per device, clf_group_set_weights), evenly when none are set.  With
+ * sequences) are dealt in proportion to each device's throughput
+ * (measured and stored, or given with clf_group_set_weights).  With
  * fewer positions (causal blocks) or sequences than devices, fewer devices
  * take part.  The output equals the single-device forward's within float
  * rounding (the sums run in another order).  Each forward runs one thread
@@ -858,8 +861,15 @@ CLF_EXTERN clf_context *clf_group_context(const clf_group *g, size_t i);
 /* Forces the split (CLF_SHARD_SEQ or CLF_SHARD_BATCH) or lets the cost
  * model pick (CLF_SHARD_AUTO).  Errors: CLF_EBAD_ENUM. */
 CLF_EXTERN int clf_group_set_strategy(clf_group *g, clf_shard_by by);
-/* Relative throughput of each device (clf_group_size entries, each > 0;
- * NULL: an even split).  Errors: CLF_EINVALID_ARGUMENT naming the entry. */
+/* Relative throughput of each device (clf_group_size entries, each > 0),
+ * which then deals the positions or sequences of every forward; NULL (the
+ * default): a model's forward weights the split by each device's measured
+ * throughput for the model and shape: timed once per device (one forward
+ * of the whole input alone on it, after a warm-up), kept in the device's
+ * kernel-choice store ("throughput" entries, see clf_kernel_choice) and
+ * reused by later forwards and processes; a layer's forward
+ * (clf_group_attention_forward_ex) splits evenly.  Errors:
+ * CLF_EINVALID_ARGUMENT naming the entry. */
 CLF_EXTERN int clf_group_set_weights(clf_group *g, const double *weights);
 /* How the last forward was split, and over how many devices. */
 CLF_EXTERN int clf_group_last_split(const clf_group *g, clf_shard_by *by,

@@ -1,7 +1,9 @@
 /* Private to the attention layer's files: weights.c (the layer and its
  * weights), plan.c (what a forward of a given shape does and needs, every
  * kernel choice resolved) and attention.c (the forward: stages enqueued in
- * order).  They call down into the stage files, never the other way. */
+ * order).  They call down into the stage files, never the other way.  The
+ * sharded forward (shard.c, shard_model.c, group_model.c) reads the
+ * layer's shapes and runs its stages on the layer's workspaces. */
 #ifndef CLINFORMER_ATTENTION_H
 #define CLINFORMER_ATTENTION_H
 

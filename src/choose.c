@@ -25,6 +25,12 @@
  * a shape is never timed twice in one context. */
 #define CONTEXT_MAX_ENTRIES 8192
 
+/* Besides the choices, the store keeps each device's measured throughput
+ * for a sharded forward's split: "throughput BUCKET RATE" lines, entries
+ * of this pseudo-kind (RATE, a positive integer, in the winner field). */
+#define KIND_RATE CLF_KIND_COUNT
+static const char rate_kind[] = "throughput";
+
 static const char *const softmax_names[] = {"scalar", "vector", "group"};
 static const char *const gemm_names[] = {"clblast", "blocked", "tiled"};
 static const char *const attend_names[] = {"gemm", "fused", "flash"};
@@ -292,6 +298,14 @@ parse_line(clf_context *ctx, char *line)
     if (kind == NULL || bucket == NULL || name == NULL ||
         strtok(NULL, " ") != NULL || !bucket_ok(bucket))
         return;
+    if (strcmp(kind, rate_kind) == 0) {
+        char *end;
+        unsigned long v = strtoul(name, &end, 10);
+        if (*end == '\0' && v > 0 && v <= 0x7fffffffUL &&
+            find_entry(ctx, KIND_RATE, bucket) == NULL)
+            add_entry(ctx, KIND_RATE, bucket, (int)v, CLF_SOURCE_STORED);
+        return;
+    }
     k = kind_of(kind, strlen(kind));
     if (k < 0 || (c = candidate_of(k, name, strlen(name))) < 0)
         return;
@@ -386,9 +400,13 @@ store_text(const clf_context *ctx, const char *key)
      * size a reader accepts. */
     for (i = 0; i < ctx->nchoices && i < STORE_MAX_ENTRIES && len < cap; i++) {
         const struct clf__choice_entry *e = &ctx->choice_list[i];
-        len += (size_t)snprintf(buf + len, cap - len, "%s %s %s\n",
-                                table[e->kind].kind, e->bucket,
-                                table[e->kind].names[e->winner]);
+        if (e->kind == KIND_RATE)
+            len += (size_t)snprintf(buf + len, cap - len, "%s %s %d\n",
+                                    rate_kind, e->bucket, e->winner);
+        else
+            len += (size_t)snprintf(buf + len, cap - len, "%s %s %s\n",
+                                    table[e->kind].kind, e->bucket,
+                                    table[e->kind].names[e->winner]);
     }
     return buf;
 }
@@ -527,14 +545,45 @@ clf_context_kernel_choice(clf_context *ctx, size_t index,
     }
     e = &ctx->choice_list[index];
     memset(out, 0, sizeof *out);
-    out->kind = table[e->kind].kind;
-    out->name = table[e->kind].names[e->winner];
+    out->kind = e->kind == KIND_RATE ? rate_kind : table[e->kind].kind;
+    out->name =
+        e->kind == KIND_RATE ? "measured" : table[e->kind].names[e->winner];
     snprintf(out->bucket, sizeof out->bucket, "%s", e->bucket);
     out->source = e->source;
     for (i = 0; i < CLF_MAX_CANDIDATES; i++)
         out->ms[i] = e->ms[i];
+    if (e->kind == KIND_RATE)
+        out->ms[0] = e->winner; /* the rate */
     clf__unlock(ctx);
     return 0;
+}
+
+int
+clf__rate_lookup(clf_context *ctx, const char *bucket, double *rate)
+{
+    const struct clf__choice_entry *e;
+
+    clf__lock(ctx);
+    store_ensure_loaded(ctx);
+    e = find_entry(ctx, KIND_RATE, bucket);
+    if (e != NULL)
+        *rate = e->winner;
+    clf__unlock(ctx);
+    return e != NULL;
+}
+
+void
+clf__rate_record(clf_context *ctx, const char *bucket, double rate)
+{
+    int v = rate < 1.0 ? 1 : rate > 2e9 ? 2000000000 : (int)rate;
+
+    if (!bucket_ok(bucket))
+        return;
+    clf__lock(ctx);
+    store_ensure_loaded(ctx);
+    if (add_entry(ctx, KIND_RATE, bucket, v, CLF_SOURCE_TIMED) != NULL)
+        store_save(ctx);
+    clf__unlock(ctx);
 }
 
 /* ----------------------------------------------------------- timing */

@@ -409,10 +409,12 @@ gemm_batched_unlocked(clf_context *ctx, int trans_a, int trans_b, size_t m,
         return clblast_gemm(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off,
                             lda, b, b_off, ldb, beta, c, c_off, ldc);
     ctx->gemm_calls++;
+    pthread_mutex_lock(&clblast_lock);
     st = CLBlastSgemmStridedBatched(
         CLBlastLayoutRowMajor, tr(trans_a), tr(trans_b), m, n, k, alpha, a,
         a_off, lda, a_stride, b, b_off, ldb, b_stride, beta, c, c_off, ldc,
         c_stride, batch, &ctx->queue, NULL);
+    pthread_mutex_unlock(&clblast_lock);
     if (st != CLBlastSuccess)
         return clf__fail((int)st,
                          "CLBlastSgemmStridedBatched %zux%zux%zu x%zu failed "

@@ -203,7 +203,7 @@ pick_batch(const clf_group *g, size_t B)
 }
 
 static int
-run_job(clf_group *g, struct job *j, size_t unit)
+run_job(clf_group *g, struct job *j, size_t unit, const double *weights)
 {
     size_t units = (j->n + unit - 1) / unit, shards = g->count;
     int rc;
@@ -217,8 +217,8 @@ run_job(clf_group *g, struct job *j, size_t unit)
     if (j->bounds == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     rc = j->batch
-             ? clf_shard_split(j->B, (int)shards, g->weights, 1, j->bounds)
-             : clf_shard_split(j->n, (int)shards, g->weights, unit, j->bounds);
+             ? clf_shard_split(j->B, (int)shards, weights, 1, j->bounds)
+             : clf_shard_split(j->n, (int)shards, weights, unit, j->bounds);
     if (rc == 0)
         rc = clf__group_run((int)shards, j->batch ? run_batch : run_seq, j);
     g->last = j->batch ? CLF_SHARD_BATCH : CLF_SHARD_SEQ;
@@ -228,11 +228,69 @@ run_job(clf_group *g, struct job *j, size_t unit)
     return rc;
 }
 
+/* Device i's throughput (positions per second) for this model and shape:
+ * stored, or one forward of the whole input alone on it timed now (after
+ * a warm-up) and stored. */
+static int
+measure(clf_group_model *gm, size_t i, const struct job *j, double *rate)
+{
+    clf_context *ctx = gm->g->ctx[i];
+    char bucket[48];
+    float *y;
+    double t0 = 0.0;
+    int r, rc = 0;
+
+    snprintf(bucket, sizeof bucket, "shard.%s.d%zu.l%zu.n%zu",
+             gm->info.vocab ? "lm" : "enc", gm->info.d_model, gm->info.layers,
+             clf__pow2_bucket(j->B * j->n, (size_t)1 << 30));
+    for (r = 0; bucket[r] != '\0'; r++)
+        if (bucket[r] == '-')
+            bucket[r] = '.';
+    if (clf__rate_lookup(ctx, bucket, rate))
+        return 0;
+    y = malloc(j->B * j->n * j->out_w * sizeof *y);
+    if (y == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    for (r = 0; rc == 0 && r < 2; r++) {
+        t0 = clf__now_s();
+        rc = j->in_w == 1
+                 ? clf_model_forward_tokens(gm->m[i], j->x, j->B, j->n, y,
+                                            j->opts)
+                 : clf_model_forward(gm->m[i], j->x, j->B, j->n, y, j->opts);
+    }
+    free(y);
+    if (rc != 0)
+        return rc;
+    *rate = (double)(j->B * j->n) / (clf__now_s() - t0 + 1e-9);
+    clf__rate_record(ctx, bucket, *rate);
+    return 0;
+}
+
+/* The weights of a model's forward: the caller's, else each device's
+ * measured throughput (a single device needs none). */
+static int
+model_weights(clf_group_model *gm, const struct job *j, double **w)
+{
+    size_t i;
+
+    *w = NULL;
+    if (gm->g->weights != NULL || gm->g->count < 2)
+        return 0;
+    *w = malloc(gm->g->count * sizeof **w);
+    if (*w == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    for (i = 0; i < gm->g->count; i++)
+        CLF_TRY(measure(gm, i, j, &(*w)[i]));
+    return 0;
+}
+
 static int
 model_forward(clf_group_model *gm, const void *x, size_t B, size_t n, float *y,
               const clf_forward_opts *opts, int tokens)
 {
     struct job j;
+    double *w = NULL;
+    int rc;
 
     if (gm == NULL || x == NULL || y == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL",
@@ -256,8 +314,13 @@ model_forward(clf_group_model *gm, const void *x, size_t B, size_t n, float *y,
     j.x = x;
     j.y = y;
     j.opts = opts;
-    return run_job(gm->g, &j,
-                   clf_shard_unit(gm->m[0], opts != NULL && opts->causal));
+    rc = model_weights(gm, &j, &w);
+    if (rc == 0)
+        rc = run_job(gm->g, &j,
+                     clf_shard_unit(gm->m[0], opts != NULL && opts->causal),
+                     w != NULL ? w : gm->g->weights);
+    free(w);
+    return rc;
 }
 
 CLF_EXTERN int
@@ -374,7 +437,7 @@ clf_group_attention_forward_ex(clf_group_attention *ga, const float *x,
     j.x = x;
     j.y = y;
     j.opts = opts;
-    return run_job(ga->g, &j, unit);
+    return run_job(ga->g, &j, unit, ga->g->weights);
 }
 
 static int

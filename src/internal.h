@@ -248,6 +248,11 @@ int clf__choice_lookup(clf_context *ctx, int kind, const char *bucket,
                        int *winner);
 void clf__choice_record(clf_context *ctx, int kind, const char *bucket,
                         int winner, const double *ms);
+/* A device's measured throughput for a shape bucket (a sharded forward's
+ * split), kept in the same store as the choices: 1 with *rate, or 0 when
+ * not measured yet; and recording one (an integer, at least 1). */
+int clf__rate_lookup(clf_context *ctx, const char *bucket, double *rate);
+void clf__rate_record(clf_context *ctx, const char *bucket, double rate);
 /* Checks CLINFORMER_KERNELS; 0 or CLF_EINVALID_ARGUMENT. */
 int clf__choice_env_check(void);
 const char *clf__choice_kind_name(int kind);

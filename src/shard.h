@@ -1,5 +1,15 @@
 /*
- * Sequence-parallel (sharded) forward: the collectives it needs.
+ * Sequence-parallel (sharded) forward: the collectives it needs, and the
+ * entry points a shard calls (stable; usage under "the entry points"):
+ *
+ *   int clf_shard_model_forward(clf_model *m, const clf_shard_comm *comm,
+ *                               size_t batch, size_t seq_len,
+ *                               const size_t *bounds, const float *x,
+ *                               float *y, const clf_forward_opts *opts);
+ *
+ * with clf_shard_model_forward_tokens for an LM and the split from
+ * clf_shard_split(seq_len, comm->size, weights, clf_shard_unit(m, causal),
+ * bounds).
  *
  * A sharded forward runs the same code on every shard (one shard per
  * device; in one process each shard is a thread, across processes each

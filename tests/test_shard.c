@@ -317,6 +317,66 @@ START_TEST(shard_failing_shard_aborts_the_forward)
 }
 END_TEST
 
+/* A model's forward over the group weights the split by each device's
+ * throughput, measured once and kept in its kernel-choice store, and
+ * gives the one-device output. */
+START_TEST(shard_model_split_by_stored_throughput)
+{
+    const char *top = getenv("top_srcdir");
+    char path[1200];
+    clf_group *g = group_of(2);
+    clf_group_model *gm = NULL;
+    clf_model *one = NULL;
+    clf_kernel_choice kc;
+    clf_array x;
+    float *y1, *y2;
+    double *ref;
+    size_t i, count, rates;
+
+    snprintf(path, sizeof path, "%s/tests/data/lucidrains_encoder_x.npy",
+             top ? top : ".");
+    ck_assert_msg(clf_npy_load(path, &x) == 0, "%s", clf_last_error());
+    snprintf(path, sizeof path, "%s/tests/data/lucidrains_encoder.safetensors",
+             top ? top : ".");
+    ck_assert_msg(clf_group_model_load(&gm, g, path, NULL) == 0, "%s",
+                  clf_last_error());
+    ck_assert_int_eq(clf_model_load(&one, tu_context(), path, NULL), 0);
+    y1 = tu_malloc(x.count * sizeof *y1);
+    y2 = tu_malloc(x.count * sizeof *y2);
+    ref = tu_malloc(x.count * sizeof *ref);
+    ck_assert_int_eq(
+        clf_model_forward(one, x.data, x.shape[0], x.shape[1], y1, NULL), 0);
+    ck_assert_msg(clf_group_model_forward(gm, x.data, x.shape[0], x.shape[1],
+                                          y2, NULL) == 0,
+                  "%s", clf_last_error());
+    for (i = 0; i < x.count; i++)
+        ref[i] = y1[i];
+    tu_assert_close(y2, ref, x.count, TOL, "encoder over 2 shards");
+    for (i = 0; i < 2; i++) {
+        clf_context *ctx = clf_group_context(g, i);
+        size_t c;
+        ck_assert_int_eq(clf_context_kernel_choice_count(ctx, &count), 0);
+        for (c = 0, rates = 0; c < count; c++) {
+            ck_assert_int_eq(clf_context_kernel_choice(ctx, c, &kc), 0);
+            if (strcmp(kc.kind, "throughput") == 0 &&
+                strncmp(kc.bucket, "shard.enc.d16.l2.", 17) == 0) {
+                ck_assert_str_eq(kc.name, "measured");
+                ck_assert(kc.ms[0] >= 1.0);
+                rates++;
+            }
+        }
+        ck_assert_uint_eq(rates, 1);
+    }
+    free(y1);
+    free(y2);
+    free(ref);
+    clf_array_free(&x);
+    clf_model_destroy(one);
+    clf_group_model_destroy(gm);
+    clf_group_destroy(g);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -331,6 +391,7 @@ suite(void)
     tcase_add_test(tc, shard_linformer_matches_reference);
     tcase_add_test(tc, shard_causal_linformer_matches_reference);
     tcase_add_test(tc, shard_full_matches_reference);
+    tcase_add_test(tc, shard_model_split_by_stored_throughput);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -15,9 +15,11 @@
 #define GEMM_R CLF_GEMM_ROWS /* a -D option from src/kernel_params.h */
 
 /* Global size (at least ceil(M / GEMM_R), N / 64 + (N mod 64) / 16,
- * batch): work-item (i, j) takes rows GEMM_R i.. and, while 64 (j + 1) <=
- * N, columns 64 j..; the remaining columns go 16 at a time to the
- * following ids.  Work-items past M return at once; rows past M within a
+ * batch) when cols64: work-item (i, j) takes rows GEMM_R i.. and, while
+ * 64 (j + 1) <= N, columns 64 j..; the remaining columns go 16 at a time
+ * to the following ids.  Without cols64 (devices with 8-float vectors,
+ * where 64 columns' accumulators spill) every id takes 16 columns:
+ * global size (.., N / 16, batch).  Work-items past M return at once; rows past M within a
  * block repeat the last row and are not stored. */
 __kernel void
 clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
@@ -26,11 +28,11 @@ clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
             const uint ldb, const ulong b_stride, __global float *C,
             const ulong c_off, const uint ldc, const ulong c_stride,
             const uint accumulate, __global const float *bias,
-            const uint has_bias, const uint gelu)
+            const uint has_bias, const uint gelu, const uint cols64)
 {
     const uint r0 = get_global_id(0) * GEMM_R, jb = get_global_id(1);
     const uint batch = get_global_id(2);
-    const uint wide = N / 64;
+    const uint wide = cols64 ? N / 64 : 0;
     if (r0 >= M)
         return;
     const uint j0 = jb < wide ? jb * 64 : wide * 64 + (jb - wide) * 16;

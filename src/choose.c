@@ -207,6 +207,23 @@ clf_context_force_kernel(clf_context *ctx, const char *kind, const char *name)
 
 /* ---------------------------------------------------------- the store */
 
+static uint64_t kernels_key;
+static pthread_once_t kernels_key_once = PTHREAD_ONCE_INIT;
+
+/* A hash of the library's kernel sources and their -D constants. */
+static void
+hash_kernels(void)
+{
+    uint64_t h = clf__hash64(CLF_KERNEL_PARAM_OPTIONS,
+                             strlen(CLF_KERNEL_PARAM_OPTIONS), 0);
+    size_t i;
+
+    for (i = 0; i < CLF_KERNEL_FILES; i++)
+        h = clf__hash64(clf__kernel_sources[i],
+                        strlen(clf__kernel_sources[i]) + 1, h);
+    kernels_key = h;
+}
+
 /* The store's path for ctx's device, and the key line that must match;
  * path "" when there is no cache directory. */
 static void
@@ -217,11 +234,15 @@ store_path(const clf_context *ctx, char *path, size_t cap, char *key,
     uint64_t h;
 
     /* The GEMM tuning in force is part of the key: tuning changes what
-     * CLBlast's GEMMs cost, so choices made before it are made again. */
-    snprintf(key, key_cap, "key %s|%s|%s|%s|%s|clinformer %s|tuning %s",
+     * CLBlast's GEMMs cost, so choices made before it are made again; so
+     * are the library's kernel sources and their -D constants, since
+     * changed kernels change what the candidates cost. */
+    pthread_once(&kernels_key_once, hash_kernels);
+    snprintf(key, key_cap,
+             "key %s|%s|%s|%s|%s|clinformer %s|tuning %s|kernels %016llx",
              ctx->info.platform, ctx->info.name, ctx->info.vendor,
              ctx->info.driver, ctx->info.version, CLF_VERSION_STRING,
-             ctx->tuned);
+             ctx->tuned, (unsigned long long)kernels_key);
     /* Control characters would break the line format. */
     for (h = 0; key[h] != '\0'; h++)
         if ((unsigned char)key[h] < 0x20 || key[h] == 0x7f)

@@ -116,7 +116,7 @@ gemm_nn_unlocked(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
     cl_uint has_bias = bias != NULL, act = gelu != 0;
     cl_uint M = (cl_uint)m, N = (cl_uint)n, K = (cl_uint)k;
     cl_uint la = (cl_uint)lda, lb = (cl_uint)ldb, lc = (cl_uint)ldc;
-    cl_uint acc = accumulate != 0;
+    cl_uint acc = accumulate != 0, cols64 = ctx->gemm_cols64 != 0;
     cl_ulong ao = a_off, as = a_stride, bo = b_off, bs = b_stride;
     cl_ulong co = c_off, cs = c_stride;
     size_t g[3];
@@ -145,8 +145,9 @@ gemm_nn_unlocked(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
     CLF_SET_ARG(kk, 17, bias);
     CLF_SET_ARG(kk, 18, has_bias);
     CLF_SET_ARG(kk, 19, act);
+    CLF_SET_ARG(kk, 20, cols64);
     g[0] = (m + CLF_GEMM_ROWS - 1) / CLF_GEMM_ROWS;
-    g[1] = n / 64 + (n % 64) / 16;
+    g[1] = cols64 ? n / 64 + (n % 64) / 16 : n / 16;
     g[2] = batch;
     return clf__enqueue3(ctx, CLF_K_GEMM_NN, g, 1, "blocked GEMM");
 }

@@ -88,6 +88,8 @@ struct clf_context {
                                     program's kernel runs) */
     cl_kernel tiled_kernel;      /* of tiled_program */
     size_t gemm_calls;           /* GEMM calls of either way (tests) */
+    int gemm_cols64;             /* blocked GEMM: 64-column blocks where the
+                                    device prefers 16-float vectors, else 16 */
     /* Kernel choices (choose.c), all under lock. */
     pthread_mutex_t lock;                  /* recursive; see clf__lock */
     int has_lock;                          /* lock was initialised */

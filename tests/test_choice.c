@@ -245,6 +245,41 @@ entries_read(void)
     return count;
 }
 
+/* The store's key names the kernel sources the choices were timed with
+ * (a hash of them and their -D constants): a store written by a library
+ * with other kernels is not read. */
+START_TEST(choice_store_of_other_kernels_is_ignored)
+{
+    clf_context *a = NULL;
+    char path[512], text[4096], *k;
+    FILE *f;
+    size_t len;
+    int v;
+
+    fresh_dir();
+    ck_assert_int_eq(clf_context_create(&a, NULL), 0);
+    ck_assert_int_eq(clf_context_build(a), 0);
+    ck_assert_int_eq(clf__softmax_resolve(a, 64, 64, &v), 0);
+    clf_context_destroy(a);
+    store_file(path, sizeof path);
+    ck_assert_str_ne(path, "");
+    ck_assert_uint_eq(entries_read(), 1);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    k = strstr(text, "|kernels ");
+    ck_assert_ptr_nonnull(k);
+    k += strlen("|kernels ");
+    ck_assert_uint_eq(strspn(k, "0123456789abcdef"), 16);
+    *k = *k == '0' ? '1' : '0';
+    write_file(path, text);
+    ck_assert_uint_eq(entries_read(), 0);
+    drop_dir();
+}
+END_TEST
+
 START_TEST(choice_bad_stores_are_ignored)
 {
     clf_context *a = NULL;
@@ -365,6 +400,7 @@ suite(void)
     tcase_add_test(tc, choice_store_is_read_by_a_fresh_context);
     tcase_add_test(tc, choice_bad_stores_are_ignored);
     tcase_add_test(tc, choice_new_tuning_times_again);
+    tcase_add_test(tc, choice_store_of_other_kernels_is_ignored);
     tcase_add_test(tc, choice_many_shapes_are_remembered);
     suite_add_tcase(s, tc);
     return s;

@@ -146,6 +146,39 @@ START_TEST(gemm_blocked_matches_reference)
 }
 END_TEST
 
+/* Both column blocks of the blocked kernel, whichever the device's
+ * vector width selects: 64 columns a work-item (16-float vectors) and 16
+ * (8-float vectors), on row and column tails, a batch and accumulation. */
+START_TEST(gemm_blocked_column_blocks_match_reference)
+{
+    const size_t shapes[][3] = {
+        {1, 16, 1}, {5, 80, 7}, {37, 48, 130}, {66, 144, 33}, {7, 208, 1100}};
+    clf_context *ctx = tu_context();
+    int was;
+    size_t i;
+
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    was = ctx->gemm_cols64;
+    ctx->gemm_cols64 = _i;
+    for (i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        struct gemm_case g;
+        memset(&g, 0, sizeof g);
+        g.trans_b = (int)(i % 2);
+        g.m = shapes[i][0];
+        g.n = shapes[i][1];
+        g.k = shapes[i][2];
+        g.batch = 1 + i % 3;
+        g.alpha = 0.5f;
+        g.beta = i % 2 ? 1.0f : 0.0f;
+        g.a_off = 1;
+        g.b_off = 2;
+        g.c_off = 3;
+        run_both(&g, 200 + 10 * (size_t)_i + i);
+    }
+    ctx->gemm_cols64 = was;
+}
+END_TEST
+
 /* Batches with their own B and with one shared B, alpha, and beta = 1
  * (accumulate into C). */
 START_TEST(gemm_blocked_batched_and_accumulating)
@@ -339,6 +372,7 @@ main(void)
     tcase_add_test(tc, gemm_way_is_chosen_by_timing);
     tcase_add_test(tc, gemm_blocked_matches_reference);
     tcase_add_test(tc, gemm_blocked_batched_and_accumulating);
+    tcase_add_loop_test(tc, gemm_blocked_column_blocks_match_reference, 0, 2);
     tcase_add_test(tc, gemm_falls_back_where_blocked_does_not_fit);
     tcase_add_loop_test(tc, gemm_with_bias_matches_reference, 0, 2);
     tcase_add_loop_test(tc, gemm_accumulate_bias_gelu_matches_reference, 0, 2);

@@ -74,13 +74,10 @@ clf_bench_compare_devices(const clf_bench_report *r,
 static long
 find_row(const clf_bench_report *base, const clf_bench_result *x, long bdev)
 {
-    size_t j;
+    const clf_bench_result *y =
+        bdev < 0 ? NULL : clf_bench_report_row_on(base, x, (size_t)bdev);
 
-    for (j = 0; j < base->nresults; j++)
-        if ((long)base->results[j].device == bdev &&
-            clf_bench_same_config(x, &base->results[j]))
-            return (long)j;
-    return -1;
+    return y != NULL ? (long)(y - base->results) : -1;
 }
 
 long

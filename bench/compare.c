@@ -13,24 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void
-fmt_ms(char *buf, size_t len, double s)
-{
-    if (isnan(s))
-        snprintf(buf, len, "-");
-    else
-        snprintf(buf, len, "%.1f", s * 1e3);
-}
-
-static void
-fmt_g(char *buf, size_t len, const char *fmt, double v)
-{
-    if (isnan(v))
-        snprintf(buf, len, "-");
-    else
-        snprintf(buf, len, fmt, v);
-}
-
 /* -------------------------------------------------------------- compare */
 
 static int
@@ -92,13 +74,10 @@ clf_bench_compare_devices(const clf_bench_report *r,
 static long
 find_row(const clf_bench_report *base, const clf_bench_result *x, long bdev)
 {
-    size_t j;
+    const clf_bench_result *y =
+        bdev < 0 ? NULL : clf_bench_report_row_on(base, x, (size_t)bdev);
 
-    for (j = 0; j < base->nresults; j++)
-        if ((long)base->results[j].device == bdev &&
-            clf_bench_same_config(x, &base->results[j]))
-            return (long)j;
-    return -1;
+    return y != NULL ? (long)(y - base->results) : -1;
 }
 
 long
@@ -156,9 +135,9 @@ print_pair_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x,
 
     clf_bench_device_label(r, x->device, la, sizeof la);
     clf_bench_device_label(base, y->device, lb, sizeof lb);
-    fmt_ms(a, sizeof a, median_of(y));
-    fmt_ms(b, sizeof b, median_of(x));
-    fmt_g(ratio, sizeof ratio, "%.3f", median_of(x) / median_of(y));
+    clf_bench_fmt_ms(a, sizeof a, median_of(y));
+    clf_bench_fmt_ms(b, sizeof b, median_of(x));
+    clf_bench_fmt_g(ratio, sizeof ratio, "%.3f", median_of(x) / median_of(y));
     fprintf(f, "%-12s %-12s %6zu %5zu %5zu %3zu %3zu  %-11s %12s %10s %13s\n",
             la, lb, x->n, x->k_requested, x->d_model, x->heads, x->batch,
             clf_bench_mode_name(x->mode), a, b, ratio);
@@ -201,7 +180,7 @@ print_unmatched(FILE *f, const char *title, const clf_bench_report *one,
             fprintf(f, "\n-- %s\n\n%-12s %6s %5s %5s %3s %3s  %-11s %10s\n",
                     title, "device", "n", "k", "D", "h", "B", "mode", "ms");
         clf_bench_device_label(one, x->device, label, sizeof label);
-        fmt_ms(ms, sizeof ms, median_of(x));
+        clf_bench_fmt_ms(ms, sizeof ms, median_of(x));
         fprintf(f, "%-12s %6zu %5zu %5zu %3zu %3zu  %-11s %10s\n", label, x->n,
                 x->k_requested, x->d_model, x->heads, x->batch,
                 clf_bench_mode_name(x->mode), ms);

@@ -228,19 +228,6 @@ html_devices(FILE *f, const clf_bench_report *r)
 
 /* ---------------------------------------------------------- comparison */
 
-/* Device dev's row of x's configuration, or NULL. */
-static const clf_bench_result *
-row_of(const clf_bench_report *r, const clf_bench_result *x, size_t dev)
-{
-    size_t i;
-
-    for (i = 0; i < r->nresults; i++)
-        if (r->results[i].device == dev &&
-            clf_bench_same_config(&r->results[i], x))
-            return &r->results[i];
-    return NULL;
-}
-
 static int
 measured(const clf_bench_result *x)
 {
@@ -312,7 +299,7 @@ compare_head(FILE *f, const clf_bench_report *r)
 static void
 compare_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x)
 {
-    const clf_bench_result *b = row_of(r, x, r->baseline);
+    const clf_bench_result *b = clf_bench_report_row_on(r, x, r->baseline);
     size_t d;
 
     fputs("<tr>", f);
@@ -323,9 +310,9 @@ compare_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x)
     td(f, NULL, "%zu", x->heads);
     td(f, NULL, "%zu", x->batch);
     for (d = 0; d < r->ndevices; d++)
-        device_cells(f, row_of(r, x, d));
+        device_cells(f, clf_bench_report_row_on(r, x, d));
     for (d = 0; d < r->ndevices && r->ndevices > 1; d++) {
-        const clf_bench_result *y = row_of(r, x, d);
+        const clf_bench_result *y = clf_bench_report_row_on(r, x, d);
         if (d == r->baseline)
             continue;
         td_num(f, "%.3f",
@@ -338,7 +325,7 @@ compare_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x)
 static void
 html_compare(FILE *f, const clf_bench_report *r)
 {
-    size_t i, j;
+    size_t i;
 
     fputs("<h2>Comparison</h2>\n<p class=\"note\">A row per configuration, "
           "a column group per device: the median of the warm forwards "
@@ -349,14 +336,9 @@ html_compare(FILE *f, const clf_bench_report *r)
           "over 10% of the median.</p>\n<table>\n",
           f);
     compare_head(f, r);
-    for (i = 0; i < r->nresults; i++) {
-        for (j = 0;
-             j < i && !clf_bench_same_config(&r->results[j], &r->results[i]);
-             j++)
-            ;
-        if (j == i)
+    for (i = 0; i < r->nresults; i++)
+        if (!clf_bench_report_config_seen(r, i))
             compare_row(f, r, &r->results[i]);
-    }
     fputs("</table>\n", f);
 }
 
@@ -576,7 +558,7 @@ html_notes(FILE *f, const clf_bench_report *r)
 static const clf_bench_result *
 row_on(const clf_bench_report *in, const clf_bench_result *x, long dev)
 {
-    return dev < 0 ? NULL : row_of(in, x, (size_t)dev);
+    return dev < 0 ? NULL : clf_bench_report_row_on(in, x, (size_t)dev);
 }
 
 /* One line of the comparison: now's row x (or NULL) against base's row y
@@ -654,7 +636,8 @@ html_compared(FILE *f, const clf_bench_report *r, const clf_bench_report *base)
     for (i = 0; i < base->nresults; i++) {
         const clf_bench_result *y = &base->results[i];
         for (d = 0; d < r->ndevices; d++)
-            if (pair[d] == (long)y->device && row_of(r, y, d) != NULL)
+            if (pair[d] == (long)y->device &&
+                clf_bench_report_row_on(r, y, d) != NULL)
                 break;
         if (d == r->ndevices)
             compared_row(f, r, NULL, base, y);

@@ -1057,8 +1057,8 @@ same_panel(const clf_bench_result *a, const clf_bench_result *b)
 
 /* --------------------------------------------------------------- tables */
 
-static void
-fmt_ms(char *buf, size_t len, double s)
+void
+clf_bench_fmt_ms(char *buf, size_t len, double s)
 {
     if (isnan(s))
         snprintf(buf, len, "-");
@@ -1066,8 +1066,8 @@ fmt_ms(char *buf, size_t len, double s)
         snprintf(buf, len, "%.1f", s * 1e3);
 }
 
-static void
-fmt_g(char *buf, size_t len, const char *fmt, double v)
+void
+clf_bench_fmt_g(char *buf, size_t len, const char *fmt, double v)
 {
     if (isnan(v))
         snprintf(buf, len, "-");
@@ -1197,19 +1197,20 @@ print_matrix_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x)
                                                 : "no warm run");
         return 1;
     }
-    fmt_g(first, sizeof first, "%.3f", x->first_call_s);
-    fmt_ms(med, sizeof med, x->wall.median);
-    fmt_ms(lo, sizeof lo, x->wall.min);
-    fmt_ms(hi, sizeof hi, x->wall.max);
+    clf_bench_fmt_g(first, sizeof first, "%.3f", x->first_call_s);
+    clf_bench_fmt_ms(med, sizeof med, x->wall.median);
+    clf_bench_fmt_ms(lo, sizeof lo, x->wall.min);
+    clf_bench_fmt_ms(hi, sizeof hi, x->wall.max);
     snprintf(spr, sizeof spr, "%s .. %s", lo, hi);
-    fmt_ms(devm, sizeof devm, x->device_s.median);
-    fmt_g(gf, sizeof gf, "%.2f", x->flops * 1e-9);
-    fmt_g(rate, sizeof rate, "%.1f", x->gflops);
-    fmt_g(mib, sizeof mib, "%.1f", x->device_bytes / 1048576.0);
-    fmt_g(err, sizeof err, "%.3g", x->rel_error);
-    fmt_g(sp, sizeof sp, "%.2fx", speedup(r, x));
-    fmt_g(mad, sizeof mad, "%.1f", 100.0 * clf_bench_rel_mad(&x->wall));
-    fmt_g(roof, sizeof roof, "%.1f", x->roofline_pct);
+    clf_bench_fmt_ms(devm, sizeof devm, x->device_s.median);
+    clf_bench_fmt_g(gf, sizeof gf, "%.2f", x->flops * 1e-9);
+    clf_bench_fmt_g(rate, sizeof rate, "%.1f", x->gflops);
+    clf_bench_fmt_g(mib, sizeof mib, "%.1f", x->device_bytes / 1048576.0);
+    clf_bench_fmt_g(err, sizeof err, "%.3g", x->rel_error);
+    clf_bench_fmt_g(sp, sizeof sp, "%.2fx", speedup(r, x));
+    clf_bench_fmt_g(mad, sizeof mad, "%.1f",
+                    100.0 * clf_bench_rel_mad(&x->wall));
+    clf_bench_fmt_g(roof, sizeof roof, "%.1f", x->roofline_pct);
     fprintf(f, "%8s %9s %19s %9s %7s %7s %7s %9s %8s %5s %6s%s\n", first, med,
             spr, devm, gf, rate, mib, err, sp, mad, roof,
             x->noisy ? " noisy" : "");
@@ -1267,9 +1268,10 @@ print_stages(FILE *f, const clf_bench_report *r, size_t dev)
         fprintf(f, "%6zu %-11s", x->n, row_mode(x));
         for (s = 0; s < CLF_STAGE_COUNT; s++) {
             char cell[40], ms[16], g[16];
-            fmt_ms(ms, sizeof ms, x->stage[s].median);
-            fmt_g(g, sizeof g, "%.1f",
-                  clf_bench_gflops(x->stage_flops[s], x->stage[s].median));
+            clf_bench_fmt_ms(ms, sizeof ms, x->stage[s].median);
+            clf_bench_fmt_g(
+                g, sizeof g, "%.1f",
+                clf_bench_gflops(x->stage_flops[s], x->stage[s].median));
             snprintf(cell, sizeof cell, "%s (%s)", ms, g);
             fprintf(f, " %16s", cell);
         }
@@ -1321,18 +1323,19 @@ print_precision(FILE *f, const clf_bench_report *r, size_t dev)
                     "n", "mode", "half ms", "float ms", "time", "half MiB",
                     "float MiB", "memory", "fp32 err");
         y = float_twin(r, x);
-        fmt_ms(c[0], sizeof c[0], x->wall.median);
-        fmt_ms(c[1], sizeof c[1], y ? y->wall.median : NAN);
-        fmt_g(c[2], sizeof c[2], "%.2fx",
-              y ? ratio(x->wall.median, y->wall.median) : NAN);
-        fmt_g(c[3], sizeof c[3], "%.1f", x->device_bytes / 1048576.0);
-        fmt_g(c[4], sizeof c[4], "%.1f", y ? y->device_bytes / 1048576.0 : NAN);
-        fmt_g(c[5], sizeof c[5], "%.2fx",
-              y ? ratio(x->device_bytes, y->device_bytes) : NAN);
+        clf_bench_fmt_ms(c[0], sizeof c[0], x->wall.median);
+        clf_bench_fmt_ms(c[1], sizeof c[1], y ? y->wall.median : NAN);
+        clf_bench_fmt_g(c[2], sizeof c[2], "%.2fx",
+                        y ? ratio(x->wall.median, y->wall.median) : NAN);
+        clf_bench_fmt_g(c[3], sizeof c[3], "%.1f", x->device_bytes / 1048576.0);
+        clf_bench_fmt_g(c[4], sizeof c[4], "%.1f",
+                        y ? y->device_bytes / 1048576.0 : NAN);
+        clf_bench_fmt_g(c[5], sizeof c[5], "%.2fx",
+                        y ? ratio(x->device_bytes, y->device_bytes) : NAN);
         fprintf(f, "%6zu %-11s %9s %9s %7s %9s %9s %7s ", x->n,
                 clf_bench_mode_name(x->mode), c[0], c[1], c[2], c[3], c[4],
                 c[5]);
-        fmt_g(c[0], sizeof c[0], "%.2e", x->fp32_error);
+        clf_bench_fmt_g(c[0], sizeof c[0], "%.2e", x->fp32_error);
         fprintf(f, "%9s\n", c[0]);
     }
     if (head)
@@ -1422,14 +1425,15 @@ clf_bench_print_accuracy(FILE *f, const clf_bench_report *r)
                         clf_bench_status_name(a->status), a->note);
                 continue;
             }
-            fmt_ms(m, sizeof m, a->linformer.median);
-            fmt_ms(lo, sizeof lo, a->linformer.min);
-            fmt_ms(hi, sizeof hi, a->linformer.max);
+            clf_bench_fmt_ms(m, sizeof m, a->linformer.median);
+            clf_bench_fmt_ms(lo, sizeof lo, a->linformer.min);
+            clf_bench_fmt_ms(hi, sizeof hi, a->linformer.max);
             snprintf(spr, sizeof spr, "%s .. %s", lo, hi);
-            fmt_ms(med, sizeof med, a->full.median);
-            fmt_g(sp, sizeof sp, "%.2fx", a->full.median / a->linformer.median);
-            fmt_g(e0, sizeof e0, "%.4f", a->rel_error[0]);
-            fmt_g(e1, sizeof e1, "%.4f", a->rel_error[1]);
+            clf_bench_fmt_ms(med, sizeof med, a->full.median);
+            clf_bench_fmt_g(sp, sizeof sp, "%.2fx",
+                            a->full.median / a->linformer.median);
+            clf_bench_fmt_g(e0, sizeof e0, "%.4f", a->rel_error[0]);
+            clf_bench_fmt_g(e1, sizeof e1, "%.4f", a->rel_error[1]);
             fprintf(f, "%6zu %10s %19s %10s %9s %14s %14s\n", a->k, m, spr, med,
                     sp, e0, e1);
         }
@@ -1459,7 +1463,7 @@ clf_bench_print_accuracy(FILE *f, const clf_bench_report *r)
             for (w = 0; w < CLF_BENCH_INIT_COUNT; w++)
                 fprintf(f, "   %15.5f %8.5f %8.5f", a->weight[w].mean,
                         a->weight[w].mean_abs, a->weight[w].max_abs);
-            fmt_g(hd, sizeof hd, "%.1e", a->host_max_diff);
+            clf_bench_fmt_g(hd, sizeof hd, "%.1e", a->host_max_diff);
             fprintf(f, " %10s\n", hd);
         }
     }
@@ -1487,15 +1491,15 @@ clf_bench_print_summary(FILE *f, const clf_bench_report *r)
                 header = 1;
             }
             y = find_mode(r, x, CLF_BENCH_FULL);
-            fmt_ms(a, sizeof a,
-                   x->status == CLF_BENCH_OK ? x->wall.median : NAN);
-            fmt_ms(b, sizeof b,
-                   y != NULL && y->status == CLF_BENCH_OK ? y->wall.median
-                                                          : NAN);
+            clf_bench_fmt_ms(a, sizeof a,
+                             x->status == CLF_BENCH_OK ? x->wall.median : NAN);
+            clf_bench_fmt_ms(
+                b, sizeof b,
+                y != NULL && y->status == CLF_BENCH_OK ? y->wall.median : NAN);
             if (y != NULL && y->status == CLF_BENCH_TOO_LARGE)
                 snprintf(b, sizeof b, "too large");
-            fmt_g(sp, sizeof sp, "%.2fx", speedup(r, x));
-            fmt_g(e, sizeof e, "%.3g", x->rel_error);
+            clf_bench_fmt_g(sp, sizeof sp, "%.2fx", speedup(r, x));
+            clf_bench_fmt_g(e, sizeof e, "%.3g", x->rel_error);
             fprintf(f, "%6zu %6zu %14s %10s %15s %10s\n", x->n, x->k, a, b, sp,
                     e);
         }
@@ -1522,12 +1526,13 @@ clf_bench_print_summary(FILE *f, const clf_bench_report *r)
                 fprintf(f, "%6zu %s\n", a->k, clf_bench_status_name(a->status));
                 continue;
             }
-            fmt_ms(m, sizeof m, a->linformer.median);
-            fmt_g(sp, sizeof sp, "%.2fx", a->full.median / a->linformer.median);
-            fmt_g(e0, sizeof e0, "%.3f", a->rel_error[0]);
-            fmt_g(e1, sizeof e1, "%.3f", a->rel_error[1]);
-            fmt_g(w0, sizeof w0, "%.4f", a->weight[0].mean_abs);
-            fmt_g(w1, sizeof w1, "%.4f", a->weight[1].mean_abs);
+            clf_bench_fmt_ms(m, sizeof m, a->linformer.median);
+            clf_bench_fmt_g(sp, sizeof sp, "%.2fx",
+                            a->full.median / a->linformer.median);
+            clf_bench_fmt_g(e0, sizeof e0, "%.3f", a->rel_error[0]);
+            clf_bench_fmt_g(e1, sizeof e1, "%.3f", a->rel_error[1]);
+            clf_bench_fmt_g(w0, sizeof w0, "%.4f", a->weight[0].mean_abs);
+            clf_bench_fmt_g(w1, sizeof w1, "%.4f", a->weight[1].mean_abs);
             snprintf(ee, sizeof ee, "%s / %s", e0, e1);
             snprintf(ww, sizeof ww, "%s / %s", w0, w1);
             fprintf(f, "%6zu %13s %15s %17s %23s\n", a->k, m, sp, ee, ww);

@@ -150,6 +150,11 @@ void clf_bench_print_accuracy(FILE *f, const clf_bench_report *r);
 /* The short summary that ends a quick run. */
 void clf_bench_print_summary(FILE *f, const clf_bench_report *r);
 
+/* Table cells: seconds s as milliseconds with one decimal, and v printed
+ * with the printf format fmt; "-" when the value is NaN (not measured). */
+void clf_bench_fmt_ms(char *buf, size_t len, double s);
+void clf_bench_fmt_g(char *buf, size_t len, const char *fmt, double v);
+
 /* Pairs the devices of r with those of base, a run perhaps from another
  * machine: first by equal stable names, then by equal platform, name and
  * driver, then the rest by position.  pair[i] (r->ndevices entries)

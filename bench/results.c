@@ -197,6 +197,30 @@ clf_bench_report_add_accuracy(clf_bench_report *r)
     return a;
 }
 
+const clf_bench_result *
+clf_bench_report_row_on(const clf_bench_report *r, const clf_bench_result *x,
+                        size_t dev)
+{
+    size_t i;
+
+    for (i = 0; i < r->nresults; i++)
+        if (r->results[i].device == dev &&
+            clf_bench_same_config(&r->results[i], x))
+            return &r->results[i];
+    return NULL;
+}
+
+int
+clf_bench_report_config_seen(const clf_bench_report *r, size_t i)
+{
+    size_t j;
+
+    for (j = 0; j < i; j++)
+        if (clf_bench_same_config(&r->results[j], &r->results[i]))
+            return 1;
+    return 0;
+}
+
 /* ---------------------------------------------------------- arithmetic */
 
 int

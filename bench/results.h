@@ -184,6 +184,16 @@ clf_bench_device *clf_bench_report_add_device(clf_bench_report *r);
 clf_bench_result *clf_bench_report_add_result(clf_bench_report *r);
 clf_bench_accuracy *clf_bench_report_add_accuracy(clf_bench_report *r);
 
+/* The row of device dev (an index into r->devices) that measures x's
+ * configuration (clf_bench_same_config), or NULL. */
+const clf_bench_result *clf_bench_report_row_on(const clf_bench_report *r,
+                                                const clf_bench_result *x,
+                                                size_t dev);
+
+/* Whether a row before row i of r measures row i's configuration: tables
+ * with a line per configuration print only the first. */
+int clf_bench_report_config_seen(const clf_bench_report *r, size_t i);
+
 /* ---------------------------------------------------------- arithmetic */
 
 /* Median, minimum and maximum of count values (not reordered).  NaN

@@ -39,31 +39,6 @@ clf_bench_print_peaks(FILE *f, const clf_bench_device *d)
 
 /* --------------------------------------------------------- comparison */
 
-/* The row of device dev with x's configuration, or NULL. */
-static const clf_bench_result *
-row_on(const clf_bench_report *r, const clf_bench_result *x, size_t dev)
-{
-    size_t i;
-
-    for (i = 0; i < r->nresults; i++)
-        if (r->results[i].device == dev &&
-            clf_bench_same_config(&r->results[i], x))
-            return &r->results[i];
-    return NULL;
-}
-
-/* Whether an earlier result has x's configuration (x is then printed). */
-static int
-seen_before(const clf_bench_report *r, size_t i)
-{
-    size_t j;
-
-    for (j = 0; j < i; j++)
-        if (clf_bench_same_config(&r->results[j], &r->results[i]))
-            return 1;
-    return 0;
-}
-
 static int
 measured(const clf_bench_result *x)
 {
@@ -113,7 +88,7 @@ static int
 print_group(FILE *f, const clf_bench_report *r, const clf_bench_result *x,
             const clf_bench_result *y, size_t dev)
 {
-    const clf_bench_result *base = row_on(r, x, r->baseline);
+    const clf_bench_result *base = clf_bench_report_row_on(r, x, r->baseline);
     char ms[24], g[16], roof[16], rat[16];
 
     if (!measured(y)) {
@@ -154,13 +129,14 @@ clf_bench_print_comparison(FILE *f, const clf_bench_report *r)
     print_comparison_head(f, r);
     for (i = 0; i < r->nresults; i++) {
         const clf_bench_result *x = &r->results[i];
-        if (seen_before(r, i))
+        if (clf_bench_report_config_seen(r, i))
             continue;
         fprintf(f, "%-11s %6zu %5zu %5zu %3zu %3zu",
                 clf_bench_mode_name(x->mode), x->n, x->k_requested, x->d_model,
                 x->heads, x->batch);
         for (dev = 0; dev < r->ndevices; dev++)
-            noisy |= print_group(f, r, x, row_on(r, x, dev), dev);
+            noisy |=
+                print_group(f, r, x, clf_bench_report_row_on(r, x, dev), dev);
         fputc('\n', f);
     }
     if (noisy)

@@ -20,9 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Grows workspace id to at least `need` floats (contents not kept). */
-static int
-ensure(clf_attention *a, enum ws_id id, size_t need)
+int
+clf__attention_ensure(clf_attention *a, enum ws_id id, size_t need)
 {
     struct workspace *w = &a->ws[id];
     cl_int err;
@@ -576,7 +575,7 @@ prepare(clf_attention *a, size_t B, size_t n, const clf_forward_opts *opts,
         p->need[WS_Y] = B * n * a->D;
     }
     for (i = 0; i < WS_COUNT; i++)
-        TRY(ensure(a, (enum ws_id)i, p->need[i]));
+        TRY(clf__attention_ensure(a, (enum ws_id)i, p->need[i]));
     p->mask = NULL;
     if (p->masked && dev_mask != NULL) {
         p->mask = dev_mask;

@@ -90,6 +90,10 @@ int clf__plan_choose(const clf_attention *a, struct plan *p);
 void clf__plan_flash_shape(const clf_attention *a, const struct plan *p,
                            struct clf__flash_shape *sh);
 
+/* attention.c: grows workspace id to at least `need` floats (contents
+ * not kept); with need 0 the buffer may stay NULL. */
+int clf__attention_ensure(clf_attention *a, enum ws_id id, size_t need);
+
 /* weights.c: 0 when every weight the mode uses has been set. */
 int clf__attention_check_weights(const clf_attention *a, int linformer);
 

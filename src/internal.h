@@ -230,6 +230,10 @@ int clf__tune_parse(const char *buf, size_t len,
                     struct clf__tune_file *tf, char *why, size_t cap);
 int clf__tune_check_xgemm(const size_t *v, const struct clf__tune_limits *lim,
                           char *why, size_t cap);
+/* tune.c: the limits of ctx's device that sizes are checked against; a
+ * failed query leaves max_wg 0, which no size fits. */
+void clf__tune_device_limits(const clf_context *ctx,
+                             struct clf__tune_limits *lim);
 
 /* choose.c: timing kernels that compute the same thing.  A buffer of
  * `floats` values of order one (NULL and *rc set on failure); and

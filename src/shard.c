@@ -37,26 +37,12 @@ struct shard_fw {
     int gemm, softmax;       /* kernel choices for the shard's shapes */
 };
 
+/* A workspace of at least `need` floats and never a NULL buffer (need 0
+ * counts as 1). */
 static int
 ensure(clf_attention *a, enum ws_id id, size_t need)
 {
-    struct workspace *w = &a->ws[id];
-    cl_int err;
-
-    if (need == 0)
-        need = 1;
-    if (need <= w->cap)
-        return 0;
-    if (w->mem != NULL)
-        clReleaseMemObject(w->mem);
-    w->cap = 0;
-    w->mem = clCreateBuffer(a->ctx->context, CL_MEM_READ_WRITE,
-                            need * sizeof(float), NULL, &err);
-    if (w->mem == NULL)
-        return clf__fail(err, "%s: clCreateBuffer of %zu bytes failed (%d)",
-                         clf__ws_names[id], need * sizeof(float), err);
-    w->cap = need;
-    return 0;
+    return clf__attention_ensure(a, id, need == 0 ? 1 : need);
 }
 
 static int

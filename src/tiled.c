@@ -182,22 +182,6 @@ clf__tiled_release(clf_context *ctx)
     ctx->tiled_program = NULL;
 }
 
-static void
-device_limits(const clf_context *ctx, struct clf__tune_limits *lim)
-{
-    size_t items[3] = {0, 0, 0};
-
-    memset(lim, 0, sizeof *lim);
-    lim->local_mem = ctx->info.local_mem;
-    if (clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE,
-                        sizeof lim->max_wg, &lim->max_wg, NULL) != CL_SUCCESS ||
-        clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_ITEM_SIZES,
-                        sizeof items, items, NULL) != CL_SUCCESS)
-        lim->max_wg = 0;
-    lim->max_item[0] = items[0];
-    lim->max_item[1] = items[1];
-}
-
 /* The program and kernel for a set other than the defaults. */
 static int
 build_set(clf_context *ctx, const struct clf__tiled_cfg *cfg, cl_program *prog,
@@ -256,7 +240,7 @@ set_locked(clf_context *ctx, const struct clf__tiled_cfg *cfg)
     cl_kernel kernel = NULL;
     char why[256], text[128];
 
-    device_limits(ctx, &lim);
+    clf__tune_device_limits(ctx, &lim);
     if (clf__tiled_check(cfg, &lim, why, sizeof why) != 0) {
         clf__tiled_format(cfg, text, sizeof text);
         return clf__fail(CLF_EINVALID_ARGUMENT, "tiled GEMM sizes %s: %s", text,

@@ -556,8 +556,8 @@ apply_min_indirect(clf_context *ctx, size_t v)
     return 0;
 }
 
-static void
-device_limits(const clf_context *ctx, struct clf__tune_limits *lim)
+void
+clf__tune_device_limits(const clf_context *ctx, struct clf__tune_limits *lim)
 {
     size_t items[3] = {0, 0, 0};
 
@@ -614,7 +614,7 @@ load_tune_file(clf_context *ctx, const char *path, struct clf__tune_file *tf)
     if (rc == 0)
         return 0;
     if (rc == 1) {
-        device_limits(ctx, &lim);
+        clf__tune_device_limits(ctx, &lim);
         rc = clf__tune_parse(buf, len, &lim, tf, why, sizeof why);
         free(buf);
     }
@@ -1348,7 +1348,7 @@ run_init(struct run *r, clf_context *ctx)
         return clf__fail(CLF_EIO, "no cache directory to store tuning in "
                                   "(CLINFORMER_CACHE_DIR is off and no "
                                   "HOME)");
-    device_limits(ctx, &lim);
+    clf__tune_device_limits(ctx, &lim);
     r->ncand = make_candidates(r->cands, MAX_CANDS, &lim);
     for (i = 0; i < MAX_CANDS; i++)
         r->tried_ms[i] = -1.0;

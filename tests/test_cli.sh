@@ -2,25 +2,8 @@
 # The clinformer command-line tool: help, version, usage errors, devices and
 # a small demo whose golden values are checked.  Output is TAP.
 set -u
-builddir=${top_builddir:-.}
-cli="$builddir/clinformer"
-n=0
-failed=0
-out=$(mktemp)
-err=$(mktemp)
-
-check() { # name, command...; the command's status decides
-    name=$1
-    shift
-    n=$((n + 1))
-    if "$@"; then
-        echo "ok $n - $name"
-    else
-        echo "not ok $n - $name"
-        sed 's/^/# /' "$out" "$err" | head -40
-        failed=$((failed + 1))
-    fi
-}
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/tap.sh"
 
 run() { # expected-status, args...
     want=$1
@@ -46,8 +29,6 @@ check cli_lookahead_reports_pass grep -q '^PASS: for each of 70 positions' "$out
 check cli_lookahead_causal_passes_with_flash sh -c "CLINFORMER_KERNELS=attend=flash '$cli' check-lookahead --seq-len 70 --max-seq-len 80 --block 10 --k 16 --positions 10 >'$out' 2>'$err' && grep -q '^PASS' '$out' && CLINFORMER_KERNELS=attend=flash '$cli' check-lookahead --full --seq-len 70 --positions 10 >'$out' 2>'$err' && grep -q '^PASS' '$out'"
 check cli_lookahead_plain_fails sh -c "'$cli' check-lookahead --seq-len 40 --k 8 --block 5 --no-causal >'$out' 2>'$err'; test \$? -eq 3 && grep -q '^FAIL: changing the inputs after t=0 moved the output at position 0' '$out'"
 check cli_lookahead_bad_k_is_named sh -c "'$cli' check-lookahead --k 60 >'$out' 2>'$err'; test \$? -eq 1 && grep -q 'multiple of the 16 blocks' '$err'"
-data="${top_srcdir:-.}/tests/data"
-tmp=$(mktemp -d)
 for case in lucidrains_encoder_reversible lucidrains_lm fairseq_encoder_layer; do
     check "cli_run_${case}_matches_torch" sh -c "'$cli' run --weights '$data/$case.safetensors' --input '$data/${case}_x.npy' --output '$tmp/$case.npy' >'$out' 2>'$err' && '$cli' compare '$tmp/$case.npy' '$data/${case}_y.npy' --tol 1e-5 >>'$out' 2>>'$err'"
 done
@@ -68,6 +49,4 @@ verbose_run() { # source expected on every listed choice, then absent one
 check cli_run_verbose_says_choices_were_timed verbose_run timed stored
 check cli_run_verbose_says_choices_were_stored verbose_run stored timed
 check cli_run_missing_weights_named sh -c "'$cli' run --weights '$tmp/none.safetensors' --input '$data/lucidrains_encoder_x.npy' --output '$tmp/r.npy' >'$out' 2>'$err'; test \$? -eq 1 && grep -q 'none.safetensors' '$err'"
-rm -rf "$tmp"
-rm -f "$out" "$err"
 test $failed -eq 0

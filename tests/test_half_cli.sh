@@ -5,45 +5,9 @@
 # --precision half,float` side by side, and bad values as usage errors
 # (exit 2) naming the option.  Output is TAP.
 set -u
-builddir=${top_builddir:-.}
-srcdir=${top_srcdir:-.}
-cli="$builddir/clinformer"
-data="$srcdir/tests/data"
-n=0
-failed=0
-tmp=$(mktemp -d)
-out="$tmp/stdout"
-err="$tmp/stderr"
-trap 'rm -rf "$tmp"' EXIT
-CLINFORMER_CACHE_DIR="$tmp/cache"
-export CLINFORMER_CACHE_DIR
-
-check() { # name, command...; the command's status decides
-    name=$1
-    shift
-    n=$((n + 1))
-    if "$@"; then
-        echo "ok $n - $name"
-    else
-        echo "not ok $n - $name"
-        sed 's/^/# /' "$out" "$err" | head -40
-        failed=$((failed + 1))
-    fi
-}
-
-# expected status, text expected on stderr, arguments...
-fails() {
-    want=$1
-    text=$2
-    shift 2
-    "$cli" "$@" >"$out" 2>"$err"
-    status=$?
-    test $status -eq "$want" || {
-        echo "exit status $status, wanted $want" >>"$err"
-        return 1
-    }
-    grep -qF -e "$text" "$err"
-}
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/tap.sh"
+fresh_cache
 
 # case, tolerance, expected word (MATCH or DIFFER)
 half_run() {

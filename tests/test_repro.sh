@@ -5,43 +5,23 @@
 # CLINFORMER_KERNELS forcing the stored kernels; all three outputs must be
 # the same bytes.  Output is TAP.
 set -u
-builddir=${top_builddir:-.}
-srcdir=${top_srcdir:-.}
-cli="$builddir/clinformer"
-data="$srcdir/tests/data"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-failed=0
-
-check() { # name, command...; the command's status decides
-    name=$1
-    shift
-    n=$((n + 1))
-    if "$@"; then
-        echo "ok $n - $name"
-    else
-        echo "not ok $n - $name"
-        sed 's/^/# /' "$tmp/out" "$tmp/err" 2>/dev/null | head -40
-        failed=$((failed + 1))
-    fi
-}
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/tap.sh"
 
 echo "1..6"
 unset CLINFORMER_KERNELS
-CLINFORMER_CACHE_DIR="$tmp/cache"
-export CLINFORMER_CACHE_DIR
+fresh_cache
 
 check repro_first_run_times_and_stores sh -c "
     '$cli' run --weights '$data/lucidrains_encoder.safetensors' \
         --input '$data/lucidrains_encoder_x.npy' --output '$tmp/a.npy' \
-        >'$tmp/out' 2>'$tmp/err' &&
-    grep -q '(timed' '$tmp/out' && ls '$tmp/cache'/choices-*.txt >/dev/null"
+        >'$out' 2>'$err' &&
+    grep -q '(timed' '$out' && ls '$tmp/cache'/choices-*.txt >/dev/null"
 check repro_second_run_reads_the_store sh -c "
     '$cli' run --weights '$data/lucidrains_encoder.safetensors' \
         --input '$data/lucidrains_encoder_x.npy' --output '$tmp/b.npy' \
-        >'$tmp/out' 2>'$tmp/err' &&
-    ! grep -q '(timed' '$tmp/out' && grep -q '(stored' '$tmp/out'"
+        >'$out' 2>'$err' &&
+    ! grep -q '(timed' '$out' && grep -q '(stored' '$out'"
 check repro_stored_run_gives_the_same_bytes cmp "$tmp/a.npy" "$tmp/b.npy"
 
 # Force what the store holds, kind by kind (each kind has one winner here).
@@ -55,6 +35,6 @@ CLINFORMER_KERNELS=$forced CLINFORMER_CACHE_DIR=off \
     check repro_forced_run_times_nothing sh -c "
     '$cli' run --weights '$data/lucidrains_encoder.safetensors' \
         --input '$data/lucidrains_encoder_x.npy' --output '$tmp/c.npy' \
-        >'$tmp/out' 2>'$tmp/err' && ! grep -q '(timed' '$tmp/out'"
+        >'$out' 2>'$err' && ! grep -q '(timed' '$out'"
 check repro_forced_run_gives_the_same_bytes cmp "$tmp/a.npy" "$tmp/c.npy"
 test "$failed" -eq 0

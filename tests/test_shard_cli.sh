@@ -6,9 +6,8 @@
 # and check-lookahead still PASSes in causal mode and FAILs in plain mode.
 # PoCL is asked for two (then three) devices; with fewer, skipped.  TAP.
 set -u
-builddir=${top_builddir:-.}
-cli="$builddir/clinformer"
-data="${top_srcdir:-.}/tests/data"
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/tap.sh"
 POCL_DEVICES="pthread pthread"
 export POCL_DEVICES
 ndev=$("$cli" devices 2>/dev/null | grep -c '^\[')
@@ -16,24 +15,6 @@ if [ "$ndev" -lt 2 ]; then
     echo "1..0 # SKIP fewer than 2 OpenCL devices (POCL_DEVICES is ignored by the ICD in use)"
     exit 0
 fi
-tmp=$(mktemp -d)
-out="$tmp/out"
-err="$tmp/err"
-n=0
-failed=0
-
-check() { # name, command...; the command's status decides
-    name=$1
-    shift
-    n=$((n + 1))
-    if "$@"; then
-        echo "ok $n - $name"
-    else
-        echo "not ok $n - $name"
-        sed 's/^/# /' "$out" "$err" | head -40
-        failed=$((failed + 1))
-    fi
-}
 
 # same DEVICES SPLIT ARGS...: the run on one device and on DEVICES agree
 # within 1e-5, and the forward was split as SPLIT says.
@@ -91,5 +72,4 @@ else
         check shard3_lookahead_causal_passes sh -c "'$cli' check-lookahead --device all --seq-len 70 --max-seq-len 80 --block 10 --k 16 --positions 20 >'$out' 2>'$err' && grep -q '^PASS' '$out' && grep -q 'split by positions over 3' '$out'"
     }
 fi
-rm -rf "$tmp"
 test $failed -eq 0

@@ -70,53 +70,40 @@ fl_step(float *m, const float mt, float *mu)
 }
 
 /* Scores of rows qr[0..FL_R) against keys j0.. of kt (rows of lp):
- * x[r][v] lanes 16 v .. 16 v + 15. */
+ * x[r][v] lanes 16 v .. 16 v + 15.  One vector of 16 keys at a time, so
+ * that the FL_R accumulators and the keys stay in registers (16 of them
+ * with AVX2) rather than spilling. */
 static void
 fl_scores(float16 x[FL_R][4], __global const float *const qr[FL_R],
           __global const float *kt, const uint lp, const uint dh)
 {
+    for (int v = 0; v < 4; v++) {
+        float16 a[FL_R];
 #pragma unroll
-    for (int r = 0; r < FL_R; r++)
-        x[r][0] = x[r][1] = x[r][2] = x[r][3] = 0.0f;
-    for (uint c = 0; c < dh; c++, kt += lp) {
-        const float16 k0 = vload16(0, kt), k1 = vload16(1, kt);
-        const float16 k2 = vload16(2, kt), k3 = vload16(3, kt);
+        for (int r = 0; r < FL_R; r++)
+            a[r] = 0.0f;
+        __global const float *kv = kt + 16 * v;
+        for (uint c = 0; c < dh; c++, kv += lp) {
+            const float16 k0 = vload16(0, kv);
 #pragma unroll
-        for (int r = 0; r < FL_R; r++) {
-            FMA_ROW64(x[r], qr[r][c], k0, k1, k2, k3);
+            for (int r = 0; r < FL_R; r++)
+                a[r] = fma(qr[r][c], k0, a[r]);
         }
+#pragma unroll
+        for (int r = 0; r < FL_R; r++)
+            x[r][v] = a[r];
     }
 }
 
 /* acc[r] (columns of out[r], the first nr rows) = alpha[r] acc[r] +
- * sum over j < cnt of p[r][j] v_j, v_j = v + j * width. */
+ * sum over j < cnt of p[r][j] v_j, v_j = v + j * width: 16 columns at a
+ * time (registers, as fl_scores), then one at a time. */
 static void
 fl_weigh(__global float *const out[FL_R], const int nr, const float *alpha,
          const float p[FL_R][FL_T], __global const float *v, const uint width,
          const uint cnt, const uint dh)
 {
     uint c0 = 0;
-    for (; c0 + 64 <= dh; c0 += 64) {
-        float16 y[FL_R][4];
-#pragma unroll
-        for (int r = 0; r < FL_R; r++)
-            for (int i = 0; i < 4; i++)
-                y[r][i] = r < nr ? vload16(i, out[r] + c0) * alpha[r] : 0.0f;
-        __global const float *vj = v + c0;
-        for (uint j = 0; j < cnt; j++, vj += width) {
-            const float16 v0 = vload16(0, vj), v1 = vload16(1, vj);
-            const float16 v2 = vload16(2, vj), v3 = vload16(3, vj);
-#pragma unroll
-            for (int r = 0; r < FL_R; r++) {
-                FMA_ROW64(y[r], p[r][j], v0, v1, v2, v3);
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < FL_R; r++)
-            if (r < nr)
-                for (int i = 0; i < 4; i++)
-                    vstore16(y[r][i], i, out[r] + c0);
-    }
     for (; c0 + 16 <= dh; c0 += 16) {
         float16 y[FL_R];
 #pragma unroll

@@ -3,10 +3,14 @@
  * compressed slots (Linformer) in tiles of FL_T, keeping per row a running
  * maximum m, a running sum l and the unnormalised output acc:
  *
- *   s_j = scale * q . k_j,            masked keys: s_j = -INFINITY
- *   m'  = max(m, max_j s_j),          alpha = exp(m - m')
- *   l   = alpha l + sum_j exp(s_j - m'),
- *   acc = alpha acc + sum_j exp(s_j - m') v_j,     y = acc / l.
+ *   s_j = scale log2(e) q . k_j,      masked keys: s_j = -INFINITY
+ *   m'  = max(m, max_j s_j),          alpha = 2^(m - m')
+ *   l   = alpha l + sum_j 2^(s_j - m'),
+ *   acc = alpha acc + sum_j 2^(s_j - m') v_j,     y = acc / l,
+ *
+ * the softmax of scale q . k_j with log2(e) folded into the scale, so
+ * that each score costs one exp2.  Key tiles that every row of a block
+ * sees whole (no mask, no causal limit inside) skip the masking.
  *
  * No score leaves the work-item: memory is O(n d) in every mode.  The
  * accumulator lives in the work-item's own rows of the output, so any
@@ -64,59 +68,46 @@ fl_step(float *m, const float mt, float *mu)
 {
     const float mn = max_nan(*m, mt);
     *mu = mn == -INFINITY ? 0.0f : mn;
-    const float alpha = exp(*m - *mu);
+    const float alpha = exp2(*m - *mu);
     *m = mn;
     return alpha;
 }
 
 /* Scores of rows qr[0..FL_R) against keys j0.. of kt (rows of lp):
- * x[r][v] lanes 16 v .. 16 v + 15. */
+ * x[r][v] lanes 16 v .. 16 v + 15.  One vector of 16 keys at a time, so
+ * that the FL_R accumulators and the keys stay in registers (16 of them
+ * with AVX2) rather than spilling. */
 static void
 fl_scores(float16 x[FL_R][4], __global const float *const qr[FL_R],
           __global const float *kt, const uint lp, const uint dh)
 {
+    for (int v = 0; v < 4; v++) {
+        float16 a[FL_R];
 #pragma unroll
-    for (int r = 0; r < FL_R; r++)
-        x[r][0] = x[r][1] = x[r][2] = x[r][3] = 0.0f;
-    for (uint c = 0; c < dh; c++, kt += lp) {
-        const float16 k0 = vload16(0, kt), k1 = vload16(1, kt);
-        const float16 k2 = vload16(2, kt), k3 = vload16(3, kt);
+        for (int r = 0; r < FL_R; r++)
+            a[r] = 0.0f;
+        __global const float *kv = kt + 16 * v;
+        for (uint c = 0; c < dh; c++, kv += lp) {
+            const float16 k0 = vload16(0, kv);
 #pragma unroll
-        for (int r = 0; r < FL_R; r++) {
-            FMA_ROW64(x[r], qr[r][c], k0, k1, k2, k3);
+            for (int r = 0; r < FL_R; r++)
+                a[r] = fma(qr[r][c], k0, a[r]);
         }
+#pragma unroll
+        for (int r = 0; r < FL_R; r++)
+            x[r][v] = a[r];
     }
 }
 
 /* acc[r] (columns of out[r], the first nr rows) = alpha[r] acc[r] +
- * sum over j < cnt of p[r][j] v_j, v_j = v + j * width. */
+ * sum over j < cnt of p[r][j] v_j, v_j = v + j * width: 16 columns at a
+ * time (registers, as fl_scores), then one at a time. */
 static void
 fl_weigh(__global float *const out[FL_R], const int nr, const float *alpha,
          const float p[FL_R][FL_T], __global const float *v, const uint width,
          const uint cnt, const uint dh)
 {
     uint c0 = 0;
-    for (; c0 + 64 <= dh; c0 += 64) {
-        float16 y[FL_R][4];
-#pragma unroll
-        for (int r = 0; r < FL_R; r++)
-            for (int i = 0; i < 4; i++)
-                y[r][i] = r < nr ? vload16(i, out[r] + c0) * alpha[r] : 0.0f;
-        __global const float *vj = v + c0;
-        for (uint j = 0; j < cnt; j++, vj += width) {
-            const float16 v0 = vload16(0, vj), v1 = vload16(1, vj);
-            const float16 v2 = vload16(2, vj), v3 = vload16(3, vj);
-#pragma unroll
-            for (int r = 0; r < FL_R; r++) {
-                FMA_ROW64(y[r], p[r][j], v0, v1, v2, v3);
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < FL_R; r++)
-            if (r < nr)
-                for (int i = 0; i < 4; i++)
-                    vstore16(y[r][i], i, out[r] + c0);
-    }
     for (; c0 + 16 <= dh; c0 += 16) {
         float16 y[FL_R];
 #pragma unroll
@@ -144,25 +135,30 @@ fl_weigh(__global float *const out[FL_R], const int nr, const float *alpha,
 }
 
 /* One row's scores of one tile: masked lanes (key j0 + lane at or past
- * lim, or keep 0) -INFINITY; then the online update of m and l, the
- * exponentials into p; returns alpha. */
+ * lim, or keep 0) -INFINITY unless the tile is whole (every lane seen);
+ * then the online update of m and l, the exponentials into p; returns
+ * alpha. */
 static float
 fl_row(float16 x[4], const uint j0, const uint lim, const uchar *keep,
-       const float scale, float *m, float *l, float *p)
+       const int whole, const float scale, float *m, float *l, float *p)
 {
     const uint16 lane =
         (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     float mu;
-    for (int v = 0; v < 4; v++) {
-        const uint16 idx = lane + (j0 + 16 * (uint)v);
-        const int16 ok =
-            (idx < (uint16)lim) & (convert_int16(vload16(v, keep)) != 0);
-        x[v] = select((float16)(-INFINITY), x[v] * scale, ok);
-    }
+    if (whole && lim >= j0 + FL_T)
+        for (int v = 0; v < 4; v++)
+            x[v] *= scale;
+    else
+        for (int v = 0; v < 4; v++) {
+            const uint16 idx = lane + (j0 + 16 * (uint)v);
+            const int16 ok =
+                (idx < (uint16)lim) & (convert_int16(vload16(v, keep)) != 0);
+            x[v] = select((float16)(-INFINITY), x[v] * scale, ok);
+        }
     const float alpha = fl_step(m, fl_hmax64(x), &mu);
     float16 t = 0.0f;
     for (int v = 0; v < 4; v++) {
-        const float16 e = exp(x[v] - mu);
+        const float16 e = exp2(x[v] - mu);
         vstore16(e, v, p);
         t += e;
     }
@@ -192,7 +188,7 @@ fl_window(__global float *out, __global const float *qt, const uint first,
         }
         const float alpha = fl_step(m, mt, &mu);
         for (uint j = 0; j < cnt; j++) {
-            p[j] = exp(p[j] - mu);
+            p[j] = exp2(p[j] - mu);
             sum += p[j];
         }
         *l = *l * alpha + sum;
@@ -212,7 +208,7 @@ fl_window(__global float *out, __global const float *qt, const uint first,
 static void
 fl_tile(__global const float *q, __global float *o, const uint ldq,
         const uint rb, const int nr, const uint j0, const uint cnt,
-        const uchar *keep, const uint *lim, float *m, float *l,
+        const uchar *keep, const int whole, const uint *lim, float *m, float *l,
         __global const float *k, const uint lp, __global const float *vb,
         const uint width, const uint dh, const float scale)
 {
@@ -234,7 +230,7 @@ fl_tile(__global const float *q, __global float *o, const uint ldq,
     fl_scores(x, qr, k + j0, lp, dh);
 #pragma unroll
     for (int r = 0; r < FL_R; r++)
-        alpha[r] = r < nr ? fl_row(x[r], j0, lim[r], keep, scale, &m[r], &l[r],
+        alpha[r] = r < nr ? fl_row(x[r], j0, lim[r], keep, whole, scale, &m[r], &l[r],
                                    p[r])
                           : 0.0f;
     fl_weigh(out, nr, alpha, p, vb + (size_t)j0 * width, width, cnt, dh);
@@ -272,6 +268,7 @@ clf_flash(__global const float *q, const uint ldq, __global const float *kt,
     float m[FL_R * FL_NB], l[FL_R * FL_NB];
     uint lim[FL_R * FL_NB];
     uchar keep[FL_T];
+    const float scale2 = scale * M_LOG2E_F;
     for (uint i = 0; i < FL_R * FL_NB; i++) {
         const uint t = r0 + min(i, nrow - 1);
         m[i] = -INFINITY;
@@ -286,14 +283,18 @@ clf_flash(__global const float *q, const uint ldq, __global const float *kt,
     const uint end = lim[nrow - 1];
     for (uint j0 = 0; j0 < end; j0 += FL_T) {
         const uint cnt = min((uint)FL_T, end - j0);
-        for (uint j = 0; j < FL_T; j++)
+        int whole = 1;
+        for (uint j = 0; j < FL_T; j++) {
             keep[j] = j < cnt && (block || !has_mask || mb[j0 + j]);
+            whole &= keep[j];
+        }
         for (uint i0 = 0; i0 < nrow; i0 += FL_R) {
             const int nr = (int)min((uint)FL_R, nrow - i0);
             const uint e = lim[i0 + (uint)nr - 1];
             if (e > j0)
                 fl_tile(q0, o0, ldq, r0 + i0, nr, j0, min(cnt, e - j0), keep,
-                        lim + i0, m + i0, l + i0, k, lp, vb, width, dh, scale);
+                        whole, lim + i0, m + i0, l + i0, k, lp, vb, width, dh,
+                        scale2);
         }
     }
     const uint hk = window_per_head ? h : 0;
@@ -304,7 +305,7 @@ clf_flash(__global const float *q, const uint ldq, __global const float *kt,
             fl_window(out, q0 + (size_t)t * ldq, t / block * block, t,
                       pk + (size_t)b * n * dkv + hk * dh,
                       pv + (size_t)b * n * dkv + hk * dh, dkv, mb, has_mask,
-                      dh, scale, &m[i], &l[i]);
+                      dh, scale2, &m[i], &l[i]);
         const float u = l[i] == 0.0f ? 0.0f : 1.0f / l[i];
         for (uint e = 0; e < dh; e++)
             out[e] *= u;

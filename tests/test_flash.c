@@ -6,7 +6,12 @@
  * Tolerance against the double-precision reference: max |y - y_ref| <=
  * 1e-5 * max |y_ref| over the whole output, as test_attention and
  * test_masks: the online softmax rescales float sums of at most a few
- * hundred terms, while an indexing or masking mistake is of order 1. */
+ * hundred terms, while an indexing or masking mistake is of order 1.
+ *
+ * CLINFORMER_TEST_SMALL=1 (scripts/check-runtimes.sh sets it for rusticl
+ * on llvmpipe, where the layers below take hours) swaps the layers of the
+ * four mode tests for the tiny ones of small_layers: still every mode,
+ * mask kind and sharing, with n, k and d_h off the tiles. */
 #include "attention.h"
 #include "reference.h"
 #include "testutil.h"
@@ -73,11 +78,13 @@ check(struct layer *l, clf_mode mode, int causal, enum mask_kind mk, size_t B,
 
 /* Layers whose sizes miss the kernel's tiles: (D, h, d_h, N, k, block,
  * sharing, share_kv, one_kv_head).  N/block blocks divide k. */
-static const struct {
+struct layer_sizes {
     size_t D, h, dh, N, k, block;
     clf_sharing sharing;
     int share_kv, one_kv_head;
-} layers[] = {
+};
+
+static const struct layer_sizes layers[] = {
     {30, 3, 0, 150, 70, 30, CLF_SHARE_HEADWISE, 0, 0},  /* d_h 10 */
     {48, 2, 80, 100, 45, 20, CLF_SHARE_PER_HEAD, 0, 0}, /* 64 + 16 */
     {24, 2, 67, 70, 21, 10, CLF_SHARE_KEY_VALUE, 0, 1}, /* 64 + 3 */
@@ -85,24 +92,54 @@ static const struct {
     {24, 3, 24, 66, 12, 11, CLF_SHARE_PER_HEAD, 0, 1},  /* 16 + 8 */
 };
 
+/* The small-shape set: d_h 8 (below a vector), 16 + 3, and 7; n below
+ * one tile of 64 keys, or one whole tile and a partial one. */
+static const struct layer_sizes small_layers[] = {
+    {16, 2, 0, 21, 9, 7, CLF_SHARE_HEADWISE, 0, 0},    /* d_h 8 */
+    {38, 2, 19, 70, 14, 10, CLF_SHARE_PER_HEAD, 0, 1}, /* 16 + 3 */
+    {21, 3, 0, 30, 15, 6, CLF_SHARE_KEY_VALUE, 0, 1},  /* d_h 7 */
+    {16, 2, 0, 24, 8, 6, CLF_SHARE_HEADWISE, 1, 0},    /* shared K=V */
+};
+
+/* The layer table in use and its length. */
+static const struct layer_sizes *
+layer_table(size_t *count)
+{
+    const char *small = getenv("CLINFORMER_TEST_SMALL");
+
+    if (small != NULL && strcmp(small, "") != 0 && strcmp(small, "0") != 0) {
+        *count = sizeof small_layers / sizeof small_layers[0];
+        return small_layers;
+    }
+    *count = sizeof layers / sizeof layers[0];
+    return layers;
+}
+
 static void
-make_layer(struct layer *l, size_t i, unsigned long long seed)
+make_sized(struct layer *l, const struct layer_sizes *z,
+           unsigned long long seed)
 {
     clf_attention_desc d;
 
     memset(&d, 0, sizeof d);
-    d.d_model = layers[i].D;
-    d.heads = layers[i].h;
-    d.head_dim = layers[i].dh;
-    d.max_seq_len = layers[i].N;
-    d.k = layers[i].k;
-    d.causal_block = layers[i].block;
-    d.sharing = layers[i].sharing;
-    d.share_kv = layers[i].share_kv;
-    d.one_kv_head = layers[i].one_kv_head;
+    d.d_model = z->D;
+    d.heads = z->h;
+    d.head_dim = z->dh;
+    d.max_seq_len = z->N;
+    d.k = z->k;
+    d.causal_block = z->block;
+    d.sharing = z->sharing;
+    d.share_kv = z->share_kv;
+    d.one_kv_head = z->one_kv_head;
     d.bias_q = d.bias_k = d.bias_out = 1;
     d.bias_v = !d.share_kv;
     layer_make(l, &d, seed);
+}
+
+static void
+make_layer(struct layer *l, size_t i, unsigned long long seed)
+{
+    make_sized(l, &layers[i], seed);
 }
 
 /* Every layer, in `mode` (causal or not), each mask kind, batches of 3
@@ -110,16 +147,17 @@ make_layer(struct layer *l, size_t i, unsigned long long seed)
 static void
 every_layer(clf_mode mode, int causal, unsigned long long seed)
 {
-    size_t i;
+    size_t i, count;
+    const struct layer_sizes *table = layer_table(&count);
     int mk;
 
-    for (i = 0; i < sizeof layers / sizeof layers[0]; i++) {
+    for (i = 0; i < count; i++) {
         struct layer l;
-        make_layer(&l, i, seed + i);
+        make_sized(&l, &table[i], seed + i);
         for (mk = NO_MASK; mk <= BYTES; mk++) {
-            check(&l, mode, causal, (enum mask_kind)mk, 3, layers[i].N,
+            check(&l, mode, causal, (enum mask_kind)mk, 3, table[i].N,
                   seed + 10 * i + (unsigned long long)mk);
-            check(&l, mode, causal, (enum mask_kind)mk, 1, layers[i].N - 7,
+            check(&l, mode, causal, (enum mask_kind)mk, 1, table[i].N - 7,
                   seed + 10 * i + 5 + (unsigned long long)mk);
         }
         layer_free(&l);

@@ -521,8 +521,9 @@ CLF_EXTERN int clf_attention_randomize(clf_attention *att,
                                        unsigned long long seed);
 
 /* Selects Linformer (default) or full attention for later forwards.  Full
- * mode does not need E or F; its n x n scores are made in chunks of query
- * rows when a batch's would pass 512 MiB.
+ * mode does not need E or F; on the GEMM path its n x n scores are made in
+ * chunks of query rows when a batch's would pass 512 MiB, and the streaming
+ * kernel ("attend" "flash") holds no scores at all.
  * Errors: CLF_EBAD_ENUM. */
 CLF_EXTERN int clf_attention_set_mode(clf_attention *att, clf_mode mode);
 

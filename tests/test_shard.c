@@ -377,6 +377,42 @@ START_TEST(shard_model_split_by_stored_throughput)
 }
 END_TEST
 
+/* batch x seq_len whose host slices wrap size_t: refused with
+ * CLF_ESIZE_OVERFLOW before a slice is sized or read, by a layer's and a
+ * model's forward (weights given, so no throughput run comes first). */
+START_TEST(shard_huge_shapes_refused_not_wrapped)
+{
+    const char *top = getenv("top_srcdir");
+    const double w[2] = {1.0, 1.0};
+    const size_t B = (size_t)1 << 33, n = (size_t)1 << 32;
+    clf_attention_desc d = desc_base();
+    clf_group *g = group_of(2);
+    clf_group_attention *ga = NULL;
+    clf_group_model *gm = NULL;
+    float x[64], y[64];
+    char path[1200];
+
+    memset(x, 0, sizeof x);
+    ck_assert_int_eq(clf_group_attention_create(&ga, g, &d, 1), 0);
+    ck_assert_int_eq(clf_group_attention_forward_ex(ga, x, B, n, y, NULL),
+                     CLF_ESIZE_OVERFLOW);
+    ck_assert_msg(strstr(clf_last_error(), "seq_len") != NULL, "%s",
+                  clf_last_error());
+    snprintf(path, sizeof path, "%s/tests/data/lucidrains_encoder.safetensors",
+             top ? top : ".");
+    ck_assert_msg(clf_group_model_load(&gm, g, path, NULL) == 0, "%s",
+                  clf_last_error());
+    ck_assert_int_eq(clf_group_set_weights(g, w), 0);
+    ck_assert_int_eq(clf_group_model_forward(gm, x, B, n, y, NULL),
+                     CLF_ESIZE_OVERFLOW);
+    ck_assert_msg(strstr(clf_last_error(), "batch") != NULL, "%s",
+                  clf_last_error());
+    clf_group_model_destroy(gm);
+    clf_group_attention_destroy(ga);
+    clf_group_destroy(g);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -392,6 +428,7 @@ suite(void)
     tcase_add_test(tc, shard_causal_linformer_matches_reference);
     tcase_add_test(tc, shard_full_matches_reference);
     tcase_add_test(tc, shard_model_split_by_stored_throughput);
+    tcase_add_test(tc, shard_huge_shapes_refused_not_wrapped);
     suite_add_tcase(s, tc);
     return s;
 }

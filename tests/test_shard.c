@@ -413,6 +413,24 @@ START_TEST(shard_huge_shapes_refused_not_wrapped)
 }
 END_TEST
 
+/* NULL arguments of the group's getters: refused, the argument named. */
+START_TEST(shard_last_split_names_null_argument)
+{
+    clf_group *g = group_of(1);
+    clf_shard_by by;
+    size_t used;
+
+    ck_assert_int_eq(clf_group_last_split(NULL, &by, &used),
+                     CLF_ENULL_ARGUMENT);
+    ck_assert_str_eq(clf_last_error(), "g is NULL");
+    ck_assert_int_eq(clf_group_last_split(g, NULL, &used), CLF_ENULL_ARGUMENT);
+    ck_assert_str_eq(clf_last_error(), "by is NULL");
+    ck_assert_int_eq(clf_group_last_split(g, &by, NULL), CLF_ENULL_ARGUMENT);
+    ck_assert_str_eq(clf_last_error(), "devices is NULL");
+    clf_group_destroy(g);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -429,6 +447,7 @@ suite(void)
     tcase_add_test(tc, shard_full_matches_reference);
     tcase_add_test(tc, shard_model_split_by_stored_throughput);
     tcase_add_test(tc, shard_huge_shapes_refused_not_wrapped);
+    tcase_add_test(tc, shard_last_split_names_null_argument);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -431,6 +431,45 @@ START_TEST(shard_last_split_names_null_argument)
 }
 END_TEST
 
+/* A shard's layer forward over batch x seq_len that wraps size_t (its
+ * masks and rows): refused before the lengths are read or a buffer is
+ * sized.  And a split of SIZE_MAX positions, whose unit count must not
+ * wrap to 0. */
+static int
+huge_run(void *user, int rank, const clf_shard_comm *comm)
+{
+    const size_t bounds[2] = {0, (size_t)1 << 32};
+    const unsigned lengths[2] = {1, 1};
+    clf_forward_opts o;
+    float x[16], y[16];
+
+    memset(&o, 0, sizeof o);
+    memset(x, 0, sizeof x);
+    o.lengths = lengths;
+    (void)rank;
+    return clf_shard_attention_forward(user, comm, (size_t)1 << 33,
+                                       (size_t)1 << 32, bounds, x, y, &o);
+}
+
+START_TEST(shard_entry_points_refuse_wrapping_sizes)
+{
+    clf_attention_desc d = desc_base();
+    clf_attention *a = NULL;
+    size_t b[3];
+
+    ck_assert_int_eq(clf_attention_create(&a, tu_context(), &d), 0);
+    ck_assert_int_eq(clf__group_run(1, huge_run, a), CLF_ESIZE_OVERFLOW);
+    ck_assert_msg(strstr(clf_last_error(), "overflows") != NULL, "%s",
+                  clf_last_error());
+    clf_attention_destroy(a);
+    ck_assert_msg(clf_shard_split(SIZE_MAX, 2, NULL, 2, b) == 0, "%s",
+                  clf_last_error());
+    ck_assert_uint_eq(b[0], 0);
+    ck_assert(b[1] > 0 && b[1] < SIZE_MAX && b[1] % 2 == 0);
+    ck_assert_uint_eq(b[2], SIZE_MAX);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -448,6 +487,7 @@ suite(void)
     tcase_add_test(tc, shard_model_split_by_stored_throughput);
     tcase_add_test(tc, shard_huge_shapes_refused_not_wrapped);
     tcase_add_test(tc, shard_last_split_names_null_argument);
+    tcase_add_test(tc, shard_entry_points_refuse_wrapping_sizes);
     suite_add_tcase(s, tc);
     return s;
 }

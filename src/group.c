@@ -143,7 +143,10 @@ CLF_EXTERN int
 clf_group_last_split(const clf_group *g, clf_shard_by *by, size_t *devices)
 {
     if (g == NULL || by == NULL || devices == NULL)
-        return clf__fail(CLF_ENULL_ARGUMENT, "an argument is NULL");
+        return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL",
+                         g == NULL    ? "g"
+                         : by == NULL ? "by"
+                                      : "devices");
     *by = g->last;
     *devices = g->last_shards;
     return 0;

@@ -97,6 +97,21 @@ struct job {
     int batch;
 };
 
+/* CLF_ESIZE_OVERFLOW when batch x seq_len rows of in_bytes or out_bytes
+ * (the host slices of a split) do not fit in size_t: refused before any
+ * slice is sized or copied. */
+static int
+check_rows(size_t B, size_t n, size_t in_bytes, size_t out_bytes)
+{
+    size_t rows, t;
+
+    if (clf__mul(B, n, &rows) || clf__mul(rows, in_bytes, &t) ||
+        clf__mul(rows, out_bytes, &t))
+        return clf__fail(CLF_ESIZE_OVERFLOW,
+                         "batch %zu x seq_len %zu overflows size_t", B, n);
+    return 0;
+}
+
 /* The shard's rows of every sequence, gathered into one array. */
 static void *
 slice_rows(const struct job *j, int rank, size_t elem)
@@ -305,6 +320,9 @@ model_forward(clf_group_model *gm, const void *x, size_t B, size_t n, float *y,
     if (B == 0 || n == 0)
         return clf__fail(CLF_EBAD_SIZE, "%s is 0",
                          B == 0 ? "batch" : "seq_len");
+    CLF_TRY(check_rows(
+        B, n, tokens ? sizeof(long long) : gm->info.d_model * sizeof(float),
+        (tokens ? gm->info.vocab : gm->info.d_model) * sizeof(float)));
     memset(&j, 0, sizeof j);
     j.gm = gm;
     j.B = B;
@@ -425,6 +443,8 @@ clf_group_attention_forward_ex(clf_group_attention *ga, const float *x,
     if (batch == 0 || seq_len == 0)
         return clf__fail(CLF_EBAD_SIZE, "%s is 0",
                          batch == 0 ? "batch" : "seq_len");
+    CLF_TRY(check_rows(batch, seq_len, ga->D * sizeof(float),
+                       ga->D * sizeof(float)));
     a0 = ga->a[0];
     if (opts != NULL && opts->causal && a0->mode == CLF_MODE_LINFORMER &&
         a0->desc.causal_block > 0)

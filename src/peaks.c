@@ -12,6 +12,7 @@
  */
 #include "internal.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,7 +261,8 @@ peak_path(const clf_context *ctx, char *path, size_t cap, char *key,
         path[0] = '\0';
 }
 
-/* A figure line "<name> <positive finite number>\n" at *p; advances *p. */
+/* A figure line "<name> <positive finite number>\n" at *p, the number
+ * starting with a digit; advances *p. */
 static int
 parse_figure(const char **p, const char *name, double *out)
 {
@@ -268,7 +270,9 @@ parse_figure(const char **p, const char *name, double *out)
     char *end;
     double v;
 
-    if (strncmp(*p, name, len) != 0 || (*p)[len] != ' ')
+    /* a digit first: strtod would skip white space, newlines included */
+    if (strncmp(*p, name, len) != 0 || (*p)[len] != ' ' ||
+        !isdigit((unsigned char)(*p)[len + 1]))
         return -1;
     v = strtod(*p + len + 1, &end);
     if (end == *p + len + 1 || *end != '\n' || !isfinite(v) || !(v > 0.0) ||

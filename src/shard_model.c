@@ -36,7 +36,7 @@ clf_shard_split(size_t seq_len, int shards, const double *weights, size_t unit,
     if (shards < 1 || unit == 0)
         return clf__fail(CLF_EBAD_SIZE, "%s is 0",
                          shards < 1 ? "shards" : "unit");
-    units = (seq_len + unit - 1) / unit;
+    units = seq_len / unit + (seq_len % unit != 0); /* no wrap at SIZE_MAX */
     if (units < (size_t)shards)
         return clf__fail(CLF_EBAD_SIZE,
                          "seq_len %zu gives %zu units of %zu positions, fewer "
@@ -108,8 +108,10 @@ build_masks(const clf_forward_opts *opts, size_t B, size_t n, size_t b0,
 }
 
 static int
-check_args(const clf_shard_comm *comm, size_t B, size_t n, const size_t *bounds)
+check_args(const clf_shard_comm *comm, size_t B, size_t n, const size_t *bounds,
+           size_t width)
 {
+    size_t t;
     int r;
 
     if (comm == NULL || bounds == NULL)
@@ -121,6 +123,10 @@ check_args(const clf_shard_comm *comm, size_t B, size_t n, const size_t *bounds)
     if (B == 0 || n == 0)
         return clf__fail(CLF_EBAD_SIZE, "%s is 0",
                          B == 0 ? "batch" : "seq_len");
+    /* the masks hold B x n bytes, the rows B x n x width floats */
+    if (clf__mul3(B, n, width * sizeof(float), &t))
+        return clf__fail(CLF_ESIZE_OVERFLOW,
+                         "batch %zu x seq_len %zu overflows size_t", B, n);
     for (r = 0; r < comm->size; r++)
         if (bounds[r + 1] <= bounds[r] || bounds[comm->size] != n)
             return clf__fail(CLF_EINVALID_ARGUMENT,
@@ -148,7 +154,7 @@ model_part(clf_model *m, const clf_shard_comm *comm, size_t B, size_t n,
 
     if (m == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "m is NULL");
-    CLF_TRY(check_args(comm, B, n, bounds));
+    CLF_TRY(check_args(comm, B, n, bounds, 1));
     CLF_TRY(clf_model_info_get(m, &info));
     if (n > info.max_seq_len)
         return clf__fail(CLF_ESEQ_TOO_LONG,
@@ -218,7 +224,7 @@ attention_part(clf_attention *att, const clf_shard_comm *comm, size_t B,
                          att == NULL ? "att"
                          : x == NULL ? "x"
                                      : "y");
-    CLF_TRY(check_args(comm, B, n, bounds));
+    CLF_TRY(check_args(comm, B, n, bounds, att->D));
     bytes = B * (bounds[comm->rank + 1] - bounds[comm->rank]) * att->D *
             sizeof(float);
     rc = build_masks(opts, B, n, bounds[comm->rank],

@@ -118,6 +118,10 @@ START_TEST(peaks_bad_cache_ignored)
         /* a figure that is not a positive number */
         "clinformer-peaks 1\n%s\nfma_gflops -3\ncopy_gbps 1\nh2d_gbps 1\n",
         "clinformer-peaks 1\n%s\nfma_gflops nan\ncopy_gbps 1\nh2d_gbps 1\n",
+        /* a figure's number on the next line, or after more space */
+        "clinformer-peaks 1\n%s\nfma_gflops\n3\ncopy_gbps 1\nh2d_gbps 1\n",
+        "clinformer-peaks 1\n%s\nfma_gflops \n3\ncopy_gbps 1\nh2d_gbps 1\n",
+        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps  1\nh2d_gbps 1\n",
         /* a figure missing, one too many, a cut-off line */
         "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\n",
         "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\nh2d_gbps 1\nx 1\n",

@@ -377,6 +377,99 @@ START_TEST(shard_model_split_by_stored_throughput)
 }
 END_TEST
 
+/* batch x seq_len whose host slices wrap size_t: refused with
+ * CLF_ESIZE_OVERFLOW before a slice is sized or read, by a layer's and a
+ * model's forward (weights given, so no throughput run comes first). */
+START_TEST(shard_huge_shapes_refused_not_wrapped)
+{
+    const char *top = getenv("top_srcdir");
+    const double w[2] = {1.0, 1.0};
+    const size_t B = (size_t)1 << 33, n = (size_t)1 << 32;
+    clf_attention_desc d = desc_base();
+    clf_group *g = group_of(2);
+    clf_group_attention *ga = NULL;
+    clf_group_model *gm = NULL;
+    float x[64], y[64];
+    char path[1200];
+
+    memset(x, 0, sizeof x);
+    ck_assert_int_eq(clf_group_attention_create(&ga, g, &d, 1), 0);
+    ck_assert_int_eq(clf_group_attention_forward_ex(ga, x, B, n, y, NULL),
+                     CLF_ESIZE_OVERFLOW);
+    ck_assert_msg(strstr(clf_last_error(), "seq_len") != NULL, "%s",
+                  clf_last_error());
+    snprintf(path, sizeof path, "%s/tests/data/lucidrains_encoder.safetensors",
+             top ? top : ".");
+    ck_assert_msg(clf_group_model_load(&gm, g, path, NULL) == 0, "%s",
+                  clf_last_error());
+    ck_assert_int_eq(clf_group_set_weights(g, w), 0);
+    ck_assert_int_eq(clf_group_model_forward(gm, x, B, n, y, NULL),
+                     CLF_ESIZE_OVERFLOW);
+    ck_assert_msg(strstr(clf_last_error(), "batch") != NULL, "%s",
+                  clf_last_error());
+    clf_group_model_destroy(gm);
+    clf_group_attention_destroy(ga);
+    clf_group_destroy(g);
+}
+END_TEST
+
+/* NULL arguments of the group's getters: refused, the argument named. */
+START_TEST(shard_last_split_names_null_argument)
+{
+    clf_group *g = group_of(1);
+    clf_shard_by by;
+    size_t used;
+
+    ck_assert_int_eq(clf_group_last_split(NULL, &by, &used),
+                     CLF_ENULL_ARGUMENT);
+    ck_assert_str_eq(clf_last_error(), "g is NULL");
+    ck_assert_int_eq(clf_group_last_split(g, NULL, &used), CLF_ENULL_ARGUMENT);
+    ck_assert_str_eq(clf_last_error(), "by is NULL");
+    ck_assert_int_eq(clf_group_last_split(g, &by, NULL), CLF_ENULL_ARGUMENT);
+    ck_assert_str_eq(clf_last_error(), "devices is NULL");
+    clf_group_destroy(g);
+}
+END_TEST
+
+/* A shard's layer forward over batch x seq_len that wraps size_t (its
+ * masks and rows): refused before the lengths are read or a buffer is
+ * sized.  And a split of SIZE_MAX positions, whose unit count must not
+ * wrap to 0. */
+static int
+huge_run(void *user, int rank, const clf_shard_comm *comm)
+{
+    const size_t bounds[2] = {0, (size_t)1 << 32};
+    const unsigned lengths[2] = {1, 1};
+    clf_forward_opts o;
+    float x[16], y[16];
+
+    memset(&o, 0, sizeof o);
+    memset(x, 0, sizeof x);
+    o.lengths = lengths;
+    (void)rank;
+    return clf_shard_attention_forward(user, comm, (size_t)1 << 33,
+                                       (size_t)1 << 32, bounds, x, y, &o);
+}
+
+START_TEST(shard_entry_points_refuse_wrapping_sizes)
+{
+    clf_attention_desc d = desc_base();
+    clf_attention *a = NULL;
+    size_t b[3];
+
+    ck_assert_int_eq(clf_attention_create(&a, tu_context(), &d), 0);
+    ck_assert_int_eq(clf__group_run(1, huge_run, a), CLF_ESIZE_OVERFLOW);
+    ck_assert_msg(strstr(clf_last_error(), "overflows") != NULL, "%s",
+                  clf_last_error());
+    clf_attention_destroy(a);
+    ck_assert_msg(clf_shard_split(SIZE_MAX, 2, NULL, 2, b) == 0, "%s",
+                  clf_last_error());
+    ck_assert_uint_eq(b[0], 0);
+    ck_assert(b[1] > 0 && b[1] < SIZE_MAX && b[1] % 2 == 0);
+    ck_assert_uint_eq(b[2], SIZE_MAX);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -392,6 +485,9 @@ suite(void)
     tcase_add_test(tc, shard_causal_linformer_matches_reference);
     tcase_add_test(tc, shard_full_matches_reference);
     tcase_add_test(tc, shard_model_split_by_stored_throughput);
+    tcase_add_test(tc, shard_huge_shapes_refused_not_wrapped);
+    tcase_add_test(tc, shard_last_split_names_null_argument);
+    tcase_add_test(tc, shard_entry_points_refuse_wrapping_sizes);
     suite_add_tcase(s, tc);
     return s;
 }

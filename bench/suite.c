@@ -92,7 +92,8 @@ static const char usage_text[] =
     "                    device alone, then one forward split by positions\n"
     "                    over all of them, evenly and in proportion to the\n"
     "                    throughput just measured alone, and the bytes\n"
-    "                    exchanged per layer\n"
+    "                    exchanged per layer; float only, printed, no\n"
+    "                    --accuracy, --baseline or file option\n"
     "\n"
     "Accuracy study (instead of the matrix):\n"
     "  --accuracy        for each n of --n (default 2048) and each D, h, B,\n"
@@ -795,6 +796,32 @@ check_baseline(const struct clf_bench_options *o)
     return 2;
 }
 
+/* --shard prints its own table and writes no file: an option it would
+ * ignore is a usage error; returns 0, or 2 (reported). */
+static int
+check_shard_options(const struct clf_bench_options *o)
+{
+    const char *names[] = {"--from", "--compare", "--json",    "--csv",
+                           "--svg",  "--html",    "--baseline"};
+    const char *vals[7];
+    size_t i;
+
+    vals[0] = o->from, vals[1] = o->compare, vals[2] = o->json;
+    vals[3] = o->csv, vals[4] = o->svg, vals[5] = o->html;
+    vals[6] = o->baseline;
+    for (i = 0; i < 7; i++)
+        if (vals[i] != NULL) {
+            fprintf(stderr, "%s: --shard takes no %s\n", o->prog, names[i]);
+            return 2;
+        }
+    if (o->accuracy || o->precisions[CLF_PRECISION_HALF]) {
+        fprintf(stderr, "%s: --shard takes no %s\n", o->prog,
+                o->accuracy ? "--accuracy" : "--precision half");
+        return 2;
+    }
+    return 0;
+}
+
 /* Measures, or with --from reads the report back; returns the exit status
  * so far (0, 1 for failures, 2 for a bad --from file), or -1 when there is
  * no device to run on (nothing to report). */
@@ -811,6 +838,13 @@ measure(struct clf_bench_options *o, int argc, char **argv,
             return 2;
         }
         o->quick = rep->quick;
+        if (o->baseline != NULL &&
+            clf_bench_find_device(rep, o->baseline) < 0) {
+            fprintf(stderr,
+                    "%s: --baseline \"%s\" names no device of --from %s\n",
+                    o->prog, o->baseline, o->from);
+            return 2;
+        }
         set_baseline(o, rep);
         return 0;
     }
@@ -860,7 +894,7 @@ clf_bench_main(int argc, char **argv)
     sort_sizes(o.acc_n, &o.acc_nn);
     sort_sizes(o.acc_k, &o.acc_nk);
     if (o.shard)
-        return clf_bench_shard(&o);
+        return check_shard_options(&o) != 0 ? 2 : clf_bench_shard(&o);
     if (read_baseline(&o, &base) != 0 || check_baseline(&o) != 0)
         return 2;
     clf_bench_report_init(&rep);

@@ -198,12 +198,15 @@ struct scale {
 };
 
 /* A value of 0 or below (from a hostile file), off a log axis, sits on
- * the box's left or lower edge rather than at -inf. */
+ * the box's left or lower edge rather than at -inf; an infinite one on
+ * the right or upper edge. */
 static double
 px(const struct scale *s, double v)
 {
     if (!(v > 0))
         return BOX_L;
+    if (isinf(v))
+        return BOX_L + BOX_W;
     return BOX_L + (log10(v) - s->x0) / (s->x1 - s->x0) * BOX_W;
 }
 
@@ -212,6 +215,8 @@ py(const struct scale *s, double v)
 {
     if (!(v > 0))
         return BOX_T + BOX_H;
+    if (isinf(v))
+        return BOX_T;
     return BOX_T + BOX_H - (log10(v) - s->y0) / (s->y1 - s->y0) * BOX_H;
 }
 
@@ -241,7 +246,7 @@ static void
 nice_range(double vmin, double vmax, double lo, double hi, double span,
            double *a0, double *a1)
 {
-    if (!(vmax > 0) || !(vmin > 0)) {
+    if (!(vmax > 0) || !(vmin > 0) || isinf(vmax)) {
         vmin = lo;
         vmax = hi;
     }

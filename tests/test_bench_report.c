@@ -286,7 +286,8 @@ has_nonfinite(const char *text)
 }
 
 /* Every number an SVG figure writes is finite, whatever the rows hold:
- * n of 0, times of 0 or below, NaN peaks, a single point. */
+ * n of 0, times of 0 or below or past DBL_MAX in ms, NaN peaks, a single
+ * point. */
 static void
 assert_svg_finite(const clf_bench_report *r)
 {
@@ -320,6 +321,9 @@ START_TEST(figures_stay_finite_on_hostile_values)
     device(&r, "pocl:0", "cpu");
     row(&r, 0, 512, 0.2);
     r.results[0].wall.min = -1;
+    assert_svg_finite(&r);
+    /* a time whose milliseconds overflow: once an endless grid loop */
+    r.results[0].wall.median = r.results[0].wall.max = 1e308;
     assert_svg_finite(&r);
     clf_bench_report_free(&r);
 }

@@ -142,7 +142,8 @@ static const char usage_text[] =
     "                    and now/baseline; rows on one side only are listed\n"
     "                    (also in --html's report)\n"
     "  --from FILE       measure nothing: print the tables of a saved JSON\n"
-    "                    run and write its --csv, --svg, --html (and --json)\n"
+    "                    run and write its --csv, --svg, --html (and --json);\n"
+    "                    --peak, --no-peak and --precision do not apply\n"
     "  --help            this text\n"
     "\n"
     "Exit status: 0 when everything was measured or reported as too large\n"
@@ -796,6 +797,26 @@ check_baseline(const struct clf_bench_options *o)
     return 2;
 }
 
+/* --from measures nothing: an option that says how to measure is a
+ * usage error with it; returns 0, or 2 (reported).  Called before the
+ * defaults fill the precisions. */
+static int
+check_from_options(const struct clf_bench_options *o)
+{
+    const char *what = o->peak > 0   ? "--peak"
+                       : o->peak < 0 ? "--no-peak"
+                       : o->precisions[CLF_PRECISION_FLOAT] ||
+                               o->precisions[CLF_PRECISION_HALF]
+                           ? "--precision"
+                           : NULL;
+
+    if (o->from == NULL || what == NULL)
+        return 0;
+    fprintf(stderr, "%s: --from measures nothing: %s does not apply\n", o->prog,
+            what);
+    return 2;
+}
+
 /* --shard prints its own table and writes no file: an option it would
  * ignore is a usage error; returns 0, or 2 (reported). */
 static int
@@ -872,6 +893,8 @@ clf_bench_main(int argc, char **argv)
     rc = parse_args(argc, argv, &o);
     if (rc != 0)
         return rc == 1 ? 0 : 2;
+    if (check_from_options(&o) != 0)
+        return 2;
     fill_defaults(&o);
     if (clf_bench_check_sizes(&o, why, sizeof why) != 0) {
         fprintf(stderr, "%s: %s\n", o.prog, why);

@@ -760,8 +760,9 @@ set_baseline(const struct clf_bench_options *o, clf_bench_report *rep)
                 o->prog, o->baseline);
 }
 
-/* --baseline must name a device of the machine (a run) or of the saved
- * run (--from, checked when it is read); returns 0, or 2 (reported). */
+/* --baseline must name a device of the machine for a run; with --from,
+ * one naming none of the saved run's devices falls back to the first
+ * with a warning (set_baseline).  Returns 0, or 2 (reported). */
 static int
 check_baseline(const struct clf_bench_options *o)
 {
@@ -859,13 +860,6 @@ measure(struct clf_bench_options *o, int argc, char **argv,
             return 2;
         }
         o->quick = rep->quick;
-        if (o->baseline != NULL &&
-            clf_bench_find_device(rep, o->baseline) < 0) {
-            fprintf(stderr,
-                    "%s: --baseline \"%s\" names no device of --from %s\n",
-                    o->prog, o->baseline, o->from);
-            return 2;
-        }
         set_baseline(o, rep);
         return 0;
     }

@@ -1060,10 +1060,7 @@ same_panel(const clf_bench_result *a, const clf_bench_result *b)
 void
 clf_bench_fmt_ms(char *buf, size_t len, double s)
 {
-    if (isnan(s))
-        snprintf(buf, len, "-");
-    else
-        snprintf(buf, len, "%.1f", s * 1e3);
+    clf_bench_fmt_g(buf, len, "%.1f", s * 1e3);
 }
 
 void
@@ -1071,8 +1068,8 @@ clf_bench_fmt_g(char *buf, size_t len, const char *fmt, double v)
 {
     if (isnan(v))
         snprintf(buf, len, "-");
-    else
-        snprintf(buf, len, fmt, v);
+    else if (snprintf(buf, len, fmt, v) >= (int)len)
+        snprintf(buf, len, "%.3g", v); /* a cut number would mislead */
 }
 
 /* The row's mode, with "/h" after it for half-precision weights. */

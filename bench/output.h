@@ -151,7 +151,8 @@ void clf_bench_print_accuracy(FILE *f, const clf_bench_report *r);
 void clf_bench_print_summary(FILE *f, const clf_bench_report *r);
 
 /* Table cells: seconds s as milliseconds with one decimal, and v printed
- * with the printf format fmt; "-" when the value is NaN (not measured). */
+ * with the printf format fmt; "-" when the value is NaN (not measured),
+ * "%.3g" when fmt's text would not fit in len. */
 void clf_bench_fmt_ms(char *buf, size_t len, double s);
 void clf_bench_fmt_g(char *buf, size_t len, const char *fmt, double v);
 

@@ -197,15 +197,26 @@ struct scale {
     double x0, x1, y0, y1;
 };
 
+/* A value of 0 or below (from a hostile file), off a log axis, sits on
+ * the box's left or lower edge rather than at -inf; an infinite one on
+ * the right or upper edge. */
 static double
 px(const struct scale *s, double v)
 {
+    if (!(v > 0))
+        return BOX_L;
+    if (isinf(v))
+        return BOX_L + BOX_W;
     return BOX_L + (log10(v) - s->x0) / (s->x1 - s->x0) * BOX_W;
 }
 
 static double
 py(const struct scale *s, double v)
 {
+    if (!(v > 0))
+        return BOX_T + BOX_H;
+    if (isinf(v))
+        return BOX_T;
     return BOX_T + BOX_H - (log10(v) - s->y0) / (s->y1 - s->y0) * BOX_H;
 }
 
@@ -235,7 +246,7 @@ static void
 nice_range(double vmin, double vmax, double lo, double hi, double span,
            double *a0, double *a1)
 {
-    if (!(vmax > 0) || !(vmin > 0)) {
+    if (!(vmax > 0) || !(vmin > 0) || isinf(vmax)) {
         vmin = lo;
         vmax = hi;
     }
@@ -477,13 +488,17 @@ times_scale(const clf_bench_report *r, struct scale *s)
 
     for (i = 0; i < r->nresults; i++) {
         const clf_bench_result *x = &r->results[i];
-        nmin = fmin(nmin, (double)x->n);
-        nmax = fmax(nmax, (double)x->n);
+        if (x->n > 0) {
+            nmin = fmin(nmin, (double)x->n);
+            nmax = fmax(nmax, (double)x->n);
+        }
         if (row_ran(x)) {
             tmin = fmin(tmin, fmin(x->wall.min, x->wall.median) * 1e3);
             tmax = fmax(tmax, fmax(x->wall.max, x->wall.median) * 1e3);
         }
     }
+    if (!(nmax > 0))
+        nmin = nmax = 1; /* no row with a length */
     s->x0 = log10(nmin) - 0.1 * fmax(log10(nmax / nmin), 1.0);
     s->x1 = log10(nmax) + 0.1 * fmax(log10(nmax / nmin), 1.0);
     nice_range(tmin, tmax, 1, 10, 0.3, &s->y0, &s->y1);

@@ -92,7 +92,8 @@ static const char usage_text[] =
     "                    device alone, then one forward split by positions\n"
     "                    over all of them, evenly and in proportion to the\n"
     "                    throughput just measured alone, and the bytes\n"
-    "                    exchanged per layer\n"
+    "                    exchanged per layer; float only, printed, no\n"
+    "                    --accuracy, --baseline or file option\n"
     "\n"
     "Accuracy study (instead of the matrix):\n"
     "  --accuracy        for each n of --n (default 2048) and each D, h, B,\n"
@@ -141,7 +142,8 @@ static const char usage_text[] =
     "                    and now/baseline; rows on one side only are listed\n"
     "                    (also in --html's report)\n"
     "  --from FILE       measure nothing: print the tables of a saved JSON\n"
-    "                    run and write its --csv, --svg, --html (and --json)\n"
+    "                    run and write its --csv, --svg, --html (and --json);\n"
+    "                    --peak, --no-peak and --precision do not apply\n"
     "  --help            this text\n"
     "\n"
     "Exit status: 0 when everything was measured or reported as too large\n"
@@ -758,8 +760,9 @@ set_baseline(const struct clf_bench_options *o, clf_bench_report *rep)
                 o->prog, o->baseline);
 }
 
-/* --baseline must name a device of the machine (a run) or of the saved
- * run (--from, checked when it is read); returns 0, or 2 (reported). */
+/* --baseline must name a device of the machine for a run; with --from,
+ * one naming none of the saved run's devices falls back to the first
+ * with a warning (set_baseline).  Returns 0, or 2 (reported). */
 static int
 check_baseline(const struct clf_bench_options *o)
 {
@@ -793,6 +796,52 @@ check_baseline(const struct clf_bench_options *o)
             "devices)\n",
             o->prog, o->baseline);
     return 2;
+}
+
+/* --from measures nothing: an option that says how to measure is a
+ * usage error with it; returns 0, or 2 (reported).  Called before the
+ * defaults fill the precisions. */
+static int
+check_from_options(const struct clf_bench_options *o)
+{
+    const char *what = o->peak > 0   ? "--peak"
+                       : o->peak < 0 ? "--no-peak"
+                       : o->precisions[CLF_PRECISION_FLOAT] ||
+                               o->precisions[CLF_PRECISION_HALF]
+                           ? "--precision"
+                           : NULL;
+
+    if (o->from == NULL || what == NULL)
+        return 0;
+    fprintf(stderr, "%s: --from measures nothing: %s does not apply\n", o->prog,
+            what);
+    return 2;
+}
+
+/* --shard prints its own table and writes no file: an option it would
+ * ignore is a usage error; returns 0, or 2 (reported). */
+static int
+check_shard_options(const struct clf_bench_options *o)
+{
+    const char *names[] = {"--from", "--compare", "--json",    "--csv",
+                           "--svg",  "--html",    "--baseline"};
+    const char *vals[7];
+    size_t i;
+
+    vals[0] = o->from, vals[1] = o->compare, vals[2] = o->json;
+    vals[3] = o->csv, vals[4] = o->svg, vals[5] = o->html;
+    vals[6] = o->baseline;
+    for (i = 0; i < 7; i++)
+        if (vals[i] != NULL) {
+            fprintf(stderr, "%s: --shard takes no %s\n", o->prog, names[i]);
+            return 2;
+        }
+    if (o->accuracy || o->precisions[CLF_PRECISION_HALF]) {
+        fprintf(stderr, "%s: --shard takes no %s\n", o->prog,
+                o->accuracy ? "--accuracy" : "--precision half");
+        return 2;
+    }
+    return 0;
 }
 
 /* Measures, or with --from reads the report back; returns the exit status
@@ -838,6 +887,8 @@ clf_bench_main(int argc, char **argv)
     rc = parse_args(argc, argv, &o);
     if (rc != 0)
         return rc == 1 ? 0 : 2;
+    if (check_from_options(&o) != 0)
+        return 2;
     fill_defaults(&o);
     if (clf_bench_check_sizes(&o, why, sizeof why) != 0) {
         fprintf(stderr, "%s: %s\n", o.prog, why);
@@ -860,7 +911,7 @@ clf_bench_main(int argc, char **argv)
     sort_sizes(o.acc_n, &o.acc_nn);
     sort_sizes(o.acc_k, &o.acc_nk);
     if (o.shard)
-        return clf_bench_shard(&o);
+        return check_shard_options(&o) != 0 ? 2 : clf_bench_shard(&o);
     if (read_baseline(&o, &base) != 0 || check_baseline(&o) != 0)
         return 2;
     clf_bench_report_init(&rep);

@@ -8,13 +8,15 @@
 #include <math.h>
 #include <string.h>
 
+/* fmt's text of v, "-" when not finite, "%.3g" when fmt's does not fit
+ * (a cut number would read as another). */
 static void
 cell(char *buf, size_t len, const char *fmt, double v)
 {
     if (isnan(v) || isinf(v))
         snprintf(buf, len, "-");
-    else
-        snprintf(buf, len, fmt, v);
+    else if (snprintf(buf, len, fmt, v) >= (int)len)
+        snprintf(buf, len, "%.3g", v);
 }
 
 void
@@ -94,9 +96,9 @@ print_group(FILE *f, const clf_bench_report *r, const clf_bench_result *x,
     if (!measured(y)) {
         fprintf(f, " | %10s %7s %6s", y == NULL ? "" : "not run", "-", "-");
     } else {
-        cell(ms, sizeof ms, "%.2f", y->wall.median * 1e3);
+        cell(ms, sizeof ms - 1, "%.2f", y->wall.median * 1e3);
         if (y->noisy)
-            strcat(ms, "*");
+            strcat(ms, "*"); /* room kept above */
         cell(g, sizeof g, "%.1f", y->gflops);
         cell(roof, sizeof roof, "%.1f", y->roofline_pct);
         fprintf(f, " | %10s %7s %6s", ms, g, roof);

@@ -38,9 +38,9 @@ check() { # name command...
     fi
 }
 
-echo "1..11"
+echo "1..12"
 if ! command -v python3 >/dev/null 2>&1; then
-    for i in 1 2 3 4 5 6 7 8 9 10 11; do
+    for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
         echo "ok $i # SKIP python3 is not installed"
     done
     exit 0
@@ -102,6 +102,22 @@ refusals() {
     [ $? -eq 2 ] && grep -q "only one of" "$tmp/two.err"
 }
 check html_refuses_what_is_not_a_regular_file_and_two_dashes refusals
+
+# Options that say how to measure do not apply to a saved run.
+from_measuring() {
+    for opt in --peak --no-peak "--precision half"; do
+        # shellcheck disable=SC2086
+        $bench --from "$tmp/made/run.json" $opt >/dev/null 2>"$tmp/m.err"
+        rc=$?
+        if [ $rc -ne 2 ] || ! grep -q -- "${opt%% *} does not apply" \
+            "$tmp/m.err"; then
+            echo "$opt: status $rc"
+            cat "$tmp/m.err"
+            return 1
+        fi
+    done
+}
+check from_refuses_options_that_measure from_measuring
 
 # The two-device run, on a small shape matrix so that it stays fast.
 two_devices() {

@@ -9,8 +9,11 @@
 #include "html.h"
 #include "output.h"
 #include "plot.h"
+#include "roofline.h"
 #include "testutil.h"
 
+#include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +265,98 @@ START_TEST(html_escapes_every_text_of_the_run)
 }
 END_TEST
 
+/* Whether text holds "nan" or "inf" as a word (a printed non-finite
+ * number), not inside one such as "Linformer". */
+static int
+has_nonfinite(const char *text)
+{
+    const char *w[] = {"nan", "inf"};
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        const char *p = text;
+        while ((p = strstr(p, w[i])) != NULL) {
+            if ((p == text || !isalpha((unsigned char)p[-1])) &&
+                !isalpha((unsigned char)p[3]))
+                return 1;
+            p++;
+        }
+    }
+    return 0;
+}
+
+/* Every number an SVG figure writes is finite, whatever the rows hold:
+ * n of 0, times of 0 or below or past DBL_MAX in ms, NaN peaks, a single
+ * point. */
+static void
+assert_svg_finite(const clf_bench_report *r)
+{
+    FILE *f = tmpfile();
+    char *text;
+
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(clf_bench_svg_times(f, r, 0), 0);
+    ck_assert_int_eq(clf_bench_svg_roofline(f, r, 0), 0);
+    text = slurp_file(f);
+    fclose(f);
+    ck_assert_msg(!has_nonfinite(text), "a non-finite number in the SVG");
+    free(text);
+}
+
+START_TEST(figures_stay_finite_on_hostile_values)
+{
+    clf_bench_report r;
+
+    clf_bench_report_init(&r);
+    device(&r, "pocl:0", "cpu");
+    r.devices[0].peak_gflops = NAN;
+    r.devices[0].peak_gbps = 10;
+    row(&r, 0, 0, 0.2);
+    assert_svg_finite(&r);
+    row(&r, 0, 512, -1);
+    row(&r, 0, 1024, 0);
+    assert_svg_finite(&r);
+    clf_bench_report_free(&r);
+    clf_bench_report_init(&r);
+    device(&r, "pocl:0", "cpu");
+    row(&r, 0, 512, 0.2);
+    r.results[0].wall.min = -1;
+    assert_svg_finite(&r);
+    /* a time whose milliseconds overflow: once an endless grid loop */
+    r.results[0].wall.median = r.results[0].wall.max = 1e308;
+    assert_svg_finite(&r);
+    clf_bench_report_free(&r);
+}
+END_TEST
+
+/* A huge time from a hostile file prints whole in %.3g, not cut into
+ * another number (nor past its cell, with the noisy mark). */
+START_TEST(tables_print_huge_values_whole)
+{
+    clf_bench_report r;
+    FILE *f = tmpfile();
+    char *text, ms[16];
+
+    ck_assert_ptr_nonnull(f);
+    clf_bench_report_init(&r);
+    device(&r, "pocl:0", "cpu");
+    device(&r, "pocl:1", "cpu");
+    row(&r, 0, 512, 1e30);
+    row(&r, 1, 512, 1e30);
+    r.results[0].noisy = r.results[1].noisy = 1;
+    r.results[0].gflops = r.results[1].gflops = 1e20;
+    clf_bench_print_comparison(f, &r);
+    text = slurp_file(f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(text, "1e+33*"));
+    ck_assert_ptr_nonnull(strstr(text, "1e+20"));
+    clf_bench_fmt_ms(ms, sizeof ms, 1e30);
+    ck_assert_str_eq(ms, "1e+33");
+    free(text);
+    clf_bench_report_free(&r);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -275,6 +370,8 @@ main(void)
     tcase_add_test(text, text_width_is_above_dejavu_sans);
     tcase_add_test(text, fit_text_shortens_to_the_width_and_keeps_utf8_whole);
     tcase_add_test(text, html_escapes_every_text_of_the_run);
+    tcase_add_test(text, figures_stay_finite_on_hostile_values);
+    tcase_add_test(text, tables_print_huge_values_whole);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, text);
     return tu_run(s, 0);

@@ -31,7 +31,7 @@ X="$data/lucidrains_encoder_x.npy" # (2, 10, 16)
 Y="$data/lucidrains_encoder_y.npy"
 commands="devices demo check-lookahead run compare tune help version"
 
-echo "1..42"
+echo "1..45"
 # Options.
 check cli_unknown_option_names_option_and_command \
     fails 2 "clinformer demo: unknown or ambiguous option --bogus" demo --bogus
@@ -85,6 +85,12 @@ check cli_help_lists_every_option sh -c "'$cli' run --help >'$out' &&
 check cli_top_help_documents_exit_status sh -c "'$cli' --help >'$out' &&
     grep -q '2 on a usage error' '$out' && grep -q 'check-lookahead' '$out'"
 check cli_bench_help_is_reached fails 0 "" help bench
+check cli_bench_shard_refuses_from fails 2 "--shard takes no --from" \
+    bench --shard --device all --n 64 --from "$W"
+check cli_bench_shard_refuses_json fails 2 "--shard takes no --json" \
+    bench --shard --device all --n 64 --json "$tmp/shard.json"
+check cli_bench_shard_refuses_half fails 2 "--shard takes no --precision half" \
+    bench --shard --device all --n 64 --precision half
 
 # Sizes.
 check cli_lookahead_overflow_is_named \

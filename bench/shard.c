@@ -20,12 +20,14 @@ static double
 time_forward(clf_group_attention *ga, size_t i, size_t size, const float *x,
              float *y, size_t B, size_t n, size_t r)
 {
-    double t[64], t0;
+    double t[CLF_BENCH_MAX_REPEAT], t0;
     size_t k;
     int rc;
 
-    if (r > 64)
-        r = 64;
+    if (r > CLF_BENCH_MAX_REPEAT) /* the option parser refuses more */
+        r = CLF_BENCH_MAX_REPEAT;
+    if (r == 0)
+        r = 1;
     for (k = 0; k <= r; k++) {
         t0 = clf_bench_now();
         rc = i < size ? clf_attention_forward_ex(

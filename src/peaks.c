@@ -377,7 +377,9 @@ clf_context_peaks(clf_context *ctx, unsigned flags, clf_device_peaks *out)
     clf__unlock(ctx);
     if (rc != 0)
         return rc;
-    if (!(p.fma_gflops > 0.0 && p.copy_gbps > 0.0 && p.h2d_gbps > 0.0))
+    if (!(p.fma_gflops > 0.0 && p.copy_gbps > 0.0 && p.h2d_gbps > 0.0) ||
+        !isfinite(p.fma_gflops) || !isfinite(p.copy_gbps) ||
+        !isfinite(p.h2d_gbps))
         return clf__fail(CLF_EUNSUPPORTED,
                          "peaks: a timed run took no time on the host clock");
     cache_save(ctx, &p);

@@ -134,6 +134,16 @@ two_devices() {
 print(len(json.load(open(sys.argv[1]))["devices"]))' "$tmp/r.json") &&
         [ "$devices" -eq 2 ] && grep -q "== device" "$tmp/r.err"
 }
+# Two devices come from PoCL's POCL_DEVICES; under another implementation
+# (scripts/check-runtimes.sh) there may be only one.
+ndev=$(POCL_DEVICES="pthread pthread" "$builddir/clinformer" devices 2>/dev/null |
+    grep -c '^\[[0-9]*\]' || true)
+if [ "${ndev:-0}" -lt 2 ]; then
+    for t in json_on_stdout html svg; do
+        n=$((n + 1))
+        echo "ok $n - quick_two_devices_$t # SKIP fewer than 2 OpenCL devices"
+    done
+else
 check quick_two_devices_json_on_stdout two_devices
 if [ -f "$tmp/r.html" ]; then
     check quick_two_devices_html $py html "$tmp/r.html" 2
@@ -141,6 +151,7 @@ if [ -f "$tmp/r.html" ]; then
 else
     not_ok "quick_two_devices_html # no report"
     not_ok "quick_two_devices_svg # no figure"
+fi
 fi
 
 # A real browser: Chromium runs the probe (texts against their viewport),

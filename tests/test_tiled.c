@@ -272,7 +272,7 @@ START_TEST(tiled_every_tuning_set_matches_reference)
     clf_context *ctx = tu_context();
     struct clf__tune_limits lim;
     struct clf__tiled_cfg sets[CLF_TUNE_MAX_TILED], was = ctx->tiled;
-    size_t count, i, items[3] = {0, 0, 0};
+    size_t count, i, ran = 0, items[3] = {0, 0, 0};
     char text[128];
     struct tcase t;
 
@@ -290,14 +290,22 @@ START_TEST(tiled_every_tuning_set_matches_reference)
     ck_assert_uint_ge(count, 2);
     for (i = 0; i < count; i++) {
         clf__tiled_format(&sets[i], text, sizeof text);
-        ck_assert_msg(clf__tiled_set(ctx, &sets[i]) == 0, "%s: %s", text,
-                      clf_last_error());
+        if (clf__tiled_set(ctx, &sets[i]) != 0) {
+            /* The built kernel may take smaller work-groups than the device
+             * (rusticl: 32): such a set is refused, saying so. */
+            ck_assert_msg(strstr(clf_last_error(), "work-groups of at most") !=
+                              NULL,
+                          "%s: %s", text, clf_last_error());
+            continue;
+        }
+        ran++;
         t = mk(text, E_BATCHED, 0, 1, 133, 71, 37, 2, 1.0, 0.0);
         run_case(&t, run_seed + 2000 + i);
         t = mk(text, E_GROUPED, 0, 0, 19, 140, 45, 2, 0.5, 0.0);
         t.groups = 2;
         run_case(&t, run_seed + 2100 + i);
     }
+    ck_assert_msg(ran > 0, "no set of the tuning space runs on this device");
     ck_assert_int_eq(clf__tiled_set(ctx, &was), 0);
 }
 END_TEST

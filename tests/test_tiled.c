@@ -306,7 +306,10 @@ START_TEST(tiled_every_tuning_set_matches_reference)
         run_case(&t, run_seed + 2100 + i);
     }
     ck_assert_msg(ran > 0, "no set of the tuning space runs on this device");
-    ck_assert_int_eq(clf__tiled_set(ctx, &was), 0);
+    if (clf__tiled_set(ctx, &was) != 0) /* refused as above, or restored */
+        ck_assert_msg(strstr(clf_last_error(), "work-groups of at most") !=
+                          NULL,
+                      "restoring the sizes: %s", clf_last_error());
 }
 END_TEST
 

@@ -714,6 +714,28 @@ check_half(clf_context *ctx)
     clf_attention_destroy(att);
 }
 
+/* A row longer than eight lanes with a tail, for the vector kernel. */
+static void
+check_softmax_tail(clf_context *ctx)
+{
+    float big[2 * 21], bo[2 * 21];
+    double bref[2 * 21];
+    cl_mem mbig;
+    size_t i;
+    int v;
+
+    fill(big, 42, 6);
+    ref_softmax(big, 2, 21, bref);
+    for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++) {
+        mbig = upload(ctx, big, 42);
+        clf__softmax_rows_variant(ctx, v, mbig, 0, 2, 21);
+        download(ctx, mbig, bo, 42);
+        for (i = 0; i < 42; i++)
+            expect(fabs(bo[i] - bref[i]) < 1e-6, "softmax tail");
+        clReleaseMemObject(mbig);
+    }
+}
+
 int
 main(void)
 {
@@ -797,23 +819,7 @@ main(void)
         if (v + 1 < CLF_SOFTMAX_VARIANTS)
             clReleaseMemObject(ms);
     }
-    /* A row longer than eight lanes with a tail, for the vector kernel. */
-    {
-        float big[2 * 21], bo[2 * 21];
-        double bref[2 * 21];
-        cl_mem mbig;
-        fill(big, 42, 6);
-        ref_softmax(big, 2, 21, bref);
-        for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++) {
-            mbig = upload(ctx, big, 42);
-            clf__softmax_rows_variant(ctx, v, mbig, 0, 2, 21);
-            download(ctx, mbig, bo, 42);
-            for (i = 0; i < 42; i++)
-                expect(fabs(bo[i] - bref[i]) < 1e-6, "softmax tail");
-            clReleaseMemObject(mbig);
-        }
-    }
-
+    check_softmax_tail(ctx);
     check_masks(ctx);
     check_causal(ctx);
     check_encoder(ctx);

@@ -111,6 +111,58 @@ tu_malloc(size_t bytes)
     return p;
 }
 
+cl_mem
+tu_upload(clf_context *ctx, const float *h, size_t n)
+{
+    cl_int err;
+    cl_mem m = clCreateBuffer(clf_context_cl_context(ctx),
+                              CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                              (n ? n : 1) * sizeof(float), (void *)h, &err);
+    ck_assert_msg(m != NULL, "clCreateBuffer failed (%d)", err);
+    return m;
+}
+
+void
+tu_download(clf_context *ctx, cl_mem m, float *h, size_t n)
+{
+    ck_assert_int_eq(clEnqueueReadBuffer(clf_context_cl_queue(ctx), m, CL_TRUE,
+                                         0, n * sizeof *h, h, 0, NULL, NULL),
+                     CL_SUCCESS);
+}
+
+void
+tu_gemm_data_make(tu_gemm_data *g, clf_context *ctx, size_t na, size_t nb,
+                  size_t nc, unsigned long long seed)
+{
+    g->na = na;
+    g->nb = nb;
+    g->nc = nc;
+    g->a = tu_malloc(na * sizeof *g->a);
+    g->b = tu_malloc(nb * sizeof *g->b);
+    g->c = tu_malloc(nc * sizeof *g->c);
+    g->c0 = tu_malloc(nc * sizeof *g->c0);
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    tu_fill(g->a, na, seed, -1.0f, 1.0f);
+    tu_fill(g->b, nb, seed + 1, -1.0f, 1.0f);
+    tu_fill(g->c, nc, seed + 2, -1.0f, 1.0f);
+    memcpy(g->c0, g->c, nc * sizeof *g->c);
+    g->ma = tu_upload(ctx, g->a, na);
+    g->mb = tu_upload(ctx, g->b, nb);
+    g->mc = tu_upload(ctx, g->c, nc);
+}
+
+void
+tu_gemm_data_free(tu_gemm_data *g)
+{
+    clReleaseMemObject(g->ma);
+    clReleaseMemObject(g->mb);
+    clReleaseMemObject(g->mc);
+    free(g->a);
+    free(g->b);
+    free(g->c);
+    free(g->c0);
+}
+
 void
 layer_make(struct layer *l, const clf_attention_desc *d,
            unsigned long long seed)

@@ -39,6 +39,26 @@ void tu_put_le(unsigned char *b, unsigned long long v, size_t n);
 /* Removes the plain files of a directory (the directory stays). */
 void tu_clear_dir(const char *dir);
 
+/* A read-write buffer of the suite's context holding h[0..n) (one float
+ * when n is 0); fails the test when it cannot be made. */
+cl_mem tu_upload(clf_context *ctx, const float *h, size_t n);
+
+/* Reads n floats of m back into h (blocking); fails the test on error. */
+void tu_download(clf_context *ctx, cl_mem m, float *h, size_t n);
+
+/* The operands of a random GEMM test: A, B and C of na, nb and nc floats,
+ * uniform in [-1, 1) from seeds seed, seed + 1 and seed + 2, C0 a copy of
+ * the starting C, and their buffers on the context (built first). */
+typedef struct tu_gemm_data {
+    size_t na, nb, nc;
+    float *a, *b, *c, *c0;
+    cl_mem ma, mb, mc;
+} tu_gemm_data;
+
+void tu_gemm_data_make(tu_gemm_data *g, clf_context *ctx, size_t na, size_t nb,
+                       size_t nc, unsigned long long seed);
+void tu_gemm_data_free(tu_gemm_data *g);
+
 /* An attention layer on the suite's context with random weights at
  * PyTorch-like scales, and its host copy for the reference. */
 struct layer {

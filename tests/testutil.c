@@ -247,6 +247,46 @@ tu_put_le(unsigned char *b, unsigned long long v, size_t n)
         b[i] = (unsigned char)(v >> (8 * i));
 }
 
+void
+tu_lengths_mask(unsigned char *mask, const unsigned *lengths, size_t B,
+                size_t n)
+{
+    size_t b, j;
+
+    for (b = 0; b < B; b++)
+        for (j = 0; j < n; j++)
+            mask[b * n + j] = j < lengths[b];
+}
+
+void
+tu_check_padded_sequence_zero(struct layer *l, const float *x, size_t n)
+{
+    const size_t B = 2, D = l->desc.d_model;
+    unsigned char *mask = tu_malloc(B * n);
+    float *y = tu_malloc(B * n * D * sizeof *y);
+    clf_forward_opts o;
+    size_t i;
+    int mode, causal;
+
+    memset(mask, 1, n);
+    memset(mask + n, 0, n); /* second sequence all padding */
+    memset(&o, 0, sizeof o);
+    o.key_mask = mask;
+    for (mode = 0; mode < 2; mode++)
+        for (causal = 0; causal < 2; causal++) {
+            o.causal = causal;
+            ck_assert_int_eq(clf_attention_set_mode(l->att, (clf_mode)mode), 0);
+            ck_assert_int_eq(clf_attention_forward_ex(l->att, x, B, n, y, &o),
+                             0);
+            for (i = 0; i < B * n * D; i++)
+                ck_assert_msg(isfinite(y[i]), "y[%zu] = %g", i, y[i]);
+            for (i = n * D; i < B * n * D; i++)
+                ck_assert_float_eq(y[i], 0.0f);
+        }
+    free(mask);
+    free(y);
+}
+
 clf_attention *
 tu_golden_layer(void)
 {

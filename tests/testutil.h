@@ -72,6 +72,16 @@ void layer_make(struct layer *l, const clf_attention_desc *d,
                 unsigned long long seed);
 void layer_free(struct layer *l);
 
+/* The padding mask of a right-padded batch: mask[b * n + j] = 1 for
+ * j < lengths[b], else 0 (B x n bytes, as ref_attention_ex takes). */
+void tu_lengths_mask(unsigned char *mask, const unsigned *lengths, size_t B,
+                     size_t n);
+
+/* Forwards x (two sequences of n) through l in both modes, plain and
+ * causal, with the second sequence all padding (key_mask): fails the test
+ * unless every output is finite and the second sequence's are zero. */
+void tu_check_padded_sequence_zero(struct layer *l, const float *x, size_t n);
+
 /* The worked example of the design as a layer on tu_context(): q = 1,
  * d = 1, K = (1,2,3), V = (10,20,30), E = F = [[1/2,1/2,0],[0,0,1]]
  * (the input x = (1,2,3) with unit W_q, W_k, W_o and W_v = 10). */

@@ -220,6 +220,21 @@ layer_free(struct layer *l)
         free(l->w[i]);
 }
 
+size_t
+tu_dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t n = 0;
+
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
 void
 tu_clear_dir(const char *dir)
 {

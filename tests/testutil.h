@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <stddef.h>
+#include <string.h>
 
 /* The suite's device context, created once (tests do not fork, since
  * OpenCL drivers do not survive fork).  NULL when there is no device. */
@@ -30,11 +31,26 @@ double tu_max_err(const float *got, const double *ref, size_t n);
 void tu_assert_close(const float *got, const double *ref, size_t n, double rtol,
                      const char *what);
 
+/* Fails the test unless expr returns status and clf_last_error() names
+ * needle. */
+#define ASSERT_FAILS(expr, status, needle)                                     \
+    do {                                                                       \
+        int rc_ = (expr);                                                      \
+        ck_assert_msg(rc_ == (status), "%s returned %d (%s), expected %s",     \
+                      #expr, rc_, clf_status_name(rc_), #status);              \
+        ck_assert_msg(strstr(clf_last_error(), (needle)) != NULL,              \
+                      "message \"%s\" does not name \"%s\"", clf_last_error(), \
+                      (needle));                                               \
+    } while (0)
+
 void *tu_malloc(size_t bytes);
 
 /* Writes the n low bytes of v to b, little-endian (file headers in the
  * reader tests). */
 void tu_put_le(unsigned char *b, unsigned long long v, size_t n);
+
+/* How many entries the directory holds besides . and .. */
+size_t tu_dir_entries(const char *dir);
 
 /* Removes the plain files of a directory (the directory stays). */
 void tu_clear_dir(const char *dir);

@@ -305,24 +305,11 @@ START_TEST(gemm_way_is_chosen_by_timing)
 {
     clf_context *ctx = tu_context();
     const double *ms = ctx->last_ms[CLF_KIND_GEMM];
-    char *was = getenv("CLINFORMER_CACHE_DIR");
-    int v = 0, pinned = ctx->gemm_variant;
+    int v;
 
     if (getenv("CLINFORMER_KERNELS") != NULL)
         return; /* forced: nothing is timed */
-    was = was != NULL ? strdup(was) : NULL;
-    setenv("CLINFORMER_CACHE_DIR", "off", 1);
-    ctx->nchoices = 0;
-    ctx->choices_loaded = 1;
-    ctx->gemm_variant = CLF_GEMM_UNDECIDED;
-    ck_assert_int_eq(clf_context_build(ctx), 0);
-    ck_assert_int_eq(clf__gemm_resolve(ctx, 1000, 512, 512, &v), 0);
-    ctx->gemm_variant = pinned;
-    if (was != NULL)
-        setenv("CLINFORMER_CACHE_DIR", was, 1);
-    else
-        unsetenv("CLINFORMER_CACHE_DIR");
-    free(was);
+    v = tu_gemm_resolve_fresh(ctx, 1000, 512, 512);
     ck_assert_int_ne(v, CLF_GEMM_UNDECIDED);
     ck_assert_int_eq(ctx->last_source[CLF_KIND_GEMM], CLF_SOURCE_TIMED);
     ck_assert_str_eq(ctx->last_bucket[CLF_KIND_GEMM], "m1024.n512.k512");

@@ -428,23 +428,11 @@ START_TEST(tiled_is_timed_against_the_others)
 {
     clf_context *ctx = tu_context();
     const double *ms = ctx->last_ms[CLF_KIND_GEMM];
-    char *was = getenv("CLINFORMER_CACHE_DIR");
-    int v = 0, pinned = ctx->gemm_variant, i;
+    int v, i;
 
     if (getenv("CLINFORMER_KERNELS") != NULL)
         return; /* forced: nothing is timed */
-    was = was != NULL ? strdup(was) : NULL;
-    setenv("CLINFORMER_CACHE_DIR", "off", 1);
-    ctx->nchoices = 0;
-    ctx->choices_loaded = 1;
-    ctx->gemm_variant = CLF_GEMM_UNDECIDED;
-    ck_assert_int_eq(clf__gemm_resolve(ctx, 300, 256, 128, &v), 0);
-    ctx->gemm_variant = pinned;
-    if (was != NULL)
-        setenv("CLINFORMER_CACHE_DIR", was, 1);
-    else
-        unsetenv("CLINFORMER_CACHE_DIR");
-    free(was);
+    v = tu_gemm_resolve_fresh(ctx, 300, 256, 128);
     ck_assert_int_eq(ctx->last_source[CLF_KIND_GEMM], CLF_SOURCE_TIMED);
     for (i = 0; i < 3; i++) {
         ck_assert_msg(ms[i] > 0.0, "candidate %d not timed", i);

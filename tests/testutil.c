@@ -1,5 +1,7 @@
 #include "testutil.h"
 
+#include "internal.h"
+
 #include <dirent.h>
 
 #include <math.h>
@@ -260,6 +262,28 @@ tu_put_le(unsigned char *b, unsigned long long v, size_t n)
 
     for (i = 0; i < n; i++)
         b[i] = (unsigned char)(v >> (8 * i));
+}
+
+int
+tu_gemm_resolve_fresh(clf_context *ctx, size_t m, size_t n, size_t k)
+{
+    char *was = getenv("CLINFORMER_CACHE_DIR");
+    int v = 0, pinned = ctx->gemm_variant;
+
+    was = was != NULL ? strdup(was) : NULL;
+    setenv("CLINFORMER_CACHE_DIR", "off", 1);
+    ctx->nchoices = 0;
+    ctx->choices_loaded = 1;
+    ctx->gemm_variant = CLF_GEMM_UNDECIDED;
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    ck_assert_int_eq(clf__gemm_resolve(ctx, m, n, k, &v), 0);
+    ctx->gemm_variant = pinned;
+    if (was != NULL)
+        setenv("CLINFORMER_CACHE_DIR", was, 1);
+    else
+        unsetenv("CLINFORMER_CACHE_DIR");
+    free(was);
+    return v;
 }
 
 void

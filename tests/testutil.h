@@ -88,6 +88,12 @@ void layer_make(struct layer *l, const clf_attention_desc *d,
                 unsigned long long seed);
 void layer_free(struct layer *l);
 
+/* Resolves the GEMM way of an m x n x k product as a fresh process
+ * would (the context built, no store read or written, no choice loaded,
+ * no way pinned), then restores the cache setting and the pinned way;
+ * fails the test unless resolving succeeds.  Returns the way chosen. */
+int tu_gemm_resolve_fresh(clf_context *ctx, size_t m, size_t n, size_t k);
+
 /* The padding mask of a right-padded batch: mask[b * n + j] = 1 for
  * j < lengths[b], else 0 (B x n bytes, as ref_attention_ex takes). */
 void tu_lengths_mask(unsigned char *mask, const unsigned *lengths, size_t B,

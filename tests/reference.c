@@ -40,145 +40,325 @@ ref_softmax(const float *s, size_t rows, size_t cols, double *out)
     }
 }
 
+/* The state of one reference attention call: its mode, the batch row's
+ * mask, and the work buffers of one batch row. */
+typedef struct ref_run {
+    const ref_layer *l;
+    int full, causal, lin_causal;
+    size_t n, block, c, L, ncols, dq, dkv;
+    const unsigned char *mb; /* this row's padding mask, NULL for none */
+    double *q, *kk, *vv;     /* n x dq, n x dkv, n x dkv */
+    double *kb, *vb;         /* the L keys and values of one head */
+    double *o, *sc;          /* n x dq heads' outputs, one row of scores */
+    int *use;                /* which of a row's ncols columns take part */
+} ref_run;
+
+static void
+run_open(ref_run *r, const ref_layer *l, int full, size_t n, int causal,
+         size_t block)
+{
+    const size_t nb = block ? (l->N + block - 1) / block : 1;
+
+    r->l = l;
+    r->full = full;
+    r->causal = causal;
+    r->lin_causal = causal && !full;
+    r->n = n;
+    r->block = block;
+    r->c = block ? l->k / nb : 0;
+    r->L = full ? n : l->k;
+    /* causal Linformer: query t also sees its own block's positions */
+    r->ncols = r->L + (r->lin_causal ? block : 0);
+    r->dq = l->hq * l->dh;
+    r->dkv = l->hkv * l->dh;
+    r->mb = NULL;
+    r->q = malloc(n * r->dq * sizeof *r->q);
+    r->kk = malloc(n * r->dkv * sizeof *r->kk);
+    r->vv = malloc(n * r->dkv * sizeof *r->vv);
+    r->kb = malloc(r->L * l->dh * sizeof *r->kb);
+    r->vb = malloc(r->L * l->dh * sizeof *r->vb);
+    r->o = malloc(n * r->dq * sizeof *r->o);
+    r->sc = malloc(r->ncols * sizeof *r->sc);
+    r->use = malloc(r->ncols * sizeof *r->use);
+}
+
+static void
+run_close(ref_run *r)
+{
+    free(r->q);
+    free(r->kk);
+    free(r->vv);
+    free(r->kb);
+    free(r->vb);
+    free(r->o);
+    free(r->sc);
+    free(r->use);
+}
+
+/* Q, K and V of one batch row. */
+static void
+project_qkv(ref_run *r, const float *xb)
+{
+    const ref_layer *l = r->l;
+    /* fairseq adds the K/V biases after compression. */
+    const int late = l->compressed_bias && !r->full;
+    size_t i;
+
+    linear(xb, r->n, l->D, l->wq, r->dq, l->bq, r->q);
+    linear(xb, r->n, l->D, l->wk, r->dkv, late ? NULL : l->bk, r->kk);
+    if (l->share_kv) {
+        for (i = 0; i < r->n * r->dkv; i++)
+            r->vv[i] = r->kk[i];
+    } else {
+        linear(xb, r->n, l->D, l->wv, r->dkv, late ? NULL : l->bv, r->vv);
+    }
+}
+
+/* Padding keys take no part: E diag(mask). */
+static void
+mask_padding_keys(ref_run *r)
+{
+    size_t t, e;
+
+    if (r->mb == NULL)
+        return;
+    for (t = 0; t < r->n; t++)
+        if (!r->mb[t])
+            for (e = 0; e < r->dkv; e++)
+                r->kk[t * r->dkv + e] = r->vv[t * r->dkv + e] = 0.0;
+}
+
+/* Full attention: head hk's keys and values as they are. */
+static void
+full_keys(ref_run *r, size_t hk)
+{
+    const size_t dh = r->l->dh;
+    size_t j, e;
+
+    for (j = 0; j < r->L; j++)
+        for (e = 0; e < dh; e++) {
+            r->kb[j * dh + e] = r->kk[j * r->dkv + hk * dh + e];
+            r->vb[j * dh + e] = r->vv[j * r->dkv + hk * dh + e];
+        }
+}
+
+/* Head h's E and F (F is E when they are shared or when there is no E). */
+static void
+head_projections(const ref_layer *l, size_t h, const float **E, const float **F)
+{
+    const size_t eh = l->per_head_E ? h : 0;
+
+    *E = l->E ? l->E + eh * l->k * l->N : NULL;
+    *F = (l->share_kv || l->kv_shared || *E == NULL) ? *E
+                                                     : l->F + eh * l->k * l->N;
+}
+
+/* The positions [lo, hi) that Linformer slot j compresses: all of them, or
+ * under causality only those of its block j / c (clipped to the n given,
+ * which may be shorter than N). */
+static void
+slot_positions(const ref_run *r, size_t j, size_t *lo, size_t *hi)
+{
+    *lo = 0;
+    *hi = r->n;
+    if (!r->lin_causal)
+        return;
+    *lo = (j / r->c) * r->block;
+    *hi = *lo + r->block < r->n ? *lo + r->block : r->n;
+    if (*lo > r->n)
+        *lo = r->n;
+}
+
+/* Slot j, column e of head hk's compressed keys and values: E K and F V
+ * over the slot's positions, plus the late biases (fairseq). */
+static void
+compress_slot(ref_run *r, const float *E, const float *F, size_t hk, size_t j,
+              size_t e)
+{
+    const ref_layer *l = r->l;
+    const size_t col = hk * l->dh + e;
+    double ak = 0.0, av = 0.0;
+    size_t lo, hi, t;
+
+    slot_positions(r, j, &lo, &hi);
+    for (t = lo; t < hi; t++) {
+        ak += (double)E[j * l->N + t] * r->kk[t * r->dkv + col];
+        av += (double)F[j * l->N + t] * r->vv[t * r->dkv + col];
+    }
+    if (l->compressed_bias) {
+        const float *bv = l->share_kv ? l->bk : l->bv;
+        ak += l->bk ? l->bk[col] : 0.0;
+        av += bv ? bv[col] : 0.0;
+    }
+    r->kb[j * l->dh + e] = ak;
+    r->vb[j * l->dh + e] = av;
+}
+
+/* Linformer: head h's k compressed keys and values. */
+static void
+linformer_keys(ref_run *r, size_t h, size_t hk)
+{
+    const float *E, *F;
+    size_t j, e;
+
+    head_projections(r->l, h, &E, &F);
+    for (j = 0; j < r->L; j++)
+        for (e = 0; e < r->l->dh; e++)
+            compress_slot(r, E, F, hk, j, e);
+}
+
+/* Full attention: whether query i sees key j (padding and causality). */
+static int
+full_key_visible(const ref_run *r, size_t i, size_t j)
+{
+    if (r->mb != NULL && !r->mb[j])
+        return 0;
+    return !(r->causal && j > i);
+}
+
+/* Whether query i sees column j < L: under causal Linformer, only the
+ * slots of the blocks before its own. */
+static int
+slot_visible(const ref_run *r, size_t i, size_t j)
+{
+    if (r->full)
+        return full_key_visible(r, i, j);
+    if (r->lin_causal)
+        return j < (i / r->block) * r->c;
+    return 1;
+}
+
+/* The key row of query i's column j, NULL where it takes no part.  Columns
+ * from L on (causal Linformer) are the exact keys of query i's own block,
+ * from its offset `first` up to i itself. */
+static const double *
+key_row(const ref_run *r, size_t hk, size_t i, size_t first, size_t j)
+{
+    size_t pos;
+
+    if (j < r->L)
+        return slot_visible(r, i, j) ? r->kb + j * r->l->dh : NULL;
+    pos = first + (j - r->L);
+    if (pos <= i && (r->mb == NULL || r->mb[pos]))
+        return r->kk + pos * r->dkv + hk * r->l->dh;
+    return NULL;
+}
+
+/* Query i's scaled scores of head h into sc (use marks the columns that
+ * take part); returns their maximum. */
+static double
+score_row(ref_run *r, size_t h, size_t hk, size_t i, size_t first)
+{
+    const size_t dh = r->l->dh;
+    const double *qi = r->q + i * r->dq + h * dh;
+    double m = -INFINITY;
+    size_t j, e;
+
+    for (j = 0; j < r->ncols; j++) {
+        const double *kr = key_row(r, hk, i, first, j);
+        double acc = 0.0;
+        r->use[j] = kr != NULL;
+        if (!r->use[j])
+            continue;
+        for (e = 0; e < dh; e++)
+            acc += qi[e] * kr[e];
+        r->sc[j] = acc / sqrt((double)dh);
+        if (r->sc[j] > m)
+            m = r->sc[j];
+    }
+    return m;
+}
+
+/* exp(sc - m) over the columns that take part; returns their sum. */
+static double
+exp_row(ref_run *r, double m)
+{
+    double sum = 0.0;
+    size_t j;
+
+    for (j = 0; j < r->ncols; j++) {
+        r->sc[j] = r->use[j] ? exp(r->sc[j] - m) : 0.0;
+        sum += r->sc[j];
+    }
+    return sum;
+}
+
+/* Query i's output of head h: the values weighted by sc / sum (zero when
+ * no column takes part). */
+static void
+weigh_values(ref_run *r, size_t h, size_t hk, size_t i, size_t first,
+             double sum)
+{
+    const size_t dh = r->l->dh;
+    size_t j, e;
+
+    for (e = 0; e < dh; e++) {
+        double acc = 0.0;
+        for (j = 0; j < r->ncols; j++) {
+            double v;
+            if (!r->use[j])
+                continue;
+            v = j < r->L ? r->vb[j * dh + e]
+                         : r->vv[(first + j - r->L) * r->dkv + hk * dh + e];
+            acc += r->sc[j] / sum * v;
+        }
+        r->o[i * r->dq + h * dh + e] = sum > 0.0 ? acc : 0.0;
+    }
+}
+
+/* Head h of one batch row into o. */
+static void
+attend_head(ref_run *r, size_t h)
+{
+    const size_t hk = r->l->hkv == 1 ? 0 : h;
+    size_t i;
+
+    if (r->full)
+        full_keys(r, hk);
+    else
+        linformer_keys(r, h, hk);
+    for (i = 0; i < r->n; i++) {
+        /* causal Linformer: the offset of query i's own block */
+        const size_t first = r->lin_causal ? (i / r->block) * r->block : 0;
+        const double m = score_row(r, h, hk, i, first);
+        weigh_values(r, h, hk, i, first, exp_row(r, m));
+    }
+}
+
+/* yb (n x D) = o W_o^T + b_o, zero on padding rows. */
+static void
+project_out(const ref_run *r, double *yb)
+{
+    const ref_layer *l = r->l;
+    size_t i, j, e;
+
+    for (i = 0; i < r->n; i++)
+        for (j = 0; j < l->D; j++) {
+            double acc = l->bo ? l->bo[j] : 0.0;
+            for (e = 0; e < r->dq; e++)
+                acc += r->o[i * r->dq + e] * l->wo[j * r->dq + e];
+            yb[i * l->D + j] = (r->mb == NULL || r->mb[i]) ? acc : 0.0;
+        }
+}
+
 void
 ref_attention_ex(const ref_layer *l, int full, const float *x, size_t B,
                  size_t n, const unsigned char *mask, int causal, size_t block,
                  double *y)
 {
-    const size_t D = l->D, dh = l->dh, dq = l->hq * dh, dkv = l->hkv * dh;
-    const size_t L = full ? n : l->k;
-    const size_t nb = block ? (l->N + block - 1) / block : 1;
-    const size_t c = block ? l->k / nb : 0;
-    const int lin_causal = causal && !full;
-    const size_t ncols = L + (lin_causal ? block : 0);
-    double *q = malloc(n * dq * sizeof *q);
-    double *kk = malloc(n * dkv * sizeof *kk);
-    double *vv = malloc(n * dkv * sizeof *vv);
-    double *kb = malloc(L * dh * sizeof *kb);
-    double *vb = malloc(L * dh * sizeof *vb);
-    double *o = malloc(n * dq * sizeof *o);
-    double *sc = malloc(ncols * sizeof *sc);
-    int *use = malloc(ncols * sizeof *use);
-    size_t b, h, i, j, e, t;
+    ref_run r;
+    size_t b, h;
 
+    run_open(&r, l, full, n, causal, block);
     for (b = 0; b < B; b++) {
-        const float *xb = x + b * n * D;
-        const unsigned char *mb = mask ? mask + b * n : NULL;
-        linear(xb, n, D, l->wq, dq, l->bq, q);
-        {
-            /* fairseq adds the K/V biases after compression. */
-            int late = l->compressed_bias && !full;
-            linear(xb, n, D, l->wk, dkv, late ? NULL : l->bk, kk);
-            if (l->share_kv) {
-                for (i = 0; i < n * dkv; i++)
-                    vv[i] = kk[i];
-            } else {
-                linear(xb, n, D, l->wv, dkv, late ? NULL : l->bv, vv);
-            }
-        }
-        if (mb != NULL) /* padding keys take no part: E diag(mask) */
-            for (t = 0; t < n; t++)
-                if (!mb[t])
-                    for (e = 0; e < dkv; e++)
-                        kk[t * dkv + e] = vv[t * dkv + e] = 0.0;
-        for (h = 0; h < l->hq; h++) {
-            size_t hk = l->hkv == 1 ? 0 : h;
-            size_t eh = l->per_head_E ? h : 0;
-            const float *E = l->E ? l->E + eh * l->k * l->N : NULL;
-            const float *F = (l->share_kv || l->kv_shared || E == NULL)
-                                 ? E
-                                 : l->F + eh * l->k * l->N;
-            for (j = 0; j < L; j++)
-                for (e = 0; e < dh; e++) {
-                    double ak = 0.0, av = 0.0;
-                    size_t lo = 0, hi = n;
-                    if (full) {
-                        kb[j * dh + e] = kk[j * dkv + hk * dh + e];
-                        vb[j * dh + e] = vv[j * dkv + hk * dh + e];
-                        continue;
-                    }
-                    if (lin_causal) { /* slot j belongs to block j / c */
-                        lo = (j / c) * block;
-                        hi = lo + block < n ? lo + block : n;
-                        if (lo > n)
-                            lo = n;
-                    }
-                    for (t = lo; t < hi; t++) {
-                        ak +=
-                            (double)E[j * l->N + t] * kk[t * dkv + hk * dh + e];
-                        av +=
-                            (double)F[j * l->N + t] * vv[t * dkv + hk * dh + e];
-                    }
-                    if (l->compressed_bias) {
-                        const float *bv = l->share_kv ? l->bk : l->bv;
-                        ak += l->bk ? l->bk[hk * dh + e] : 0.0;
-                        av += bv ? bv[hk * dh + e] : 0.0;
-                    }
-                    kb[j * dh + e] = ak;
-                    vb[j * dh + e] = av;
-                }
-            for (i = 0; i < n; i++) {
-                double m = -INFINITY, sum = 0.0;
-                size_t first = lin_causal ? (i / block) * block : 0;
-                for (j = 0; j < ncols; j++) {
-                    const double *kr;
-                    double acc = 0.0;
-                    if (j < L) {
-                        use[j] = 1;
-                        if (full && mb != NULL && !mb[j])
-                            use[j] = 0;
-                        if (full && causal && j > i)
-                            use[j] = 0;
-                        if (lin_causal && j >= (i / block) * c)
-                            use[j] = 0;
-                        kr = kb + j * dh;
-                    } else {
-                        size_t pos = first + (j - L);
-                        use[j] = pos <= i && (mb == NULL || mb[pos]);
-                        kr = use[j] ? kk + pos * dkv + hk * dh : NULL;
-                    }
-                    if (!use[j])
-                        continue;
-                    for (e = 0; e < dh; e++)
-                        acc += q[i * dq + h * dh + e] * kr[e];
-                    sc[j] = acc / sqrt((double)dh);
-                    if (sc[j] > m)
-                        m = sc[j];
-                }
-                for (j = 0; j < ncols; j++) {
-                    sc[j] = use[j] ? exp(sc[j] - m) : 0.0;
-                    sum += sc[j];
-                }
-                for (e = 0; e < dh; e++) {
-                    double acc = 0.0;
-                    for (j = 0; j < ncols; j++) {
-                        double v;
-                        if (!use[j])
-                            continue;
-                        v = j < L ? vb[j * dh + e]
-                                  : vv[(first + j - L) * dkv + hk * dh + e];
-                        acc += sc[j] / sum * v;
-                    }
-                    o[i * dq + h * dh + e] = sum > 0.0 ? acc : 0.0;
-                }
-            }
-        }
-        for (i = 0; i < n; i++)
-            for (j = 0; j < D; j++) {
-                double acc = l->bo ? l->bo[j] : 0.0;
-                for (e = 0; e < dq; e++)
-                    acc += o[i * dq + e] * l->wo[j * dq + e];
-                y[(b * n + i) * D + j] = (mb == NULL || mb[i]) ? acc : 0.0;
-            }
+        r.mb = mask ? mask + b * n : NULL;
+        project_qkv(&r, x + b * n * l->D);
+        mask_padding_keys(&r);
+        for (h = 0; h < l->hq; h++)
+            attend_head(&r, h);
+        project_out(&r, y + b * n * l->D);
     }
-    free(q);
-    free(kk);
-    free(vv);
-    free(kb);
-    free(vb);
-    free(o);
-    free(sc);
-    free(use);
+    run_close(&r);
 }
 
 void

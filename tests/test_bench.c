@@ -11,7 +11,6 @@
 #include "suite.h"
 #include "testutil.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -1188,22 +1187,6 @@ write_fails(FILE *f, const clf_bench_report *r)
     return -1;
 }
 
-/* How many entries the directory holds besides . and .. */
-static int
-dir_entries(const char *path)
-{
-    DIR *d = opendir(path);
-    struct dirent *e;
-    int n = 0;
-
-    ck_assert_ptr_nonnull(d);
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
-}
-
 START_TEST(write_file_is_whole_private_and_leaves_nothing)
 {
     char dir[] = "/tmp/clf-bench-files-XXXXXX", path[128], *text;
@@ -1217,10 +1200,10 @@ START_TEST(write_file_is_whole_private_and_leaves_nothing)
     ck_assert_int_eq(clf_bench_write_file(path, write_hello, &r), 0);
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_int_eq(st.st_mode & 0777, 0600);
-    ck_assert_int_eq(dir_entries(dir), 1);
+    ck_assert_uint_eq(tu_dir_entries(dir), 1);
     /* a failed writer leaves the old file whole and no temporary */
     ck_assert_int_eq(clf_bench_write_file(path, write_fails, &r), -1);
-    ck_assert_int_eq(dir_entries(dir), 1);
+    ck_assert_uint_eq(tu_dir_entries(dir), 1);
     f = fopen(path, "r");
     ck_assert_ptr_nonnull(f);
     text = slurp(f);
@@ -1229,7 +1212,7 @@ START_TEST(write_file_is_whole_private_and_leaves_nothing)
     free(text);
     /* an existing regular file is replaced */
     ck_assert_int_eq(clf_bench_write_file(path, write_hello, &r), 0);
-    ck_assert_int_eq(dir_entries(dir), 1);
+    ck_assert_uint_eq(tu_dir_entries(dir), 1);
     remove(path);
     rmdir(dir);
 }
@@ -1267,7 +1250,7 @@ START_TEST(write_file_refuses_what_is_not_a_regular_file)
     ck_assert_int_eq(mkfifo(path, 0600), 0);
     ck_assert_int_eq(clf_bench_write_file(path, write_hello, &r), -1);
     ck_assert_int_eq(errno, EEXIST);
-    ck_assert_int_eq(dir_entries(dir), 2); /* victim and the FIFO */
+    ck_assert_uint_eq(tu_dir_entries(dir), 2); /* victim and the FIFO */
     remove(path);
     remove(victim);
     rmdir(dir);

@@ -15,16 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define ASSERT_FAILS(expr, status, needle)                                     \
-    do {                                                                       \
-        int rc_ = (expr);                                                      \
-        ck_assert_msg(rc_ == (status), "%s returned %d (%s), expected %s",     \
-                      #expr, rc_, clf_status_name(rc_), #status);              \
-        ck_assert_msg(strstr(clf_last_error(), (needle)) != NULL,              \
-                      "message \"%s\" does not name \"%s\"", clf_last_error(), \
-                      (needle));                                               \
-    } while (0)
-
 static clf_attention_desc
 good_desc(void)
 {

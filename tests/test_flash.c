@@ -44,10 +44,12 @@ check(struct layer *l, clf_mode mode, int causal, enum mask_kind mk, size_t B,
         y[i] = NAN; /* poison: an unwritten element fails */
     for (b = 0; b < B; b++)
         lens[b] = (unsigned)(b == 1 ? 1 : n - (b * 7) % n);
-    for (i = 0; i < B * n; i++)
-        mask[i] = (unsigned char)(mk == LENGTHS ? i % n < lens[i / n]
-                                  : mk == BYTES ? (i * 2654435761u) % 5 != 0
-                                                : 1);
+    if (mk == LENGTHS)
+        tu_lengths_mask(mask, lens, B, n);
+    else
+        for (i = 0; i < B * n; i++)
+            mask[i] =
+                (unsigned char)(mk == BYTES ? (i * 2654435761u) % 5 != 0 : 1);
     memset(&o, 0, sizeof o);
     o.causal = causal;
     o.lengths = mk == LENGTHS ? lens : NULL;
@@ -332,7 +334,6 @@ START_TEST(flash_nan_and_fully_masked)
 {
     const size_t B = 2, n = 20, D = 24;
     float x[2 * 20 * 24], y[2 * 20 * 24];
-    unsigned char mask[2 * 20];
     clf_forward_opts o;
     struct layer l;
     size_t i;
@@ -358,20 +359,7 @@ START_TEST(flash_nan_and_fully_masked)
                               y[i]);
         }
     tu_fill(x, B * n * D, 8002, -1.0f, 1.0f);
-    memset(mask, 1, sizeof mask);
-    memset(mask + n, 0, n);
-    o.key_mask = mask;
-    for (mode = 0; mode < 2; mode++)
-        for (causal = 0; causal < 2; causal++) {
-            o.causal = causal;
-            ck_assert_int_eq(clf_attention_set_mode(l.att, (clf_mode)mode), 0);
-            ck_assert_int_eq(clf_attention_forward_ex(l.att, x, B, n, y, &o),
-                             0);
-            for (i = 0; i < B * n * D; i++)
-                ck_assert_msg(isfinite(y[i]), "y[%zu] = %g", i, y[i]);
-            for (i = n * D; i < B * n * D; i++)
-                ck_assert_float_eq(y[i], 0.0f);
-        }
+    tu_check_padded_sequence_zero(&l, x, n);
     layer_free(&l);
 }
 END_TEST

@@ -19,17 +19,6 @@ struct gemm_case {
     int share_b;                /* b_stride 0 */
 };
 
-static cl_mem
-upload(clf_context *ctx, const float *h, size_t n)
-{
-    cl_int err;
-    cl_mem m =
-        clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                       (n ? n : 1) * sizeof(float), (void *)h, &err);
-    ck_assert_msg(m != NULL, "clCreateBuffer failed (%d)", err);
-    return m;
-}
-
 /* Runs the case with the context's GEMM way set to `variant` and checks
  * every element of C, including that nothing outside the batch's
  * matrices changed. */
@@ -45,30 +34,19 @@ run_case(const struct gemm_case *g, int variant, unsigned long long seed)
     const size_t na = g->a_off + g->batch * as;
     const size_t nb = g->b_off + (g->share_b ? 1 : g->batch) * brows * ldb;
     const size_t nc = g->c_off + g->batch * cs + 7;
-    float *a = tu_malloc(na * sizeof *a), *b = tu_malloc(nb * sizeof *b);
-    float *c = tu_malloc(nc * sizeof *c), *c0 = tu_malloc(nc * sizeof *c0);
-    cl_mem ma, mb, mc;
+    tu_gemm_data d;
     int was = ctx->gemm_variant;
     size_t t, i, j, l, blocked_before = ctx->blocked_calls;
     int rc;
 
-    ck_assert_int_eq(clf_context_build(ctx), 0);
-    tu_fill(a, na, seed, -1.0f, 1.0f);
-    tu_fill(b, nb, seed + 1, -1.0f, 1.0f);
-    tu_fill(c, nc, seed + 2, -1.0f, 1.0f);
-    memcpy(c0, c, nc * sizeof *c);
-    ma = upload(ctx, a, na);
-    mb = upload(ctx, b, nb);
-    mc = upload(ctx, c, nc);
+    tu_gemm_data_make(&d, ctx, na, nb, nc, seed);
     ctx->gemm_variant = variant;
-    rc = clf__gemm_batched(ctx, 0, g->trans_b, g->m, g->n, g->k, g->alpha, ma,
-                           g->a_off, lda, as, mb, g->b_off, ldb, bs, g->beta,
-                           mc, g->c_off, ldc, cs, g->batch);
+    rc = clf__gemm_batched(ctx, 0, g->trans_b, g->m, g->n, g->k, g->alpha, d.ma,
+                           g->a_off, lda, as, d.mb, g->b_off, ldb, bs, g->beta,
+                           d.mc, g->c_off, ldc, cs, g->batch);
     ctx->gemm_variant = was;
     ck_assert_msg(rc == 0, "gemm: %s", clf_last_error());
-    ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, mc, CL_TRUE, 0,
-                                         nc * sizeof *c, c, 0, NULL, NULL),
-                     CL_SUCCESS);
+    tu_download(ctx, d.mc, d.c, nc);
     if (variant == CLF_GEMM_BLOCKED && g->n % 16 == 0 &&
         (g->beta == 0.0f || g->beta == 1.0f))
         ck_assert_uint_gt(ctx->blocked_calls, blocked_before);
@@ -79,7 +57,8 @@ run_case(const struct gemm_case *g, int variant, unsigned long long seed)
         size_t rel = i - g->c_off;
         int inside = i >= g->c_off && rel < g->batch * cs && rel % ldc < g->n;
         if (!inside)
-            ck_assert_msg(c[i] == c0[i], "element %zu outside C changed", i);
+            ck_assert_msg(d.c[i] == d.c0[i], "element %zu outside C changed",
+                          i);
     }
     for (t = 0; t < g->batch; t++)
         for (i = 0; i < g->m; i++)
@@ -87,27 +66,22 @@ run_case(const struct gemm_case *g, int variant, unsigned long long seed)
                 const size_t at = g->c_off + t * cs + i * ldc + j;
                 double ref = 0.0, mag = 0.0;
                 for (l = 0; l < g->k; l++) {
-                    double x = a[g->a_off + t * as + i * lda + l];
-                    double y = g->trans_b ? b[g->b_off + t * bs + j * ldb + l]
-                                          : b[g->b_off + t * bs + l * ldb + j];
+                    double x = d.a[g->a_off + t * as + i * lda + l];
+                    double y = g->trans_b
+                                   ? d.b[g->b_off + t * bs + j * ldb + l]
+                                   : d.b[g->b_off + t * bs + l * ldb + j];
                     ref += x * y;
                     mag += fabs(x * y);
                 }
-                ref = g->alpha * ref + g->beta * c0[at];
-                ck_assert_msg(fabs(c[at] - ref) <=
+                ref = g->alpha * ref + g->beta * d.c0[at];
+                ck_assert_msg(fabs(d.c[at] - ref) <=
                                   1e-6 * (double)g->k + 1e-5 * (mag + 1.0),
                               "variant %d m=%zu n=%zu k=%zu trans_b=%d "
                               "batch %zu (%zu, %zu): %g, expected %g",
                               variant, g->m, g->n, g->k, g->trans_b, t, i, j,
-                              (double)c[at], ref);
+                              (double)d.c[at], ref);
             }
-    clReleaseMemObject(ma);
-    clReleaseMemObject(mb);
-    clReleaseMemObject(mc);
-    free(a);
-    free(b);
-    free(c);
-    free(c0);
+    tu_gemm_data_free(&d);
 }
 
 static void
@@ -241,10 +215,10 @@ START_TEST(gemm_with_bias_matches_reference)
     tu_fill(a, m * k, 90, -1.0f, 1.0f);
     tu_fill(b, n * k, 91, -1.0f, 1.0f);
     tu_fill(bias, n, 92, -1.0f, 1.0f);
-    ma = upload(ctx, a, m * k);
-    mb = upload(ctx, b, n * k);
-    mbias = upload(ctx, bias, n);
-    mc = upload(ctx, c, m * n);
+    ma = tu_upload(ctx, a, m * k);
+    mb = tu_upload(ctx, b, n * k);
+    mbias = tu_upload(ctx, bias, n);
+    mc = tu_upload(ctx, c, m * n);
     for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_BLOCKED; v++)
         for (tb = 0; tb < 2; tb++)
             for (with = 0; with < 2; with++) {
@@ -254,10 +228,7 @@ START_TEST(gemm_with_bias_matches_reference)
                                                 with ? mbias : NULL),
                                  0);
                 ctx->gemm_variant = was;
-                ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, mc, CL_TRUE, 0,
-                                                     sizeof c, c, 0, NULL,
-                                                     NULL),
-                                 CL_SUCCESS);
+                tu_download(ctx, mc, c, m * n);
                 for (i = 0; i < m; i++)
                     for (j = 0; j < n; j++) {
                         double ref = with ? bias[j] : 0.0;
@@ -295,20 +266,18 @@ START_TEST(gemm_accumulate_bias_gelu_matches_reference)
     tu_fill(b, n * k, 94, -0.2f, 0.2f);
     tu_fill(bias, n, 95, -1.0f, 1.0f);
     tu_fill(c0, m * n, 96, -1.0f, 1.0f);
-    ma = upload(ctx, a, m * k);
-    mb = upload(ctx, b, n * k);
-    mbias = upload(ctx, bias, n);
+    ma = tu_upload(ctx, a, m * k);
+    mb = tu_upload(ctx, b, n * k);
+    mbias = tu_upload(ctx, bias, n);
     for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_BLOCKED; v++)
         for (gelu = 0; gelu < 2; gelu++) {
-            mc = upload(ctx, c0, m * n);
+            mc = tu_upload(ctx, c0, m * n);
             ctx->gemm_variant = v;
             ck_assert_int_eq(clf__gemm_ex(ctx, 1, m, n, k, ma, 0, k, mb, 0, k,
                                           1, mc, 0, n, mbias, gelu),
                              0);
             ctx->gemm_variant = was;
-            ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, mc, CL_TRUE, 0,
-                                                 sizeof c, c, 0, NULL, NULL),
-                             CL_SUCCESS);
+            tu_download(ctx, mc, c, m * n);
             clReleaseMemObject(mc);
             for (i = 0; i < m; i++)
                 for (j = 0; j < n; j++) {
@@ -336,24 +305,11 @@ START_TEST(gemm_way_is_chosen_by_timing)
 {
     clf_context *ctx = tu_context();
     const double *ms = ctx->last_ms[CLF_KIND_GEMM];
-    char *was = getenv("CLINFORMER_CACHE_DIR");
-    int v = 0, pinned = ctx->gemm_variant;
+    int v;
 
     if (getenv("CLINFORMER_KERNELS") != NULL)
         return; /* forced: nothing is timed */
-    was = was != NULL ? strdup(was) : NULL;
-    setenv("CLINFORMER_CACHE_DIR", "off", 1);
-    ctx->nchoices = 0;
-    ctx->choices_loaded = 1;
-    ctx->gemm_variant = CLF_GEMM_UNDECIDED;
-    ck_assert_int_eq(clf_context_build(ctx), 0);
-    ck_assert_int_eq(clf__gemm_resolve(ctx, 1000, 512, 512, &v), 0);
-    ctx->gemm_variant = pinned;
-    if (was != NULL)
-        setenv("CLINFORMER_CACHE_DIR", was, 1);
-    else
-        unsetenv("CLINFORMER_CACHE_DIR");
-    free(was);
+    v = tu_gemm_resolve_fresh(ctx, 1000, 512, 512);
     ck_assert_int_ne(v, CLF_GEMM_UNDECIDED);
     ck_assert_int_eq(ctx->last_source[CLF_KIND_GEMM], CLF_SOURCE_TIMED);
     ck_assert_str_eq(ctx->last_bucket[CLF_KIND_GEMM], "m1024.n512.k512");

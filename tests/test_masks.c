@@ -36,7 +36,7 @@ static void
 check(struct layer *l, clf_mode mode, size_t B, size_t n,
       const clf_forward_opts *o, unsigned long long seed)
 {
-    size_t count = B * n * l->desc.d_model, i, b, j;
+    size_t count = B * n * l->desc.d_model, i;
     float *x = tu_malloc(count * sizeof *x), *y = tu_malloc(count * sizeof *y);
     double *ref = tu_malloc(count * sizeof *ref);
     unsigned char *mask = NULL;
@@ -48,9 +48,7 @@ check(struct layer *l, clf_mode mode, size_t B, size_t n,
         y[i] = NAN;
     if (o->lengths != NULL) {
         mask = tu_malloc(B * n);
-        for (b = 0; b < B; b++)
-            for (j = 0; j < n; j++)
-                mask[b * n + j] = j < o->lengths[b];
+        tu_lengths_mask(mask, o->lengths, B, n);
     }
     ck_assert_int_eq(clf_attention_set_mode(l->att, mode), 0);
     rc = clf_attention_forward_ex(l->att, x, B, n, y, o);
@@ -263,31 +261,13 @@ END_TEST
 START_TEST(padding_fully_masked_sequence_is_zero)
 {
     const size_t B = 2, n = 10, D = 24;
-    unsigned char mask[2 * 10];
-    float x[2 * 10 * 24], y[2 * 10 * 24];
-    clf_forward_opts o;
+    float x[2 * 10 * 24];
     clf_attention_desc d = desc_of(CLF_SHARE_HEADWISE, 10, 4, 5);
     struct layer l;
-    size_t i;
-    int mode, causal;
 
-    memset(mask, 1, sizeof mask);
-    memset(mask + n, 0, n); /* second sequence all padding */
-    memset(&o, 0, sizeof o);
-    o.key_mask = mask;
     layer_make(&l, &d, 40);
     tu_fill(x, B * n * D, 41, -1.0f, 1.0f);
-    for (mode = 0; mode < 2; mode++)
-        for (causal = 0; causal < 2; causal++) {
-            o.causal = causal;
-            ck_assert_int_eq(clf_attention_set_mode(l.att, (clf_mode)mode), 0);
-            ck_assert_int_eq(clf_attention_forward_ex(l.att, x, B, n, y, &o),
-                             0);
-            for (i = 0; i < B * n * D; i++)
-                ck_assert_msg(isfinite(y[i]), "y[%zu] = %f", i, y[i]);
-            for (i = n * D; i < B * n * D; i++)
-                ck_assert_float_eq(y[i], 0.0f);
-        }
+    tu_check_padded_sequence_zero(&l, x, n);
     layer_free(&l);
 }
 END_TEST

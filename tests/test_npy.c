@@ -47,21 +47,6 @@ remove_dir(void)
     rmdir(dir);
 }
 
-static size_t
-dir_entries(void)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    size_t n = 0;
-
-    ck_assert_ptr_nonnull(d);
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
-}
-
 static const char *
 path_of(const char *name)
 {
@@ -257,12 +242,12 @@ START_TEST(npy_save_replaces_without_temp_files)
 {
     const float x[4] = {1, 2, 3, 4}, y[2] = {5, 6};
     const size_t s4[1] = {4}, s2[1] = {2};
-    size_t before = dir_entries();
+    size_t before = tu_dir_entries(dir);
     clf_array a;
 
     ck_assert_int_eq(clf_npy_save(path_of("r.npy"), x, s4, 1), 0);
     ck_assert_int_eq(clf_npy_save(path_of("r.npy"), y, s2, 1), 0);
-    ck_assert_uint_eq(dir_entries(), before + 1);
+    ck_assert_uint_eq(tu_dir_entries(dir), before + 1);
     ck_assert_int_eq(clf_npy_load(path_of("r.npy"), &a), 0);
     ck_assert_uint_eq(a.count, 2);
     ck_assert_mem_eq(a.data, y, sizeof y);
@@ -277,7 +262,7 @@ START_TEST(npy_save_rejects_bad_arguments)
     const size_t s[9] = {2, 1, 1, 1, 1, 1, 1, 1, 1};
     const size_t big[2] = {SIZE_MAX, 2}, bytes[1] = {SIZE_MAX / 2};
     const size_t empty[1] = {0};
-    size_t before = dir_entries();
+    size_t before = tu_dir_entries(dir);
     clf_array a;
     int rc;
 
@@ -298,7 +283,7 @@ START_TEST(npy_save_rejects_bad_arguments)
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "shape"));
     ck_assert_int_eq(clf_npy_save(path_of("a.npy"), x, bytes, 1),
                      CLF_ESIZE_OVERFLOW);
-    ck_assert_uint_eq(dir_entries(), before); /* nothing left behind */
+    ck_assert_uint_eq(tu_dir_entries(dir), before); /* nothing left behind */
 
     /* A directory that does not exist: the message gives errno's text. */
     rc = clf_npy_save(path_of("no/such/dir/a.npy"), x, s, 1);

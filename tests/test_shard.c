@@ -72,7 +72,7 @@ check_case(const clf_attention_desc *d, int full, int causal, int masked,
     clf_group_attention *ga;
     clf_forward_opts o;
     clf_shard_by by;
-    size_t i, used;
+    size_t used;
     float *x = tu_malloc(B * n * D * sizeof *x), *y;
     double *ref = tu_malloc(B * n * D * sizeof *ref);
     char name[160];
@@ -84,8 +84,7 @@ check_case(const clf_attention_desc *d, int full, int causal, int masked,
     memset(&o, 0, sizeof o);
     o.causal = causal;
     o.lengths = masked ? lengths : NULL;
-    for (i = 0; i < B * n; i++)
-        mask[i] = !masked || i % n < lengths[i / n];
+    tu_lengths_mask(mask, lengths, B, n);
     ck_assert_int_eq(clf_group_attention_set_mode(
                          ga, full ? CLF_MODE_FULL : CLF_MODE_LINFORMER),
                      0);

@@ -34,17 +34,6 @@ struct tcase {
     size_t groups; /* E_GROUPED: groups of op.batch */
 };
 
-static cl_mem
-upload(clf_context *ctx, const float *h, size_t n)
-{
-    cl_int err;
-    cl_mem m =
-        clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                       (n ? n : 1) * sizeof(float), (void *)h, &err);
-    ck_assert_msg(m != NULL, "clCreateBuffer failed (%d)", err);
-    return m;
-}
-
 /* Leading dimensions with padding, strides of whole matrices (0 when
  * shared), and the elements each operand spans. */
 static void
@@ -130,58 +119,40 @@ run_case(struct tcase *t, unsigned long long seed)
 {
     clf_context *ctx = tu_context();
     size_t na, nb, nc, calls = ctx->tiled_calls, total, i;
-    float *a, *b, *c, *c0, bias[600];
+    float bias[600];
     double *ref, *mag;
-    cl_mem ma, mb, mc, mbias;
+    tu_gemm_data d;
+    cl_mem mbias;
     ref_gemm_op whole;
     int rc;
 
     layout(t, &na, &nb, &nc);
     total = t->op.batch * (t->entry == E_GROUPED ? t->groups : 1);
-    a = tu_malloc(na * sizeof *a);
-    b = tu_malloc(nb * sizeof *b);
-    c = tu_malloc(nc * sizeof *c);
-    c0 = tu_malloc(nc * sizeof *c0);
     ref = tu_malloc(nc * sizeof *ref);
     mag = tu_malloc(nc * sizeof *mag);
-    tu_fill(a, na, seed, -1.0f, 1.0f);
-    tu_fill(b, nb, seed + 1, -1.0f, 1.0f);
-    tu_fill(c, nc, seed + 2, -1.0f, 1.0f);
+    tu_gemm_data_make(&d, ctx, na, nb, nc, seed);
     ck_assert_uint_le(t->op.n, 600);
     tu_fill(bias, t->op.n, seed + 3, -1.0f, 1.0f);
-    memcpy(c0, c, nc * sizeof *c);
     for (i = 0; i < nc; i++)
-        ref[i] = c0[i], mag[i] = 0.0;
+        ref[i] = d.c0[i], mag[i] = 0.0;
     /* The groups as one batch: they are laid out after each other. */
     whole = t->op;
     whole.batch = total;
     if (t->entry == E_GROUPED && t->share_a)
         whole.a_stride = 0;
-    ref_gemm(&whole, a, b, c0, t->bias ? bias : NULL, ref, mag);
+    ref_gemm(&whole, d.a, d.b, d.c0, t->bias ? bias : NULL, ref, mag);
 
-    ck_assert_int_eq(clf_context_build(ctx), 0);
-    ma = upload(ctx, a, na);
-    mb = upload(ctx, b, nb);
-    mc = upload(ctx, c, nc);
-    mbias = upload(ctx, bias, t->op.n);
+    mbias = tu_upload(ctx, bias, t->op.n);
     clf__gemm_use(CLF_GEMM_TILED);
-    rc = call(ctx, t, ma, mb, mc, t->bias ? mbias : NULL);
+    rc = call(ctx, t, d.ma, d.mb, d.mc, t->bias ? mbias : NULL);
     clf__gemm_use(CLF_GEMM_UNDECIDED);
     ck_assert_msg(rc == 0, "%s: %s", t->what, clf_last_error());
-    ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, mc, CL_TRUE, 0,
-                                         nc * sizeof *c, c, 0, NULL, NULL),
-                     CL_SUCCESS);
+    tu_download(ctx, d.mc, d.c, nc);
     ck_assert_msg(ctx->tiled_calls > calls, "%s: the tiled kernel did not run",
                   t->what);
-    compare(t, c, c0, ref, mag, nc, seed);
-    clReleaseMemObject(ma);
-    clReleaseMemObject(mb);
-    clReleaseMemObject(mc);
+    compare(t, d.c, d.c0, ref, mag, nc, seed);
     clReleaseMemObject(mbias);
-    free(a);
-    free(b);
-    free(c);
-    free(c0);
+    tu_gemm_data_free(&d);
     free(ref);
     free(mag);
 }
@@ -457,23 +428,11 @@ START_TEST(tiled_is_timed_against_the_others)
 {
     clf_context *ctx = tu_context();
     const double *ms = ctx->last_ms[CLF_KIND_GEMM];
-    char *was = getenv("CLINFORMER_CACHE_DIR");
-    int v = 0, pinned = ctx->gemm_variant, i;
+    int v, i;
 
     if (getenv("CLINFORMER_KERNELS") != NULL)
         return; /* forced: nothing is timed */
-    was = was != NULL ? strdup(was) : NULL;
-    setenv("CLINFORMER_CACHE_DIR", "off", 1);
-    ctx->nchoices = 0;
-    ctx->choices_loaded = 1;
-    ctx->gemm_variant = CLF_GEMM_UNDECIDED;
-    ck_assert_int_eq(clf__gemm_resolve(ctx, 300, 256, 128, &v), 0);
-    ctx->gemm_variant = pinned;
-    if (was != NULL)
-        setenv("CLINFORMER_CACHE_DIR", was, 1);
-    else
-        unsetenv("CLINFORMER_CACHE_DIR");
-    free(was);
+    v = tu_gemm_resolve_fresh(ctx, 300, 256, 128);
     ck_assert_int_eq(ctx->last_source[CLF_KIND_GEMM], CLF_SOURCE_TIMED);
     for (i = 0; i < 3; i++) {
         ck_assert_msg(ms[i] > 0.0, "candidate %d not timed", i);

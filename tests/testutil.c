@@ -1,5 +1,7 @@
 #include "testutil.h"
 
+#include "internal.h"
+
 #include <dirent.h>
 
 #include <math.h>
@@ -111,6 +113,58 @@ tu_malloc(size_t bytes)
     return p;
 }
 
+cl_mem
+tu_upload(clf_context *ctx, const float *h, size_t n)
+{
+    cl_int err;
+    cl_mem m = clCreateBuffer(clf_context_cl_context(ctx),
+                              CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                              (n ? n : 1) * sizeof(float), (void *)h, &err);
+    ck_assert_msg(m != NULL, "clCreateBuffer failed (%d)", err);
+    return m;
+}
+
+void
+tu_download(clf_context *ctx, cl_mem m, float *h, size_t n)
+{
+    ck_assert_int_eq(clEnqueueReadBuffer(clf_context_cl_queue(ctx), m, CL_TRUE,
+                                         0, n * sizeof *h, h, 0, NULL, NULL),
+                     CL_SUCCESS);
+}
+
+void
+tu_gemm_data_make(tu_gemm_data *g, clf_context *ctx, size_t na, size_t nb,
+                  size_t nc, unsigned long long seed)
+{
+    g->na = na;
+    g->nb = nb;
+    g->nc = nc;
+    g->a = tu_malloc(na * sizeof *g->a);
+    g->b = tu_malloc(nb * sizeof *g->b);
+    g->c = tu_malloc(nc * sizeof *g->c);
+    g->c0 = tu_malloc(nc * sizeof *g->c0);
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    tu_fill(g->a, na, seed, -1.0f, 1.0f);
+    tu_fill(g->b, nb, seed + 1, -1.0f, 1.0f);
+    tu_fill(g->c, nc, seed + 2, -1.0f, 1.0f);
+    memcpy(g->c0, g->c, nc * sizeof *g->c);
+    g->ma = tu_upload(ctx, g->a, na);
+    g->mb = tu_upload(ctx, g->b, nb);
+    g->mc = tu_upload(ctx, g->c, nc);
+}
+
+void
+tu_gemm_data_free(tu_gemm_data *g)
+{
+    clReleaseMemObject(g->ma);
+    clReleaseMemObject(g->mb);
+    clReleaseMemObject(g->mc);
+    free(g->a);
+    free(g->b);
+    free(g->c);
+    free(g->c0);
+}
+
 void
 layer_make(struct layer *l, const clf_attention_desc *d,
            unsigned long long seed)
@@ -168,6 +222,21 @@ layer_free(struct layer *l)
         free(l->w[i]);
 }
 
+size_t
+tu_dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t n = 0;
+
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
 void
 tu_clear_dir(const char *dir)
 {
@@ -193,6 +262,68 @@ tu_put_le(unsigned char *b, unsigned long long v, size_t n)
 
     for (i = 0; i < n; i++)
         b[i] = (unsigned char)(v >> (8 * i));
+}
+
+int
+tu_gemm_resolve_fresh(clf_context *ctx, size_t m, size_t n, size_t k)
+{
+    char *was = getenv("CLINFORMER_CACHE_DIR");
+    int v = 0, pinned = ctx->gemm_variant;
+
+    was = was != NULL ? strdup(was) : NULL;
+    setenv("CLINFORMER_CACHE_DIR", "off", 1);
+    ctx->nchoices = 0;
+    ctx->choices_loaded = 1;
+    ctx->gemm_variant = CLF_GEMM_UNDECIDED;
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    ck_assert_int_eq(clf__gemm_resolve(ctx, m, n, k, &v), 0);
+    ctx->gemm_variant = pinned;
+    if (was != NULL)
+        setenv("CLINFORMER_CACHE_DIR", was, 1);
+    else
+        unsetenv("CLINFORMER_CACHE_DIR");
+    free(was);
+    return v;
+}
+
+void
+tu_lengths_mask(unsigned char *mask, const unsigned *lengths, size_t B,
+                size_t n)
+{
+    size_t b, j;
+
+    for (b = 0; b < B; b++)
+        for (j = 0; j < n; j++)
+            mask[b * n + j] = j < lengths[b];
+}
+
+void
+tu_check_padded_sequence_zero(struct layer *l, const float *x, size_t n)
+{
+    const size_t B = 2, D = l->desc.d_model;
+    unsigned char *mask = tu_malloc(B * n);
+    float *y = tu_malloc(B * n * D * sizeof *y);
+    clf_forward_opts o;
+    size_t i;
+    int mode, causal;
+
+    memset(mask, 1, n);
+    memset(mask + n, 0, n); /* second sequence all padding */
+    memset(&o, 0, sizeof o);
+    o.key_mask = mask;
+    for (mode = 0; mode < 2; mode++)
+        for (causal = 0; causal < 2; causal++) {
+            o.causal = causal;
+            ck_assert_int_eq(clf_attention_set_mode(l->att, (clf_mode)mode), 0);
+            ck_assert_int_eq(clf_attention_forward_ex(l->att, x, B, n, y, &o),
+                             0);
+            for (i = 0; i < B * n * D; i++)
+                ck_assert_msg(isfinite(y[i]), "y[%zu] = %g", i, y[i]);
+            for (i = n * D; i < B * n * D; i++)
+                ck_assert_float_eq(y[i], 0.0f);
+        }
+    free(mask);
+    free(y);
 }
 
 clf_attention *

@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <stddef.h>
+#include <string.h>
 
 /* The suite's device context, created once (tests do not fork, since
  * OpenCL drivers do not survive fork).  NULL when there is no device. */
@@ -30,14 +31,49 @@ double tu_max_err(const float *got, const double *ref, size_t n);
 void tu_assert_close(const float *got, const double *ref, size_t n, double rtol,
                      const char *what);
 
+/* Fails the test unless expr returns status and clf_last_error() names
+ * needle. */
+#define ASSERT_FAILS(expr, status, needle)                                     \
+    do {                                                                       \
+        int rc_ = (expr);                                                      \
+        ck_assert_msg(rc_ == (status), "%s returned %d (%s), expected %s",     \
+                      #expr, rc_, clf_status_name(rc_), #status);              \
+        ck_assert_msg(strstr(clf_last_error(), (needle)) != NULL,              \
+                      "message \"%s\" does not name \"%s\"", clf_last_error(), \
+                      (needle));                                               \
+    } while (0)
+
 void *tu_malloc(size_t bytes);
 
 /* Writes the n low bytes of v to b, little-endian (file headers in the
  * reader tests). */
 void tu_put_le(unsigned char *b, unsigned long long v, size_t n);
 
+/* How many entries the directory holds besides . and .. */
+size_t tu_dir_entries(const char *dir);
+
 /* Removes the plain files of a directory (the directory stays). */
 void tu_clear_dir(const char *dir);
+
+/* A read-write buffer of the suite's context holding h[0..n) (one float
+ * when n is 0); fails the test when it cannot be made. */
+cl_mem tu_upload(clf_context *ctx, const float *h, size_t n);
+
+/* Reads n floats of m back into h (blocking); fails the test on error. */
+void tu_download(clf_context *ctx, cl_mem m, float *h, size_t n);
+
+/* The operands of a random GEMM test: A, B and C of na, nb and nc floats,
+ * uniform in [-1, 1) from seeds seed, seed + 1 and seed + 2, C0 a copy of
+ * the starting C, and their buffers on the context (built first). */
+typedef struct tu_gemm_data {
+    size_t na, nb, nc;
+    float *a, *b, *c, *c0;
+    cl_mem ma, mb, mc;
+} tu_gemm_data;
+
+void tu_gemm_data_make(tu_gemm_data *g, clf_context *ctx, size_t na, size_t nb,
+                       size_t nc, unsigned long long seed);
+void tu_gemm_data_free(tu_gemm_data *g);
 
 /* An attention layer on the suite's context with random weights at
  * PyTorch-like scales, and its host copy for the reference. */
@@ -51,6 +87,22 @@ struct layer {
 void layer_make(struct layer *l, const clf_attention_desc *d,
                 unsigned long long seed);
 void layer_free(struct layer *l);
+
+/* Resolves the GEMM way of an m x n x k product as a fresh process
+ * would (the context built, no store read or written, no choice loaded,
+ * no way pinned), then restores the cache setting and the pinned way;
+ * fails the test unless resolving succeeds.  Returns the way chosen. */
+int tu_gemm_resolve_fresh(clf_context *ctx, size_t m, size_t n, size_t k);
+
+/* The padding mask of a right-padded batch: mask[b * n + j] = 1 for
+ * j < lengths[b], else 0 (B x n bytes, as ref_attention_ex takes). */
+void tu_lengths_mask(unsigned char *mask, const unsigned *lengths, size_t B,
+                     size_t n);
+
+/* Forwards x (two sequences of n) through l in both modes, plain and
+ * causal, with the second sequence all padding (key_mask): fails the test
+ * unless every output is finite and the second sequence's are zero. */
+void tu_check_padded_sequence_zero(struct layer *l, const float *x, size_t n);
 
 /* The worked example of the design as a layer on tu_context(): q = 1,
  * d = 1, K = (1,2,3), V = (10,20,30), E = F = [[1/2,1/2,0],[0,0,1]]

@@ -90,8 +90,11 @@ clf_gemm_fp16_nt(const int m, const int n, const int k, const float alpha,
 
 /* C = alpha E X, batched: E binary16 m x k (row stride lde), X float32
  * k x n (row stride ldx), C float32 m x n (row stride ldc), matrix t of
- * the batch at t * stride.  Work-item (j8, i, t): columns 8 j8 ..
- * 8 j8 + 7 of row i, one by one at the right edge. */
+ * the batch at t * stride.  Work-item (j8, i4, t): columns 8 j8 ..
+ * 8 j8 + 7 of rows 4 i4 .. 4 i4 + 3, so that each row of X is rounded to
+ * binary16 once for four rows of E; one column at a time at the right
+ * edge.  Rows past the bottom edge read the last row again, never
+ * stored. */
 __kernel void
 clf_gemm_fp16_nn(const int m, const int n, const int k, const float alpha,
                  __global const half *e, const ulong e_off, const int lde,
@@ -101,26 +104,47 @@ clf_gemm_fp16_nn(const int m, const int n, const int k, const float alpha,
                  const ulong c_stride)
 {
     const int j0 = (int)get_global_id(0) * 8;
-    const int i = (int)get_global_id(1);
+    const int i0 = (int)get_global_id(1) * 4;
     const ulong t = get_global_id(2);
-    if (j0 >= n || i >= m)
+    if (j0 >= n || i0 >= m)
         return;
-    __global const half *er = e + e_off + t * e_stride + (ulong)i * lde;
+    __global const half *eb = e + e_off + t * e_stride;
+    __global const half *e0 = eb + (ulong)i0 * lde;
+    __global const half *e1 = eb + (ulong)min(i0 + 1, m - 1) * lde;
+    __global const half *e2 = eb + (ulong)min(i0 + 2, m - 1) * lde;
+    __global const half *e3 = eb + (ulong)min(i0 + 3, m - 1) * lde;
     __global const float *xb = x + x_off + t * x_stride + j0;
-    __global float *cr = c + c_off + t * c_stride + (ulong)i * ldc + j0;
+    __global float *cr = c + c_off + t * c_stride + (ulong)i0 * ldc + j0;
+    const int rows = min(4, m - i0);
     if (j0 + 8 <= n) {
-        float8 s = 0.0f;
-        for (int p = 0; p < k; p++)
-            s += clf_fp16_prod8(vload8(0, xb + (ulong)p * ldx),
-                                (half8)(er[p]));
-        vstore8(alpha * s, 0, cr);
+        float8 s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+        for (int p = 0; p < k; p++) {
+            const float8 xv = vload8(0, xb + (ulong)p * ldx);
+            s0 += clf_fp16_prod8(xv, (half8)(e0[p]));
+            s1 += clf_fp16_prod8(xv, (half8)(e1[p]));
+            s2 += clf_fp16_prod8(xv, (half8)(e2[p]));
+            s3 += clf_fp16_prod8(xv, (half8)(e3[p]));
+        }
+        vstore8(alpha * s0, 0, cr);
+        if (rows > 1)
+            vstore8(alpha * s1, 0, cr + ldc);
+        if (rows > 2)
+            vstore8(alpha * s2, 0, cr + 2 * (ulong)ldc);
+        if (rows > 3)
+            vstore8(alpha * s3, 0, cr + 3 * (ulong)ldc);
         return;
     }
     for (int q = 0; j0 + q < n; q++) {
-        float s = 0.0f;
-        for (int p = 0; p < k; p++)
-            s += clf_fp16_prod1(xb[(ulong)p * ldx + q], er[p]);
-        cr[q] = alpha * s;
+        float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int p = 0; p < k; p++) {
+            const float xv = xb[(ulong)p * ldx + q];
+            r[0] += clf_fp16_prod1(xv, e0[p]);
+            r[1] += clf_fp16_prod1(xv, e1[p]);
+            r[2] += clf_fp16_prod1(xv, e2[p]);
+            r[3] += clf_fp16_prod1(xv, e3[p]);
+        }
+        for (int rr = 0; rr < rows; rr++)
+            cr[(ulong)rr * ldc + q] = alpha * r[rr];
     }
 }
 

@@ -17,7 +17,7 @@
 extern const char clf__cl_gemm_fp16[];
 
 /* The self-test's shapes: odd, not multiples of the kernels' 4 and 8. */
-#define ST_M 5
+#define ST_M 7
 #define ST_N 11
 #define ST_K 37
 #define ST_BATCH 2
@@ -131,12 +131,14 @@ fits_int(const struct clf__tiled_args *g)
            g->ldb <= lim && g->ldc <= lim;
 }
 
-/* Enqueues kernel k over ceil(n / per) x m x batch work-items. */
+/* Enqueues kernel k over ceil(n / per) x ceil(m / rows) x batch
+ * work-items. */
 static int
 launch(clf_context *ctx, cl_kernel k, const struct clf__tiled_args *g,
-       size_t per)
+       size_t per, size_t rows)
 {
-    size_t global[3] = {(g->n + per - 1) / per, g->m, g->batch};
+    size_t global[3] = {(g->n + per - 1) / per, (g->m + rows - 1) / rows,
+                        g->batch};
     cl_int err;
 
     if (global[0] == 0 || global[1] == 0 || global[2] == 0)
@@ -182,7 +184,7 @@ run_nt(clf_context *ctx, const struct clf__tiled_args *g)
     SET(k, 15, cs);
     SET(k, 16, bias);
     SET(k, 17, has_bias);
-    return launch(ctx, k, g, 4);
+    return launch(ctx, k, g, 4, 1);
 }
 
 /* C = alpha E X: E (g->a) binary16, X float32. */
@@ -212,7 +214,7 @@ run_nn(clf_context *ctx, const struct clf__tiled_args *g)
     SET(k, 13, co);
     SET(k, 14, ldc);
     SET(k, 15, cs);
-    return launch(ctx, k, g, 8);
+    return launch(ctx, k, g, 8, 4);
 }
 
 /* ------------------------------------------------------- self-test */

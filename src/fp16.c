@@ -563,6 +563,15 @@ clf__fp16_mark(clf_context *ctx, cl_mem m)
     ctx->fp16_live[ctx->fp16_nlive++] = m;
 }
 
+void
+clf__fp16_forget(clf_context *ctx)
+{
+    clf__lock(ctx);
+    ctx->fp16_nlive = 0;
+    ctx->fp16_native = ctx->fp16_decided = 0;
+    clf__unlock(ctx);
+}
+
 static int
 marked(const clf_context *ctx, cl_mem m)
 {

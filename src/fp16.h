@@ -28,6 +28,10 @@ int clf__fp16_resolve(clf_context *ctx, size_t D, size_t dq);
  * natively (at most CLF_FP16_LIVE at once; older marks are dropped). */
 void clf__fp16_mark(clf_context *ctx, cl_mem m);
 
+/* Drops the marks: a layer's buffers are about to be released, and a
+ * later buffer may get the same handle. */
+void clf__fp16_forget(clf_context *ctx);
+
 /* Run by the GEMM entry points first: 1 when an operand of g is a marked
  * binary16 weight (then the native kernel ran, or *rc holds why not), 0
  * to go on with the float32 ways.  Call with ctx locked. */

@@ -324,7 +324,15 @@ CLF_EXTERN const char *clf_context_tuning(const clf_context *ctx);
  * timing.  A store that is corrupt, of another device, or not a regular file is
  * ignored.  CLINFORMER_KERNELS=softmax=NAME,gemm=NAME, attend=NAME (any subset)
  * forces choices for every context; a bad entry fails the next forward with
- * CLF_EINVALID_ARGUMENT listing the valid names. */
+ * CLF_EINVALID_ARGUMENT listing the valid names.
+ *
+ * Half-precision layers add the kind "halfgemm" (halfgemm=NAME there too):
+ * "widen", each 16-bit weight widened to float32 before its GEMM, or
+ * "native", a GEMM that reads the binary16 weight directly and multiplies
+ * in half arithmetic, summing in float32.  "native" is offered only where
+ * the device reports cl_khr_fp16 and a self-test at first use passes;
+ * forced where it is not offered, the layer widens and
+ * clf_context_kernel_choices says why. */
 typedef enum clf_choice_source {
     CLF_SOURCE_NONE = 0, /* not chosen yet */
     CLF_SOURCE_STORED,   /* read from the device's store */
@@ -417,7 +425,9 @@ typedef enum clf_precision {
                                 vstore_half, so no cl_khr_fp16 is needed),
                                 half their float32 bytes; each is widened
                                 to float32 into a scratch buffer of the
-                                context just before the GEMM that reads it.
+                                context just before the GEMM that reads it
+                                (or read directly where the kernel choice
+                                "halfgemm" is "native", cl_khr_fp16 only).
                                 Biases, activations and workspaces stay
                                 float32.  A weight value beyond binary16's
                                 range (|v| > 65504) is refused.  Expect a

@@ -78,6 +78,7 @@ compress_bias(clf_attention *a, const struct plan *p, cl_mem e, cl_mem bias,
     if (a->desc.compressed_bias)
         return clf__add_rowsum_bias(ctx, out, p->B, k, hc, dh, NULL, 0, 0, bias,
                                     a->hkv > 1);
+    TRY(clf__half_as_float(a, e, &e));
     if (p->masked)
         TRY(clf__masked_rowsum(ctx, e, nE * k, p->n, a->N, p->B, p->mask, rs));
     else

@@ -9,6 +9,9 @@
  * is a small text file read as hostile input and replaced atomically. */
 #include "internal.h"
 
+/* The native half program (src/fp16.c), built apart from the registry. */
+extern const char clf__cl_gemm_fp16[];
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -34,6 +37,7 @@ static const char rate_kind[] = "throughput";
 static const char *const softmax_names[] = {"scalar", "vector", "group"};
 static const char *const gemm_names[] = {"clblast", "blocked", "tiled"};
 static const char *const attend_names[] = {"gemm", "fused", "flash"};
+static const char *const halfgemm_names[] = {"widen", "native"};
 
 static const struct {
     const char *kind;
@@ -43,6 +47,7 @@ static const struct {
     {"softmax", softmax_names, 3},
     {"gemm", gemm_names, 3},
     {"attend", attend_names, 3},
+    {"halfgemm", halfgemm_names, 2},
 };
 
 double
@@ -221,6 +226,8 @@ hash_kernels(void)
     for (i = 0; i < CLF_KERNEL_FILES; i++)
         h = clf__hash64(clf__kernel_sources[i],
                         strlen(clf__kernel_sources[i]) + 1, h);
+    /* The native half program, built apart from the registry's. */
+    h = clf__hash64(clf__cl_gemm_fp16, strlen(clf__cl_gemm_fp16) + 1, h);
     kernels_key = h;
 }
 
@@ -708,6 +715,18 @@ describe(char *buf, size_t cap, const clf_context *ctx, int kind)
         snprintf(buf + len, cap - len, ")");
 }
 
+/* "halfgemm: widen (native not offered: REASON)". */
+static void
+describe_not_offered(clf_context *ctx)
+{
+    size_t len = strlen(ctx->choices);
+
+    if (len < sizeof ctx->choices)
+        snprintf(ctx->choices + len, sizeof ctx->choices - len,
+                 "%shalfgemm: widen (native not offered: %s)", len ? "; " : "",
+                 ctx->fp16_why);
+}
+
 CLF_EXTERN const char *
 clf_context_kernel_choices(clf_context *ctx)
 {
@@ -717,8 +736,15 @@ clf_context_kernel_choices(clf_context *ctx)
         return "";
     clf__lock(ctx);
     ctx->choices[0] = '\0';
-    for (k = 0; k < CLF_KIND_COUNT; k++)
-        describe(ctx->choices, sizeof ctx->choices, ctx, k);
+    for (k = 0; k < CLF_KIND_COUNT; k++) {
+        /* The half-weight way shows once a half layer asked for it. */
+        if (k == CLF_KIND_HALFGEMM && ctx->fp16_state == 0 && ctx->last[k] < 0)
+            continue;
+        if (k == CLF_KIND_HALFGEMM && ctx->fp16_state < 0)
+            describe_not_offered(ctx);
+        else
+            describe(ctx->choices, sizeof ctx->choices, ctx, k);
+    }
     clf__unlock(ctx);
     return ctx->choices;
 }

@@ -1,4 +1,5 @@
 /* Contexts: device selection, owned or adopted OpenCL objects, teardown. */
+#include "fp16.h"
 #include "internal.h"
 
 #include <ctype.h>
@@ -218,6 +219,7 @@ clf_context_destroy(clf_context *ctx)
     if (ctx->program != NULL)
         clReleaseProgram(ctx->program);
     clf__tiled_release(ctx);
+    clf__fp16_release(ctx);
     if (ctx->scratch != NULL)
         clReleaseMemObject(ctx->scratch);
     for (i = 0; i < 2; i++)

@@ -2,6 +2,7 @@
  * GEMM kernel (cl/, same stem) or the tiled one (tiled.c), whichever the
  * context measured fastest.  CLBlast takes no wait list; ordering comes
  * from the queue being in order. */
+#include "fp16.h"
 #include "internal.h"
 
 #include <clblast_c.h>
@@ -328,7 +329,7 @@ gemm_ex_unlocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
                                       .gelu = gelu};
     int rc;
 
-    if (tiled(ctx, &g, &rc))
+    if (clf__fp16_gemm(ctx, &g, &rc) || tiled(ctx, &g, &rc))
         return rc;
     if (way(ctx) == CLF_GEMM_BLOCKED &&
         blocked_fits(0, m, n, k, beta, lda, ldb, ldc))
@@ -399,7 +400,7 @@ gemm_batched_unlocked(clf_context *ctx, int trans_a, int trans_b, size_t m,
                                       .batch = batch};
     int rc;
 
-    if (tiled(ctx, &g, &rc))
+    if (clf__fp16_gemm(ctx, &g, &rc) || tiled(ctx, &g, &rc))
         return rc;
     if (way(ctx) == CLF_GEMM_BLOCKED &&
         blocked_fits(trans_a, m, n, k, beta, lda, ldb, ldc))

@@ -8,6 +8,7 @@
  * context reuses: stored weights take half the memory, and the price is one
  * extra pass over each weight per forward. */
 #include "half.h"
+#include "fp16.h"
 
 #include <math.h>
 #include <string.h>
@@ -214,6 +215,15 @@ clf__half_weight(clf_attention *a, int which, cl_mem *out)
         *out = a->w[which];
         return 0;
     }
+    if (!ctx->fp16_decided) {
+        CLF_TRY(clf__fp16_resolve(ctx, a->D, a->dq));
+        ctx->fp16_decided = 1;
+    }
+    if (ctx->fp16_native) { /* read as binary16 by the GEMM (fp16.c) */
+        clf__fp16_mark(ctx, a->w[which]);
+        *out = a->w[which];
+        return 0;
+    }
     if (ctx->half_src[s] != a->w[which]) {
         CLF_TRY(slot_reserve(ctx, s, a->wsize[which]));
         ctx->half_src[s] = NULL;
@@ -225,8 +235,34 @@ clf__half_weight(clf_attention *a, int which, cl_mem *out)
     return 0;
 }
 
+int
+clf__half_as_float(clf_attention *a, cl_mem m, cl_mem *out)
+{
+    clf_context *ctx = a->ctx;
+    int i, s;
+
+    *out = m;
+    for (i = 0; ctx->fp16_native && i < CLF_WEIGHT_COUNT; i++) {
+        if (a->w[i] != m || !clf__half_stored(a, i))
+            continue;
+        s = slot_of(i);
+        if (ctx->half_src[s] != m) {
+            CLF_TRY(slot_reserve(ctx, s, a->wsize[i]));
+            ctx->half_src[s] = NULL;
+            CLF_TRY(convert(ctx, CLF_K_HALF_WIDEN, m, ctx->half_slot[s],
+                            a->wsize[i]));
+            ctx->half_src[s] = m;
+        }
+        *out = ctx->half_slot[s];
+        return 0;
+    }
+    return 0;
+}
+
 void
 clf__half_begin(clf_context *ctx)
 {
     ctx->half_src[0] = ctx->half_src[1] = NULL;
+    ctx->fp16_decided = ctx->fp16_native = 0;
+    ctx->fp16_nlive = 0;
 }

@@ -34,6 +34,11 @@ int clf__half_upload(clf_attention *a, int which, const char *name,
  * end. */
 int clf__half_weight(clf_attention *a, int which, cl_mem *out);
 
+/* m itself, unless it is a half-stored weight this forward's GEMMs read
+ * natively (fp16.c): then its float32 copy, widened into the weight's
+ * slot, for the kernels that are not GEMMs (the row sums of E). */
+int clf__half_as_float(clf_attention *a, cl_mem m, cl_mem *out);
+
 /* A new forward: the slots' contents are no longer trusted (a weight may
  * have been set since). */
 void clf__half_begin(clf_context *ctx);

@@ -29,9 +29,11 @@ enum clf__choice_kind {
     CLF_KIND_SOFTMAX = 0, /* enum clf__softmax_variant */
     CLF_KIND_GEMM,        /* enum clf__gemm_variant - 1 */
     CLF_KIND_ATTEND,      /* enum clf__attend_variant - 1 */
+    CLF_KIND_HALFGEMM,    /* half-weight GEMMs: widen or native (fp16.h) */
     CLF_KIND_COUNT
 };
 #define CLF_BUCKET_MAX 48
+#define CLF_FP16_LIVE 8
 #define CLF_MAX_CANDIDATES 4
 
 /* A winner for one kind and shape bucket. */
@@ -102,7 +104,7 @@ struct clf_context {
     clf_choice_source last_source[CLF_KIND_COUNT];
     char last_bucket[CLF_KIND_COUNT][CLF_BUCKET_MAX];
     double last_ms[CLF_KIND_COUNT][CLF_MAX_CANDIDATES];
-    char choices[640];  /* clf_context_kernel_choices */
+    char choices[1024]; /* clf_context_kernel_choices */
     char warnings[768]; /* clf_context_warnings */
     /* half.c: float32 copies of half-stored weights, widened just before
      * the GEMM that reads them (slot 0: W matrices, 1: E and F), shared by
@@ -110,6 +112,16 @@ struct clf_context {
     cl_mem half_slot[2];
     size_t half_cap[2]; /* floats */
     cl_mem half_src[2]; /* the weight a slot holds in this forward, or NULL */
+    /* fp16.c: native half arithmetic, under the lock. */
+    int fp16_state;          /* 0 not checked yet, 1 offered, -1 not */
+    char fp16_why[256];      /* why it is not offered */
+    cl_program fp16_program; /* cl/gemm_fp16.cl, where offered */
+    cl_kernel fp16_nt, fp16_nn, fp16_sanity;
+    int fp16_decided; /* this forward resolved its way */
+    int fp16_native;  /* this forward reads half weights natively */
+    cl_mem fp16_live[CLF_FP16_LIVE]; /* the binary16 weights it reads */
+    size_t fp16_nlive;
+    size_t fp16_calls; /* native half GEMMs enqueued (tests) */
 };
 
 /* Who runs the GEMMs: undecided until the first one. */

@@ -2,6 +2,7 @@
  * (sizes, upload, random initialisation) and teardown.  What a forward
  * does is planned in plan.c and enqueued in attention.c. */
 #include "attention.h"
+#include "fp16.h"
 #include "half.h"
 
 #include <limits.h>
@@ -203,6 +204,8 @@ clf_attention_destroy(clf_attention *att)
         return;
     if (att->ctx != NULL && att->ctx->queue != NULL)
         clFinish(att->ctx->queue);
+    if (att->ctx != NULL && att->desc.precision == CLF_PRECISION_HALF)
+        clf__fp16_forget(att->ctx);
     for (i = 0; i < CLF_WEIGHT_COUNT; i++)
         if (att->w[i] != NULL)
             clReleaseMemObject(att->w[i]);

@@ -136,9 +136,9 @@ START_TEST(choice_unknown_names_list_valid_ones)
     ASSERT_FAILS(clf_context_force_kernel(ctx, "softmax", "fast"),
                  CLF_EINVALID_ARGUMENT, "scalar, vector or group");
     ASSERT_FAILS(clf_context_force_kernel(ctx, "speed", "fast"),
-                 CLF_EINVALID_ARGUMENT, "softmax, gemm or attend");
+                 CLF_EINVALID_ARGUMENT, "softmax, gemm, attend or halfgemm");
     ASSERT_FAILS(clf_context_force_kernel(ctx, "speed", NULL),
-                 CLF_EINVALID_ARGUMENT, "softmax, gemm or attend");
+                 CLF_EINVALID_ARGUMENT, "softmax, gemm, attend or halfgemm");
     ASSERT_FAILS(clf_context_force_kernel(NULL, "gemm", "blocked"),
                  CLF_ENULL_ARGUMENT, "ctx");
     setenv("CLINFORMER_KERNELS", "softmax=group,attend=fast", 1);

@@ -48,7 +48,8 @@ const struct cli_option cli_run_options[] = {
     {"precision", CLI_CHOICE, RO(precision), "P",
      "float (default) or half: attention weights and E/F\n"
      "stored as 16-bit floats (half the memory), the\n"
-     "arithmetic still float32",
+     "arithmetic still float32 (half products where the\n"
+     "kernel choice halfgemm is native)",
      0, 0, cli_precision_choices},
     {"layerwise", CLI_FLAG, RO(layerwise), NULL,
      "share layer 0's E and F with every layer", 1, 0, NULL},

@@ -1,0 +1,344 @@
+/* Native half arithmetic for half-stored weights (src/fp16.c,
+ * cl/gemm_fp16.cl), forced through the kernel choice halfgemm=native.
+ *
+ * Tolerances, each max |y - y_ref| <= tol * max |y_ref|:
+ *   - against the double-precision reference fed the weights rounded to
+ *     binary16 on the host: 2e-3.  Each product of the native GEMMs
+ *     carries two binary16 roundings (the activation, then the product),
+ *     at most 2^-10 of |a w| together; summed with random signs in
+ *     float32 that stays near 2^-11 of the result, well inside 2e-3
+ *     (docs/design.md, "Native half arithmetic");
+ *   - against the same layer stored and computed in float32: 2e-3, the
+ *     accuracy bound of half precision on the peer fixtures;
+ *   - the peer fixtures (tests/data, PyTorch float32 outputs): 2e-3
+ *     against the float32 model and 2.5e-3 against PyTorch, as for the
+ *     widening way (test_half).
+ * On a device without cl_khr_fp16 (or whose self-test fails) the native
+ * tests are skipped with the reason, and the fallback is checked: forcing
+ * the native way widens as before, and the choice line says why. */
+#include "fp16.h"
+#include "internal.h"
+#include "reference.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL_NATIVE 2e-3
+#define TOL_VS_FLOAT 2e-3
+#define TOL_VS_REF 2.5e-3
+/* The widening way: exact up to float32 (test_half). */
+#define TOL_EXACT 1e-5
+
+static char data_dir[1024];
+
+/* x rounded to binary16 (to nearest, ties to even), as a float. */
+static float
+round_half(float x)
+{
+    int e;
+    double m;
+
+    if (!isfinite(x) || x == 0.0f)
+        return x;
+    if (fabs(x) < 0x1.0p-14)
+        return (float)(nearbyint((double)x * 0x1.0p24) * 0x1.0p-24);
+    m = frexp((double)x, &e);
+    return (float)ldexp(nearbyint(ldexp(m, 11)), e - 11);
+}
+
+static clf_attention_desc
+desc_of(size_t D, size_t heads, size_t N, size_t k, size_t block)
+{
+    clf_attention_desc d;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = D;
+    d.heads = heads;
+    d.max_seq_len = N;
+    d.k = k;
+    d.causal_block = block;
+    d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
+    return d;
+}
+
+/* The layer's reference with every half-stored weight rounded on the
+ * host; the rounded copies in r[]. */
+static ref_layer
+rounded_ref(const struct layer *l, float *r[CLF_WEIGHT_COUNT])
+{
+    ref_layer ref = l->ref;
+    const float **slot[CLF_WEIGHT_COUNT] = {&ref.wq, &ref.wk, &ref.wv, &ref.wo,
+                                            NULL,    NULL,    NULL,    NULL,
+                                            &ref.E,  &ref.F};
+    size_t count, i;
+    int w;
+
+    for (w = 0; w < CLF_WEIGHT_COUNT; w++) {
+        r[w] = NULL;
+        if (slot[w] == NULL ||
+            clf_attention_weight_size(l->att, (clf_weight)w, &count) != 0)
+            continue;
+        r[w] = tu_malloc(count * sizeof(float));
+        for (i = 0; i < count; i++)
+            r[w][i] = round_half(l->w[w][i]);
+        *slot[w] = r[w];
+    }
+    return ref;
+}
+
+static float *
+forward(struct layer *l, clf_mode mode, size_t B, size_t n, const float *x,
+        int causal)
+{
+    float *y = tu_malloc(B * n * l->desc.d_model * sizeof *y);
+    clf_forward_opts o;
+    int rc;
+
+    memset(&o, 0, sizeof o);
+    o.causal = causal;
+    ck_assert_int_eq(clf_attention_set_mode(l->att, mode), 0);
+    rc = clf_attention_forward_ex(l->att, x, B, n, y, &o);
+    ck_assert_msg(rc == 0, "forward: %s", clf_last_error());
+    return y;
+}
+
+/* One forward of the half layer h (and of f, the same weights in
+ * float32) against the rounded reference (tolerance tol) and f. */
+static void
+check_mode(struct layer *f, struct layer *h, clf_mode mode, int causal,
+           double tol, unsigned long long seed)
+{
+    const size_t B = 2, n = 33, count = B * n * h->desc.d_model;
+    const int full = mode == CLF_MODE_FULL;
+    float *x = tu_malloc(count * sizeof *x), *yf, *yh, *r[CLF_WEIGHT_COUNT];
+    double *ref = tu_malloc(count * sizeof *ref);
+    ref_layer rr = rounded_ref(h, r);
+    char what[160];
+    size_t i;
+    int w;
+
+    tu_fill(x, count, seed, -1.0f, 1.0f);
+    yf = forward(f, mode, B, n, x, causal);
+    yh = forward(h, mode, B, n, x, causal);
+    snprintf(what, sizeof what, "%s%s fp16 D=%zu heads=%zu k=%zu sharing=%d",
+             full ? "full" : "linformer", causal ? " causal" : "",
+             h->desc.d_model, h->desc.heads, h->desc.k, (int)h->desc.sharing);
+    ref_attention_ex(&rr, full, x, B, n, NULL, causal, h->desc.causal_block,
+                     ref);
+    tu_assert_close(yh, ref, count, tol, what);
+    for (i = 0; i < count; i++)
+        ref[i] = yf[i];
+    tu_assert_close(yh, ref, count, TOL_VS_FLOAT, what);
+    for (w = 0; w < CLF_WEIGHT_COUNT; w++)
+        free(r[w]);
+    free(x);
+    free(yf);
+    free(yh);
+    free(ref);
+}
+
+/* Every mode at odd sizes (d_h = 5, n = 33, k = 8, N = 37, block 5), for
+ * a layer of desc d; returns the native GEMMs that ran. */
+static size_t
+check_modes(clf_attention_desc d, double tol, unsigned long long seed)
+{
+    clf_context *ctx = tu_context();
+    const size_t before = ctx->fp16_calls;
+    struct layer f, h;
+
+    d.precision = CLF_PRECISION_FLOAT;
+    layer_make(&f, &d, seed);
+    d.precision = CLF_PRECISION_HALF;
+    layer_make(&h, &d, seed);
+    check_mode(&f, &h, CLF_MODE_LINFORMER, 0, tol, seed + 1);
+    check_mode(&f, &h, CLF_MODE_FULL, 0, tol, seed + 2);
+    check_mode(&f, &h, CLF_MODE_FULL, 1, tol, seed + 3);
+    check_mode(&f, &h, CLF_MODE_LINFORMER, 1, tol, seed + 4);
+    layer_free(&f);
+    layer_free(&h);
+    return ctx->fp16_calls - before;
+}
+
+START_TEST(fp16_native_each_mode)
+{
+    clf_context *ctx = tu_context();
+    size_t s;
+
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", "native"), 0);
+    for (s = 0; s < 4; s++) {
+        clf_attention_desc d = desc_of(20, 4, 37, 8, 5);
+        if (s == 1)
+            d.sharing = CLF_SHARE_PER_HEAD;
+        else if (s == 2)
+            d.one_kv_head = 1;
+        else if (s == 3) {
+            d.share_kv = 1;
+            d.bias_v = 0;
+        }
+        ck_assert_msg(check_modes(d, TOL_NATIVE, 80 + 10 * s) > 0,
+                      "sharing %zu: no native GEMM ran", s);
+    }
+    ck_assert_ptr_nonnull(
+        strstr(clf_context_kernel_choices(ctx), "halfgemm: native (forced"));
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", NULL), 0);
+}
+END_TEST
+
+/* A peer fixture (tests/data) run as float32 and as half, natively. */
+static void
+check_fixture(const char *name)
+{
+    char p[1200];
+    clf_model *m[2] = {NULL, NULL};
+    clf_model_opts mo;
+    clf_array x, y;
+    float *out[2];
+    double *ref;
+    size_t i;
+    int k, rc;
+
+    snprintf(p, sizeof p, "%s/%s_x.npy", data_dir, name);
+    ck_assert_msg(clf_npy_load(p, &x) == 0, "%s", clf_last_error());
+    snprintf(p, sizeof p, "%s/%s_y.npy", data_dir, name);
+    ck_assert_msg(clf_npy_load(p, &y) == 0, "%s", clf_last_error());
+    snprintf(p, sizeof p, "%s/%s.safetensors", data_dir, name);
+    ref = tu_malloc(y.count * sizeof *ref);
+    for (k = 0; k < 2; k++) {
+        memset(&mo, 0, sizeof mo);
+        mo.precision = k ? CLF_PRECISION_HALF : CLF_PRECISION_FLOAT;
+        rc = clf_model_load(&m[k], tu_context(), p, &mo);
+        ck_assert_msg(rc == 0, "%s: %s", name, clf_last_error());
+        out[k] = tu_malloc(y.count * sizeof(float));
+        rc = x.ids ? clf_model_forward_tokens(m[k], x.ids, x.shape[0],
+                                              x.shape[1], out[k], NULL)
+                   : clf_model_forward(m[k], x.data, x.shape[0], x.shape[1],
+                                       out[k], NULL);
+        ck_assert_msg(rc == 0, "%s forward: %s", name, clf_last_error());
+    }
+    for (i = 0; i < y.count; i++)
+        ref[i] = y.data[i];
+    tu_assert_close(out[1], ref, y.count, TOL_VS_REF, name);
+    for (i = 0; i < y.count; i++)
+        ref[i] = out[0][i];
+    tu_assert_close(out[1], ref, y.count, TOL_VS_FLOAT, name);
+    for (k = 0; k < 2; k++) {
+        free(out[k]);
+        clf_model_destroy(m[k]);
+    }
+    free(ref);
+    clf_array_free(&x);
+    clf_array_free(&y);
+}
+
+START_TEST(fp16_native_peer_fixtures)
+{
+    clf_context *ctx = tu_context();
+    const size_t before = ctx->fp16_calls;
+
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", "native"), 0);
+    check_fixture("lucidrains_attention");
+    check_fixture("lucidrains_attention_sharekv_onekv");
+    check_fixture("lucidrains_encoder");
+    check_fixture("lucidrains_lm");
+    ck_assert_uint_gt(ctx->fp16_calls, before);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", NULL), 0);
+}
+END_TEST
+
+/* Unforced, the way is timed on the device and reported. */
+START_TEST(fp16_choice_timed)
+{
+    clf_context *ctx = tu_context();
+    clf_attention_desc d = desc_of(24, 2, 16, 4, 0);
+    struct layer h;
+    float *y, x[2 * 16 * 24];
+
+    d.precision = CLF_PRECISION_HALF;
+    layer_make(&h, &d, 5);
+    tu_fill(x, 2 * 16 * 24, 6, -1.0f, 1.0f);
+    y = forward(&h, CLF_MODE_LINFORMER, 2, 16, x, 0);
+    ck_assert_msg(strstr(clf_context_kernel_choices(ctx), "halfgemm: ") != NULL,
+                  "%s", clf_context_kernel_choices(ctx));
+    free(y);
+    layer_free(&h);
+}
+END_TEST
+
+/* Forced native where it is not offered: the widening way runs (exact as
+ * in test_half), no native GEMM, and the choice line gives the reason. */
+static void
+check_fallback(const char *reason)
+{
+    clf_context *ctx = tu_context();
+    const size_t before = ctx->fp16_calls;
+
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", "native"), 0);
+    ck_assert_uint_eq(check_modes(desc_of(20, 4, 37, 8, 5), TOL_EXACT, 40), 0);
+    ck_assert_uint_eq(ctx->fp16_calls, before);
+    ck_assert_msg(strstr(clf_context_kernel_choices(ctx), reason) != NULL, "%s",
+                  clf_context_kernel_choices(ctx));
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", NULL), 0);
+}
+
+/* A failing self-test (a wrong alpha given to the kernels, so that the
+ * comparison must catch it) withdraws the native way; a passing one
+ * restores it. */
+START_TEST(fp16_failed_selftest_not_offered)
+{
+    clf_context *ctx = tu_context();
+
+    ck_assert_int_eq(clf__fp16_selftest(ctx, 1), CLF_EUNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "self-test"));
+    ck_assert_int_eq(clf__fp16_offered(ctx), 0);
+    check_fallback("halfgemm: widen (native not offered: self-test");
+    ck_assert_int_eq(clf__fp16_selftest(ctx, 0), 0);
+    ck_assert_int_eq(clf__fp16_offered(ctx), 1);
+}
+END_TEST
+
+START_TEST(fp16_not_offered_falls_back)
+{
+    clf_context *ctx = tu_context();
+
+    ck_assert_int_eq(clf__fp16_offered(ctx), 0);
+    ck_assert_str_ne(ctx->fp16_why, "");
+    ck_assert_int_eq(clf__fp16_selftest(ctx, 0), CLF_EUNSUPPORTED);
+    check_fallback("halfgemm: widen (native not offered: ");
+}
+END_TEST
+
+static Suite *
+suite(int offered)
+{
+    Suite *s = suite_create("fp16");
+    TCase *tc = tcase_create("fp16");
+
+    tcase_set_timeout(tc, 600);
+    if (offered) {
+        tcase_add_test(tc, fp16_native_each_mode);
+        tcase_add_test(tc, fp16_native_peer_fixtures);
+        tcase_add_test(tc, fp16_choice_timed);
+        tcase_add_test(tc, fp16_failed_selftest_not_offered);
+    } else {
+        tcase_add_test(tc, fp16_not_offered_falls_back);
+    }
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    const char *top = getenv("top_srcdir");
+    clf_context *ctx = tu_context();
+    int offered = ctx != NULL && clf__fp16_offered(ctx);
+
+    snprintf(data_dir, sizeof data_dir, "%s/tests/data", top ? top : ".");
+    if (ctx != NULL && !offered)
+        printf("# SKIP native fp16 tests: %s; checking the fallback only\n",
+               ctx->fp16_why);
+    return tu_run(suite(offered), 1);
+}

@@ -898,7 +898,9 @@ CLF_EXTERN void clf_group_model_destroy(clf_group_model *gm); /* NULL-safe */
 CLF_EXTERN clf_model *clf_group_model_part(const clf_group_model *gm, size_t i);
 CLF_EXTERN int clf_group_model_set_mode(clf_group_model *gm, clf_mode mode);
 /* clf_model_forward and clf_model_forward_tokens over the group: same
- * arguments, same results, same errors, plus CLF_ESHARD_ABORTED. */
+ * arguments, same results, same errors, plus CLF_ESHARD_ABORTED, and
+ * CLF_EUNSUPPORTED for a split by positions of half-precision layers
+ * (those split by sequences only). */
 CLF_EXTERN int clf_group_model_forward(clf_group_model *gm, const float *x,
                                        size_t batch, size_t seq_len, float *y,
                                        const clf_forward_opts *opts);

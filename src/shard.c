@@ -499,6 +499,13 @@ shard_setup(struct shard_fw *s, clf_attention *att, const clf_shard_comm *comm,
 
     memset(s, 0, sizeof *s);
     memset(&o, 0, sizeof o);
+    /* The shard forward reads the weight buffers as float32: a layer that
+     * stores them as binary16 is refused, never read as floats. */
+    if (att->desc.precision == CLF_PRECISION_HALF)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "a forward split by positions takes float32 layers "
+                         "only (this layer stores half-precision weights; "
+                         "split by batch or run on one device)");
     o.causal = la->causal;
     s->a = att;
     s->ctx = att->ctx;

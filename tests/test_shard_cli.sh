@@ -3,7 +3,8 @@
 # single-device output within 1e-5 relative on the lucidrains encoder and
 # LM fixtures (n = 10, split 5/5 and, causal, in blocks of 3: 6/4; over 3
 # devices 4/3/3 and 3/3/4 (blocks)), with padding, causal and full modes,
-# and check-lookahead still PASSes in causal mode and FAILs in plain mode.
+# and check-lookahead still PASSes in causal mode and FAILs in plain mode;
+# half-precision layers split by batch, never by positions.
 # PoCL is asked for two (then three) devices; with fewer, skipped.  TAP.
 set -u
 # shellcheck source=tests/tap.sh
@@ -35,7 +36,7 @@ enc="--weights $data/lucidrains_encoder.safetensors --input $data/lucidrains_enc
 rev="--weights $data/lucidrains_encoder_reversible.safetensors --input $data/lucidrains_encoder_reversible_x.npy"
 lm="--weights $data/lucidrains_lm.safetensors --input $data/lucidrains_lm_x.npy"
 seq="--shard-by seq"
-echo "1..22"
+echo "1..24"
 # shellcheck disable=SC2086
 {
     check shard_encoder_matches_one_device same all "positions over 2" $enc $seq
@@ -56,10 +57,15 @@ echo "1..22"
 check shard_lookahead_causal_passes sh -c "'$cli' check-lookahead --device all --seq-len 70 --max-seq-len 80 --block 10 --k 16 --positions 20 >'$out' 2>'$err' && grep -q '^PASS' '$out' && grep -q 'split by positions over 2' '$out'"
 check shard_lookahead_plain_fails sh -c "'$cli' check-lookahead --device all --seq-len 40 --k 8 --block 5 --no-causal >'$out' 2>'$err'; test \$? -eq 3 && grep -q '^FAIL' '$out'"
 check shard_bad_device_in_list_named sh -c "'$cli' run $enc --device 0,no-such-dev-xyz --output '$tmp/x.npy' >'$out' 2>'$err'; test \$? -eq 1 && grep -q 'no-such-dev-xyz' '$err' && test ! -e '$tmp/x.npy'"
+# Half-precision layers: a split by positions is refused by name (it read
+# the binary16 weights as floats and wrote infinities), by batch it runs.
+check shard_half_by_positions_refused sh -c "'$cli' run $enc --precision half --device all --shard-by seq --output '$tmp/h.npy' >'$out' 2>'$err'; test \$? -eq 1 && grep -q 'half-precision weights' '$err' && test ! -e '$tmp/h.npy'"
+# shellcheck disable=SC2086
+check shard_half_by_batch_matches_one_device same all "sequences over 2" $enc --precision half
 
 POCL_DEVICES="pthread pthread pthread"
 if [ "$("$cli" devices 2>/dev/null | grep -c '^\[')" -lt 3 ]; then
-    for t in 18 19 20 21 22; do
+    for t in 20 21 22 23 24; do
         echo "ok $t # SKIP fewer than 3 OpenCL devices"
     done
 else

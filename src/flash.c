@@ -8,13 +8,14 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Keys (or slots) transposed, dh rows of clf__attend_slots(L) per
- * sequence and key head: the layout the kernel streams. */
+/* Keys (or slots) transposed tile by tile, clf__attend_slots(L) / 64
+ * tiles of dh rows of 64 per sequence and key head: the layout the kernel
+ * streams (clf_flash_keys). */
 static int
 transpose_keys(clf_context *ctx, const struct clf__attend_shape *sh,
                cl_mem kbar, cl_mem kt)
 {
-    cl_kernel t = ctx->kernels[CLF_K_KV_TRANSPOSE];
+    cl_kernel t = ctx->kernels[CLF_K_FLASH_KEYS];
     const size_t hc = sh->kv_per_head ? sh->heads : 1;
     cl_uint L = (cl_uint)sh->L, width = (cl_uint)(hc * sh->dh);
     cl_uint dh = (cl_uint)sh->dh, hcu = (cl_uint)hc;
@@ -31,7 +32,7 @@ transpose_keys(clf_context *ctx, const struct clf__attend_shape *sh,
     g[0] = lp;
     g[1] = hc * sh->dh;
     g[2] = sh->batch;
-    return clf__enqueue3(ctx, CLF_K_KV_TRANSPOSE, g, 0, "key transpose");
+    return clf__enqueue3(ctx, CLF_K_FLASH_KEYS, g, 0, "key transpose");
 }
 
 /* Arguments 13 on: the masks and the causal window. */

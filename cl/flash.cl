@@ -16,8 +16,9 @@
  * accumulator lives in the work-item's own rows of the output, so any
  * head width works.  A NaN score makes m, and so every output of the row,
  * NaN (max_nan), as the softmax kernels and PyTorch give; a row with every
- * key masked gives zeros.  The keys arrive transposed (clf_kv_transpose
- * of cl/attend.cl, rows padded with zeros to a multiple of FL_T).
+ * key masked gives zeros.  The keys arrive transposed tile by tile
+ * (clf_flash_keys, slots padded with zeros to a multiple of FL_T), so that
+ * the dh x FL_T keys of one tile are one contiguous block of memory.
  *
  * Modes, from the arguments:
  *   Linformer     L = k slots, nothing masked
@@ -39,6 +40,45 @@
 #if FL_T != 64
 #error "the flash kernel's tiles are four float16 vectors"
 #endif
+
+/* kt[(((b hc + g) lp / FL_T + j / FL_T) dh + c) FL_T + j mod FL_T] =
+ * kbar[b L width + j width + g dh + c] for j < L, 0 for L <= j < lp: each
+ * tile of FL_T keys transposed into one block of dh rows of FL_T floats.
+ * Transposed row by row (stride lp), a tile's dh rows lie 4 lp bytes apart
+ * and fall into a few sets of a CPU's cache, which then cannot hold the
+ * tile while the blocks of rows reuse it.  Global size (lp, hc dh, B). */
+__kernel void
+clf_flash_keys(__global const float *kbar, const uint L, const uint width,
+               const uint dh, const uint hc, const uint lp,
+               __global float *kt)
+{
+    const uint j = get_global_id(0), gc = get_global_id(1);
+    const uint b = get_global_id(2);
+    if (j >= lp || gc >= hc * dh)
+        return;
+    const uint g = gc / dh, c = gc - g * dh;
+    const size_t tile = ((size_t)b * hc + g) * (lp / FL_T) + j / FL_T;
+    kt[(tile * dh + c) * FL_T + j % FL_T] =
+        j < L ? kbar[((size_t)b * L + j) * width + g * dh + c] : 0.0f;
+}
+
+/* vt[off + ((b hc + g) lp + j) dh + c] = vbar[b L width + j width + g dh +
+ * c] for j < L, 0 for L <= j < lp: each key head's values as rows of dh
+ * floats, so that a tile's values are one block of memory as its keys
+ * are.  Global size (dh, lp, B hc). */
+__kernel void
+clf_flash_values(__global const float *vbar, const uint L, const uint width,
+                 const uint dh, const uint hc, const uint lp, const ulong off,
+                 __global float *vt)
+{
+    const uint c = get_global_id(0), j = get_global_id(1);
+    const uint bg = get_global_id(2);
+    if (c >= dh || j >= lp)
+        return;
+    const uint b = bg / hc, g = bg - b * hc;
+    vt[off + ((size_t)bg * lp + j) * dh + c] =
+        j < L ? vbar[((size_t)b * L + j) * width + g * dh + c] : 0.0f;
+}
 
 /* max_nan over the lanes of four vectors: lane by lane as vectors, then
  * across the lanes through private memory (see hmax16 in common.cl). */
@@ -73,13 +113,14 @@ fl_step(float *m, const float mt, float *mu)
     return alpha;
 }
 
-/* Scores of rows qr[0..FL_R) against keys j0.. of kt (rows of lp):
+/* Scores of rows qr[0..FL_R) against the keys of one tile of kt (dh rows
+ * of FL_T):
  * x[r][v] lanes 16 v .. 16 v + 15.  One vector of 16 keys at a time, so
  * that the FL_R accumulators and the keys stay in registers (16 of them
  * with AVX2) rather than spilling. */
 static void
 fl_scores(float16 x[FL_R][4], __global const float *const qr[FL_R],
-          __global const float *kt, const uint lp, const uint dh)
+          __global const float *kt, const uint dh)
 {
     for (int v = 0; v < 4; v++) {
         float16 a[FL_R];
@@ -87,7 +128,7 @@ fl_scores(float16 x[FL_R][4], __global const float *const qr[FL_R],
         for (int r = 0; r < FL_R; r++)
             a[r] = 0.0f;
         __global const float *kv = kt + 16 * v;
-        for (uint c = 0; c < dh; c++, kv += lp) {
+        for (uint c = 0; c < dh; c++, kv += FL_T) {
             const float16 k0 = vload16(0, kv);
 #pragma unroll
             for (int r = 0; r < FL_R; r++)
@@ -100,12 +141,12 @@ fl_scores(float16 x[FL_R][4], __global const float *const qr[FL_R],
 }
 
 /* acc[r] (columns of out[r], the first nr rows) = alpha[r] acc[r] +
- * sum over j < cnt of p[r][j] v_j, v_j = v + j * width: 16 columns at a
+ * sum over j < cnt of p[r][j] v_j, v_j = v + j * dh: 16 columns at a
  * time (registers, as fl_scores), then one at a time. */
 static void
 fl_weigh(__global float *const out[FL_R], const int nr, const float *alpha,
-         const float p[FL_R][FL_T], __global const float *v, const uint width,
-         const uint cnt, const uint dh)
+         const float p[FL_R][FL_T], __global const float *v, const uint cnt,
+         const uint dh)
 {
     uint c0 = 0;
     for (; c0 + 16 <= dh; c0 += 16) {
@@ -114,7 +155,7 @@ fl_weigh(__global float *const out[FL_R], const int nr, const float *alpha,
         for (int r = 0; r < FL_R; r++)
             y[r] = r < nr ? vload16(0, out[r] + c0) * alpha[r] : 0.0f;
         __global const float *vj = v + c0;
-        for (uint j = 0; j < cnt; j++, vj += width) {
+        for (uint j = 0; j < cnt; j++, vj += dh) {
             const float16 v0 = vload16(0, vj);
 #pragma unroll
             for (int r = 0; r < FL_R; r++)
@@ -129,7 +170,7 @@ fl_weigh(__global float *const out[FL_R], const int nr, const float *alpha,
         for (int r = 0; r < nr; r++) {
             float y = out[r][c0] * alpha[r];
             for (uint j = 0; j < cnt; j++)
-                y = fma(p[r][j], v[j * width + c0], y);
+                y = fma(p[r][j], v[j * dh + c0], y);
             out[r][c0] = y;
         }
 }
@@ -209,8 +250,8 @@ static void
 fl_tile(__global const float *q, __global float *o, const uint ldq,
         const uint rb, const int nr, const uint j0, const uint cnt,
         const uchar *keep, const int whole, const uint *lim, float *m, float *l,
-        __global const float *k, const uint lp, __global const float *vb,
-        const uint width, const uint dh, const float scale)
+        __global const float *k, __global const float *vb,
+        const uint dh, const float scale)
 {
     __global const float *qr[FL_R];
     __global float *out[FL_R];
@@ -227,26 +268,27 @@ fl_tile(__global const float *q, __global float *o, const uint ldq,
     for (int r = nr; r < FL_R; r++)
         for (int j = 0; j < FL_T; j++)
             p[r][j] = 0.0f;
-    fl_scores(x, qr, k + j0, lp, dh);
+    fl_scores(x, qr, k + (size_t)j0 * dh, dh);
 #pragma unroll
     for (int r = 0; r < FL_R; r++)
         alpha[r] = r < nr ? fl_row(x[r], j0, lim[r], keep, whole, scale, &m[r], &l[r],
                                    p[r])
                           : 0.0f;
-    fl_weigh(out, nr, alpha, p, vb + (size_t)j0 * width, width, cnt, dh);
+    fl_weigh(out, nr, alpha, p, vb + (size_t)j0 * dh, cnt, dh);
 }
 
 /* Rows r0 .. r0 + FL_R FL_NB - 1 (r0 = FL_R FL_NB * global id 0) of head
  * h = global id 1 of sequence b = global id 2, FL_R rows at a time for
  * each key tile, so that a tile of keys and values is read from memory
  * once for FL_R FL_NB rows.  q, o: rows of ldq floats, head h at column
- * h dh; kt: per sequence and key head g, dh rows of lp floats (L used);
- * v: L rows of width floats per sequence, head g at column g dh, g =
- * kv_per_head ? h : 0; mask: batch x n bytes; pk, pv: n rows of dkv
+ * h dh; kt: per sequence and key head g, lp / FL_T tiles of dh rows of
+ * FL_T floats (clf_flash_keys; L slots used);
+ * v + v_off: per sequence and key head g, lp rows of dh floats
+ * (clf_flash_values), g = kv_per_head ? h : 0; mask: batch x n bytes; pk, pv: n rows of dkv
  * floats per sequence, head column window_per_head ? h : 0. */
 __kernel void
 clf_flash(__global const float *q, const uint ldq, __global const float *kt,
-          const uint lp, __global const float *v, const uint width,
+          const uint lp, __global const float *v, const ulong v_off,
           __global float *o, const uint n, const uint L, const uint dh,
           const uint heads, const uint kv_per_head, const float scale,
           const uint causal, __global const uchar *mask, const uint has_mask,
@@ -261,7 +303,7 @@ clf_flash(__global const float *q, const uint ldq, __global const float *kt,
     const uint g = kv_per_head ? h : 0, hc = kv_per_head ? heads : 1;
     const uint nrow = min((uint)(FL_R * FL_NB), n - r0);
     __global const float *k = kt + ((size_t)b * hc + g) * dh * lp;
-    __global const float *vb = v + (size_t)b * L * width + g * dh;
+    __global const float *vb = v + v_off + ((size_t)b * hc + g) * lp * dh;
     __global const uchar *mb = mask + (size_t)b * n;
     __global const float *q0 = q + (size_t)b * n * ldq + h * dh;
     __global float *o0 = o + (size_t)b * n * ldq + h * dh;
@@ -293,7 +335,7 @@ clf_flash(__global const float *q, const uint ldq, __global const float *kt,
             const uint e = lim[i0 + (uint)nr - 1];
             if (e > j0)
                 fl_tile(q0, o0, ldq, r0 + i0, nr, j0, min(cnt, e - j0), keep,
-                        whole, lim + i0, m + i0, l + i0, k, lp, vb, width, dh,
+                        whole, lim + i0, m + i0, l + i0, k, vb, dh,
                         scale2);
         }
     }

@@ -8,13 +8,14 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Keys (or slots) transposed, dh rows of clf__attend_slots(L) per
- * sequence and key head: the layout the kernel streams. */
+/* Keys (or slots) transposed tile by tile, clf__attend_slots(L) / 64
+ * tiles of dh rows of 64 per sequence and key head: the layout the kernel
+ * streams (clf_flash_keys). */
 static int
 transpose_keys(clf_context *ctx, const struct clf__attend_shape *sh,
                cl_mem kbar, cl_mem kt)
 {
-    cl_kernel t = ctx->kernels[CLF_K_KV_TRANSPOSE];
+    cl_kernel t = ctx->kernels[CLF_K_FLASH_KEYS];
     const size_t hc = sh->kv_per_head ? sh->heads : 1;
     cl_uint L = (cl_uint)sh->L, width = (cl_uint)(hc * sh->dh);
     cl_uint dh = (cl_uint)sh->dh, hcu = (cl_uint)hc;
@@ -31,7 +32,50 @@ transpose_keys(clf_context *ctx, const struct clf__attend_shape *sh,
     g[0] = lp;
     g[1] = hc * sh->dh;
     g[2] = sh->batch;
-    return clf__enqueue3(ctx, CLF_K_KV_TRANSPOSE, g, 0, "key transpose");
+    return clf__enqueue3(ctx, CLF_K_FLASH_KEYS, g, 0, "key transpose");
+}
+
+/* The keys' part of kt: batch * hc * dh * clf__attend_slots(L) floats;
+ * the values follow it. */
+static size_t
+keys_floats(const struct clf__attend_shape *a)
+{
+    return a->batch * (a->kv_per_head ? a->heads : 1) * a->dh *
+           clf__attend_slots(a->L);
+}
+
+size_t
+clf__flash_kt_floats(const struct clf__flash_shape *sh)
+{
+    return 2 * keys_floats(&sh->at);
+}
+
+/* Values (or slots) repacked after the keys in kt, lp rows of dh floats
+ * per sequence and key head (clf_flash_values). */
+static int
+pack_values(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem vbar,
+            cl_mem kt)
+{
+    cl_kernel t = ctx->kernels[CLF_K_FLASH_VALUES];
+    const size_t hc = sh->kv_per_head ? sh->heads : 1;
+    cl_uint L = (cl_uint)sh->L, width = (cl_uint)(hc * sh->dh);
+    cl_uint dh = (cl_uint)sh->dh, hcu = (cl_uint)hc;
+    cl_uint lp = (cl_uint)clf__attend_slots(sh->L);
+    cl_ulong off = keys_floats(sh);
+    size_t g[3];
+
+    CLF_SET_ARG(t, 0, vbar);
+    CLF_SET_ARG(t, 1, L);
+    CLF_SET_ARG(t, 2, width);
+    CLF_SET_ARG(t, 3, dh);
+    CLF_SET_ARG(t, 4, hcu);
+    CLF_SET_ARG(t, 5, lp);
+    CLF_SET_ARG(t, 6, off);
+    CLF_SET_ARG(t, 7, kt);
+    g[0] = sh->dh;
+    g[1] = lp;
+    g[2] = sh->batch * hc;
+    return clf__enqueue3(ctx, CLF_K_FLASH_VALUES, g, 0, "value repack");
 }
 
 /* Arguments 13 on: the masks and the causal window. */
@@ -64,25 +108,27 @@ flash_unlocked(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
                cl_mem pk, cl_mem pv)
 {
     const struct clf__attend_shape *a = &sh->at;
-    const size_t hc = a->kv_per_head ? a->heads : 1;
     cl_kernel f = ctx->kernels[CLF_K_FLASH];
     cl_uint ldq = (cl_uint)a->dq, lp = (cl_uint)clf__attend_slots(a->L);
-    cl_uint width = (cl_uint)(hc * a->dh), n = (cl_uint)a->n;
+    cl_uint n = (cl_uint)a->n;
     cl_uint L = (cl_uint)a->L, dh = (cl_uint)a->dh;
+    cl_ulong v_off = keys_floats(a);
     cl_uint heads = (cl_uint)a->heads, per = a->kv_per_head != 0;
     float scale = a->scale;
     size_t g[3];
 
     if (a->n == 0 || a->batch == 0)
         return 0;
-    if (a->L > 0)
+    if (a->L > 0) {
         CLF_TRY(transpose_keys(ctx, a, kbar, kt));
+        CLF_TRY(pack_values(ctx, a, vbar, kt));
+    }
     CLF_SET_ARG(f, 0, q);
     CLF_SET_ARG(f, 1, ldq);
     CLF_SET_ARG(f, 2, kt);
     CLF_SET_ARG(f, 3, lp);
-    CLF_SET_ARG(f, 4, vbar);
-    CLF_SET_ARG(f, 5, width);
+    CLF_SET_ARG(f, 4, kt);
+    CLF_SET_ARG(f, 5, v_off);
     CLF_SET_ARG(f, 6, o);
     CLF_SET_ARG(f, 7, n);
     CLF_SET_ARG(f, 8, L);
@@ -188,7 +234,7 @@ timing_sizes(const struct flash_timing *t, size_t sizes[T_COUNT])
 
     sizes[T_Q] = sizes[T_O] = a->n * a->dq;
     sizes[T_KBAR] = sizes[T_VBAR] = a->L * hc * a->dh;
-    sizes[T_KT] = hc * a->dh * lp;
+    sizes[T_KT] = clf__flash_kt_floats(&t->sh);
     sizes[T_S] = a->heads * a->n * t->ld;
     if (t->count > 1 && t->way[1] == CLF_ATTEND_FUSED - 1 && fused > sizes[T_S])
         sizes[T_S] = fused;

@@ -417,9 +417,9 @@ int clf__attend_weigh(clf_context *ctx, const struct clf__attend_shape *sh,
  * causal Linformer, c slots per block, the exact window read from pk and
  * pv (n rows of dkv floats per sequence, head column h * dh when
  * window_per_head).  mask: batch x n bytes or NULL (full mode: padding
- * keys; causal Linformer: padding in the window).  kt needs batch *
- * (at.kv_per_head ? heads : 1) * dh * clf__attend_slots(L) floats; no
- * score buffer. */
+ * keys; causal Linformer: padding in the window).  kt needs
+ * clf__flash_kt_floats(sh) floats (the keys and the values repacked tile
+ * by tile); no score buffer. */
 struct clf__flash_shape {
     struct clf__attend_shape at;
     int full; /* full mode: L = n keys */
@@ -427,6 +427,7 @@ struct clf__flash_shape {
     size_t c, block, dkv;
     int window_per_head;
 };
+size_t clf__flash_kt_floats(const struct clf__flash_shape *sh);
 int clf__flash(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
                cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem o, cl_mem mask,
                cl_mem pk, cl_mem pv);

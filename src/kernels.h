@@ -51,7 +51,9 @@
     KERNEL(HALF_WIDEN, clf_half_widen)                                         \
     KERNEL(HALF_NARROW, clf_half_narrow)                                       \
     FILE(flash)                                                                \
-    KERNEL(FLASH, clf_flash)
+    KERNEL(FLASH, clf_flash)                                                   \
+    KERNEL(FLASH_KEYS, clf_flash_keys)                                         \
+    KERNEL(FLASH_VALUES, clf_flash_values)
 
 /* Expansion helpers: a FILE or KERNEL argument that expands to nothing. */
 #define CLF_REGISTRY_SKIP_FILE(stem)

@@ -272,7 +272,7 @@ plan_attend(const clf_attention *a, struct plan *p)
         return 0;
     p->chunk = p->n;
     p->need[WS_S] = 0;
-    p->need[WS_KT] = p->B * p->hc * a->dh * clf__attend_slots(p->L);
+    p->need[WS_KT] = clf__flash_kt_floats(&sh);
     return plan_limits(a, p);
 }
 

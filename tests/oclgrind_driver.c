@@ -347,7 +347,7 @@ flash_run(clf_context *ctx, const struct flash_case *f, const char *what)
     const struct clf__attend_shape *a = &f->sh.at;
     const size_t hc = a->kv_per_head ? a->heads : 1, width = hc * a->dh;
     const size_t nq = a->batch * a->n * a->dq, nk = a->batch * a->L * width;
-    const size_t nt = a->batch * hc * a->dh * clf__attend_slots(a->L);
+    const size_t nt = clf__flash_kt_floats(&f->sh);
     const size_t np = f->pk ? a->batch * a->n * f->sh.dkv : 1;
     float *o = calloc(nq, sizeof *o), *kt = calloc(nt, sizeof *kt);
     double ref[128];

@@ -122,7 +122,9 @@ END_TEST
 
 /* Both column blocks of the blocked kernel, whichever the device's
  * vector width selects: 64 columns a work-item (16-float vectors) and 16
- * (8-float vectors), on row and column tails, a batch and accumulation. */
+ * (8-float vectors), on row and column tails, a batch and accumulation;
+ * k = 1100 takes two slices of the inner dimension with 64 columns and
+ * three (512, 512, 76) with 16. */
 START_TEST(gemm_blocked_column_blocks_match_reference)
 {
     const size_t shapes[][3] = {

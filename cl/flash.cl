@@ -1,4 +1,5 @@
-/* Streaming (flash-style) attention: one work-item takes FL_R FL_NB query
+/* Streaming (flash-style) attention: one work-item takes rows (at most
+ * FL_R FL_NB, a multiple of FL_R chosen by the host) query
  * rows of one head of one sequence and streams over the keys (full mode) or the
  * compressed slots (Linformer) in tiles of FL_T, keeping per row a running
  * maximum m, a running sum l and the unnormalised output acc:
@@ -277,10 +278,10 @@ fl_tile(__global const float *q, __global float *o, const uint ldq,
     fl_weigh(out, nr, alpha, p, vb + (size_t)j0 * dh, cnt, dh);
 }
 
-/* Rows r0 .. r0 + FL_R FL_NB - 1 (r0 = FL_R FL_NB * global id 0) of head
+/* Rows r0 .. r0 + rows - 1 (r0 = rows * global id 0) of head
  * h = global id 1 of sequence b = global id 2, FL_R rows at a time for
  * each key tile, so that a tile of keys and values is read from memory
- * once for FL_R FL_NB rows.  q, o: rows of ldq floats, head h at column
+ * once for all the work-item's rows.  q, o: rows of ldq floats, head h at column
  * h dh; kt: per sequence and key head g, lp / FL_T tiles of dh rows of
  * FL_T floats (clf_flash_keys; L slots used);
  * v + v_off: per sequence and key head g, lp rows of dh floats
@@ -294,14 +295,14 @@ clf_flash(__global const float *q, const uint ldq, __global const float *kt,
           const uint causal, __global const uchar *mask, const uint has_mask,
           const uint c, const uint block, __global const float *pk,
           __global const float *pv, const uint dkv,
-          const uint window_per_head)
+          const uint window_per_head, const uint rows)
 {
-    const uint r0 = get_global_id(0) * (FL_R * FL_NB), h = get_global_id(1);
+    const uint r0 = get_global_id(0) * rows, h = get_global_id(1);
     const uint b = get_global_id(2);
     if (r0 >= n)
         return;
     const uint g = kv_per_head ? h : 0, hc = kv_per_head ? heads : 1;
-    const uint nrow = min((uint)(FL_R * FL_NB), n - r0);
+    const uint nrow = min(min(rows, (uint)(FL_R * FL_NB)), n - r0);
     __global const float *k = kt + ((size_t)b * hc + g) * dh * lp;
     __global const float *vb = v + v_off + ((size_t)b * hc + g) * lp * dh;
     __global const uchar *mb = mask + (size_t)b * n;

@@ -50,6 +50,18 @@ clf__flash_kt_floats(const struct clf__flash_shape *sh)
     return 2 * keys_floats(&sh->at);
 }
 
+/* More rows share each key tile when there are many keys: a head's keys
+ * and values then outgrow the caches, and every pass over them costs more
+ * (bench/RESULTS.md section 12.4: at n = 16384 twelve blocks ran the
+ * kernel 1.1-1.4x faster than six, at n = 4096 about 0.9x). */
+size_t
+clf__flash_blocks(const clf_context *ctx, size_t L)
+{
+    if (ctx->flash_blocks > 0 && ctx->flash_blocks <= CLF_FLASH_BLOCKS)
+        return (size_t)ctx->flash_blocks;
+    return L >= CLF_FLASH_LONG_KEYS ? CLF_FLASH_BLOCKS : CLF_FLASH_BLOCKS / 2;
+}
+
 /* Values (or slots) repacked after the keys in kt, lp rows of dh floats
  * per sequence and key head (clf_flash_values). */
 static int
@@ -115,6 +127,8 @@ flash_unlocked(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
     cl_ulong v_off = keys_floats(a);
     cl_uint heads = (cl_uint)a->heads, per = a->kv_per_head != 0;
     float scale = a->scale;
+    const size_t rows = CLF_FLASH_ROWS * clf__flash_blocks(ctx, a->L);
+    cl_uint urows = (cl_uint)rows;
     size_t g[3];
 
     if (a->n == 0 || a->batch == 0)
@@ -137,8 +151,8 @@ flash_unlocked(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
     CLF_SET_ARG(f, 11, per);
     CLF_SET_ARG(f, 12, scale);
     CLF_TRY(set_mode_args(f, sh, mask, pk, pv, q));
-    g[0] = (a->n + CLF_FLASH_ROWS * CLF_FLASH_BLOCKS - 1) /
-           (CLF_FLASH_ROWS * CLF_FLASH_BLOCKS);
+    CLF_SET_ARG(f, 22, urows);
+    g[0] = (a->n + rows - 1) / rows;
     g[1] = a->heads;
     g[2] = a->batch;
     return clf__enqueue3(ctx, CLF_K_FLASH, g, 1, "streaming attention");

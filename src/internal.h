@@ -78,6 +78,8 @@ struct clf_context {
                              0 (scalar) as the context is made */
     int attend_variant;   /* enum clf__attend_variant pinned (tuning,
                              tests), else UNDECIDED: the plan's choice */
+    int flash_blocks;     /* row blocks per work-item of the streaming
+                             kernel pinned (tests), else 0: by key count */
     int gemm_variant;     /* enum clf__gemm_variant pinned (tuning, tests),
                              else UNDECIDED: clf__gemm_use */
     cl_mem scratch;       /* transposed GEMM operands */
@@ -428,6 +430,12 @@ struct clf__flash_shape {
     int window_per_head;
 };
 size_t clf__flash_kt_floats(const struct clf__flash_shape *sh);
+/* Blocks of CLF_FLASH_ROWS query rows each work-item of the streaming
+ * kernel takes for L keys or slots: CLF_FLASH_BLOCKS from
+ * CLF_FLASH_LONG_KEYS keys on, half as many below (ctx->flash_blocks,
+ * when set, instead). */
+#define CLF_FLASH_LONG_KEYS 8192
+size_t clf__flash_blocks(const clf_context *ctx, size_t L);
 int clf__flash(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
                cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem o, cl_mem mask,
                cl_mem pk, cl_mem pv);

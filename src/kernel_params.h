@@ -32,9 +32,10 @@
     X(CLF_TILED_VW, 4)                                                         \
     /* Query rows per work-item of the streaming (flash) attention kernel. */  \
     X(CLF_FLASH_ROWS, 6)                                                       \
-    /* Blocks of CLF_FLASH_ROWS rows per work-item of that kernel: each tile   \
-     * of keys and values serves all of them while it is in cache. */          \
-    X(CLF_FLASH_BLOCKS, 6)
+    /* At most this many blocks of CLF_FLASH_ROWS rows per work-item of that   \
+     * kernel (the host picks how many, src/flash.c): each tile of keys and    \
+     * values serves all of them while it is in cache. */                      \
+    X(CLF_FLASH_BLOCKS, 12)
 
 #define CLF_KERNEL_PARAM_ENUM(name, value) name = value,
 enum clf__kernel_param { CLF_KERNEL_PARAMS(CLF_KERNEL_PARAM_ENUM) };

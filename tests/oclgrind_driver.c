@@ -438,7 +438,9 @@ check_flash(clf_context *ctx)
                 f.pk = pk;
                 f.pv = pv;
             }
+            ctx->flash_blocks = per; /* per-head keys: 6 rows an item */
             flash_run(ctx, &f, "flash");
+            ctx->flash_blocks = 0;
         }
 }
 

@@ -145,7 +145,10 @@ make_layer(struct layer *l, size_t i, unsigned long long seed)
 }
 
 /* Every layer, in `mode` (causal or not), each mask kind, batches of 3
- * at full length and of 1 at an odd length. */
+ * at full length and of 1 at an odd length; the kernel's rows per
+ * work-item pinned in turn to the most blocks (length masks), one block
+ * (the odd lengths: several work-items and a row tail) and the rule's
+ * choice for these key counts. */
 static void
 every_layer(clf_mode mode, int causal, unsigned long long seed)
 {
@@ -157,10 +160,13 @@ every_layer(clf_mode mode, int causal, unsigned long long seed)
         struct layer l;
         make_sized(&l, &table[i], seed + i);
         for (mk = NO_MASK; mk <= BYTES; mk++) {
+            l.att->ctx->flash_blocks = mk == LENGTHS ? CLF_FLASH_BLOCKS : 0;
             check(&l, mode, causal, (enum mask_kind)mk, 3, table[i].N,
                   seed + 10 * i + (unsigned long long)mk);
+            l.att->ctx->flash_blocks = 1;
             check(&l, mode, causal, (enum mask_kind)mk, 1, table[i].N - 7,
                   seed + 10 * i + 5 + (unsigned long long)mk);
+            l.att->ctx->flash_blocks = 0;
         }
         layer_free(&l);
     }
@@ -187,6 +193,30 @@ END_TEST
 START_TEST(flash_causal_linformer_matches_reference)
 {
     every_layer(CLF_MODE_LINFORMER, 1, 4000);
+}
+END_TEST
+
+/* The rows per work-item: half the most blocks below CLF_FLASH_LONG_KEYS
+ * keys, the most from there on; a pinned count wins, one out of range is
+ * ignored. */
+START_TEST(flash_blocks_by_key_count)
+{
+    struct layer l;
+    clf_context *ctx;
+
+    make_layer(&l, 0, 4500);
+    ctx = l.att->ctx;
+    ck_assert_uint_eq(clf__flash_blocks(ctx, 1), CLF_FLASH_BLOCKS / 2);
+    ck_assert_uint_eq(clf__flash_blocks(ctx, CLF_FLASH_LONG_KEYS - 1),
+                      CLF_FLASH_BLOCKS / 2);
+    ck_assert_uint_eq(clf__flash_blocks(ctx, CLF_FLASH_LONG_KEYS),
+                      CLF_FLASH_BLOCKS);
+    ctx->flash_blocks = 1;
+    ck_assert_uint_eq(clf__flash_blocks(ctx, CLF_FLASH_LONG_KEYS), 1);
+    ctx->flash_blocks = CLF_FLASH_BLOCKS + 1;
+    ck_assert_uint_eq(clf__flash_blocks(ctx, 1), CLF_FLASH_BLOCKS / 2);
+    ctx->flash_blocks = 0;
+    layer_free(&l);
 }
 END_TEST
 
@@ -375,6 +405,7 @@ suite(void)
     tcase_add_test(tc, flash_full_matches_reference);
     tcase_add_test(tc, flash_causal_full_matches_reference);
     tcase_add_test(tc, flash_causal_linformer_matches_reference);
+    tcase_add_test(tc, flash_blocks_by_key_count);
     tcase_add_test(tc, flash_short_sequences);
     tcase_add_test(tc, flash_golden_example);
     tcase_add_test(tc, flash_full_mode_holds_no_scores);

@@ -838,7 +838,9 @@ CLF_EXTERN int clf_model_forward_tokens(clf_model *m, const long long *ids,
  *   - by sequences (CLF_SHARD_BATCH): whole sequences per device, nothing
  *     exchanged.
  * CLF_SHARD_AUTO (the default) splits by sequences when the batch has at
- * least one sequence per device, else by positions.  Positions (or
+ * least one sequence per device or the layers store half-precision
+ * weights (which a split by positions refuses, CLF_EUNSUPPORTED), else by
+ * positions.  Positions (or
  * sequences) are dealt in proportion to each device's throughput
  * (measured and stored, or given with clf_group_set_weights).  With
  * fewer positions (causal blocks) or sequences than devices, fewer devices

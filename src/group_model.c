@@ -12,6 +12,7 @@ struct clf_group_model {
     clf_group *g;
     clf_model **m;
     clf_model_info info;
+    int half; /* half-precision attention layers: never split by positions */
 };
 
 struct clf_group_attention {
@@ -55,6 +56,7 @@ clf_group_model_load(clf_group_model **out, clf_group *g, const char *path,
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     }
     gm->g = g;
+    gm->half = opts != NULL && opts->precision == CLF_PRECISION_HALF;
     for (i = 0; rc == 0 && i < g->count; i++)
         rc = clf_model_load(&gm->m[i], g->ctx[i], path, opts);
     if (rc == 0)
@@ -206,15 +208,20 @@ run_batch(void *user, int rank, const clf_shard_comm *comm)
 
 /* The cost model: a batch split moves nothing between devices and runs
  * whole sequences, so it wins whenever every device gets a sequence;
- * below that, positions are split. */
+ * below that, positions are split, except for half-precision layers,
+ * which the split by positions does not take (fewer devices then run). */
 static int
-pick_batch(const clf_group *g, size_t B)
+pick_batch(const clf_group *g, const struct job *j)
 {
+    int half = j->gm != NULL
+                   ? j->gm->half
+                   : j->ga->a[0]->desc.precision == CLF_PRECISION_HALF;
+
     if (g->by == CLF_SHARD_BATCH)
         return 1;
     if (g->by == CLF_SHARD_SEQ)
         return 0;
-    return B >= g->count;
+    return half || j->B >= g->count;
 }
 
 static int
@@ -223,7 +230,7 @@ run_job(clf_group *g, struct job *j, size_t unit, const double *weights)
     size_t units = (j->n + unit - 1) / unit, shards = g->count;
     int rc;
 
-    j->batch = pick_batch(g, j->B);
+    j->batch = pick_batch(g, j);
     if (j->batch && shards > j->B)
         shards = j->B;
     if (!j->batch && shards > units)

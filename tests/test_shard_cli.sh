@@ -36,7 +36,7 @@ enc="--weights $data/lucidrains_encoder.safetensors --input $data/lucidrains_enc
 rev="--weights $data/lucidrains_encoder_reversible.safetensors --input $data/lucidrains_encoder_reversible_x.npy"
 lm="--weights $data/lucidrains_lm.safetensors --input $data/lucidrains_lm_x.npy"
 seq="--shard-by seq"
-echo "1..24"
+echo "1..25"
 # shellcheck disable=SC2086
 {
     check shard_encoder_matches_one_device same all "positions over 2" $enc $seq
@@ -65,7 +65,7 @@ check shard_half_by_batch_matches_one_device same all "sequences over 2" $enc --
 
 POCL_DEVICES="pthread pthread pthread"
 if [ "$("$cli" devices 2>/dev/null | grep -c '^\[')" -lt 3 ]; then
-    for t in 20 21 22 23 24; do
+    for t in 20 21 22 23 24 25; do
         echo "ok $t # SKIP fewer than 3 OpenCL devices"
     done
 else
@@ -75,6 +75,8 @@ else
         check shard3_lm_causal same all "positions over 3" $lm $seq --causal --block 3
         check shard3_encoder_full_causal same all "positions over 3" $enc $seq --full --causal
         check shard3_reversible same all "positions over 3" $rev $seq
+        # 2 sequences on 3 devices: auto splits half layers by sequences.
+        check shard3_half_auto_by_sequences same all "sequences over 2" $enc --precision half
         check shard3_lookahead_causal_passes sh -c "'$cli' check-lookahead --device all --seq-len 70 --max-seq-len 80 --block 10 --k 16 --positions 20 >'$out' 2>'$err' && grep -q '^PASS' '$out' && grep -q 'split by positions over 3' '$out'"
     }
 fi

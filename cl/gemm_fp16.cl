@@ -5,10 +5,12 @@
  * The weight is read as binary16 straight from its buffer; the float32
  * activation is rounded to binary16 (to nearest even) and each product
  * is taken in half arithmetic, then widened and summed in float32.  A
- * product is therefore within 2^-10 (two half roundings) of the exact
- * product of the activation and the stored weight, and the sum adds only
- * float32 rounding: |C - C_exact| <= (2^-10 + k 2^-24) sum |a w| per
- * element (docs/design.md, "Native half arithmetic").  A group of
+ * product of normal binary16 numbers is therefore within about 2^-10 (two
+ * half roundings) of the exact product of the activation and the stored
+ * weight, and the sum adds only float32 rounding:
+ * |C - C_exact| <= (2^-10 + k 2^-24) sum |a w| per element, plus 2^-25
+ * |w| for an activation and 2^-25 for a product in the subnormal range
+ * (docs/design.md, "Native half arithmetic").  A group of
  * products with one that is not finite (an activation beyond +-65504, or
  * a product past it) is taken again in float32, so that an activation
  * binary16 cannot hold never turns into a wrong finite or infinite

@@ -248,18 +248,33 @@ START_TEST(fp16_native_peer_fixtures)
 }
 END_TEST
 
-/* Unforced, the way is timed on the device and reported. */
+/* Unforced, the forward resolves the way for its own bucket (timed or
+ * stored where native is offered; widen, not timed, where it is not) and
+ * reports it. */
 START_TEST(fp16_choice_timed)
 {
     clf_context *ctx = tu_context();
     clf_attention_desc d = desc_of(24, 2, 16, 4, 0);
     struct layer h;
     float *y, x[2 * 16 * 24];
+    char bucket[64];
 
     d.precision = CLF_PRECISION_HALF;
     layer_make(&h, &d, 5);
     tu_fill(x, 2 * 16 * 24, 6, -1.0f, 1.0f);
+    ctx->last[CLF_KIND_HALFGEMM] = -1;
+    ctx->last_bucket[CLF_KIND_HALFGEMM][0] = '\0';
     y = forward(&h, CLF_MODE_LINFORMER, 2, 16, x, 0);
+    snprintf(bucket, sizeof bucket, "d%zu.q%zu",
+             clf__pow2_bucket(24, (size_t)1 << 20),
+             clf__pow2_bucket(24, (size_t)1 << 20));
+    ck_assert_int_ge(ctx->last[CLF_KIND_HALFGEMM], 0);
+    ck_assert_str_eq(ctx->last_bucket[CLF_KIND_HALFGEMM], bucket);
+    if (clf__fp16_offered(ctx))
+        ck_assert(ctx->last_source[CLF_KIND_HALFGEMM] == CLF_SOURCE_TIMED ||
+                  ctx->last_source[CLF_KIND_HALFGEMM] == CLF_SOURCE_STORED);
+    else
+        ck_assert_int_eq(ctx->last[CLF_KIND_HALFGEMM], CLF_HALFGEMM_WIDEN);
     ck_assert_msg(strstr(clf_context_kernel_choices(ctx), "halfgemm: ") != NULL,
                   "%s", clf_context_kernel_choices(ctx));
     free(y);

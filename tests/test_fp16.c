@@ -191,46 +191,7 @@ END_TEST
 static void
 check_fixture(const char *name)
 {
-    char p[1200];
-    clf_model *m[2] = {NULL, NULL};
-    clf_model_opts mo;
-    clf_array x, y;
-    float *out[2];
-    double *ref;
-    size_t i;
-    int k, rc;
-
-    snprintf(p, sizeof p, "%s/%s_x.npy", data_dir, name);
-    ck_assert_msg(clf_npy_load(p, &x) == 0, "%s", clf_last_error());
-    snprintf(p, sizeof p, "%s/%s_y.npy", data_dir, name);
-    ck_assert_msg(clf_npy_load(p, &y) == 0, "%s", clf_last_error());
-    snprintf(p, sizeof p, "%s/%s.safetensors", data_dir, name);
-    ref = tu_malloc(y.count * sizeof *ref);
-    for (k = 0; k < 2; k++) {
-        memset(&mo, 0, sizeof mo);
-        mo.precision = k ? CLF_PRECISION_HALF : CLF_PRECISION_FLOAT;
-        rc = clf_model_load(&m[k], tu_context(), p, &mo);
-        ck_assert_msg(rc == 0, "%s: %s", name, clf_last_error());
-        out[k] = tu_malloc(y.count * sizeof(float));
-        rc = x.ids ? clf_model_forward_tokens(m[k], x.ids, x.shape[0],
-                                              x.shape[1], out[k], NULL)
-                   : clf_model_forward(m[k], x.data, x.shape[0], x.shape[1],
-                                       out[k], NULL);
-        ck_assert_msg(rc == 0, "%s forward: %s", name, clf_last_error());
-    }
-    for (i = 0; i < y.count; i++)
-        ref[i] = y.data[i];
-    tu_assert_close(out[1], ref, y.count, TOL_VS_REF, name);
-    for (i = 0; i < y.count; i++)
-        ref[i] = out[0][i];
-    tu_assert_close(out[1], ref, y.count, TOL_VS_FLOAT, name);
-    for (k = 0; k < 2; k++) {
-        free(out[k]);
-        clf_model_destroy(m[k]);
-    }
-    free(ref);
-    clf_array_free(&x);
-    clf_array_free(&y);
+    tu_check_half_fixture(data_dir, name, TOL_VS_REF, TOL_VS_FLOAT);
 }
 
 START_TEST(fp16_native_peer_fixtures)

@@ -348,3 +348,54 @@ tu_golden_layer(void)
     ck_assert_int_eq(clf_attention_set_weight(att, CLF_PROJ_F, e, 6), 0);
     return att;
 }
+
+/* A peer fixture (dir/NAME.safetensors, NAME_x.npy, NAME_y.npy) loaded
+ * as float32 and as half: the half output within tol_ref of the fixture's
+ * output, within tol_float of the float32 model's and not equal to it. */
+void
+tu_check_half_fixture(const char *dir, const char *name, double tol_ref,
+                      double tol_float)
+{
+    char p[1200];
+    clf_model *m[2] = {NULL, NULL};
+    clf_model_opts mo;
+    clf_array x, y;
+    float *out[2];
+    double *ref;
+    size_t i;
+    int k, rc;
+
+    snprintf(p, sizeof p, "%s/%s_x.npy", dir, name);
+    ck_assert_msg(clf_npy_load(p, &x) == 0, "%s", clf_last_error());
+    snprintf(p, sizeof p, "%s/%s_y.npy", dir, name);
+    ck_assert_msg(clf_npy_load(p, &y) == 0, "%s", clf_last_error());
+    snprintf(p, sizeof p, "%s/%s.safetensors", dir, name);
+    ref = tu_malloc(y.count * sizeof *ref);
+    for (k = 0; k < 2; k++) {
+        memset(&mo, 0, sizeof mo);
+        mo.precision = k ? CLF_PRECISION_HALF : CLF_PRECISION_FLOAT;
+        rc = clf_model_load(&m[k], tu_context(), p, &mo);
+        ck_assert_msg(rc == 0, "%s: %s", name, clf_last_error());
+        out[k] = tu_malloc(y.count * sizeof(float));
+        rc = x.ids ? clf_model_forward_tokens(m[k], x.ids, x.shape[0],
+                                              x.shape[1], out[k], NULL)
+                   : clf_model_forward(m[k], x.data, x.shape[0], x.shape[1],
+                                       out[k], NULL);
+        ck_assert_msg(rc == 0, "%s forward: %s", name, clf_last_error());
+    }
+    for (i = 0; i < y.count; i++)
+        ref[i] = y.data[i];
+    tu_assert_close(out[1], ref, y.count, tol_ref, name);
+    for (i = 0; i < y.count; i++)
+        ref[i] = out[0][i];
+    tu_assert_close(out[1], ref, y.count, tol_float, name);
+    ck_assert_msg(tu_max_err(out[1], ref, y.count) > 0.0, "%s: equals float32",
+                  name);
+    for (k = 0; k < 2; k++) {
+        free(out[k]);
+        clf_model_destroy(m[k]);
+    }
+    free(ref);
+    clf_array_free(&x);
+    clf_array_free(&y);
+}

@@ -109,4 +109,10 @@ void tu_check_padded_sequence_zero(struct layer *l, const float *x, size_t n);
  * (the input x = (1,2,3) with unit W_q, W_k, W_o and W_v = 10). */
 clf_attention *tu_golden_layer(void);
 
+/* A peer fixture in dir run as float32 and as half-precision models: the
+ * half output within tol_ref of the fixture's, within tol_float of the
+ * float32 model's and not equal to it. */
+void tu_check_half_fixture(const char *dir, const char *name, double tol_ref,
+                           double tol_float);
+
 #endif

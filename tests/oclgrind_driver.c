@@ -658,21 +658,6 @@ check_gemm(clf_context *ctx)
     clReleaseMemObject(mbias);
 }
 
-/* x rounded to binary16 (to nearest, ties to even), as a float. */
-static float
-round_half(float x)
-{
-    int e;
-    double m;
-
-    if (x == 0.0f)
-        return x;
-    if (fabs(x) < 0x1.0p-14)
-        return (float)(nearbyint((double)x * 0x1.0p24) * 0x1.0p-24);
-    m = frexp((double)x, &e);
-    return (float)ldexp(nearbyint(ldexp(m, 11)), e - 11);
-}
-
 /* Half-precision weights: narrowed on upload (clf_half_narrow), widened
  * before use (clf_half_widen), each exactly the host's rounding; E's 21
  * elements leave a tail to the kernels' four a work-item. */
@@ -711,7 +696,7 @@ check_half(clf_context *ctx)
         expect(rc == 0, "half: widen");
         download(ctx, m, back, count);
         for (i = 0; i < count; i++)
-            expect(back[i] == round_half(w[i]), "half narrow and widen");
+            expect(back[i] == ref_round_half(w[i]), "half narrow and widen");
     }
     clf_attention_destroy(att);
 }

@@ -403,3 +403,18 @@ ref_gemm(const ref_gemm_op *g, const float *a, const float *b, const float *c0,
                 mag[at] = m;
             }
 }
+
+/* x rounded to binary16 (to nearest, ties to even), as a float. */
+float
+ref_round_half(float x)
+{
+    int e;
+    double m;
+
+    if (!isfinite(x) || x == 0.0f)
+        return x;
+    if (fabs(x) < 0x1.0p-14) /* subnormal: steps of 2^-24 */
+        return (float)(nearbyint((double)x * 0x1.0p24) * 0x1.0p-24);
+    m = frexp((double)x, &e); /* |m| in [0.5, 1): 11 bits kept */
+    return (float)ldexp(nearbyint(ldexp(m, 11)), e - 11);
+}

@@ -45,4 +45,8 @@ typedef struct ref_gemm_op {
 void ref_gemm(const ref_gemm_op *g, const float *a, const float *b,
               const float *c0, const float *bias, double *c, double *mag);
 
+/* x rounded to binary16 (to nearest, ties to even), as a float;
+ * infinities, NaN and zeros unchanged. */
+float ref_round_half(float x);
+
 #endif

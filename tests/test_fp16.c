@@ -34,21 +34,6 @@
 
 static char data_dir[1024];
 
-/* x rounded to binary16 (to nearest, ties to even), as a float. */
-static float
-round_half(float x)
-{
-    int e;
-    double m;
-
-    if (!isfinite(x) || x == 0.0f)
-        return x;
-    if (fabs(x) < 0x1.0p-14)
-        return (float)(nearbyint((double)x * 0x1.0p24) * 0x1.0p-24);
-    m = frexp((double)x, &e);
-    return (float)ldexp(nearbyint(ldexp(m, 11)), e - 11);
-}
-
 static clf_attention_desc
 desc_of(size_t D, size_t heads, size_t N, size_t k, size_t block)
 {
@@ -64,8 +49,8 @@ desc_of(size_t D, size_t heads, size_t N, size_t k, size_t block)
     return d;
 }
 
-/* The layer's reference with every half-stored weight rounded on the
- * host; the rounded copies in r[]. */
+/* The layer's reference with every stored weight rounded to binary16
+ * (biases stay float32); the rounded copies are kept in r[]. */
 static ref_layer
 rounded_ref(const struct layer *l, float *r[CLF_WEIGHT_COUNT])
 {
@@ -83,7 +68,7 @@ rounded_ref(const struct layer *l, float *r[CLF_WEIGHT_COUNT])
             continue;
         r[w] = tu_malloc(count * sizeof(float));
         for (i = 0; i < count; i++)
-            r[w][i] = round_half(l->w[w][i]);
+            r[w][i] = ref_round_half(l->w[w][i]);
         *slot[w] = r[w];
     }
     return ref;

@@ -26,21 +26,6 @@
 
 static char data_dir[1024];
 
-/* x rounded to binary16 (to nearest, ties to even), as a float. */
-static float
-round_half(float x)
-{
-    int e;
-    double m;
-
-    if (!isfinite(x) || x == 0.0f)
-        return x;
-    if (fabs(x) < 0x1.0p-14) /* subnormal: steps of 2^-24 */
-        return (float)(nearbyint((double)x * 0x1.0p24) * 0x1.0p-24);
-    m = frexp((double)x, &e); /* |m| in [0.5, 1): 11 bits kept */
-    return (float)ldexp(nearbyint(ldexp(m, 11)), e - 11);
-}
-
 static clf_attention_desc
 desc_of(size_t D, size_t heads, size_t N, size_t k, size_t block,
         clf_precision precision)
@@ -77,7 +62,7 @@ rounded_ref(const struct layer *l, float *r[CLF_WEIGHT_COUNT])
             continue;
         r[w] = tu_malloc(count * sizeof(float));
         for (i = 0; i < count; i++)
-            r[w][i] = round_half(l->w[w][i]);
+            r[w][i] = ref_round_half(l->w[w][i]);
         *slot[w] = r[w];
     }
     return ref;

@@ -390,64 +390,62 @@ keys_values(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff)
                          p->xf_is_xe);
 }
 
-/* Steps 3 to 5 for one chunk of query rows of one sequence at a time, so
- * the scores never exceed SCORE_LIMIT bytes. */
+/* Steps 3 to 5 in passes of p->seqs sequences by p->chunk query rows, the
+ * numbers the score workspace was sized from: the whole batch in one pass
+ * (all sequences in one batched GEMM: B = 128k short sequences cost one
+ * launch, not one each) or, where its scores would pass SCORE_LIMIT bytes,
+ * as many whole sequences as fit, or row chunks of one sequence. */
 static int
-attend_chunked(clf_attention *a, const struct plan *p,
-               const struct clf__attend_shape *sh, cl_mem vbar)
+attend_passes(clf_attention *a, const struct plan *p,
+              const struct clf__attend_shape *sh, cl_mem vbar)
 {
     cl_mem q = a->ws[WS_Q].mem, s = a->ws[WS_S].mem, o = a->ws[WS_O].mem;
     cl_mem kbar = a->ws[WS_KBAR].mem;
     const size_t n = p->n, ld = p->ld;
-    size_t b, r0, rows;
+    size_t b, nb, r0, rows;
 
-    for (b = 0; b < p->B; b++)
+    for (b = 0; b < p->B; b += nb) {
+        nb = p->B - b < p->seqs ? p->B - b : p->seqs;
         for (r0 = 0; r0 < n; r0 += rows) {
             rows = n - r0 < p->chunk ? n - r0 : p->chunk;
             TRY(mark(a, CLF_STAGE_SCORES));
-            TRY(clf__attend_scores(a->ctx, sh, b, 1, r0, rows, q, kbar, s, 0,
+            TRY(clf__attend_scores(a->ctx, sh, b, nb, r0, rows, q, kbar, s, 0,
                                    ld));
             TRY(mark(a, CLF_STAGE_SOFTMAX));
             if (!p->linformer && (p->masked || p->causal))
-                TRY(clf__mask_scores(a->ctx, s, 1, a->hq, rows, n, r0, p->mask,
+                TRY(clf__mask_scores(a->ctx, s, nb, a->hq, rows, n, r0, p->mask,
                                      b * n, p->causal));
             TRY(clf__softmax_rows_variant(a->ctx, p->softmax, s, 0,
-                                          a->hq * rows, ld));
+                                          nb * a->hq * rows, ld));
             TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
-            TRY(clf__attend_weigh(a->ctx, sh, b, 1, r0, rows, s, 0, ld, vbar,
+            TRY(clf__attend_weigh(a->ctx, sh, b, nb, r0, rows, s, 0, ld, vbar,
                                   o));
         }
+    }
     return 0;
 }
 
-/* Steps 3 to 5 for the whole batch: scores, the causal window (causal
- * Linformer) or the masks (full mode), softmax, weighted sum. */
+/* Steps 3 to 5 of causal Linformer for the whole batch, in one pass:
+ * scores over the past blocks' slots and the own-block window, softmax,
+ * weighted sum of the slots, then the window's values. */
 static int
-attend_batch(clf_attention *a, const struct plan *p,
-             const struct clf__attend_shape *sh, cl_mem vbar)
+attend_causal(clf_attention *a, const struct plan *p,
+              const struct clf__attend_shape *sh, cl_mem vbar)
 {
     clf_context *ctx = a->ctx;
     cl_mem q = a->ws[WS_Q].mem, s = a->ws[WS_S].mem, o = a->ws[WS_O].mem;
     cl_mem kbar = a->ws[WS_KBAR].mem;
     const size_t n = p->n, ld = p->ld, hq = a->hq;
-    const int causal_lin = p->linformer && p->causal;
     struct clf__causal_shape cs;
 
     causal_shape(a, p, &cs);
     TRY(mark(a, CLF_STAGE_SCORES));
-    /* All sequences in one batched GEMM: B = 128k short sequences cost
-     * one launch, not one each. */
     TRY(clf__attend_scores(ctx, sh, 0, p->B, 0, n, q, kbar, s, 0, ld));
-    if (causal_lin)
-        TRY(clf__causal_scores(ctx, &cs, s, q, a->ws[WS_XE].mem, p->mask));
+    TRY(clf__causal_scores(ctx, &cs, s, q, a->ws[WS_XE].mem, p->mask));
     TRY(mark(a, CLF_STAGE_SOFTMAX));
-    if (!p->linformer && (p->masked || p->causal))
-        TRY(clf__mask_scores(ctx, s, p->B, hq, n, n, 0, p->mask, 0, p->causal));
     TRY(clf__softmax_rows_variant(ctx, p->softmax, s, 0, p->B * hq * n, ld));
     TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
     TRY(clf__attend_weigh(ctx, sh, 0, p->B, 0, n, s, 0, ld, vbar, o));
-    if (!causal_lin)
-        return 0;
     cs.c = 0;
     cs.scale = 0.0f;
     return clf__causal_apply(ctx, &cs, o, s,
@@ -503,14 +501,14 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     if (p->flash) {
         TRY(mark(a, CLF_STAGE_FUSED));
         TRY(attend_flash(a, p, vbar));
-    } else if (p->chunk < n) {
-        TRY(attend_chunked(a, p, &sh, vbar));
     } else if (p->fused) {
         TRY(mark(a, CLF_STAGE_FUSED));
         TRY(clf__attend(ctx, &sh, q, a->ws[WS_KBAR].mem, vbar, a->ws[WS_KT].mem,
                         a->ws[WS_S].mem, o));
+    } else if (p->linformer && p->causal) {
+        TRY(attend_causal(a, p, &sh, vbar));
     } else {
-        TRY(attend_batch(a, p, &sh, vbar));
+        TRY(attend_passes(a, p, &sh, vbar));
     }
     /* 6. Y = O W_o^T + b_o; padding rows are zeros. */
     TRY(mark(a, CLF_STAGE_OUTPUT));

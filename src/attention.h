@@ -64,7 +64,8 @@ struct plan {
     size_t B, n, L, hc;
     size_t ld;    /* score row stride: L, or k + block in causal Linformer */
     size_t c;     /* causal Linformer: slots per block */
-    size_t chunk; /* query rows per score chunk; n: one pass for the batch */
+    size_t chunk; /* query rows per score pass (n: whole sequences) */
+    size_t seqs;  /* sequences per score pass (B: the batch in one pass) */
     int masked;   /* a padding mask applies */
     cl_mem mask;  /* its batch x n bytes on the device */
     int causal;

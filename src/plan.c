@@ -112,31 +112,42 @@ plan_scores(const clf_attention *a, struct plan *p, size_t bn)
 
     p->need[WS_Q] = bn * a->dq;
     p->need[WS_O] = bn * a->dq;
-    /* Scores are made in chunks of query rows when the whole batch's would
-     * pass SCORE_LIMIT bytes (full mode at large n): memory then stays
-     * bounded while every row is still computed exactly.  Causal Linformer
-     * runs in one pass. */
+    /* Scores are made in passes when the whole batch's would pass
+     * SCORE_LIMIT bytes (full mode at large n, or a large batch): as many
+     * whole sequences as fit, else chunks of query rows of one sequence.
+     * Memory then stays bounded while every row is still computed exactly.
+     * The score workspace is sized from the very pass (seqs x chunk) that
+     * the enqueue loop makes.  Causal Linformer runs in one pass. */
     p->chunk = n;
-    p->need[WS_S] = bn * a->hq * p->ld;
+    p->seqs = B;
     if (a->ctx->info.max_alloc != 0 && a->ctx->info.max_alloc < limit)
         limit = (size_t)a->ctx->info.max_alloc;
     if (!(p->causal && p->linformer) &&
-        (double)p->need[WS_S] * sizeof(float) > (double)limit) {
-        size_t per_row = a->hq * p->ld * sizeof(float);
-        p->chunk = limit / per_row;
-        if (p->chunk == 0)
-            p->chunk = 1;
-        if (p->chunk > n)
-            p->chunk = n;
-        p->need[WS_S] = a->hq * p->chunk * p->ld;
+        (double)bn * a->hq * p->ld * sizeof(float) > (double)limit) {
+        size_t rows = limit / (a->hq * p->ld * sizeof(float));
+        if (rows >= n) {
+            p->seqs = rows / n; /* < B: the whole batch did not fit */
+        } else {
+            p->seqs = 1;
+            p->chunk = rows == 0 ? 1 : rows;
+        }
     }
-    /* Linformer without causality may run steps 3 to 5 in one kernel; its
-     * workspaces cover either way. */
-    p->fusable = p->linformer && !p->causal && p->chunk == n && a->dh % 16 == 0;
+    p->need[WS_S] = p->seqs * a->hq * p->chunk * p->ld;
+    /* Linformer without causality may run steps 3 to 5 in one kernel over
+     * the whole batch; its workspaces cover either way, so it is offered
+     * only where its own score buffer fits the device. */
+    p->fusable = p->linformer && !p->causal && p->seqs == B && p->chunk == n &&
+                 a->dh % 16 == 0;
     if (p->fusable) {
         size_t lp = clf__attend_slots(p->L);
-        p->need[WS_S] = B * a->hq * clf__attend_rows(n) * lp;
-        p->need[WS_KT] = B * p->hc * a->dh * lp;
+        size_t s_need = B * a->hq * clf__attend_rows(n) * lp;
+        if (a->ctx->info.max_alloc != 0 &&
+            (double)s_need * sizeof(float) > (double)a->ctx->info.max_alloc) {
+            p->fusable = 0;
+        } else {
+            p->need[WS_S] = s_need;
+            p->need[WS_KT] = B * p->hc * a->dh * lp;
+        }
     }
     p->need[WS_KBAR] = B * p->L * p->hc * a->dh;
     p->need[WS_VBAR] = p->v_is_k ? 0 : p->need[WS_KBAR];
@@ -271,6 +282,7 @@ plan_attend(const clf_attention *a, struct plan *p)
     if (!p->flash)
         return 0;
     p->chunk = p->n;
+    p->seqs = p->B;
     p->need[WS_S] = 0;
     p->need[WS_KT] = clf__flash_kt_floats(&sh);
     return plan_limits(a, p);
@@ -280,8 +292,7 @@ int
 clf__plan_choose(const clf_attention *a, struct plan *p)
 {
     clf_context *ctx = a->ctx;
-    const size_t rows =
-        p->chunk < p->n ? a->hq * p->chunk : p->B * a->hq * p->n;
+    const size_t rows = p->seqs * a->hq * p->chunk;
 
     CLF_TRY(clf__choice_env_check());
     CLF_TRY(clf__gemm_resolve(ctx, p->B * p->n, a->dq, a->D, &p->gemm));

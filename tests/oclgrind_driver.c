@@ -811,6 +811,67 @@ check_softmax(clf_context *ctx)
     }
 }
 
+/* A full-mode forward whose batch's scores pass the score limit while one
+ * sequence's fit: passes of whole sequences, the last one shorter, write
+ * only the workspace sized for them (the causal triangle and lengths on). */
+static void
+check_score_passes(clf_context *ctx)
+{
+    enum { D = 4, HEADS = 2, N = 5, K = 3, B = 3 };
+    static const unsigned lens[B] = {5, 2, 4};
+    static float w[CLF_WEIGHT_COUNT][D * D + N * K * HEADS];
+    float x[B * N * D], y[B * N * D];
+    double ref[B * N * D];
+    unsigned char mask[B * N];
+    clf_attention *att = NULL;
+    clf_attention_desc d;
+    clf_forward_opts o;
+    ref_layer r;
+    size_t i, j, count;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = D;
+    d.heads = HEADS;
+    d.max_seq_len = N;
+    d.k = K;
+    d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
+    if (clf_attention_create(&att, ctx, &d) != 0 ||
+        clf_attention_set_mode(att, CLF_MODE_FULL) != 0) {
+        expect(0, "score passes: layer");
+        clf_attention_destroy(att);
+        return;
+    }
+    for (i = 0; i < CLF_WEIGHT_COUNT; i++) {
+        if (clf_attention_weight_size(att, (clf_weight)i, &count) != 0)
+            continue;
+        fill(w[i], count, 70 + (unsigned)i);
+        expect(clf_attention_set_weight(att, (clf_weight)i, w[i], count) == 0,
+               "score passes: set weight");
+    }
+    memset(&r, 0, sizeof r);
+    r.D = D, r.hq = r.hkv = HEADS, r.dh = D / HEADS, r.N = N, r.k = K;
+    r.per_head_E = d.sharing == CLF_SHARE_PER_HEAD;
+    r.wq = w[CLF_WEIGHT_Q], r.wk = w[CLF_WEIGHT_K], r.wv = w[CLF_WEIGHT_V];
+    r.wo = w[CLF_WEIGHT_OUT], r.bq = w[CLF_BIAS_Q], r.bk = w[CLF_BIAS_K];
+    r.bv = w[CLF_BIAS_V], r.bo = w[CLF_BIAS_OUT];
+    r.E = w[CLF_PROJ_E], r.F = w[CLF_PROJ_F];
+    /* One sequence's scores: HEADS x N x N floats; 1.5 of them fit. */
+    clf__attention_set_score_limit(att, HEADS * N * N * sizeof(float) * 3 / 2);
+    fill(x, B * N * D, 80);
+    memset(&o, 0, sizeof o);
+    o.causal = 1;
+    o.lengths = lens;
+    for (i = 0; i < B; i++)
+        for (j = 0; j < N; j++)
+            mask[i * N + j] = j < lens[i];
+    expect(clf_attention_forward_ex(att, x, B, N, y, &o) == 0,
+           "score passes: forward");
+    ref_attention_ex(&r, 1, x, B, N, mask, 1, 0, ref);
+    for (i = 0; i < B * N * D; i++)
+        expect(fabs(y[i] - ref[i]) < 1e-5, "score passes");
+    clf_attention_destroy(att);
+}
+
 int
 main(void)
 {
@@ -837,6 +898,7 @@ main(void)
     check_gemm(ctx);
     check_tiled(ctx);
     check_half(ctx);
+    check_score_passes(ctx);
 
     clf_context_destroy(ctx);
     if (failures == 0)

@@ -3,6 +3,7 @@
  * Tolerance for comparisons with the double-precision reference:
  * max |y - y_ref| <= 1e-5 * max |y_ref|, as in test_attention.  The
  * look-ahead tests compare bit for bit. */
+#include "attention.h"
 #include "internal.h"
 #include "reference.h"
 #include "testutil.h"
@@ -544,6 +545,58 @@ START_TEST(chunked_scores_match_reference)
 }
 END_TEST
 
+/* Score workspaces sized from the passes the forward makes: where one
+ * sequence's scores fit the limit but the batch's do not, the forward runs
+ * as many whole sequences a pass as fit (the last pass shorter), and the
+ * workspace holds one pass, never less.  Each GEMM way, on the GEMM path
+ * (the fused and streaming kernels make no such scores), full mode with
+ * masks and the causal triangle, and Linformer. */
+START_TEST(score_passes_fit_their_workspace)
+{
+    static const char *ways[] = {"attend=gemm,gemm=blocked",
+                                 "attend=gemm,gemm=tiled",
+                                 "attend=gemm,gemm=clblast"};
+    /* Sequences of full-mode (20 x 20) scores per pass: 1, 1.5, 2, 4. */
+    static const double per_pass[] = {1.0, 1.5, 2.0, 4.0};
+    const unsigned lens[5] = {20, 7, 13, 1, 20};
+    const size_t B = 5, n = 20, per_seq = 3 * 20 * 20 * sizeof(float);
+    clf_attention_desc d = desc_of(CLF_SHARE_PER_HEAD, 20, 8, 5);
+    char *was = getenv("CLINFORMER_KERNELS");
+    clf_forward_opts o;
+    struct layer l;
+    size_t w, i, limit;
+
+    was = was != NULL ? strdup(was) : NULL;
+    for (w = 0; w < 3; w++) {
+        setenv("CLINFORMER_KERNELS", ways[w], 1);
+        layer_make(&l, &d, 141 + w);
+        for (i = 0; i < 4; i++) {
+            limit = (size_t)(per_pass[i] * (double)per_seq);
+            clf__attention_set_score_limit(l.att, limit);
+            memset(&o, 0, sizeof o);
+            check(&l, CLF_MODE_FULL, B, n, &o, 150 + i);
+            ck_assert_uint_le(l.att->ws[WS_S].cap * sizeof(float), limit);
+            ck_assert_uint_ge(l.att->ws[WS_S].cap * sizeof(float),
+                              (size_t)per_pass[i] * per_seq);
+            o.causal = 1;
+            o.lengths = lens;
+            check(&l, CLF_MODE_FULL, B, n, &o, 160 + i);
+            o.causal = 0;
+            check(&l, CLF_MODE_LINFORMER, B, n, &o, 170 + i);
+            /* Linformer's 20 x 8 scores a sequence: 2.5 per 20 x 20. */
+            clf__attention_set_score_limit(l.att, limit * 2 / 5);
+            check(&l, CLF_MODE_LINFORMER, B, n, &o, 180 + i);
+        }
+        layer_free(&l);
+    }
+    if (was != NULL)
+        setenv("CLINFORMER_KERNELS", was, 1);
+    else
+        unsetenv("CLINFORMER_KERNELS");
+    free(was);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -563,6 +616,7 @@ suite(void)
     tcase_add_test(tc, masks_reject_bad_input);
     tcase_add_test(tc, masks_on_cl_mem_path);
     tcase_add_test(tc, chunked_scores_match_reference);
+    tcase_add_test(tc, score_passes_fit_their_workspace);
     suite_add_tcase(s, tc);
     return s;
 }

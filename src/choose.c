@@ -22,10 +22,15 @@ extern const char clf__cl_gemm_fp16[];
 #include <unistd.h>
 
 #define STORE_MAGIC "clinformer kernel choices 1"
+/* The store is bounded by size, not by a count of entries: it keeps the
+ * most recently used entries that fit in STORE_MAX_BYTES (a reader refuses
+ * a larger file) and drops the least recently used first.  "Used" means
+ * timed, read from the store, or looked up by a forward; a store's line
+ * order is its recency order, most recent first. */
 #define STORE_MAX_BYTES 65536
-#define STORE_MAX_ENTRIES 256
-/* Choices a context keeps in memory: past the store's limit too, so that
- * a shape is never timed twice in one context. */
+/* Choices a context keeps in memory, past what the store holds too, so
+ * that a shape is timed once per context; past this many the least
+ * recently used is forgotten. */
 #define CONTEXT_MAX_ENTRIES 8192
 
 /* Besides the choices, the store keeps each device's measured throughput
@@ -274,31 +279,48 @@ find_entry(clf_context *ctx, int kind, const char *bucket)
     return NULL;
 }
 
+/* A free slot for a new entry: the list grown, or, at
+ * CONTEXT_MAX_ENTRIES (or out of memory), the least recently used entry's
+ * slot. */
+static struct clf__choice_entry *
+new_slot(clf_context *ctx)
+{
+    struct clf__choice_entry *l;
+    size_t cap = ctx->choice_cap ? 2 * ctx->choice_cap : 8, i, old = 0;
+
+    if (ctx->nchoices < ctx->choice_cap)
+        return &ctx->choice_list[ctx->nchoices++];
+    if (cap <= CONTEXT_MAX_ENTRIES &&
+        (l = realloc(ctx->choice_list, cap * sizeof *l)) != NULL) {
+        ctx->choice_list = l;
+        ctx->choice_cap = cap;
+        return &ctx->choice_list[ctx->nchoices++];
+    }
+    if (ctx->nchoices == 0)
+        return NULL;
+    for (i = 1; i < ctx->nchoices; i++)
+        if (ctx->choice_list[i].used < ctx->choice_list[old].used)
+            old = i;
+    return &ctx->choice_list[old];
+}
+
+/* Adds or updates an entry.  used: its recency stamp. */
 static struct clf__choice_entry *
 add_entry(clf_context *ctx, int kind, const char *bucket, int winner,
-          clf_choice_source source)
+          clf_choice_source source, long long used)
 {
     struct clf__choice_entry *e = find_entry(ctx, kind, bucket);
 
     if (e == NULL) {
-        if (ctx->nchoices == ctx->choice_cap) {
-            size_t cap = ctx->choice_cap ? 2 * ctx->choice_cap : 8;
-            struct clf__choice_entry *l;
-            if (cap > CONTEXT_MAX_ENTRIES)
-                return NULL;
-            l = realloc(ctx->choice_list, cap * sizeof *l);
-            if (l == NULL)
-                return NULL;
-            ctx->choice_list = l;
-            ctx->choice_cap = cap;
-        }
-        e = &ctx->choice_list[ctx->nchoices++];
+        if ((e = new_slot(ctx)) == NULL)
+            return NULL;
         memset(e, 0, sizeof *e);
         e->kind = kind;
         snprintf(e->bucket, sizeof e->bucket, "%s", bucket);
     }
     e->winner = winner;
     e->source = source;
+    e->used = used;
     return e;
 }
 
@@ -331,14 +353,17 @@ parse_line(clf_context *ctx, char *line)
         unsigned long v = strtoul(name, &end, 10);
         if (*end == '\0' && v > 0 && v <= 0x7fffffffUL &&
             find_entry(ctx, KIND_RATE, bucket) == NULL)
-            add_entry(ctx, KIND_RATE, bucket, (int)v, CLF_SOURCE_STORED);
+            add_entry(ctx, KIND_RATE, bucket, (int)v, CLF_SOURCE_STORED,
+                      --ctx->choice_floor);
         return;
     }
     k = kind_of(kind, strlen(kind));
     if (k < 0 || (c = candidate_of(k, name, strlen(name))) < 0)
         return;
+    /* Lines come most recent first; each is older than every entry this
+     * context has used. */
     if (find_entry(ctx, k, bucket) == NULL)
-        add_entry(ctx, k, bucket, c, CLF_SOURCE_STORED);
+        add_entry(ctx, k, bucket, c, CLF_SOURCE_STORED, --ctx->choice_floor);
 }
 
 /* Reads at most STORE_MAX_BYTES of a regular file, not following a link
@@ -412,30 +437,63 @@ store_load(clf_context *ctx)
     free(text);
 }
 
-/* The whole store as text, NULL when out of memory. */
+static int
+more_recent_first(const void *a, const void *b)
+{
+    const struct clf__choice_entry *x =
+        *(const struct clf__choice_entry *const *)a;
+    const struct clf__choice_entry *y =
+        *(const struct clf__choice_entry *const *)b;
+
+    return x->used < y->used ? 1 : x->used > y->used ? -1 : 0;
+}
+
+/* One entry's line into buf (cap bytes); its length, or cap or more when
+ * it does not fit. */
+static size_t
+entry_line(const struct clf__choice_entry *e, char *buf, size_t cap)
+{
+    int len;
+
+    if (e->kind == KIND_RATE)
+        len = snprintf(buf, cap, "%s %s %d\n", rate_kind, e->bucket, e->winner);
+    else
+        len = snprintf(buf, cap, "%s %s %s\n", table[e->kind].kind, e->bucket,
+                       table[e->kind].names[e->winner]);
+    return len < 0 ? cap : (size_t)len;
+}
+
+/* The whole store as text, NULL when out of memory: the entries most
+ * recently used first, as many as fit in STORE_MAX_BYTES. */
 static char *
 store_text(const clf_context *ctx, const char *key)
 {
-    size_t cap = sizeof STORE_MAGIC + strlen(key) + 2 +
-                 ctx->nchoices * (CLF_BUCKET_MAX + 40);
-    char *buf = malloc(cap);
-    size_t len, i;
+    const struct clf__choice_entry **order;
+    char *buf = malloc(STORE_MAX_BYTES + 1), line[CLF_BUCKET_MAX + 64];
+    size_t len, i, l;
+    int head;
 
-    if (buf == NULL)
+    order = malloc((ctx->nchoices + 1) * sizeof *order);
+    head = buf == NULL ? -1
+                       : snprintf(buf, STORE_MAX_BYTES + 1, "%s\n%s\n",
+                                  STORE_MAGIC, key);
+    if (order == NULL || head < 0 || head > STORE_MAX_BYTES) {
+        free(order);
+        free(buf);
         return NULL;
-    len = (size_t)snprintf(buf, cap, "%s\n%s\n", STORE_MAGIC, key);
-    /* The first STORE_MAX_ENTRIES, so the file stays well under the
-     * size a reader accepts. */
-    for (i = 0; i < ctx->nchoices && i < STORE_MAX_ENTRIES && len < cap; i++) {
-        const struct clf__choice_entry *e = &ctx->choice_list[i];
-        if (e->kind == KIND_RATE)
-            len += (size_t)snprintf(buf + len, cap - len, "%s %s %d\n",
-                                    rate_kind, e->bucket, e->winner);
-        else
-            len += (size_t)snprintf(buf + len, cap - len, "%s %s %s\n",
-                                    table[e->kind].kind, e->bucket,
-                                    table[e->kind].names[e->winner]);
     }
+    len = (size_t)head;
+    for (i = 0; i < ctx->nchoices; i++)
+        order[i] = &ctx->choice_list[i];
+    qsort(order, ctx->nchoices, sizeof *order, more_recent_first);
+    for (i = 0; i < ctx->nchoices; i++) {
+        l = entry_line(order[i], line, sizeof line);
+        if (l >= sizeof line || len + l > STORE_MAX_BYTES)
+            break; /* this and every older entry are dropped */
+        memcpy(buf + len, line, l + 1);
+        len += l;
+    }
+    free(order);
     return buf;
 }
 
@@ -501,6 +559,7 @@ clf__choice_lookup(clf_context *ctx, int kind, const char *bucket, int *winner)
     e = find_entry(ctx, kind, bucket);
     if (e == NULL)
         return 0;
+    e->used = ++ctx->choice_clock;
     *winner = e->winner;
     ctx->last[kind] = e->winner;
     ctx->last_source[kind] = e->source;
@@ -512,8 +571,8 @@ void
 clf__choice_record(clf_context *ctx, int kind, const char *bucket, int winner,
                    const double *ms)
 {
-    struct clf__choice_entry *e =
-        add_entry(ctx, kind, bucket, winner, CLF_SOURCE_TIMED);
+    struct clf__choice_entry *e = add_entry(
+        ctx, kind, bucket, winner, CLF_SOURCE_TIMED, ++ctx->choice_clock);
     int i;
 
     ctx->last[kind] = winner;
@@ -589,13 +648,15 @@ clf_context_kernel_choice(clf_context *ctx, size_t index,
 int
 clf__rate_lookup(clf_context *ctx, const char *bucket, double *rate)
 {
-    const struct clf__choice_entry *e;
+    struct clf__choice_entry *e;
 
     clf__lock(ctx);
     store_ensure_loaded(ctx);
     e = find_entry(ctx, KIND_RATE, bucket);
-    if (e != NULL)
+    if (e != NULL) {
+        e->used = ++ctx->choice_clock;
         *rate = e->winner;
+    }
     clf__unlock(ctx);
     return e != NULL;
 }
@@ -609,7 +670,8 @@ clf__rate_record(clf_context *ctx, const char *bucket, double rate)
         return;
     clf__lock(ctx);
     store_ensure_loaded(ctx);
-    if (add_entry(ctx, KIND_RATE, bucket, v, CLF_SOURCE_TIMED) != NULL)
+    if (add_entry(ctx, KIND_RATE, bucket, v, CLF_SOURCE_TIMED,
+                  ++ctx->choice_clock) != NULL)
         store_save(ctx);
     clf__unlock(ctx);
 }

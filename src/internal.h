@@ -42,6 +42,7 @@ struct clf__choice_entry {
     char bucket[CLF_BUCKET_MAX];
     clf_choice_source source;
     double ms[CLF_MAX_CANDIDATES];
+    long long used; /* recency: higher = used later (see choose.c) */
 };
 
 /* The sizes of the tiled GEMM kernel (cl/gemm_tiled.cl), its -D options:
@@ -100,6 +101,8 @@ struct clf_context {
     int forced[CLF_KIND_COUNT];            /* clf_context_force_kernel, or -1 */
     struct clf__choice_entry *choice_list; /* stored and timed winners */
     size_t nchoices, choice_cap;
+    long long choice_clock;   /* last recency stamp given to a use */
+    long long choice_floor;   /* last (lowest) stamp given to a read entry */
     int choices_loaded;       /* the device's store has been read */
     uint64_t choice_key;      /* hash of the store's key when it was read */
     int last[CLF_KIND_COUNT]; /* the last winner resolved, or -1 */

@@ -351,28 +351,95 @@ START_TEST(choice_bad_stores_are_ignored)
 }
 END_TEST
 
-/* Past the store's 256 entries a context still remembers what it timed,
- * so a shape is timed once per context however many it meets; the store
- * keeps the first 256 and stays readable. */
+/* A bucket of 40 characters for shape i, so that lines are long. */
+static void
+long_bucket(char *b, size_t cap, int i)
+{
+    snprintf(b, cap, "r%06d.c8.padpadpadpadpadpadpadpadpad", i);
+}
+
+/* The store has no entry cap: 600 shapes (past the 256 it once kept)
+ * are all stored, and a fresh context (another process) times none of
+ * them. */
 START_TEST(choice_many_shapes_are_remembered)
 {
-    clf_context *a = NULL;
+    clf_context *a = NULL, *b = NULL;
     const double ms[3] = {1.0, 2.0, 3.0};
-    char bucket[32];
+    char bucket[CLF_BUCKET_MAX];
     int i, w = -1;
 
     fresh_dir();
     ck_assert_int_eq(clf_context_create(&a, NULL), 0);
     clf__lock(a);
-    for (i = 0; i < 300; i++) {
-        snprintf(bucket, sizeof bucket, "r%d.c8", i + 1);
+    for (i = 0; i < 600; i++) {
+        long_bucket(bucket, sizeof bucket, i);
         clf__choice_record(a, CLF_KIND_SOFTMAX, bucket, i % 3, ms);
     }
-    ck_assert_int_eq(clf__choice_lookup(a, CLF_KIND_SOFTMAX, "r300.c8", &w), 1);
     clf__unlock(a);
-    ck_assert_int_eq(w, 299 % 3);
     clf_context_destroy(a);
-    ck_assert_uint_eq(entries_read(), 256);
+    ck_assert_uint_eq(entries_read(), 600);
+    ck_assert_int_eq(clf_context_create(&b, NULL), 0);
+    clf__lock(b);
+    for (i = 0; i < 600; i++) {
+        long_bucket(bucket, sizeof bucket, i);
+        ck_assert_int_eq(clf__choice_lookup(b, CLF_KIND_SOFTMAX, bucket, &w),
+                         1);
+        ck_assert_int_eq(w, i % 3);
+        ck_assert_int_eq(b->last_source[CLF_KIND_SOFTMAX], CLF_SOURCE_STORED);
+    }
+    clf__unlock(b);
+    clf_context_destroy(b);
+    drop_dir();
+}
+END_TEST
+
+/* Past the store's size (64 KiB), the least recently used entries are
+ * dropped first: an old entry looked up again survives, the oldest ones
+ * untouched since go, the file stays readable and within its bound. */
+START_TEST(choice_store_drops_least_recently_used)
+{
+    clf_context *a = NULL, *b = NULL;
+    const double ms[3] = {1.0, 2.0, 3.0};
+    char bucket[CLF_BUCKET_MAX], path[512];
+    struct stat st;
+    size_t count = 0;
+    int i, w = -1;
+
+    fresh_dir();
+    ck_assert_int_eq(clf_context_create(&a, NULL), 0);
+    clf__lock(a);
+    for (i = 0; i < 1400; i++) {
+        long_bucket(bucket, sizeof bucket, i);
+        clf__choice_record(a, CLF_KIND_SOFTMAX, bucket, i % 3, ms);
+        if (i >= 10) { /* shape 5 keeps being used */
+            long_bucket(bucket, sizeof bucket, 5);
+            ck_assert_int_eq(
+                clf__choice_lookup(a, CLF_KIND_SOFTMAX, bucket, &w), 1);
+        }
+    }
+    clf__unlock(a);
+    clf_context_destroy(a);
+    store_file(path, sizeof path);
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert_int_le(st.st_size, 65536);
+    ck_assert_int_eq(clf_context_create(&b, NULL), 0);
+    ck_assert_int_eq(clf_context_kernel_choice_count(b, &count), 0);
+    ck_assert_uint_gt(count, 600);
+    ck_assert_uint_lt(count, 1400);
+    clf__lock(b);
+    long_bucket(bucket, sizeof bucket, 1399);
+    ck_assert_int_eq(clf__choice_lookup(b, CLF_KIND_SOFTMAX, bucket, &w), 1);
+    long_bucket(bucket, sizeof bucket, 5);
+    ck_assert_int_eq(clf__choice_lookup(b, CLF_KIND_SOFTMAX, bucket, &w), 1);
+    ck_assert_int_eq(w, 5 % 3);
+    long_bucket(bucket, sizeof bucket, 0);
+    ck_assert_int_eq(clf__choice_lookup(b, CLF_KIND_SOFTMAX, bucket, &w), 0);
+    long_bucket(bucket, sizeof bucket, 1400 - (int)count);
+    ck_assert_int_eq(clf__choice_lookup(b, CLF_KIND_SOFTMAX, bucket, &w), 0);
+    long_bucket(bucket, sizeof bucket, 1401 - (int)count);
+    ck_assert_int_eq(clf__choice_lookup(b, CLF_KIND_SOFTMAX, bucket, &w), 1);
+    clf__unlock(b);
+    clf_context_destroy(b);
     drop_dir();
 }
 END_TEST
@@ -392,6 +459,7 @@ suite(void)
     tcase_add_test(tc, choice_new_tuning_times_again);
     tcase_add_test(tc, choice_store_of_other_kernels_is_ignored);
     tcase_add_test(tc, choice_many_shapes_are_remembered);
+    tcase_add_test(tc, choice_store_drops_least_recently_used);
     suite_add_tcase(s, tc);
     return s;
 }

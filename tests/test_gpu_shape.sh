@@ -1,0 +1,56 @@
+#!/bin/sh
+# The offline GPU check (scripts/gpu-shape.sh) on the project's own
+# kernels: every kernel of the registry and of cl/gemm_fp16.cl compiles
+# for gfx90a and gfx1100; the kernels that fit a GPU today keep fitting;
+# and the check tells a misfit from a fit: the CPU-shaped streaming kernel
+# (clf_flash: one work-item a block of query rows, its accumulators in
+# registers) spills on both.  TAP; without clang-15 and libclc-15, a skip
+# (a failure in CI, which installs them).
+set -u
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/tap.sh"
+script="$srcdir/scripts/gpu-shape.sh"
+sh "$script" --out "$tmp/table" >"$out" 2>"$err"
+status=$?
+if [ $status -eq 2 ]; then
+    if [ "${CLINFORMER_REQUIRE_DEVICE:-0}" = 1 ]; then
+        echo "1..1"
+        echo "not ok 1 - gpu_shape_tools_present # $(head -1 "$err")"
+        exit 1
+    fi
+    echo "1..0 # SKIP $(head -1 "$err")"
+    exit 0
+fi
+# Kernels that fit today, by their GPU shape: element-wise stages, the
+# work-group softmax and the tiled GEMM.
+fit="clf_add_bias clf_rowsum clf_add_rowsum_bias clf_softmax_rows_wg \
+clf_mask_rows clf_mask_scores clf_layernorm clf_gelu clf_add clf_embed \
+clf_kv_transpose clf_transpose clf_gemm_tiled clf_half_widen \
+clf_half_narrow clf_flash_keys clf_flash_values"
+echo "1..4"
+# Every registered kernel, on both targets: the registry's names, plus the
+# three of gemm_fp16.cl.
+want=$( (sed -n 's/^ *KERNEL([A-Z0-9_]*, *\(clf_[a-z0-9_]*\)).*/\1/p' \
+    "$srcdir/src/kernels.h"
+    grep -A1 '^__kernel' "$srcdir/cl/gemm_fp16.cl" |
+        sed -n 's/^\(clf_[a-z0-9_]*\)(.*/\1/p') | sort -u)
+all=1
+for t in gfx90a gfx1100; do
+    for k in $want; do
+        awk -F '\t' -v t="$t" -v k="$k" '$1 == t && $3 == k { f = 1 }
+            END { exit f ? 0 : 1 }' "$tmp/table" 2>/dev/null || {
+            echo "# $k not reported for $t" >>"$err"
+            all=0
+        }
+    done
+done
+check gpu_shape_reports_every_kernel_on_both_targets \
+    test "$all" = 1 -a "$(echo "$want" | wc -l)" -ge 30
+check gpu_shape_fitting_kernels_still_fit sh -c \
+    "sh '$script' --from '$tmp/table' --require-fit '$fit' >'$out' 2>'$err'"
+check gpu_shape_every_program_compiles test "$status" -eq 0
+check gpu_shape_reports_cpu_shaped_flash_unfit sh -c \
+    "awk -F '\t' '\$3 == \"clf_flash\" && \$9 == \"no\" { n++ } END { exit n == 2 ? 0 : 1 }' '$tmp/table' &&
+     ! sh '$script' --from '$tmp/table' --require-fit clf_flash >'$out' 2>'$err' &&
+     grep -q 'clf_flash does not fit on: gfx90a gfx1100' '$err'"
+test $failed -eq 0

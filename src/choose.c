@@ -341,38 +341,6 @@ parse_line(clf_context *ctx, char *line)
         add_entry(ctx, k, bucket, c, CLF_SOURCE_STORED);
 }
 
-/* Reads at most STORE_MAX_BYTES of a regular file, not following a link
- * and not waiting on a FIFO; returns a NUL-terminated malloc'd text or
- * NULL. */
-static char *
-read_small(const char *path)
-{
-    struct stat st;
-    char *buf;
-    ssize_t got;
-    size_t len = 0;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-
-    if (fd < 0)
-        return NULL;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_size > STORE_MAX_BYTES ||
-        (buf = malloc(STORE_MAX_BYTES + 1)) == NULL) {
-        close(fd);
-        return NULL;
-    }
-    while (len <= STORE_MAX_BYTES &&
-           (got = read(fd, buf + len, STORE_MAX_BYTES + 1 - len)) > 0)
-        len += (size_t)got;
-    close(fd);
-    if (len > STORE_MAX_BYTES) {
-        free(buf);
-        return NULL;
-    }
-    buf[len] = '\0';
-    return buf;
-}
-
 /* The cache directory exists, belongs to the user and only the user may
  * write it (created 0700 when missing); else the store is neither read
  * nor written, as another user could have planted it. */
@@ -391,11 +359,14 @@ static void
 store_load(clf_context *ctx)
 {
     char path[1100], key[1200], *text, *line, *next;
-    size_t klen;
+    size_t klen, len;
 
     store_path(ctx, path, sizeof path, key, sizeof key);
+    /* A link, FIFO or oversized file at the store's name is not read: the
+     * choices are timed again (clf_context_choice_get shows them timed). */
     if (path[0] == '\0' || !store_dir_private() ||
-        (text = read_small(path)) == NULL)
+        clf__file_read_cache(path, "kernel choice store", STORE_MAX_BYTES,
+                             &text, &len) != 0)
         return;
     klen = strlen(key);
     if (strncmp(text, STORE_MAGIC "\n", sizeof STORE_MAGIC) == 0 &&

@@ -324,8 +324,8 @@ cache_load(const clf_context *ctx, clf_device_peaks *p)
 
     peak_path(ctx, path, sizeof path, key, sizeof key);
     if (path[0] == '\0' || !cache_dir_private() ||
-        clf__file_read_all(path, "peaks cache file", PEAK_FILE_MAX, &text,
-                           &len) != 0)
+        clf__file_read_cache(path, "peaks cache file", PEAK_FILE_MAX, &text,
+                             &len) != 0)
         return -1;
     rc = strlen(text) == len ? parse_cache(text, key, p) : -1;
     free(text);

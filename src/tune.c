@@ -588,7 +588,7 @@ read_tune_file(const char *path, char **buf, size_t *len, char *why, size_t cap)
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1,
              slash ? path : ".");
     if (clf__dir_private(dir) != 0 ||
-        clf__file_read_all(path, "tune file", TUNE_FILE_MAX, buf, len) != 0) {
+        clf__file_read_cache(path, "tune file", TUNE_FILE_MAX, buf, len) != 0) {
         snprintf(why, cap, "%s", clf_last_error());
         return -1;
     }

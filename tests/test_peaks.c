@@ -168,6 +168,29 @@ START_TEST(peaks_bad_cache_ignored)
 }
 END_TEST
 
+/* A symlink at the cache file's name is not followed, even to a good
+ * file: the figures are measured again and the link left alone. */
+START_TEST(peaks_symlink_cache_ignored)
+{
+    char path[600], moved[700];
+    clf_device_peaks p;
+    struct stat st;
+
+    ck_assert_int_eq(clf_context_peaks(tu_context(), 0, &p), 0);
+    snprintf(path, sizeof path, "%s", peaks_file());
+    snprintf(moved, sizeof moved, "%s/elsewhere", dir);
+    ck_assert_int_eq(rename(path, moved), 0);
+    ck_assert_int_eq(symlink(moved, path), 0);
+    ck_assert_int_eq(clf_context_peaks(tu_context(), 0, &p), 0);
+    ck_assert_msg(p.cached == 0, "a linked cache file was trusted");
+    assert_measured(&p);
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    unlink(path);
+    unlink(moved);
+}
+END_TEST
+
 /* With the cache off, nothing is written and every call measures. */
 START_TEST(peaks_cache_off)
 {
@@ -194,6 +217,7 @@ main(void)
     tcase_add_test(tc, peaks_bad_arguments);
     tcase_add_test(tc, peaks_cached_round_trip);
     tcase_add_test(tc, peaks_bad_cache_ignored);
+    tcase_add_test(tc, peaks_symlink_cache_ignored);
     tcase_add_test(tc, peaks_cache_off);
     suite_add_tcase(s, tc);
     return tu_run(s, 1);

@@ -528,6 +528,30 @@ START_TEST(tune_file_in_shared_directory_is_ignored)
 }
 END_TEST
 
+/* A symbolic link at the tune file's name, even to a good file, is not
+ * followed: nothing is applied and the warning says why, as for a FIFO. */
+START_TEST(tune_file_symlink_is_ignored_with_a_warning)
+{
+    char path[4300], moved[4400];
+    clf_context *ctx = NULL;
+
+    tu_clear_dir(dir);
+    write_tune_file("baseline ms=5\n"
+                    "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128\n");
+    clf__tune_path(&tu_context()->info, path, sizeof path);
+    snprintf(moved, sizeof moved, "%s/elsewhere", dir);
+    ck_assert_int_eq(rename(path, moved), 0);
+    ck_assert_int_eq(symlink(moved, path), 0);
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
+    ck_assert_str_eq(clf_context_tuning(ctx), "");
+    ck_assert_msg(strstr(clf_context_warnings(ctx), "symbolic link") != NULL,
+                  "warning \"%s\"", clf_context_warnings(ctx));
+    clf_context_destroy(ctx);
+    tu_clear_dir(dir);
+}
+END_TEST
+
 /* Symlinks planted at the temporary names a writer might use are not
  * written through when tuning stores its file. */
 START_TEST(tune_write_does_not_follow_planted_links)
@@ -630,6 +654,7 @@ main(void)
     tcase_add_test(tc, tune_bad_file_is_ignored_with_a_warning);
     tcase_add_test(tc, tune_size_overflow_is_refused);
     tcase_add_test(tc, tune_file_in_shared_directory_is_ignored);
+    tcase_add_test(tc, tune_file_symlink_is_ignored_with_a_warning);
     suite_add_tcase(s, tc);
     rc = tu_run(s, 1);
     clear_dir();

@@ -32,6 +32,10 @@ extern const char clf__cl_gemm_fp16[];
  * for a sharded forward's split: "throughput BUCKET RATE" lines, entries
  * of this pseudo-kind (RATE, a positive integer, in the winner field). */
 #define KIND_RATE CLF_KIND_COUNT
+/* A rate is positions (B*n) a second, stored as an integer from
+ * 1 to RATE_MAX: what clf__rate_record writes, so a stored rate outside
+ * it was not measured here and is ignored (timed again). */
+#define RATE_MAX 2000000000UL
 static const char rate_kind[] = "throughput";
 
 static const char *const softmax_names[] = {"scalar", "vector", "group"};
@@ -329,7 +333,7 @@ parse_line(clf_context *ctx, char *line)
     if (strcmp(kind, rate_kind) == 0) {
         char *end;
         unsigned long v = strtoul(name, &end, 10);
-        if (*end == '\0' && v > 0 && v <= 0x7fffffffUL &&
+        if (*end == '\0' && v > 0 && v <= RATE_MAX &&
             find_entry(ctx, KIND_RATE, bucket) == NULL)
             add_entry(ctx, KIND_RATE, bucket, (int)v, CLF_SOURCE_STORED);
         return;
@@ -574,7 +578,9 @@ clf__rate_lookup(clf_context *ctx, const char *bucket, double *rate)
 void
 clf__rate_record(clf_context *ctx, const char *bucket, double rate)
 {
-    int v = rate < 1.0 ? 1 : rate > 2e9 ? 2000000000 : (int)rate;
+    int v = rate < 1.0                ? 1
+            : rate > (double)RATE_MAX ? (int)RATE_MAX
+                                      : (int)rate;
 
     if (!bucket_ok(bucket))
         return;

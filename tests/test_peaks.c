@@ -118,6 +118,11 @@ START_TEST(peaks_bad_cache_ignored)
         /* a figure that is not a positive number */
         "clinformer-peaks 1\n%s\nfma_gflops -3\ncopy_gbps 1\nh2d_gbps 1\n",
         "clinformer-peaks 1\n%s\nfma_gflops nan\ncopy_gbps 1\nh2d_gbps 1\n",
+        /* a figure no device reaches: below 1e-3 or above 1e7 */
+        "clinformer-peaks 1\n%s\nfma_gflops 1e-300\ncopy_gbps 1\nh2d_gbps 1\n",
+        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 0.0009\nh2d_gbps 1\n",
+        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\nh2d_gbps 2e7\n",
+        "clinformer-peaks 1\n%s\nfma_gflops 5e8\ncopy_gbps 1\nh2d_gbps 1\n",
         /* a figure's number on the next line, or after more space */
         "clinformer-peaks 1\n%s\nfma_gflops\n3\ncopy_gbps 1\nh2d_gbps 1\n",
         "clinformer-peaks 1\n%s\nfma_gflops \n3\ncopy_gbps 1\nh2d_gbps 1\n",
@@ -155,6 +160,15 @@ START_TEST(peaks_bad_cache_ignored)
     ck_assert_int_eq(clf_context_peaks(tu_context(), 0, &p), 0);
     ck_assert_int_eq(p.cached, 1);
     ck_assert(p.fma_gflops == 3.0 && p.copy_gbps == 1.5 && p.h2d_gbps == 0.25);
+    /* the bounds themselves are plausible */
+    snprintf(text, sizeof text,
+             "clinformer-peaks 1\n%s\nfma_gflops 1e7\ncopy_gbps 0.001\n"
+             "h2d_gbps 1\n",
+             key);
+    put_file(path, text);
+    ck_assert_int_eq(clf_context_peaks(tu_context(), 0, &p), 0);
+    ck_assert_int_eq(p.cached, 1);
+    ck_assert(p.fma_gflops == 1e7 && p.copy_gbps == 0.001);
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(text, sizeof text, bad[i], key);
         put_file(path, text);

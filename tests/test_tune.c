@@ -236,6 +236,14 @@ START_TEST(tune_file_rejects_bad_records)
         {"# ok\nbaseline ms=-1\n", "line 2: not baseline"},
         {"baseline ms=nan\n", "not baseline"},
         {"baseline ms=inf\n", "not baseline"},
+        /* times no forward takes: below the file's 0.001 ms, over a day */
+        {"baseline ms=1e-300\n", "not baseline"},
+        {"baseline ms=1e9\n", "not baseline"},
+        {"tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128 ms=0.0001\n", "not"},
+        {"tried Xgemm GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=8 MWG=64 "
+         "NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=1 VWN=1 "
+         "ms=1e-300\n",
+         "no valid ms=T"},
         {"tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128 ms=x\n", "not"},
         {"tried Xgemm MWG=64 ms=1\n", "1 Xgemm parameters"},
         {"frobnicate\n", "unknown record frobnicate"},
@@ -261,6 +269,11 @@ START_TEST(tune_file_rejects_bad_records)
                                      sizeof why),
                      -1);
     ck_assert_ptr_nonnull(strstr(why, "NUL"));
+    /* 0 marks a candidate that failed, and the bounds are valid times */
+    ck_assert_msg(parse("tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128 ms=0\n"
+                        "baseline ms=0.001\n",
+                        why, sizeof why) == 0,
+                  "%s", why);
 }
 END_TEST
 

@@ -37,6 +37,10 @@ extern const char clf__cl_gemm_fp16[];
  * for a sharded forward's split: "throughput BUCKET RATE" lines, entries
  * of this pseudo-kind (RATE, a positive integer, in the winner field). */
 #define KIND_RATE CLF_KIND_COUNT
+/* A rate is positions (B*n) a second, stored as an integer from
+ * 1 to RATE_MAX: what clf__rate_record writes, so a stored rate outside
+ * it was not measured here and is ignored (timed again). */
+#define RATE_MAX 2000000000UL
 static const char rate_kind[] = "throughput";
 
 static const char *const softmax_names[] = {"scalar", "vector", "group"};
@@ -351,7 +355,7 @@ parse_line(clf_context *ctx, char *line)
     if (strcmp(kind, rate_kind) == 0) {
         char *end;
         unsigned long v = strtoul(name, &end, 10);
-        if (*end == '\0' && v > 0 && v <= 0x7fffffffUL &&
+        if (*end == '\0' && v > 0 && v <= RATE_MAX &&
             find_entry(ctx, KIND_RATE, bucket) == NULL)
             add_entry(ctx, KIND_RATE, bucket, (int)v, CLF_SOURCE_STORED,
                       --ctx->choice_floor);
@@ -364,38 +368,6 @@ parse_line(clf_context *ctx, char *line)
      * context has used. */
     if (find_entry(ctx, k, bucket) == NULL)
         add_entry(ctx, k, bucket, c, CLF_SOURCE_STORED, --ctx->choice_floor);
-}
-
-/* Reads at most STORE_MAX_BYTES of a regular file, not following a link
- * and not waiting on a FIFO; returns a NUL-terminated malloc'd text or
- * NULL. */
-static char *
-read_small(const char *path)
-{
-    struct stat st;
-    char *buf;
-    ssize_t got;
-    size_t len = 0;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-
-    if (fd < 0)
-        return NULL;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_size > STORE_MAX_BYTES ||
-        (buf = malloc(STORE_MAX_BYTES + 1)) == NULL) {
-        close(fd);
-        return NULL;
-    }
-    while (len <= STORE_MAX_BYTES &&
-           (got = read(fd, buf + len, STORE_MAX_BYTES + 1 - len)) > 0)
-        len += (size_t)got;
-    close(fd);
-    if (len > STORE_MAX_BYTES) {
-        free(buf);
-        return NULL;
-    }
-    buf[len] = '\0';
-    return buf;
 }
 
 /* The cache directory exists, belongs to the user and only the user may
@@ -416,11 +388,14 @@ static void
 store_load(clf_context *ctx)
 {
     char path[1100], key[1200], *text, *line, *next;
-    size_t klen;
+    size_t klen, len;
 
     store_path(ctx, path, sizeof path, key, sizeof key);
+    /* A link, FIFO or oversized file at the store's name is not read: the
+     * choices are timed again (clf_context_choice_get shows them timed). */
     if (path[0] == '\0' || !store_dir_private() ||
-        (text = read_small(path)) == NULL)
+        clf__file_read_cache(path, "kernel choice store", STORE_MAX_BYTES,
+                             &text, &len) != 0)
         return;
     klen = strlen(key);
     if (strncmp(text, STORE_MAGIC "\n", sizeof STORE_MAGIC) == 0 &&
@@ -664,7 +639,9 @@ clf__rate_lookup(clf_context *ctx, const char *bucket, double *rate)
 void
 clf__rate_record(clf_context *ctx, const char *bucket, double rate)
 {
-    int v = rate < 1.0 ? 1 : rate > 2e9 ? 2000000000 : (int)rate;
+    int v = rate < 1.0                ? 1
+            : rate > (double)RATE_MAX ? (int)RATE_MAX
+                                      : (int)rate;
 
     if (!bucket_ok(bucket))
         return;

@@ -13,6 +13,14 @@
  * renamed over the target, so a reader sees the old file or the new one,
  * never half of one.  A target that exists and is not a regular file is
  * refused.
+ *
+ * Caches (kernel binaries, peaks, kernel choices, tune files) are read
+ * through clf__file_read_cache, which also refuses a symbolic link at the
+ * file's own name: an entry is only ever written by renaming a regular
+ * file into place, so a link there was planted, and following it would
+ * load whatever it points to (or silently rebuild on every run).  Links in
+ * the directories above are followed, as a cache directory may live
+ * elsewhere.
  */
 #include "internal.h"
 
@@ -33,8 +41,10 @@
 /* Temporary names tried before giving up (each taken name is skipped). */
 #define TEMP_TRIES 16
 
-int
-clf__file_open_read(const char *path, const char *what, FILE **out)
+/* Opens path as clf__file_open_read does; with O_NOFOLLOW in extra, a
+ * symbolic link at path is refused with an error that says so. */
+static int
+open_regular(const char *path, const char *what, int extra, FILE **out)
 {
     struct stat st;
     int fd, flags;
@@ -45,7 +55,9 @@ clf__file_open_read(const char *path, const char *what, FILE **out)
     *out = NULL;
     if (path == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "%s path is NULL", what);
-    fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | extra);
+    if (fd < 0 && errno == ELOOP && (extra & O_NOFOLLOW) != 0)
+        return clf__fail(CLF_EIO, "%s %s is a symbolic link", what, path);
     if (fd < 0)
         return clf__fail(CLF_EIO, "cannot open %s %s: %s", what, path,
                          strerror(errno));
@@ -66,23 +78,23 @@ clf__file_open_read(const char *path, const char *what, FILE **out)
 }
 
 int
-clf__file_read_all(const char *path, const char *what, size_t max, char **data,
-                   size_t *len)
+clf__file_open_read(const char *path, const char *what, FILE **out)
 {
-    FILE *f = NULL;
+    return open_regular(path, what, 0, out);
+}
+
+/* Reads f whole into a malloc'd, NUL-terminated buffer of at most max
+ * bytes; closes f. */
+static int
+read_whole(FILE *f, const char *path, const char *what, size_t max, char **data,
+           size_t *len)
+{
     char *buf = NULL;
     size_t cap = 4096, n = 0, got;
     int rc;
 
-    if (data == NULL || len == NULL)
-        return clf__fail(CLF_ENULL_ARGUMENT, "data or len is NULL");
-    *data = NULL;
-    *len = 0;
     if (max > SIZE_MAX / 4)
         max = SIZE_MAX / 4; /* keeps max + 1 and the doubling in range */
-    rc = clf__file_open_read(path, what, &f);
-    if (rc != 0)
-        return rc;
     /* Read until end of file rather than trusting st_size, which the file
      * may outgrow; max + 1 bytes are enough to know it is too long. */
     for (;;) {
@@ -120,6 +132,37 @@ fail:
     fclose(f);
     free(buf);
     return rc;
+}
+
+static int
+read_all(const char *path, const char *what, int extra, size_t max, char **data,
+         size_t *len)
+{
+    FILE *f = NULL;
+    int rc;
+
+    if (data == NULL || len == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "data or len is NULL");
+    *data = NULL;
+    *len = 0;
+    rc = open_regular(path, what, extra, &f);
+    if (rc != 0)
+        return rc;
+    return read_whole(f, path, what, max, data, len);
+}
+
+int
+clf__file_read_all(const char *path, const char *what, size_t max, char **data,
+                   size_t *len)
+{
+    return read_all(path, what, 0, max, data, len);
+}
+
+int
+clf__file_read_cache(const char *path, const char *what, size_t max,
+                     char **data, size_t *len)
+{
+    return read_all(path, what, O_NOFOLLOW, max, data, len);
 }
 
 /* Writes all of data to fd, retrying short writes and interruptions. */

@@ -626,6 +626,11 @@ int
 clf__file_read_all(const char *path, const char *what, size_t max, char **data,
                    size_t *len); /* whole regular file, at most max bytes (else
                                     an error), malloc'd, NUL-terminated */
+int clf__file_read_cache(
+    const char *path, const char *what, size_t max, char **data,
+    size_t *len); /* as clf__file_read_all, and a symbolic link at path is
+                     refused (O_NOFOLLOW; "... is a symbolic link"): every
+                     reader of the cache directory or a tune file uses it */
 int clf__file_write_atomic(
     const char *path, const void *data,
     size_t len); /* temp file in path's directory opened with

@@ -24,6 +24,14 @@
  * changes, so that figures measured the old way are measured again. */
 #define PEAK_HOST_METHOD 2
 #define PEAK_FILE_MAX 4096
+/* What a device can plausibly do, in GFLOP/s and GB/s alike: from a
+ * microcontroller-class emulation (1e-3) to far beyond any device built
+ * (1e7, ten PFLOP/s or ten PB/s on one chip).  A cached figure outside it
+ * was not measured here (1e-300 would show as 0.0 and make every roof%
+ * meaningless), so the entry is ignored and measured again; a measured
+ * one outside it is returned but not cached. */
+#define PEAK_MIN 1e-3
+#define PEAK_MAX 1e7
 #define PEAK_TARGET_S 0.05         /* a timed FMA run */
 #define PEAK_COPY_S 0.02           /* a timed copy run, at least */
 #define PEAK_COPY_MAX (128u << 20) /* bytes of each copy buffer */
@@ -261,8 +269,14 @@ peak_path(const clf_context *ctx, char *path, size_t cap, char *key,
         path[0] = '\0';
 }
 
-/* A figure line "<name> <positive finite number>\n" at *p, the number
- * starting with a digit; advances *p. */
+static int
+plausible(double v)
+{
+    return isfinite(v) && v >= PEAK_MIN && v <= PEAK_MAX;
+}
+
+/* A figure line "<name> <number in PEAK_MIN..PEAK_MAX>\n" at *p, the
+ * number starting with a digit; advances *p. */
 static int
 parse_figure(const char **p, const char *name, double *out)
 {
@@ -275,8 +289,7 @@ parse_figure(const char **p, const char *name, double *out)
         !isdigit((unsigned char)(*p)[len + 1]))
         return -1;
     v = strtod(*p + len + 1, &end);
-    if (end == *p + len + 1 || *end != '\n' || !isfinite(v) || !(v > 0.0) ||
-        v > 1e9)
+    if (end == *p + len + 1 || *end != '\n' || !plausible(v))
         return -1;
     *out = v;
     *p = end + 1;
@@ -324,8 +337,8 @@ cache_load(const clf_context *ctx, clf_device_peaks *p)
 
     peak_path(ctx, path, sizeof path, key, sizeof key);
     if (path[0] == '\0' || !cache_dir_private() ||
-        clf__file_read_all(path, "peaks cache file", PEAK_FILE_MAX, &text,
-                           &len) != 0)
+        clf__file_read_cache(path, "peaks cache file", PEAK_FILE_MAX, &text,
+                             &len) != 0)
         return -1;
     rc = strlen(text) == len ? parse_cache(text, key, p) : -1;
     free(text);
@@ -340,7 +353,8 @@ cache_save(const clf_context *ctx, const clf_device_peaks *p)
     int len;
 
     peak_path(ctx, path, sizeof path, key, sizeof key);
-    if (path[0] == '\0' || !cache_dir_private())
+    if (path[0] == '\0' || !cache_dir_private() || !plausible(p->fma_gflops) ||
+        !plausible(p->copy_gbps) || !plausible(p->h2d_gbps))
         return;
     len = snprintf(text, sizeof text,
                    "%s\n%s\nfma_gflops %.6g\ncopy_gbps %.6g\nh2d_gbps %.6g\n",

@@ -201,8 +201,8 @@ cache_load(clf_context *ctx, const char *path, uint64_t key, size_t *len)
     if (lstat(path, &st) != 0)
         return NULL;
     if (!cache_dir_trusted(path) ||
-        clf__file_read_all(path, "kernel cache entry", CACHE_MAX, &data,
-                           &flen) != 0)
+        clf__file_read_cache(path, "kernel cache entry", CACHE_MAX, &data,
+                             &flen) != 0)
         goto reject;
     if (clf__cache_entry_check(data, flen, key, &off, len) != 0)
         goto reject;

@@ -147,7 +147,9 @@ parse_size_at_most(const char *s, size_t max, size_t *out)
     return 0;
 }
 
-/* "ms=T" with T finite, not negative, below a day. */
+/* "ms=T": 0 (a candidate that failed) or a time from 0.001 ms (the
+ * three decimals the file is written with: a smaller positive time was
+ * not written here, and would win every comparison on resume) to a day. */
 static int
 parse_ms(const char *tok, double *out)
 {
@@ -158,7 +160,8 @@ parse_ms(const char *tok, double *out)
         tok[3] == '+' || tok[3] == ' ')
         return -1;
     v = strtod(tok + 3, &end);
-    if (*end != '\0' || !isfinite(v) || v < 0.0 || v > 86400e3)
+    if (*end != '\0' || !isfinite(v) || (v != 0.0 && v < 1e-3) || v < 0.0 ||
+        v > 86400e3)
         return -1;
     *out = v;
     return 0;
@@ -588,7 +591,7 @@ read_tune_file(const char *path, char **buf, size_t *len, char *why, size_t cap)
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1,
              slash ? path : ".");
     if (clf__dir_private(dir) != 0 ||
-        clf__file_read_all(path, "tune file", TUNE_FILE_MAX, buf, len) != 0) {
+        clf__file_read_cache(path, "tune file", TUNE_FILE_MAX, buf, len) != 0) {
         snprintf(why, cap, "%s", clf_last_error());
         return -1;
     }

@@ -312,6 +312,28 @@ START_TEST(cache_symlink_at_entry_is_not_followed)
 }
 END_TEST
 
+/* A symlink at the entry's name to a good entry is not loaded either:
+ * the link is refused (a reject, counted) and the kernels built from
+ * source, rather than followed to whatever it points to. */
+START_TEST(cache_symlink_to_good_entry_is_rejected)
+{
+    char path[512], moved[600];
+    clf_context_stats st;
+
+    build_once();
+    ck_assert_int_eq(entries(path, sizeof path), 1);
+    snprintf(moved, sizeof moved, "%s/elsewhere", dir);
+    ck_assert_int_eq(rename(path, moved), 0);
+    ck_assert_int_eq(symlink(moved, path), 0);
+    st = build_once();
+    ck_assert_uint_eq(st.cache_loads, 0);
+    ck_assert_uint_eq(st.cache_rejects, 1);
+    ck_assert_uint_eq(st.source_builds, 1);
+    unlink(path);
+    unlink(moved);
+}
+END_TEST
+
 /* Symlinks planted at the temporary names a writer might use are not
  * written through; the entry is still written. */
 START_TEST(cache_symlink_at_temp_name_is_not_followed)
@@ -378,6 +400,7 @@ suite(void)
     tcase_add_test(tc, cache_off_writes_nothing);
     tcase_add_test(tc, cache_wrong_length_entry_is_rejected);
     tcase_add_test(tc, cache_symlink_at_entry_is_not_followed);
+    tcase_add_test(tc, cache_symlink_to_good_entry_is_rejected);
     tcase_add_test(tc, cache_symlink_at_temp_name_is_not_followed);
     tcase_add_test(tc, cache_shared_directory_is_not_used);
     suite_add_tcase(s, tc);

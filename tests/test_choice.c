@@ -351,6 +351,44 @@ START_TEST(choice_bad_stores_are_ignored)
 }
 END_TEST
 
+/* A stored throughput is what clf__rate_record writes, 1 to 2e9 rows a
+ * second; a rate outside it is ignored, to be measured again. */
+START_TEST(choice_implausible_throughput_is_ignored)
+{
+    static const char *const bad[] = {
+        "0", "2000000001", "2147483647", "99999999999999999999", "-5", "1e3"};
+    clf_context *a = NULL;
+    char path[512], head[2048], text[4096];
+    FILE *f;
+    size_t len, i;
+    int v;
+
+    fresh_dir();
+    ck_assert_int_eq(clf_context_create(&a, NULL), 0);
+    ck_assert_int_eq(clf_context_build(a), 0);
+    ck_assert_int_eq(clf__softmax_resolve(a, 64, 64, &v), 0);
+    clf_context_destroy(a);
+    store_file(path, sizeof path);
+    ck_assert_str_ne(path, "");
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    len = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    head[len] = '\0';
+    *(strchr(strchr(head, '\n') + 1, '\n') + 1) = '\0';
+    snprintf(text, sizeof text, "%sthroughput shard.enc.d8 2000000000\n", head);
+    write_file(path, text);
+    ck_assert_uint_eq(entries_read(), 1);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, "%sthroughput shard.enc.d8 %s\n", head,
+                 bad[i]);
+        write_file(path, text);
+        ck_assert_msg(entries_read() == 0, "rate %s was trusted", bad[i]);
+    }
+    drop_dir();
+}
+END_TEST
+
 /* A bucket of 40 characters for shape i, so that lines are long. */
 static void
 long_bucket(char *b, size_t cap, int i)
@@ -456,6 +494,7 @@ suite(void)
     tcase_add_test(tc, choice_unknown_names_list_valid_ones);
     tcase_add_test(tc, choice_store_is_read_by_a_fresh_context);
     tcase_add_test(tc, choice_bad_stores_are_ignored);
+    tcase_add_test(tc, choice_implausible_throughput_is_ignored);
     tcase_add_test(tc, choice_new_tuning_times_again);
     tcase_add_test(tc, choice_store_of_other_kernels_is_ignored);
     tcase_add_test(tc, choice_many_shapes_are_remembered);

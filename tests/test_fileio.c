@@ -195,6 +195,48 @@ START_TEST(fileio_read_all_refuses_device_and_fifo)
 }
 END_TEST
 
+/* A cache reader reads a regular file, also through a linked directory
+ * above it, but never a symbolic link at the file's own name, even one to
+ * a good file: such links are only ever planted. */
+START_TEST(fileio_read_cache_refuses_symlink)
+{
+    const char *good = path_of("good");
+    const char *link = path_of("link");
+    char *data = (char *)&data, above[600], via[700];
+    size_t len = 7;
+
+    put_file(good, "cached");
+    unlink(link);
+    ck_assert_int_eq(symlink(good, link), 0);
+    ck_assert_int_eq(
+        clf__file_read_cache(link, "peaks cache file", 100, &data, &len),
+        CLF_EIO);
+    ck_assert_ptr_null(data);
+    ck_assert_uint_eq(len, 0);
+    assert_error_names("peaks cache file", "symbolic link");
+    ck_assert_int_eq(
+        clf__file_read_cache(good, "peaks cache file", 100, &data, &len), 0);
+    ck_assert_str_eq(data, "cached");
+    free(data);
+    snprintf(above, sizeof above, "%s-above", dir);
+    unlink(above);
+    ck_assert_int_eq(symlink(dir, above), 0);
+    snprintf(via, sizeof via, "%s/good", above);
+    ck_assert_int_eq(
+        clf__file_read_cache(via, "peaks cache file", 100, &data, &len), 0);
+    ck_assert_str_eq(data, "cached");
+    free(data);
+    unlink(above);
+    /* A FIFO is still refused without blocking. */
+    alarm(10);
+    ck_assert_int_eq(
+        clf__file_read_cache(make_fifo(), "tune file", 100, &data, &len),
+        CLF_EIO);
+    alarm(0);
+    unlink(link);
+}
+END_TEST
+
 START_TEST(fileio_write_atomic_replaces_regular_file)
 {
     const char *p = path_of("target");
@@ -350,6 +392,7 @@ main(void)
     tcase_add_test(tc, fileio_read_all_reads_whole_file_nul_terminated);
     tcase_add_test(tc, fileio_read_all_refuses_file_over_max);
     tcase_add_test(tc, fileio_read_all_refuses_device_and_fifo);
+    tcase_add_test(tc, fileio_read_cache_refuses_symlink);
     tcase_add_test(tc, fileio_write_atomic_replaces_regular_file);
     tcase_add_test(tc, fileio_write_atomic_refuses_symlink_target);
     tcase_add_test(tc, fileio_write_atomic_refuses_directory_and_fifo);

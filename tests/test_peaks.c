@@ -118,6 +118,11 @@ START_TEST(peaks_bad_cache_ignored)
         /* a figure that is not a positive number */
         "clinformer-peaks 1\n%s\nfma_gflops -3\ncopy_gbps 1\nh2d_gbps 1\n",
         "clinformer-peaks 1\n%s\nfma_gflops nan\ncopy_gbps 1\nh2d_gbps 1\n",
+        /* a figure no device reaches: below 1e-3 or above 1e7 */
+        "clinformer-peaks 1\n%s\nfma_gflops 1e-300\ncopy_gbps 1\nh2d_gbps 1\n",
+        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 0.0009\nh2d_gbps 1\n",
+        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\nh2d_gbps 2e7\n",
+        "clinformer-peaks 1\n%s\nfma_gflops 5e8\ncopy_gbps 1\nh2d_gbps 1\n",
         /* a figure's number on the next line, or after more space */
         "clinformer-peaks 1\n%s\nfma_gflops\n3\ncopy_gbps 1\nh2d_gbps 1\n",
         "clinformer-peaks 1\n%s\nfma_gflops \n3\ncopy_gbps 1\nh2d_gbps 1\n",
@@ -155,6 +160,15 @@ START_TEST(peaks_bad_cache_ignored)
     ck_assert_int_eq(clf_context_peaks(tu_context(), 0, &p), 0);
     ck_assert_int_eq(p.cached, 1);
     ck_assert(p.fma_gflops == 3.0 && p.copy_gbps == 1.5 && p.h2d_gbps == 0.25);
+    /* the bounds themselves are plausible */
+    snprintf(text, sizeof text,
+             "clinformer-peaks 1\n%s\nfma_gflops 1e7\ncopy_gbps 0.001\n"
+             "h2d_gbps 1\n",
+             key);
+    put_file(path, text);
+    ck_assert_int_eq(clf_context_peaks(tu_context(), 0, &p), 0);
+    ck_assert_int_eq(p.cached, 1);
+    ck_assert(p.fma_gflops == 1e7 && p.copy_gbps == 0.001);
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(text, sizeof text, bad[i], key);
         put_file(path, text);
@@ -165,6 +179,29 @@ START_TEST(peaks_bad_cache_ignored)
         ck_assert_int_eq(clf_context_peaks(tu_context(), 0, &p), 0);
         ck_assert_int_eq(p.cached, 1);
     }
+}
+END_TEST
+
+/* A symlink at the cache file's name is not followed, even to a good
+ * file: the figures are measured again and the link left alone. */
+START_TEST(peaks_symlink_cache_ignored)
+{
+    char path[600], moved[700];
+    clf_device_peaks p;
+    struct stat st;
+
+    ck_assert_int_eq(clf_context_peaks(tu_context(), 0, &p), 0);
+    snprintf(path, sizeof path, "%s", peaks_file());
+    snprintf(moved, sizeof moved, "%s/elsewhere", dir);
+    ck_assert_int_eq(rename(path, moved), 0);
+    ck_assert_int_eq(symlink(moved, path), 0);
+    ck_assert_int_eq(clf_context_peaks(tu_context(), 0, &p), 0);
+    ck_assert_msg(p.cached == 0, "a linked cache file was trusted");
+    assert_measured(&p);
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    unlink(path);
+    unlink(moved);
 }
 END_TEST
 
@@ -194,6 +231,7 @@ main(void)
     tcase_add_test(tc, peaks_bad_arguments);
     tcase_add_test(tc, peaks_cached_round_trip);
     tcase_add_test(tc, peaks_bad_cache_ignored);
+    tcase_add_test(tc, peaks_symlink_cache_ignored);
     tcase_add_test(tc, peaks_cache_off);
     suite_add_tcase(s, tc);
     return tu_run(s, 1);

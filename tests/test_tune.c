@@ -236,6 +236,14 @@ START_TEST(tune_file_rejects_bad_records)
         {"# ok\nbaseline ms=-1\n", "line 2: not baseline"},
         {"baseline ms=nan\n", "not baseline"},
         {"baseline ms=inf\n", "not baseline"},
+        /* times no forward takes: below the file's 0.001 ms, over a day */
+        {"baseline ms=1e-300\n", "not baseline"},
+        {"baseline ms=1e9\n", "not baseline"},
+        {"tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128 ms=0.0001\n", "not"},
+        {"tried Xgemm GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=8 MWG=64 "
+         "NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=1 VWN=1 "
+         "ms=1e-300\n",
+         "no valid ms=T"},
         {"tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128 ms=x\n", "not"},
         {"tried Xgemm MWG=64 ms=1\n", "1 Xgemm parameters"},
         {"frobnicate\n", "unknown record frobnicate"},
@@ -261,6 +269,11 @@ START_TEST(tune_file_rejects_bad_records)
                                      sizeof why),
                      -1);
     ck_assert_ptr_nonnull(strstr(why, "NUL"));
+    /* 0 marks a candidate that failed, and the bounds are valid times */
+    ck_assert_msg(parse("tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128 ms=0\n"
+                        "baseline ms=0.001\n",
+                        why, sizeof why) == 0,
+                  "%s", why);
 }
 END_TEST
 
@@ -528,6 +541,30 @@ START_TEST(tune_file_in_shared_directory_is_ignored)
 }
 END_TEST
 
+/* A symbolic link at the tune file's name, even to a good file, is not
+ * followed: nothing is applied and the warning says why, as for a FIFO. */
+START_TEST(tune_file_symlink_is_ignored_with_a_warning)
+{
+    char path[4300], moved[4400];
+    clf_context *ctx = NULL;
+
+    tu_clear_dir(dir);
+    write_tune_file("baseline ms=5\n"
+                    "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128\n");
+    clf__tune_path(&tu_context()->info, path, sizeof path);
+    snprintf(moved, sizeof moved, "%s/elsewhere", dir);
+    ck_assert_int_eq(rename(path, moved), 0);
+    ck_assert_int_eq(symlink(moved, path), 0);
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
+    ck_assert_str_eq(clf_context_tuning(ctx), "");
+    ck_assert_msg(strstr(clf_context_warnings(ctx), "symbolic link") != NULL,
+                  "warning \"%s\"", clf_context_warnings(ctx));
+    clf_context_destroy(ctx);
+    tu_clear_dir(dir);
+}
+END_TEST
+
 /* Symlinks planted at the temporary names a writer might use are not
  * written through when tuning stores its file. */
 START_TEST(tune_write_does_not_follow_planted_links)
@@ -630,6 +667,7 @@ main(void)
     tcase_add_test(tc, tune_bad_file_is_ignored_with_a_warning);
     tcase_add_test(tc, tune_size_overflow_is_refused);
     tcase_add_test(tc, tune_file_in_shared_directory_is_ignored);
+    tcase_add_test(tc, tune_file_symlink_is_ignored_with_a_warning);
     suite_add_tcase(s, tc);
     rc = tu_run(s, 1);
     clear_dir();

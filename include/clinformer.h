@@ -374,6 +374,37 @@ CLF_EXTERN int clf_context_kernel_choice(clf_context *ctx, size_t index,
  * the context; valid until the next call. */
 CLF_EXTERN const char *clf_context_kernel_choices(clf_context *ctx);
 
+/* The launch log: the geometry of the kernels a context enqueues, to read
+ * a forward's shape on a device (work-groups and work-items per kernel)
+ * without a profiler.  One entry per kernel and geometry, counting its
+ * launches.  A GEMM handed to CLBlast, whose own kernels the library does
+ * not see, is an entry "CLBlast" with dims 0, m, n, k in global and the
+ * batch in local[0]. */
+typedef struct clf_launch {
+    char kernel[64];  /* the kernel's name */
+    unsigned dims;    /* 1 to 3; 0 for CLBlast */
+    size_t global[3]; /* work-items in each dimension (unused ones 0) */
+    size_t local[3];  /* the work-group; all 0 where the driver picks it */
+    size_t groups;    /* work-groups of one launch; 0 where the driver picks */
+    size_t items;     /* work-items of one launch */
+    size_t calls;     /* launches of this kernel with this geometry */
+} clf_launch;
+
+/* Starts (on != 0, clearing the log) or stops recording the context's
+ * launches; stopped, the log stays readable.  Recording costs a name
+ * query per launch: it is off by default.  Errors: CLF_ENULL_ARGUMENT,
+ * CLF_ENO_MEMORY. */
+CLF_EXTERN int clf_context_record_launches(clf_context *ctx, int on);
+/* The log's *count of entries and, when dropped is not NULL, the launches
+ * it had no room for (past 4096 distinct geometries).  Errors:
+ * CLF_ENULL_ARGUMENT. */
+CLF_EXTERN int clf_context_launch_count(clf_context *ctx, size_t *count,
+                                        size_t *dropped);
+/* Entry `index` of the log, copied to *out.  Errors: CLF_ENULL_ARGUMENT,
+ * CLF_EINVALID_ARGUMENT (index past the count). */
+CLF_EXTERN int clf_context_launch(clf_context *ctx, size_t index,
+                                  clf_launch *out);
+
 /* The build log of the last failed kernel build on this context, or "" when
  * none failed.  Owned by the context; valid until the context's next
  * kernel build, from any thread. */

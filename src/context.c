@@ -1,6 +1,7 @@
 /* Contexts: device selection, owned or adopted OpenCL objects, teardown. */
 #include "fp16.h"
 #include "internal.h"
+#include "launches.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -220,6 +221,7 @@ clf_context_destroy(clf_context *ctx)
         clReleaseProgram(ctx->program);
     clf__tiled_release(ctx);
     clf__fp16_release(ctx);
+    clf__launch_log_free(ctx);
     if (ctx->scratch != NULL)
         clReleaseMemObject(ctx->scratch);
     for (i = 0; i < 2; i++)

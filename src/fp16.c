@@ -7,6 +7,7 @@
  * infinity).  Whatever fails there, the layer keeps widening its weights
  * into float32, and the reason shows in the kernel choice line. */
 #include "fp16.h"
+#include "launches.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -143,8 +144,7 @@ launch(clf_context *ctx, cl_kernel k, const struct clf__tiled_args *g,
 
     if (global[0] == 0 || global[1] == 0 || global[2] == 0)
         return 0;
-    err = clEnqueueNDRangeKernel(ctx->queue, k, 3, NULL, global, NULL, 0, NULL,
-                                 NULL);
+    err = clf__enqueue_nd(ctx, k, 3, global, NULL);
     if (err != CL_SUCCESS)
         return clf__fail(err,
                          "native half GEMM %zux%zux%zu x%zu: enqueue failed "
@@ -239,8 +239,7 @@ run_sanity(clf_context *ctx, char *why, size_t cap)
         (err = clSetKernelArg(ctx->fp16_sanity, 1, sizeof out, &out)) == 0 &&
         (err = clSetKernelArg(ctx->fp16_sanity, 2, sizeof pairs, &pairs)) ==
             0 &&
-        (err = clEnqueueNDRangeKernel(ctx->queue, ctx->fp16_sanity, 1, NULL,
-                                      &global, NULL, 0, NULL, NULL)) == 0)
+        (err = clf__enqueue_nd(ctx, ctx->fp16_sanity, 1, &global, NULL)) == 0)
         err = clEnqueueReadBuffer(ctx->queue, out, CL_TRUE, 0, sizeof got, got,
                                   0, NULL, NULL);
     if (in != NULL)

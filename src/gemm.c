@@ -4,6 +4,7 @@
  * from the queue being in order. */
 #include "fp16.h"
 #include "internal.h"
+#include "launches.h"
 
 #include <clblast_c.h>
 #include <stdint.h>
@@ -61,8 +62,7 @@ clf__enqueue3(clf_context *ctx, enum clf__kernel_id id, size_t g[3],
             local[0] = ctx->kernel_wg[id];
         g[0] = (g[0] + local[0] - 1) / local[0] * local[0];
     }
-    err = clEnqueueNDRangeKernel(ctx->queue, ctx->kernels[id], 3, NULL, g,
-                                 grouped ? local : NULL, 0, NULL, NULL);
+    err = clf__enqueue_nd(ctx, ctx->kernels[id], 3, g, grouped ? local : NULL);
     if (err != CL_SUCCESS)
         return clf__fail(err, "%s: enqueue of %zu x %zu x %zu failed (%d)",
                          what, g[0], g[1], g[2], err);
@@ -275,6 +275,7 @@ clblast_gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
     CLBlastStatusCode st;
 
     ctx->gemm_calls++;
+    clf__launch_clblast(ctx, m, n, k, 1);
     pthread_mutex_lock(&clblast_lock);
     st = CLBlastSgemm(CLBlastLayoutRowMajor, tr(trans_a), tr(trans_b), m, n, k,
                       alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_off, ldc,
@@ -418,6 +419,7 @@ gemm_batched_unlocked(clf_context *ctx, int trans_a, int trans_b, size_t m,
         return clblast_gemm(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off,
                             lda, b, b_off, ldb, beta, c, c_off, ldc);
     ctx->gemm_calls++;
+    clf__launch_clblast(ctx, m, n, k, batch);
     pthread_mutex_lock(&clblast_lock);
     st = CLBlastSgemmStridedBatched(
         CLBlastLayoutRowMajor, tr(trans_a), tr(trans_b), m, n, k, alpha, a,

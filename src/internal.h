@@ -61,6 +61,8 @@ struct clf__tiled_cfg {
     size_t v[CLF_TILED_NPARAM];
 };
 
+struct clf__launch_log; /* launches.c */
+
 struct clf_context {
     cl_platform_id platform;
     cl_device_id device;
@@ -99,6 +101,7 @@ struct clf_context {
     pthread_mutex_t lock;                  /* recursive; see clf__lock */
     int has_lock;                          /* lock was initialised */
     int forced[CLF_KIND_COUNT];            /* clf_context_force_kernel, or -1 */
+    struct clf__launch_log *launch_log;    /* NULL until recording starts */
     struct clf__choice_entry *choice_list; /* stored and timed winners */
     size_t nchoices, choice_cap;
     long long choice_clock;   /* last recency stamp given to a use */

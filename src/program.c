@@ -8,6 +8,7 @@
  * to a temporary file and renamed into place, so readers never see a partial
  * entry. */
 #include "internal.h"
+#include "launches.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -428,8 +429,7 @@ clf__launch_1d(clf_context *ctx, enum clf__kernel_id id, size_t items)
     if (local > ctx->kernel_wg[id])
         local = ctx->kernel_wg[id];
     global = (items + local - 1) / local * local;
-    err = clEnqueueNDRangeKernel(ctx->queue, ctx->kernels[id], 1, NULL, &global,
-                                 &local, 0, NULL, NULL);
+    err = clf__enqueue_nd(ctx, ctx->kernels[id], 1, &global, &local);
     if (err != CL_SUCCESS)
         return clf__fail(err, "kernel %s: enqueue of %zu items failed (%d)",
                          kernel_names[id], items, err);

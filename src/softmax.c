@@ -4,6 +4,7 @@
  * work-group per row), so a plan times them on its shape, or takes the
  * device's stored choice (choose.c). */
 #include "internal.h"
+#include "launches.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +36,7 @@ softmax_rows_variant_unlocked(clf_context *ctx, int variant, cl_mem s,
                local < cols)
             local *= 2;
         global = rows * local;
-        err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &global, &local, 0,
-                                     NULL, NULL);
+        err = clf__enqueue_nd(ctx, k, 1, &global, &local);
         if (err != CL_SUCCESS)
             return clf__fail(err, "softmax: enqueue of %zu rows failed (%d)",
                              rows, err);

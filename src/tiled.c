@@ -4,6 +4,7 @@
  * context's program; another set (from `clinformer tune`) is built as a
  * program of its own, cached on disk under a key that holds the options. */
 #include "internal.h"
+#include "launches.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -345,8 +346,7 @@ clf__tiled_gemm(clf_context *ctx, const struct clf__tiled_args *g)
     global[2] = g->batch;
     ctx->tiled_calls++;
     ctx->gemm_calls++;
-    err = clEnqueueNDRangeKernel(ctx->queue, kk, 3, NULL, global, local, 0,
-                                 NULL, NULL);
+    err = clf__enqueue_nd(ctx, kk, 3, global, local);
     if (err != CL_SUCCESS)
         return clf__fail(err,
                          "tiled GEMM %zux%zux%zu x%zu: enqueue of a "

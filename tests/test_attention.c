@@ -605,6 +605,124 @@ START_TEST(attention_choices_are_reported)
 }
 END_TEST
 
+/* The entry of the launch log with this kernel and global size, or -1. */
+static int
+launch_find(const char *kernel, size_t g0, size_t g1, size_t g2,
+            clf_launch *out)
+{
+    size_t count = 0, i;
+
+    ck_assert_int_eq(clf_context_launch_count(tu_context(), &count, NULL), 0);
+    for (i = 0; i < count; i++) {
+        ck_assert_int_eq(clf_context_launch(tu_context(), i, out), 0);
+        if (strcmp(out->kernel, kernel) == 0 && out->global[0] == g0 &&
+            out->global[1] == g1 && out->global[2] == g2)
+            return (int)i;
+    }
+    return -1;
+}
+
+/* Every entry's counts agree with its sizes: work-items the product of
+ * the global size, work-groups of each dimension rounded up. */
+static size_t
+launch_entries_consistent(void)
+{
+    size_t count = 0, dropped = 9, i, d, items, groups;
+    clf_launch e;
+
+    ck_assert_int_eq(clf_context_launch_count(tu_context(), &count, &dropped),
+                     0);
+    ck_assert_uint_eq(dropped, 0);
+    for (i = 0; i < count; i++) {
+        ck_assert_int_eq(clf_context_launch(tu_context(), i, &e), 0);
+        ck_assert_uint_ge(e.calls, 1);
+        if (e.dims == 0) {
+            ck_assert_str_eq(e.kernel, "CLBlast");
+            continue;
+        }
+        ck_assert_uint_le(e.dims, 3);
+        items = 1;
+        groups = e.local[0] != 0;
+        for (d = 0; d < e.dims; d++) {
+            items *= e.global[d];
+            if (e.local[0] != 0)
+                groups *= (e.global[d] + e.local[d] - 1) / e.local[d];
+        }
+        ck_assert_uint_eq(e.items, items);
+        ck_assert_uint_eq(e.groups, groups);
+    }
+    return count;
+}
+
+/* The launch log records each kernel's geometry while on: the tiled
+ * GEMM's Q projection (B*n x dq over D) as ceil(dq / 64) x ceil(B*n / 64)
+ * work-groups of 8 x 8, the same GEMM through CLBlast by its sizes, the
+ * streaming kernel's launches; off, nothing is added, and on again the
+ * log starts empty. */
+START_TEST(attention_launches_are_logged)
+{
+    const size_t B = 3, n = 70;
+    char *was = getenv("CLINFORMER_KERNELS");
+    clf_attention_desc d;
+    struct layer l;
+    clf_launch e;
+    size_t count = 0, before;
+    int i;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = 96;
+    d.heads = 3;
+    d.max_seq_len = 80;
+    d.k = 24;
+    d.bias_q = d.bias_out = 1;
+    was = was != NULL ? strdup(was) : NULL;
+    layer_make(&l, &d, 40);
+    ASSERT_FAILS(clf_context_launch(tu_context(), 0, &e), CLF_EINVALID_ARGUMENT,
+                 "launch index 0");
+    setenv("CLINFORMER_KERNELS", "gemm=tiled,attend=flash", 1);
+    ck_assert_int_eq(clf_context_record_launches(tu_context(), 1), 0);
+    check_forward(&l, CLF_MODE_LINFORMER, B, n, 41);
+    i = launch_find("clf_gemm_tiled", 2 * 8, 4 * 8, 1, &e);
+    ck_assert_msg(i >= 0, "no tiled Q projection in the log");
+    ck_assert_uint_eq(e.dims, 3);
+    ck_assert_uint_eq(e.local[0], 8);
+    ck_assert_uint_eq(e.local[1], 8);
+    ck_assert_uint_eq(e.groups, 2 * 4);
+    ck_assert_uint_eq(e.items, 2 * 8 * 4 * 8);
+    count = launch_entries_consistent();
+    for (i = 0; i < (int)count; i++) {
+        ck_assert_int_eq(clf_context_launch(tu_context(), (size_t)i, &e), 0);
+        if (strcmp(e.kernel, "clf_flash") == 0)
+            break;
+    }
+    ck_assert_msg(i < (int)count, "no streaming kernel in the log");
+    setenv("CLINFORMER_KERNELS", "gemm=clblast,attend=gemm", 1);
+    check_forward(&l, CLF_MODE_LINFORMER, B, n, 42);
+    ck_assert_int_ge(launch_find("CLBlast", B * n, 96, 96, &e), 0);
+    ck_assert_uint_eq(e.local[0], 1);
+    before = launch_entries_consistent();
+    ck_assert_uint_gt(before, count);
+    ck_assert_int_eq(clf_context_record_launches(tu_context(), 0), 0);
+    check_forward(&l, CLF_MODE_FULL, B, n, 43);
+    ck_assert_uint_eq(launch_entries_consistent(), before);
+    ck_assert_int_eq(clf_context_record_launches(tu_context(), 1), 0);
+    ck_assert_uint_eq(launch_entries_consistent(), 0);
+    ck_assert_int_eq(clf_context_record_launches(tu_context(), 0), 0);
+    ASSERT_FAILS(clf_context_launch_count(NULL, &count, NULL),
+                 CLF_ENULL_ARGUMENT, "ctx");
+    ASSERT_FAILS(clf_context_launch_count(tu_context(), NULL, NULL),
+                 CLF_ENULL_ARGUMENT, "count");
+    ASSERT_FAILS(clf_context_launch(tu_context(), 0, NULL), CLF_ENULL_ARGUMENT,
+                 "out");
+    if (was != NULL)
+        setenv("CLINFORMER_KERNELS", was, 1);
+    else
+        unsetenv("CLINFORMER_KERNELS");
+    free(was);
+    layer_free(&l);
+}
+END_TEST
+
 /* Many short sequences on the GEMM path: the scores and the weighted sum
  * take a strided-batched GEMM per head (or per sequence, whichever is
  * fewer), so the launches of a forward do not grow with B (a launch per
@@ -694,6 +812,7 @@ suite(void)
     tcase_add_test(tc, attention_fused_only_where_it_applies);
     tcase_add_test(tc, attention_way_is_chosen_by_timing);
     tcase_add_test(tc, attention_choices_are_reported);
+    tcase_add_test(tc, attention_launches_are_logged);
     tcase_add_test(tc, attention_many_sequences_batch_their_gemms);
     suite_add_tcase(s, tc);
     return s;

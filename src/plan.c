@@ -103,52 +103,66 @@ plan_rows(const clf_attention *a, const struct plan *p, size_t *bn)
     return 0;
 }
 
-/* Queries, scores (chunked when too large), keys, values and mask. */
+/* Scores are made in passes when the whole batch's would pass
+ * SCORE_LIMIT bytes (full mode at large n, or a large batch): as many
+ * whole sequences as fit, else chunks of query rows of one sequence.
+ * Memory then stays bounded while every row is still computed exactly.
+ * The score workspace is sized from the very pass (seqs x chunk) that the
+ * enqueue loop makes.  Causal Linformer runs in one pass. */
 static void
-plan_scores(const clf_attention *a, struct plan *p, size_t bn)
+plan_passes(const clf_attention *a, struct plan *p, size_t bn)
 {
-    const size_t B = p->B, n = p->n;
-    size_t limit = a->score_limit;
+    size_t limit = a->score_limit, rows;
 
-    p->need[WS_Q] = bn * a->dq;
-    p->need[WS_O] = bn * a->dq;
-    /* Scores are made in passes when the whole batch's would pass
-     * SCORE_LIMIT bytes (full mode at large n, or a large batch): as many
-     * whole sequences as fit, else chunks of query rows of one sequence.
-     * Memory then stays bounded while every row is still computed exactly.
-     * The score workspace is sized from the very pass (seqs x chunk) that
-     * the enqueue loop makes.  Causal Linformer runs in one pass. */
-    p->chunk = n;
-    p->seqs = B;
+    p->chunk = p->n;
+    p->seqs = p->B;
     if (a->ctx->info.max_alloc != 0 && a->ctx->info.max_alloc < limit)
         limit = (size_t)a->ctx->info.max_alloc;
     if (!(p->causal && p->linformer) &&
         (double)bn * a->hq * p->ld * sizeof(float) > (double)limit) {
-        size_t rows = limit / (a->hq * p->ld * sizeof(float));
-        if (rows >= n) {
-            p->seqs = rows / n; /* < B: the whole batch did not fit */
+        rows = limit / (a->hq * p->ld * sizeof(float));
+        if (rows >= p->n) {
+            p->seqs = rows / p->n; /* < B: the whole batch did not fit */
         } else {
             p->seqs = 1;
             p->chunk = rows == 0 ? 1 : rows;
         }
     }
     p->need[WS_S] = p->seqs * a->hq * p->chunk * p->ld;
-    /* Linformer without causality may run steps 3 to 5 in one kernel over
-     * the whole batch; its workspaces cover either way, so it is offered
-     * only where its own score buffer fits the device. */
-    p->fusable = p->linformer && !p->causal && p->seqs == B && p->chunk == n &&
-                 a->dh % 16 == 0;
-    if (p->fusable) {
-        size_t lp = clf__attend_slots(p->L);
-        size_t s_need = B * a->hq * clf__attend_rows(n) * lp;
-        if (a->ctx->info.max_alloc != 0 &&
-            (double)s_need * sizeof(float) > (double)a->ctx->info.max_alloc) {
-            p->fusable = 0;
-        } else {
-            p->need[WS_S] = s_need;
-            p->need[WS_KT] = B * p->hc * a->dh * lp;
-        }
+}
+
+/* Linformer without causality may run steps 3 to 5 in one kernel over the
+ * whole batch; its workspaces cover either way, so it is offered only
+ * where its own score buffer fits the device. */
+static void
+plan_fusable(const clf_attention *a, struct plan *p)
+{
+    size_t lp = clf__attend_slots(p->L), need;
+
+    p->fusable = p->linformer && !p->causal && p->seqs == p->B &&
+                 p->chunk == p->n && a->dh % 16 == 0;
+    if (!p->fusable)
+        return;
+    need = p->B * a->hq * clf__attend_rows(p->n) * lp;
+    if (a->ctx->info.max_alloc != 0 &&
+        (double)need * sizeof(float) > (double)a->ctx->info.max_alloc) {
+        p->fusable = 0;
+        return;
     }
+    p->need[WS_S] = need;
+    p->need[WS_KT] = p->B * p->hc * a->dh * lp;
+}
+
+/* Queries, scores (in passes when too large), keys, values and mask. */
+static void
+plan_scores(const clf_attention *a, struct plan *p, size_t bn)
+{
+    const size_t B = p->B;
+
+    p->need[WS_Q] = bn * a->dq;
+    p->need[WS_O] = bn * a->dq;
+    plan_passes(a, p, bn);
+    plan_fusable(a, p);
     p->need[WS_KBAR] = B * p->L * p->hc * a->dh;
     p->need[WS_VBAR] = p->v_is_k ? 0 : p->need[WS_KBAR];
     if (p->masked)

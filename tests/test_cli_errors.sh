@@ -31,7 +31,7 @@ X="$data/lucidrains_encoder_x.npy" # (2, 10, 16)
 Y="$data/lucidrains_encoder_y.npy"
 commands="devices demo check-lookahead run compare tune help version"
 
-echo "1..45"
+echo "1..46"
 # Options.
 check cli_unknown_option_names_option_and_command \
     fails 2 "clinformer demo: unknown or ambiguous option --bogus" demo --bogus
@@ -205,6 +205,21 @@ else
         echo "ok $n - $t # SKIP python3 is not installed"
     done
 fi
+
+# A stored tune file with an overlong number: the warning quotes it whole.
+big=123456789012345678901234567890
+tune_warning_is_whole() {
+    CLINFORMER_CACHE_DIR="$tmp/tcache" "$cli" tune --seq-len 8 --k 4 \
+        --d-model 4 --heads 1 --budget 1 >"$out" 2>"$err" || return 1
+    f=$(ls "$tmp"/tcache/tune-*.txt) || return 1
+    printf 'best Xgemm GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=8 MWG=%s %s\n' \
+        "$big" 'NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=1 VWN=1' \
+        >"$f"
+    CLINFORMER_CACHE_DIR="$tmp/tcache" "$cli" run --weights "$W" \
+        --input "$X" --output "$tmp/t.npy" >"$out" 2>"$err" &&
+        grep -qF "MWG=$big is not a number up to 1048576" "$err"
+}
+check cli_tune_file_warning_quotes_whole_value tune_warning_is_whole
 
 # A kernel that does not build: its log is printed.
 mkdir "$tmp/cl"

@@ -91,10 +91,11 @@ const char cli_epilogue[] =
     "device has cl_khr_fp16 and its self-test passes, else it widens).\n"
     "Exit status: 0 on success (check-lookahead: PASS; compare: MATCH), 1 on\n"
     "an error (the message names it; a failed kernel build prints its log),\n"
-    "2 on a usage error (an unknown option or one of another command, a\n"
-    "missing or invalid value, sizes whose product overflows, an output path\n"
-    "that is refused), 3 when check-lookahead FAILs or compare finds the\n"
-    "arrays DIFFER.\n";
+    "2 on a usage error, before a device is opened (an unknown option or\n"
+    "one of another command, a missing, empty or invalid value, options that\n"
+    "exclude each other, sizes whose product overflows, an output path that\n"
+    "is refused), 3 when check-lookahead FAILs or compare finds the arrays\n"
+    "DIFFER.  An output FILE of - is standard output.\n";
 
 const struct cli_command *
 cli_command_find(const char *name)

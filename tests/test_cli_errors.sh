@@ -8,9 +8,11 @@ set -u
 . "$(dirname "$0")/tap.sh"
 fresh_cache
 
-# path, shape as Python writes it, element count: a .npy of '<i4' ones.
+# path, shape as Python writes it, element count, optionally descr and the
+# bytes of one element in printf's octal: a .npy of '<i4' ones, or of the
+# element given.
 mknpy() {
-    hdr="{'descr': '<i4', 'fortran_order': False, 'shape': $2, }"
+    hdr="{'descr': '${4:-<i4}', 'fortran_order': False, 'shape': $2, }"
     pad=$(((64 - (10 + ${#hdr} + 1) % 64) % 64))
     hlen=$((${#hdr} + 1 + pad))
     {
@@ -20,7 +22,7 @@ mknpy() {
         printf "%${pad}s\n" ""
         i=0
         while [ $i -lt "$3" ]; do
-            printf '\001\000\000\000'
+            printf "${5:-\\001\\000\\000\\000}"
             i=$((i + 1))
         done
     } >"$1"
@@ -31,7 +33,7 @@ X="$data/lucidrains_encoder_x.npy" # (2, 10, 16)
 Y="$data/lucidrains_encoder_y.npy"
 commands="devices demo check-lookahead run compare tune help version"
 
-echo "1..67"
+echo "1..70"
 # Options.
 check cli_unknown_option_names_option_and_command \
     fails 2 "clinformer demo: unknown or ambiguous option --bogus" demo --bogus
@@ -291,6 +293,25 @@ abscli=$(abspath "$cli")
 absW=$(abspath "$W")
 absX=$(abspath "$X")
 check cli_run_output_dash_is_stdout dash_is_stdout
+
+# compare: true statements for all-zero and for empty arrays.
+f4_one='\000\000\200\077'
+f4_zero='\000\000\000\000'
+mknpy "$tmp/zeros.npy" "(2, 3)" 6 "<f4" "$f4_zero"
+mknpy "$tmp/ones.npy" "(2, 3)" 6 "<f4" "$f4_one"
+mknpy "$tmp/empty.npy" "(0, 3)" 0 "<f4" "$f4_zero"
+check cli_compare_zeros_says_max_b_is_zero sh -c "'$cli' compare \
+    '$tmp/zeros.npy' '$tmp/zeros.npy' >'$out' 2>'$err' &&
+    grep -q 'max |B| = 0 (B is all zeros)' '$out' &&
+    ! grep -q 'max |B| = 1' '$out' && grep -q '^MATCH' '$out'"
+check cli_compare_against_zeros_is_absolute sh -c "'$cli' compare \
+    '$tmp/ones.npy' '$tmp/zeros.npy' >'$out' 2>'$err';
+    test \$? -eq 3 && grep -q '^max |A - B| = 1 at element 0; max |B| = 0' \
+    '$out' && grep -q 'held absolute' '$out' && grep -q '^DIFFER' '$out'"
+check cli_compare_empty_names_no_element sh -c "'$cli' compare \
+    '$tmp/empty.npy' '$tmp/empty.npy' >'$out' 2>'$err' &&
+    grep -q '^A and B have no elements: shape (0, 3),' '$out' &&
+    ! grep -q 'at element' '$out' && grep -q '^MATCH' '$out'"
 
 # A stored tune file with an overlong number: the warning quotes it whole.
 big=123456789012345678901234567890

@@ -271,7 +271,9 @@ parse_budget(const char *val, double *out)
     char *end;
     double v = strtod(val, &end);
 
-    if (*val == '\0' || *end != '\0' || !(v > 0.0) || v > 1e7)
+    /* Decimal only: strtod also takes leading space, a sign and hex. */
+    if (!((*val >= '0' && *val <= '9') || *val == '.') ||
+        strpbrk(val, "xX") != NULL || *end != '\0' || !(v > 0.0) || v > 1e7)
         return -1;
     *out = v;
     return 0;
@@ -347,6 +349,13 @@ parse_value(struct clf_bench_options *o, const char *opt, const char *val)
     size_t *list, *cnt = NULL, i;
     int rc;
 
+    /* An empty value is an unset variable in a script: refused before
+     * anything is measured rather than failing at the write. */
+    if (*val == '\0') {
+        fprintf(stderr, "%s: %s wants a value, got \"\" (see --help)\n",
+                o->prog, opt);
+        return 2;
+    }
     dest[0] = &o->device, dest[1] = &o->json, dest[2] = &o->csv;
     dest[3] = &o->svg, dest[4] = &o->compare, dest[5] = &o->from;
     for (i = 0; i < 6; i++)

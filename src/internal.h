@@ -112,8 +112,8 @@ struct clf_context {
     clf_choice_source last_source[CLF_KIND_COUNT];
     char last_bucket[CLF_KIND_COUNT][CLF_BUCKET_MAX];
     double last_ms[CLF_KIND_COUNT][CLF_MAX_CANDIDATES];
-    char choices[1024]; /* clf_context_kernel_choices */
-    char warnings[768]; /* clf_context_warnings */
+    char choices[1024];  /* clf_context_kernel_choices */
+    char warnings[5376]; /* clf_context_warnings: a path and a whole line */
     /* half.c: float32 copies of half-stored weights, widened just before
      * the GEMM that reads them (slot 0: W matrices, 1: E and F), shared by
      * every layer of the context, under the lock. */

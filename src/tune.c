@@ -185,13 +185,13 @@ parse_params(char *const *tok, size_t ntok, size_t *v, size_t line, char *why,
                 strncmp(tok[t], xgemm_names[i], (size_t)(eq - tok[t])) == 0)
                 break;
         if (eq == NULL || i == NPARAM)
-            return why_line(why, cap, line, "unknown Xgemm parameter %.20s",
+            return why_line(why, cap, line, "unknown Xgemm parameter %s",
                             tok[t]);
         if (seen & (1u << i))
             return why_line(why, cap, line, "%s given twice", xgemm_names[i]);
         if (parse_size_at_most(eq + 1, 1u << 20, &v[i]) != 0)
             return why_line(why, cap, line,
-                            "%s=%.20s is not a number up to "
+                            "%s=%s is not a number up to "
                             "1048576",
                             xgemm_names[i], eq + 1);
         seen |= 1u << i;
@@ -420,13 +420,12 @@ record_tiled(struct clf__tune_file *tf, char **tok, size_t n, int tried,
                     0)
                 break;
         if (eq == NULL || i == CLF_TILED_NPARAM)
-            return why_line(why, cap, line, "unknown Tiled size %.20s", tok[t]);
+            return why_line(why, cap, line, "unknown Tiled size %s", tok[t]);
         if (seen & (1u << i))
             return why_line(why, cap, line, "%s given twice",
                             clf__tiled_names[i]);
         if (parse_size_at_most(eq + 1, 4096, &c->v[i]) != 0)
-            return why_line(why, cap, line,
-                            "%s=%.20s is not a number up to 4096",
+            return why_line(why, cap, line, "%s=%s is not a number up to 4096",
                             clf__tiled_names[i], eq + 1);
         seen |= 1u << i;
     }
@@ -487,7 +486,7 @@ parse_line(struct clf__tune_file *tf, char *s, size_t line, char *why,
         if (strcmp(tok[1], "Tiled") == 0)
             return record_tiled(tf, tok + 2, n - 2, tried, line, why, cap);
     }
-    return why_line(why, cap, line, "unknown record %.20s", tok[0]);
+    return why_line(why, cap, line, "unknown record %s", tok[0]);
 }
 
 int
@@ -605,7 +604,9 @@ static int
 load_tune_file(clf_context *ctx, const char *path, struct clf__tune_file *tf)
 {
     struct clf__tune_limits lim;
-    char why[400];
+    /* Room for a whole line of the file (at most 1023 bytes) and its
+     * number, so that the text rejected is quoted whole. */
+    char why[1100];
     size_t len = 0;
     char *buf = NULL;
     int rc;

@@ -8,9 +8,11 @@ set -u
 . "$(dirname "$0")/tap.sh"
 fresh_cache
 
-# path, shape as Python writes it, element count: a .npy of '<i4' ones.
+# path, shape as Python writes it, element count, optionally descr and the
+# bytes of one element in printf's octal: a .npy of '<i4' ones, or of the
+# element given.
 mknpy() {
-    hdr="{'descr': '<i4', 'fortran_order': False, 'shape': $2, }"
+    hdr="{'descr': '${4:-<i4}', 'fortran_order': False, 'shape': $2, }"
     pad=$(((64 - (10 + ${#hdr} + 1) % 64) % 64))
     hlen=$((${#hdr} + 1 + pad))
     {
@@ -20,7 +22,7 @@ mknpy() {
         printf "%${pad}s\n" ""
         i=0
         while [ $i -lt "$3" ]; do
-            printf '\001\000\000\000'
+            printf "${5:-\\001\\000\\000\\000}"
             i=$((i + 1))
         done
     } >"$1"
@@ -31,7 +33,7 @@ X="$data/lucidrains_encoder_x.npy" # (2, 10, 16)
 Y="$data/lucidrains_encoder_y.npy"
 commands="devices demo check-lookahead run compare tune help version"
 
-echo "1..45"
+echo "1..70"
 # Options.
 check cli_unknown_option_names_option_and_command \
     fails 2 "clinformer demo: unknown or ambiguous option --bogus" demo --bogus
@@ -205,6 +207,126 @@ else
         echo "ok $n - $t # SKIP python3 is not installed"
     done
 fi
+
+# Values refused before any work: the report's first line ("loaded ...")
+# never appears, and the status is 2.
+refused_early() { # text expected on stderr, arguments of the tool
+    fails 2 "$@" && ! grep -q '^loaded' "$out"
+}
+check cli_run_empty_output_is_refused_early \
+    refused_early '--output wants a file name, got ""' \
+    run --weights "$W" --input "$X" --output ""
+check cli_run_empty_weights_is_refused \
+    refused_early '--weights wants a file name, got ""' \
+    run --weights "" --input "$X" --output "$tmp/o.npy"
+check cli_run_empty_device_is_refused \
+    refused_early '--device wants a value, got ""' \
+    run --weights "$W" --input "$X" --output "$tmp/o.npy" --device=
+check cli_compare_empty_file_is_refused \
+    fails 2 "clinformer compare: needs A.npy B.npy, got an empty argument" \
+    compare "" "$Y"
+check cli_bench_empty_file_is_refused \
+    fails 2 '--json wants a value, got ""' bench --n 64 --json ""
+check cli_tol_with_sign_is_refused \
+    fails 2 '--tol wants a non-negative number, got "+1e-3"' \
+    compare "$Y" "$Y" --tol +1e-3
+check cli_bench_budget_with_space_is_refused \
+    fails 2 'bad --budget " 5"' bench --from "$tmp/none.json" --budget " 5"
+
+# --lengths: each entry a positive integer, digits only, one per sequence
+# of the input (2 here), each at most n (10).
+check cli_lengths_negative_is_named \
+    refused_early '"-1" is not a valid length' \
+    run --weights "$W" --input "$X" --output "$tmp/l.npy" --lengths -1,2
+check cli_lengths_trailing_comma_is_refused \
+    refused_early '--lengths "1,2,": entry 3 is empty, not a valid length' \
+    run --weights "$W" --input "$X" --output "$tmp/l.npy" --lengths 1,2,
+check cli_lengths_with_space_is_refused \
+    refused_early '--lengths "1, 2": " 2" is not a valid length' \
+    run --weights "$W" --input "$X" --output "$tmp/l.npy" --lengths "1, 2"
+check cli_lengths_zero_is_refused_early \
+    refused_early '--lengths "0,3": "0" is not a valid length' \
+    run --weights "$W" --input "$X" --output "$tmp/l.npy" --lengths 0,3
+check cli_lengths_above_n_is_refused_early \
+    refused_early '11 is not a valid length for the input'"'"'s sequences of 10' \
+    run --weights "$W" --input "$X" --output "$tmp/l.npy" --lengths 11,3
+check cli_lengths_count_is_named \
+    refused_early '--lengths "1,2,3" gives 3 lengths; the input has 2' \
+    run --weights "$W" --input "$X" --output "$tmp/l.npy" --lengths 1,2,3
+check cli_lengths_refused_write_nothing test ! -e "$tmp/l.npy"
+
+# Options that cannot go together.
+mknpy "$tmp/mask_ok.npy" "(2, 10)" 20
+check cli_mask_with_lengths_is_refused_early \
+    refused_early "--mask and --lengths exclude each other" \
+    run --weights "$W" --input "$X" --output "$tmp/c.npy" \
+    --mask "$tmp/mask_ok.npy" --lengths 3,10
+check cli_causal_linformer_without_block_is_refused_early \
+    refused_early "--causal needs --block B for Linformer" \
+    run --weights "$W" --input "$X" --output "$tmp/c.npy" --causal
+check cli_block_without_causal_is_refused \
+    refused_early "--block 5 needs --causal" \
+    run --weights "$W" --input "$X" --output "$tmp/c.npy" --block 5
+check cli_block_with_full_is_refused \
+    refused_early "--full and --block exclude each other" \
+    run --weights "$W" --input "$X" --output "$tmp/c.npy" --causal --full \
+    --block 5
+check cli_lookahead_seq_len_above_max_is_refused \
+    fails 2 "--seq-len 100 exceeds --max-seq-len 50" \
+    check-lookahead --seq-len 100 --max-seq-len 50
+check cli_lookahead_k_above_max_is_refused \
+    fails 2 "--k 128 exceeds --max-seq-len 64" \
+    check-lookahead --seq-len 64 --k 128 --full
+
+# --output -: the .npy on stdout, byte for byte the file --output writes,
+# the report on stderr, and no file named "-".
+dash_is_stdout() {
+    (cd "$tmp" && "$abscli" run --weights "$absW" --input "$absX" \
+        --output - >"$tmp/dash.npy" 2>"$err") &&
+        test ! -e "$tmp/-" && grep -q '^wrote standard output: (2, 10, 16)' \
+        "$err" && "$cli" run --weights "$W" --input "$X" \
+        --output "$tmp/file.npy" >"$out" 2>>"$err" &&
+        cmp "$tmp/dash.npy" "$tmp/file.npy" >>"$err" 2>&1
+}
+abspath() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+abscli=$(abspath "$cli")
+absW=$(abspath "$W")
+absX=$(abspath "$X")
+check cli_run_output_dash_is_stdout dash_is_stdout
+
+# compare: true statements for all-zero and for empty arrays.
+f4_one='\000\000\200\077'
+f4_zero='\000\000\000\000'
+mknpy "$tmp/zeros.npy" "(2, 3)" 6 "<f4" "$f4_zero"
+mknpy "$tmp/ones.npy" "(2, 3)" 6 "<f4" "$f4_one"
+mknpy "$tmp/empty.npy" "(0, 3)" 0 "<f4" "$f4_zero"
+check cli_compare_zeros_says_max_b_is_zero sh -c "'$cli' compare \
+    '$tmp/zeros.npy' '$tmp/zeros.npy' >'$out' 2>'$err' &&
+    grep -q 'max |B| = 0 (B is all zeros)' '$out' &&
+    ! grep -q 'max |B| = 1' '$out' && grep -q '^MATCH' '$out'"
+check cli_compare_against_zeros_is_absolute sh -c "'$cli' compare \
+    '$tmp/ones.npy' '$tmp/zeros.npy' >'$out' 2>'$err';
+    test \$? -eq 3 && grep -q '^max |A - B| = 1 at element 0; max |B| = 0' \
+    '$out' && grep -q 'held absolute' '$out' && grep -q '^DIFFER' '$out'"
+check cli_compare_empty_names_no_element sh -c "'$cli' compare \
+    '$tmp/empty.npy' '$tmp/empty.npy' >'$out' 2>'$err' &&
+    grep -q '^A and B have no elements: shape (0, 3),' '$out' &&
+    ! grep -q 'at element' '$out' && grep -q '^MATCH' '$out'"
+
+# A stored tune file with an overlong number: the warning quotes it whole.
+big=123456789012345678901234567890
+tune_warning_is_whole() {
+    CLINFORMER_CACHE_DIR="$tmp/tcache" "$cli" tune --seq-len 8 --k 4 \
+        --d-model 4 --heads 1 --budget 1 >"$out" 2>"$err" || return 1
+    f=$(ls "$tmp"/tcache/tune-*.txt) || return 1
+    printf 'best Xgemm GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=8 MWG=%s %s\n' \
+        "$big" 'NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=1 VWN=1' \
+        >"$f"
+    CLINFORMER_CACHE_DIR="$tmp/tcache" "$cli" run --weights "$W" \
+        --input "$X" --output "$tmp/t.npy" >"$out" 2>"$err" &&
+        grep -qF "MWG=$big is not a number up to 1048576" "$err"
+}
+check cli_tune_file_warning_quotes_whole_value tune_warning_is_whole
 
 # A kernel that does not build: its log is printed.
 mkdir "$tmp/cl"

@@ -25,7 +25,10 @@ enum {
  * options struct. */
 enum cli_type {
     CLI_FLAG,    /* int, set to `flag` */
-    CLI_STRING,  /* const char *, pointing into argv */
+    CLI_STRING,  /* const char *, pointing into argv; not empty */
+    CLI_PATH,    /* const char *, a file read; not empty */
+    CLI_OUTPUT,  /* const char *, a file written; not empty, "-" is
+                    standard output (cli_is_stdout) */
     CLI_SIZE,    /* size_t, a positive integer up to `max` (0: SIZE_MAX) */
     CLI_SECONDS, /* double > 0 */
     CLI_NONNEG,  /* double >= 0 */
@@ -66,6 +69,19 @@ struct cli_command {
  * printing an error that names the option and the command. */
 int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *opts,
               int *first);
+
+/* Parses `text`, the value of `option`, as a comma list of integers 1 to
+ * max, digits only (no sign, space or empty entry), into a new array *out
+ * of *count entries (free it).  Returns 0, or CLI_USAGE after printing an
+ * error that quotes the entry refused and calls it no valid `item`. */
+int cli_list_parse(const char *cmd, const char *option, const char *item,
+                   const char *text, unsigned long long max, size_t **out,
+                   size_t *count);
+
+/* Refuses options given together: when both `a` and `b` are set, prints
+ * "A and B exclude each other: WHY" and returns CLI_USAGE; else 0. */
+int cli_exclusive(const char *cmd, const char *a, int a_given, const char *b,
+                  int b_given, const char *why);
 
 /* Prints the command's usage, description and options table. */
 void cli_help(const struct cli_command *cmd, FILE *to);
@@ -133,7 +149,8 @@ struct cli_file {
     const char *option, *path;
 };
 
-/* Checks that `path` may be written as an output: it does not exist or is
+/* Checks that `path` may be written as an output: "-" (standard output),
+ * or a path that does not exist or is
  * a regular file (not a link, device, FIFO or directory), and it is not
  * the same file (device and inode) as any of the `count` inputs (NULL paths
  * are skipped).  Prints an error naming `option` and returns CLI_USAGE
@@ -141,9 +158,19 @@ struct cli_file {
 int cli_output_check(const char *cmd, const char *option, const char *path,
                      const struct cli_file *inputs, size_t count);
 
+/* Whether an output option's value is "-", standard output. */
+int cli_is_stdout(const char *path);
+
+/* For a command whose output is "-": keeps standard output for the data
+ * (cli_npy_write) and sends everything printed to stdout from now on to
+ * stderr, so the two never mix.  Returns 0, or CLI_ERROR (printed). */
+int cli_stdout_for_data(const char *cmd);
+
 /* Writes a version 1 .npy of little-endian float32 to `path` atomically:
  * a new temporary file in the same directory (O_EXCL | O_NOFOLLOW), fsync,
- * rename over `path`.  Prints an error and returns CLI_ERROR on failure. */
+ * rename over `path`; for "-", to the standard output that
+ * cli_stdout_for_data() kept.  Prints an error and returns CLI_ERROR on
+ * failure. */
 int cli_npy_write(const char *path, const float *data, const size_t *shape,
                   size_t ndim);
 

@@ -81,6 +81,16 @@ check_sizes(const char *cmd, struct lookahead_opts *o, size_t *count)
                   o->max_seq_len, o->block);
         return CLI_USAGE;
     }
+    /* The layer is built for max_seq_len positions and k slots at most
+     * that many: refused here, as usage, not by the library after the
+     * context is made. */
+    if (o->seq_len > o->max_seq_len || o->k > o->max_seq_len) {
+        cli_error(cmd, "--%s %zu exceeds --max-seq-len %zu",
+                  o->seq_len > o->max_seq_len ? "seq-len" : "k",
+                  o->seq_len > o->max_seq_len ? o->seq_len : o->k,
+                  o->max_seq_len);
+        return CLI_USAGE;
+    }
     return 0;
 }
 

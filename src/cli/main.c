@@ -52,11 +52,13 @@ const struct cli_command cli_commands[] = {
      "float32 (B, n, D), or logits (B, n, vocab), to --output.\n",
      cli_run_options, 0, cli_run_main},
     {"compare", "A.npy B.npy",
-     "max |A - B| relative to max |B|; exit 0 when\n"
-     "within --tol (default 1e-5), 3 otherwise\n",
+     "max |A - B| relative to max |B| (absolute when B\n"
+     "is all zeros); exit 0 when within --tol (default\n"
+     "1e-5), 3 otherwise\n",
      "Print max |A - B| relative to max |B| of two float32 .npy files of the\n"
-     "same shape, then MATCH (exit 0) when it is within --tol, else DIFFER\n"
-     "(exit 3).\n",
+     "same shape (when B is all zeros, max |A - B| itself is held to the\n"
+     "tolerance), then MATCH (exit 0) when it is within --tol, else DIFFER\n"
+     "(exit 3).  Arrays without elements MATCH.\n",
      cli_compare_options, 2, cli_compare_main},
     {"bench", "...", "the bench suite (clinformer bench --help)\n", NULL,
      no_options, 0, bench_main},
@@ -91,10 +93,11 @@ const char cli_epilogue[] =
     "device has cl_khr_fp16 and its self-test passes, else it widens).\n"
     "Exit status: 0 on success (check-lookahead: PASS; compare: MATCH), 1 on\n"
     "an error (the message names it; a failed kernel build prints its log),\n"
-    "2 on a usage error (an unknown option or one of another command, a\n"
-    "missing or invalid value, sizes whose product overflows, an output path\n"
-    "that is refused), 3 when check-lookahead FAILs or compare finds the\n"
-    "arrays DIFFER.\n";
+    "2 on a usage error, before a device is opened (an unknown option or\n"
+    "one of another command, a missing, empty or invalid value, options that\n"
+    "exclude each other, sizes whose product overflows, an output path that\n"
+    "is refused), 3 when check-lookahead FAILs or compare finds the arrays\n"
+    "DIFFER.  An output FILE of - is standard output.\n";
 
 const struct cli_command *
 cli_command_find(const char *name)

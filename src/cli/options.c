@@ -142,17 +142,36 @@ unknown_option(const struct cli_command *cmd, const char *arg, int optopt_)
     return CLI_USAGE;
 }
 
+/* A decimal number of digits only: no sign, space or empty text, which
+ * strtoull would take (" 5", "+5", and "-1" as a huge value).  Returns 0
+ * with *out set, or -1 when text is not one or exceeds max. */
+static int
+digits_at_most(const char *text, unsigned long long max,
+               unsigned long long *out)
+{
+    unsigned long long x = 0;
+    const char *p = text;
+
+    if (*p == '\0')
+        return -1;
+    for (; *p != '\0'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (*p < '0' || *p > '9' || d > max || x > (max - d) / 10)
+            return -1;
+        x = x * 10 + d;
+    }
+    *out = x;
+    return 0;
+}
+
 static int
 set_size(const char *cmd, const struct cli_option *o, const char *v,
          size_t *out)
 {
-    unsigned long long x;
-    char *end;
+    unsigned long long x = 0;
+    unsigned long long max = o->max != 0 ? o->max : SIZE_MAX;
 
-    errno = 0;
-    x = (*v >= '0' && *v <= '9') ? strtoull(v, &end, 10) : 0;
-    if (x == 0 || *end != '\0' || errno == ERANGE || x > SIZE_MAX ||
-        (o->max != 0 && x > o->max)) {
+    if (digits_at_most(v, max, &x) != 0 || x == 0) {
         if (o->max != 0)
             cli_error(cmd,
                       "--%s wants a positive integer up to %zu, got "
@@ -169,6 +188,63 @@ set_size(const char *cmd, const struct cli_option *o, const char *v,
     return 0;
 }
 
+int
+cli_list_parse(const char *cmd, const char *option, const char *item,
+               const char *text, unsigned long long max, size_t **out,
+               size_t *count)
+{
+    const char *p = text;
+    size_t n = 1, i;
+    char entry[32];
+
+    for (; *p != '\0'; p++)
+        n += *p == ',';
+    *out = calloc(n, sizeof **out);
+    if (*out == NULL) {
+        cli_error(cmd, "%s: out of host memory", option);
+        return CLI_ERROR;
+    }
+    for (p = text, i = 0; i < n; i++) {
+        size_t len = strcspn(p, ",");
+        unsigned long long x = 0;
+        /* Each entry alone, so that "1,2," is an empty third entry and
+         * "1, 2" an entry " 2", both named as they were written. */
+        int ok = len < sizeof entry;
+        if (ok) {
+            memcpy(entry, p, len);
+            entry[len] = '\0';
+            ok = digits_at_most(entry, max, &x) == 0 && x > 0;
+        }
+        if (!ok) {
+            if (len == 0)
+                cli_error(cmd, "%s \"%s\": entry %zu is empty, not a valid %s",
+                          option, text, i + 1, item);
+            else
+                cli_error(cmd,
+                          "%s \"%s\": \"%.*s\" is not a valid %s (a "
+                          "positive integer up to %llu)",
+                          option, text, (int)len, p, item, max);
+            free(*out);
+            *out = NULL;
+            return CLI_USAGE;
+        }
+        (*out)[i] = (size_t)x;
+        p += len + (p[len] == ',');
+    }
+    *count = n;
+    return 0;
+}
+
+int
+cli_exclusive(const char *cmd, const char *a, int a_given, const char *b,
+              int b_given, const char *why)
+{
+    if (!a_given || !b_given)
+        return 0;
+    cli_error(cmd, "%s and %s exclude each other: %s", a, b, why);
+    return CLI_USAGE;
+}
+
 static int
 set_double(const char *cmd, const struct cli_option *o, const char *v,
            double *out)
@@ -177,7 +253,10 @@ set_double(const char *cmd, const struct cli_option *o, const char *v,
     double x = strtod(v, &end);
     int ok = o->type == CLI_SECONDS ? x > 0.0 : x >= 0.0;
 
-    if (*v == '\0' || *end != '\0' || !ok || x > 1e300) {
+    /* Decimal only: strtod also takes leading space, a sign, hex, "inf"
+     * and "nan", none of which a user means here. */
+    if (!((*v >= '0' && *v <= '9') || *v == '.') || strpbrk(v, "xX") ||
+        *end != '\0' || !ok || x > 1e300) {
         cli_error(cmd, "--%s wants %s, got \"%s\"", o->name,
                   o->type == CLI_SECONDS ? "seconds > 0"
                                          : "a non-negative number",
@@ -220,6 +299,15 @@ set_value(const struct cli_command *cmd, const struct cli_option *o,
         *(int *)(void *)field = o->flag;
         return 0;
     case CLI_STRING:
+    case CLI_PATH:
+    case CLI_OUTPUT:
+        /* An empty value is an unset variable in a script, not a name:
+         * refused here rather than failing late as "clinformer: : ...". */
+        if (*v == '\0') {
+            cli_error(cmd->name, "--%s wants %s, got \"\"", o->name,
+                      o->type == CLI_STRING ? "a value" : "a file name");
+            return CLI_USAGE;
+        }
         *(const char **)(void *)field = v;
         return 0;
     case CLI_SIZE:
@@ -256,9 +344,20 @@ check_positional(const struct cli_command *cmd, int argc, char **argv,
                  int first)
 {
     size_t got = (size_t)(argc - first);
+    int i;
 
-    if (got == cmd->positional)
+    if (got == cmd->positional) {
+        /* The positional arguments are file names (compare's A and B). */
+        for (i = first; i < argc; i++)
+            if (argv[i][0] == '\0') {
+                cli_error(cmd->name,
+                          "needs %s, got an empty argument\n"
+                          "Try 'clinformer %s --help'.",
+                          cmd->args, cmd->name);
+                return CLI_USAGE;
+            }
         return 0;
+    }
     if (got > cmd->positional)
         cli_error(cmd->name,
                   "unexpected argument \"%s\"\n"

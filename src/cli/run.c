@@ -18,14 +18,15 @@ static const struct cli_choice cli_precision_choices[] = {
     {"float", CLF_PRECISION_FLOAT}, {"half", CLF_PRECISION_HALF}, {NULL, 0}};
 
 const struct cli_option cli_run_options[] = {
-    {"weights", CLI_STRING, RO(weights), "FILE",
+    {"weights", CLI_PATH, RO(weights), "FILE",
      "safetensors file (safetensors.torch.save_file of a\nstate_dict)", 0, 0,
      NULL},
-    {"input", CLI_STRING, RO(input), "FILE", "input .npy", 0, 0, NULL},
-    {"output", CLI_STRING, RO(output), "FILE",
+    {"input", CLI_PATH, RO(input), "FILE", "input .npy", 0, 0, NULL},
+    {"output", CLI_OUTPUT, RO(output), "FILE",
      "output .npy, written atomically; refused when it\n"
      "exists and is not a regular file, or is the same\n"
-     "file as --weights, --input or --mask",
+     "file as --weights, --input or --mask; - writes it\n"
+     "to standard output and the report to stderr",
      0, 0, NULL},
     {"layout", CLI_STRING, RO(layout), "L",
      "auto (default), lucidrains-attention,\n"
@@ -35,14 +36,17 @@ const struct cli_option cli_run_options[] = {
     {"heads", CLI_SIZE, RO(heads), "H",
      "heads, when the file's metadata lacks \"heads\"", 0, 0, NULL},
     {"lengths", CLI_STRING, RO(lengths), "L1,L2,..",
-     "per-sequence lengths (right padding)", 0, 0, NULL},
-    {"mask", CLI_STRING, RO(mask), "FILE",
+     "per-sequence lengths (right padding): one per\n"
+     "sequence, each 1..n; not with --mask",
+     0, 0, NULL},
+    {"mask", CLI_PATH, RO(mask), "FILE",
      "(B, n) .npy key mask, nonzero = real position; (n)\n"
-     "when the input has no batch axis",
+     "when the input has no batch axis; not with --lengths",
      0, 0, NULL},
     {"causal", CLI_FLAG, RO(causal), NULL,
      "causal mode (Linformer needs --block)", 1, 0, NULL},
-    {"block", CLI_SIZE, RO(block), "B", "causal block size b", 0, 0, NULL},
+    {"block", CLI_SIZE, RO(block), "B",
+     "causal block size b (with --causal, not --full)", 0, 0, NULL},
     {"full", CLI_FLAG, RO(full), NULL, "full attention instead of Linformer", 1,
      0, NULL},
     {"precision", CLI_CHOICE, RO(precision), "P",
@@ -200,31 +204,57 @@ input_shape(struct run_state *s)
     return 0;
 }
 
+/* B and n of the input as its array says them (int ids (B, n) or (n),
+ * floats (B, n, D) or (n, D)), before the model is loaded; 0 when the
+ * shape is none of these or empty, which input_shape() reports. */
 static int
-parse_lengths(struct run_state *s)
+input_dims(const clf_array *x, size_t *B, size_t *n)
 {
-    const char *p = s->o->lengths;
-    size_t i;
+    int batched;
 
-    s->lens = calloc(s->B, sizeof *s->lens);
-    if (s->lens == NULL)
-        return CLI_ERROR;
-    for (i = 0; i < s->B; i++) {
-        char *end;
-        unsigned long v = strtoul(p, &end, 10);
-        if (end == p || (*end != ',' && *end != '\0') ||
-            (*end == '\0' && i + 1 < s->B) || v > 0xffffffffUL) {
-            cli_error("run", "--lengths needs %zu comma-separated lengths",
-                      s->B);
-            return CLI_USAGE;
-        }
-        s->lens[i] = (unsigned)v;
-        p = *end ? end + 1 : end;
-    }
-    if (*p != '\0') {
-        cli_error("run", "--lengths has more than %zu entries", s->B);
+    if (x->ids != NULL && x->ndim >= 1 && x->ndim <= 2)
+        batched = x->ndim == 2;
+    else if (x->data != NULL && x->ndim >= 2 && x->ndim <= 3)
+        batched = x->ndim == 3;
+    else
+        return 0;
+    *B = batched ? x->shape[0] : 1;
+    *n = x->shape[batched ? 1 : 0];
+    return *B != 0 && *n != 0;
+}
+
+/* --lengths against the input: one length per sequence, each 1..n, so a
+ * bad list is a usage error before the model is loaded. */
+static int
+check_lengths(struct run_state *s, const size_t *lens, size_t count)
+{
+    const char *text = s->o->lengths;
+    size_t B, n, i;
+
+    if (lens == NULL || !input_dims(&s->x, &B, &n))
+        return 0;
+    if (count != B) {
+        cli_error("run",
+                  "--lengths \"%s\" gives %zu length%s; the input has %zu "
+                  "sequence%s",
+                  text, count, count == 1 ? "" : "s", B, B == 1 ? "" : "s");
         return CLI_USAGE;
     }
+    for (i = 0; i < count; i++)
+        if (lens[i] > n) {
+            cli_error("run",
+                      "--lengths \"%s\": %zu is not a valid length for the "
+                      "input's sequences of %zu positions (1..%zu)",
+                      text, lens[i], n, n);
+            return CLI_USAGE;
+        }
+    s->lens = calloc(B, sizeof *s->lens);
+    if (s->lens == NULL) {
+        fprintf(stderr, "clinformer run: out of host memory\n");
+        return CLI_ERROR;
+    }
+    for (i = 0; i < count; i++)
+        s->lens[i] = (unsigned)lens[i];
     s->fo.lengths = s->lens;
     return 0;
 }
@@ -295,20 +325,52 @@ time_repeats(struct run_state *s)
     return 0;
 }
 
+/* The output, on rank 0 alone under --mpi; checked again, since the
+ * path may have changed while the forward ran. */
+static int
+write_output(struct run_state *s, const struct cli_file *inputs)
+{
+    size_t shape[3];
+    int rc;
+
+    shape[0] = s->B;
+    shape[1] = s->n;
+    shape[2] = s->cols;
+    if (cli_mpi_rank() != 0)
+        return 0;
+    if ((rc = cli_output_check("run", "--output", s->o->output, inputs, 3)) !=
+        0)
+        return rc;
+    return cli_npy_write(s->o->output, s->y, shape, 3);
+}
+
+/* What the first forward ran, where, and with which kernels. */
+static void
+print_forward(const struct run_state *s, double t_fwd)
+{
+    const struct run_opts *o = s->o;
+
+    printf("forward: batch %zu, seq_len %zu, %s%s%s in %.3f s (first call "
+           "includes kernel compilation)\n",
+           s->B, s->n, o->full ? "full attention" : "Linformer",
+           o->causal ? ", causal" : "",
+           o->precision == CLF_PRECISION_HALF ? ", half-precision weights" : "",
+           t_fwd);
+    if (s->g != NULL)
+        cli_print_split(s->g);
+    cli_print_choices(s->ctx, o->verbose);
+}
+
 /* Everything after the model is loaded: input, forward, output. */
 static int
 run_forward(struct run_state *s, const struct cli_file *inputs)
 {
     const struct run_opts *o = s->o;
-    size_t shape[3];
     double t0, t_fwd;
     int rc;
 
-    if ((rc = cli_mpi_load_npy(o->input, &s->x, 0)) != 0)
-        return rc;
     print_shape("input", &s->x);
     if ((rc = input_shape(s)) != 0 ||
-        (o->lengths != NULL && (rc = parse_lengths(s)) != 0) ||
         (o->mask != NULL && (rc = load_mask(s)) != 0))
         return rc;
     s->fo.causal = o->causal;
@@ -328,26 +390,13 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
     t_fwd = cli_now() - t0;
     if (rc != 0)
         return cli_fail(s->ctx, "forward", rc);
-    shape[0] = s->B;
-    shape[1] = s->n;
-    shape[2] = s->cols;
-    if (cli_mpi_rank() == 0 &&
-        ((rc = cli_output_check("run", "--output", o->output, inputs, 3)) !=
-             0 ||
-         (rc = cli_npy_write(o->output, s->y, shape, 3)) != 0))
+    if ((rc = write_output(s, inputs)) != 0)
         return rc;
-    printf("forward: batch %zu, seq_len %zu, %s%s%s in %.3f s (first call "
-           "includes kernel compilation)\n",
-           s->B, s->n, o->full ? "full attention" : "Linformer",
-           o->causal ? ", causal" : "",
-           o->precision == CLF_PRECISION_HALF ? ", half-precision weights" : "",
-           t_fwd);
-    if (s->g != NULL)
-        cli_print_split(s->g);
-    cli_print_choices(s->ctx, o->verbose);
+    print_forward(s, t_fwd);
     if (o->repeat != 0 && (rc = time_repeats(s)) != 0)
         return rc;
-    printf("wrote %s: (%zu, %zu, %zu) float32\n", o->output, s->B, s->n,
+    printf("wrote %s: (%zu, %zu, %zu) float32\n",
+           cli_is_stdout(o->output) ? "standard output" : o->output, s->B, s->n,
            s->cols);
     return 0;
 }
@@ -385,6 +434,57 @@ load(struct run_state *s, const clf_model_opts *mo, double *t0)
     return rc;
 }
 
+/* --block is causal Linformer's: refused without --causal or with --full
+ * (the layer would be built for blocks it never uses, and refused when k
+ * is no multiple of them), required otherwise. */
+static int
+check_causal(const char *cmd, const struct run_opts *o)
+{
+    if (o->block != 0 && !o->causal) {
+        cli_error(cmd, "--block %zu needs --causal", o->block);
+        return CLI_USAGE;
+    }
+    if (o->causal && !o->full && o->block == 0) {
+        cli_error(cmd, "--causal needs --block B for Linformer (or --full)");
+        return CLI_USAGE;
+    }
+    return cli_exclusive(cmd, "--full", o->full, "--block", o->block != 0,
+                         "full attention has no causal blocks");
+}
+
+/* What the options alone decide: required ones, the layout, options
+ * that cannot go together, the --lengths list.  0 or CLI_USAGE, before
+ * anything is read. */
+static int
+check_options(const char *cmd, const struct run_opts *o, clf_model_opts *mo,
+              size_t **lens, size_t *nlens)
+{
+    if (o->weights == NULL || o->input == NULL || o->output == NULL) {
+        cli_error(cmd, "--weights, --input and --output are required");
+        return CLI_USAGE;
+    }
+    if (o->layout != NULL && clf_layout_parse(o->layout, &mo->layout) != 0) {
+        cli_error(cmd, "%s", clf_last_error());
+        return CLI_USAGE;
+    }
+    if (o->mpi && cli_is_device_list(o->device)) {
+        cli_error(cmd,
+                  "--mpi: each rank takes one device, not the "
+                  "list \"%s\"",
+                  o->device);
+        return CLI_USAGE;
+    }
+    if (check_causal(cmd, o) != 0 ||
+        cli_exclusive(cmd, "--mask", o->mask != NULL, "--lengths",
+                      o->lengths != NULL,
+                      "both say which positions are real") != 0)
+        return CLI_USAGE;
+    return o->lengths == NULL
+               ? 0
+               : cli_list_parse(cmd, "--lengths", "length", o->lengths,
+                                0xffffffffULL, lens, nlens);
+}
+
 int
 cli_run_main(const struct cli_command *cmd, int argc, char **argv)
 {
@@ -392,6 +492,7 @@ cli_run_main(const struct cli_command *cmd, int argc, char **argv)
     struct run_state s;
     clf_model_opts mo;
     struct cli_file inputs[3];
+    size_t *lens = NULL, nlens = 0;
     double t0 = 0.0;
     int first, rc;
 
@@ -400,39 +501,38 @@ cli_run_main(const struct cli_command *cmd, int argc, char **argv)
     memset(&mo, 0, sizeof mo);
     if ((rc = cli_parse(cmd, argc, argv, &o, &first)) != 0)
         return rc == CLI_HELP_SHOWN ? 0 : rc;
-    if (o.weights == NULL || o.input == NULL || o.output == NULL) {
-        cli_error(cmd->name, "--weights, --input and --output are required");
-        return CLI_USAGE;
-    }
-    if (o.layout != NULL && clf_layout_parse(o.layout, &mo.layout) != 0) {
-        cli_error(cmd->name, "%s", clf_last_error());
-        return CLI_USAGE;
-    }
+    if ((rc = check_options(cmd->name, &o, &mo, &lens, &nlens)) != 0)
+        return rc;
     inputs[0].option = "--weights";
     inputs[0].path = o.weights;
     inputs[1].option = "--input";
     inputs[1].path = o.input;
     inputs[2].option = "--mask";
     inputs[2].path = o.mask;
-    if (o.mpi && cli_is_device_list(o.device)) {
-        cli_error(cmd->name,
-                  "--mpi: each rank takes one device, not the "
-                  "list \"%s\"",
-                  o.device);
-        return CLI_USAGE;
-    }
-    if (o.mpi && (rc = cli_mpi_begin(&o.device)) != 0)
+    /* Before MPI, so that the ranks whose stdout it discards discard the
+     * text, and rank 0's text goes to stderr beside the data. */
+    if (cli_is_stdout(o.output) && (rc = cli_stdout_for_data(cmd->name)) != 0) {
+        free(lens);
         return rc;
-    if ((rc = cli_output_check(cmd->name, "--output", o.output, inputs, 3)) !=
-        0)
-        return cli_mpi_end(rc);
+    }
+    if (o.mpi && (rc = cli_mpi_begin(&o.device)) != 0) {
+        free(lens);
+        return rc;
+    }
     mo.heads = o.heads;
     mo.causal_block = o.block;
     mo.layerwise = o.layerwise;
     mo.precision = (clf_precision)o.precision;
     mo.allow_unexpected = o.non_strict;
     s.o = &o;
-    rc = cli_mpi_same_file("--weights", o.weights);
+    rc = cli_output_check(cmd->name, "--output", o.output, inputs, 3);
+    if (rc == 0)
+        rc = cli_mpi_load_npy(o.input, &s.x, 0);
+    if (rc == 0)
+        rc = check_lengths(&s, lens, nlens);
+    free(lens);
+    if (rc == 0)
+        rc = cli_mpi_same_file("--weights", o.weights);
     if (rc == 0 && (rc = load(&s, &mo, &t0)) != 0)
         rc = cli_fail(s.ctx, o.weights, rc);
     else if (rc == 0 && s.ctx == NULL)

@@ -60,8 +60,27 @@ max_difference(const clf_array *a, const clf_array *b, double *err,
             *worst = i;
         }
     }
-    if (*scale == 0.0)
-        *scale = 1.0;
+}
+
+/* The verdict line: relative to max |B|, or absolute when B is all zeros,
+ * where a relative difference has no meaning; 0 or CLI_DIFFER. */
+static int
+report(const clf_array *a, const clf_array *b, double tol)
+{
+    double scale, err;
+    size_t worst;
+
+    max_difference(a, b, &err, &worst, &scale);
+    if (scale == 0.0)
+        printf("max |A - B| = %.3g at element %zu; max |B| = 0 (B is all "
+               "zeros), so the difference is held absolute to the tolerance "
+               "%.3g\n",
+               err, worst, tol);
+    else
+        printf("max |A - B| = %.3g at element %zu; max |B| = %.3g; relative "
+               "%.3g (tolerance %.3g)\n",
+               err, worst, scale, err / scale, tol);
+    return err <= tol * (scale == 0.0 ? 1.0 : scale) ? 0 : CLI_DIFFER;
 }
 
 int
@@ -69,8 +88,7 @@ cli_compare_main(const struct cli_command *cmd, int argc, char **argv)
 {
     struct compare_opts o = {1e-5};
     clf_array a, b;
-    double scale, err;
-    size_t worst;
+    size_t i;
     int first, rc, status = CLI_ERROR;
 
     memset(&a, 0, sizeof a);
@@ -89,11 +107,15 @@ cli_compare_main(const struct cli_command *cmd, int argc, char **argv)
         cli_error(cmd->name, "the arrays differ in shape or type");
         goto done;
     }
-    max_difference(&a, &b, &err, &worst, &scale);
-    printf("max |A - B| = %.3g at element %zu; max |B| = %.3g; relative "
-           "%.3g (tolerance %.3g)\n",
-           err, worst, scale, err / scale, o.tol);
-    status = err <= o.tol * scale ? 0 : CLI_DIFFER;
+    if (a.count == 0) {
+        /* Nothing can differ; there is no element to name. */
+        printf("A and B have no elements: shape (");
+        for (i = 0; i < a.ndim; i++)
+            printf("%s%zu", i ? ", " : "", a.shape[i]);
+        printf("%s), nothing to compare\n", a.ndim == 1 ? "," : "");
+        status = 0;
+    } else
+        status = report(&a, &b, o.tol);
     printf("%s\n", status == 0 ? "MATCH" : "DIFFER");
 done:
     clf_array_free(&a);

@@ -12,7 +12,7 @@ run() { # expected-status, args...
     test $? -eq "$want"
 }
 
-echo "1..25"
+echo "1..26"
 check cli_help_exits_zero run 0 help
 check cli_help_lists_commands grep -q "devices" "$out"
 check cli_version_prints_version sh -c "'$cli' version | grep -Eq '^clinformer [0-9]+\.[0-9]+\.[0-9]+$'"
@@ -35,6 +35,19 @@ done
 check cli_run_prints_what_it_loaded grep -q 'layout fairseq-encoder-layer, 1 layer, d_model 16, heads 2' "$out"
 check cli_compare_detects_difference sh -c "'$cli' compare '$data/lucidrains_encoder_x.npy' '$data/lucidrains_encoder_y.npy' >'$out' 2>'$err'; test \$? -eq 3 && grep -q DIFFER '$out'"
 check cli_run_lengths_and_bad_input sh -c "'$cli' run --weights '$data/lucidrains_encoder.safetensors' --input '$data/lucidrains_encoder_x.npy' --output '$tmp/p.npy' --lengths 3,10 >'$out' 2>'$err' && ! '$cli' run --weights '$data/lucidrains_encoder.safetensors' --input '$data/lucidrains_lm_x.npy' --output '$tmp/q.npy' >'$out' 2>'$err' && grep -q 'expected float32' '$err' && test ! -e '$tmp/q.npy'"
+# run --launches lists the forward's kernels with their geometry: the
+# streaming kernel (forced), and the encoder's Q projection (B*n = 20 rows,
+# D = 16) through CLBlast by its sizes.
+launches_run() {
+    CLINFORMER_KERNELS=attend=flash,gemm=clblast "$cli" run --launches \
+        --weights "$data/lucidrains_encoder.safetensors" \
+        --input "$data/lucidrains_encoder_x.npy" --output "$tmp/l.npy" \
+        >"$out" 2>"$err" &&
+        grep -q '^launches ([0-9]* kernels and geometries):' "$out" &&
+        grep -Eq '^  clf_flash +[0-9x]+ +[0-9x]+ +[1-9][0-9]* +[1-9]' "$out" &&
+        grep -q '^  CLBlast  *m 20, n 16, k 16, batch 1' "$out"
+}
+check cli_run_launches_lists_kernels_and_geometry launches_run
 # run --verbose lists each stored or timed kernel choice with where it came
 # from: timed in a fresh cache directory, then read back from the store.
 verbose_run() { # source expected on every listed choice, then absent one

@@ -124,6 +124,8 @@ extern const struct cli_choice cli_shard_choices[];
 /* "kernel choices: ..." of the last plan, each with where it came from;
  * verbose adds every stored or timed choice the device has. */
 void cli_print_choices(clf_context *ctx, int verbose);
+/* The context's launch log as a table on stdout. */
+void cli_print_launches(clf_context *ctx);
 
 /* Prints "clinformer CMD: MESSAGE" to stderr. */
 void cli_error(const char *cmd, const char *fmt, ...)

@@ -7,7 +7,7 @@
 struct run_opts {
     const char *device, *weights, *input, *output, *mask, *lengths, *layout;
     size_t heads, block, repeat; /* 0: not given */
-    int causal, full, layerwise, non_strict, verbose, shard_by;
+    int causal, full, layerwise, non_strict, verbose, shard_by, launches;
     int mpi;       /* one forward over the ranks of an mpirun (src/cli/mpi.c) */
     int precision; /* clf_precision */
 };
@@ -60,6 +60,11 @@ const struct cli_option cli_run_options[] = {
     {"verbose", CLI_FLAG, RO(verbose), NULL,
      "also list every kernel choice stored or timed for\n"
      "the device, with where each came from",
+     1, 0, NULL},
+    {"launches", CLI_FLAG, RO(launches), NULL,
+     "also list the geometry of every kernel the forward\n"
+     "launched (global and local size, work-groups,\n"
+     "work-items; on the first device of a list)",
      1, 0, NULL},
     {"non-strict", CLI_FLAG, RO(non_strict), NULL,
      "skip tensors the layout does not use (listed on\n"
@@ -359,6 +364,8 @@ print_forward(const struct run_state *s, double t_fwd)
     if (s->g != NULL)
         cli_print_split(s->g);
     cli_print_choices(s->ctx, o->verbose);
+    if (o->launches)
+        cli_print_launches(s->ctx);
 }
 
 /* Everything after the model is loaded: input, forward, output. */
@@ -385,9 +392,13 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
         fprintf(stderr, "clinformer run: out of host memory\n");
         return CLI_ERROR;
     }
+    if (o->launches && (rc = clf_context_record_launches(s->ctx, 1)) != 0)
+        return cli_fail(s->ctx, "--launches", rc);
     t0 = cli_now();
     rc = forward(s);
     t_fwd = cli_now() - t0;
+    if (o->launches)
+        (void)clf_context_record_launches(s->ctx, 0);
     if (rc != 0)
         return cli_fail(s->ctx, "forward", rc);
     if ((rc = write_output(s, inputs)) != 0)

@@ -117,6 +117,51 @@ cli_print_choices(clf_context *ctx, int verbose)
                    (unsigned)c.source < 4 ? source_names[c.source] : "?");
 }
 
+/* "64x32x1" for the dims sizes of v. */
+static void
+dims_text(char *buf, size_t cap, const size_t *v, unsigned dims)
+{
+    int len = snprintf(buf, cap, "%zu", v[0]);
+    unsigned d;
+
+    for (d = 1; d < dims && len > 0 && (size_t)len < cap; d++)
+        len += snprintf(buf + len, cap - (size_t)len, "x%zu", v[d]);
+}
+
+void
+cli_print_launches(clf_context *ctx)
+{
+    size_t count = 0, dropped = 0, i;
+    char g[64], l[64];
+    clf_launch e;
+
+    if (clf_context_launch_count(ctx, &count, &dropped) != 0)
+        return;
+    printf("launches (%zu kernels and geometries):\n", count);
+    printf("  %-22s %-16s %-12s %10s %12s %6s\n", "kernel", "global", "local",
+           "groups", "items", "calls");
+    for (i = 0; i < count; i++) {
+        if (clf_context_launch(ctx, i, &e) != 0)
+            return;
+        if (e.dims == 0) {
+            printf("  %-22s m %zu, n %zu, k %zu, batch %zu (its own kernels "
+                   "not seen) %6zu\n",
+                   e.kernel, e.global[0], e.global[1], e.global[2], e.local[0],
+                   e.calls);
+            continue;
+        }
+        dims_text(g, sizeof g, e.global, e.dims);
+        if (e.local[0] != 0)
+            dims_text(l, sizeof l, e.local, e.dims);
+        else
+            snprintf(l, sizeof l, "driver's");
+        printf("  %-22s %-16s %-12s %10zu %12zu %6zu\n", e.kernel, g, l,
+               e.groups, e.items, e.calls);
+    }
+    if (dropped != 0)
+        printf("  (%zu launches past the log's room not listed)\n", dropped);
+}
+
 int
 cli_mul(size_t a, size_t b, size_t *out)
 {

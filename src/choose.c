@@ -8,6 +8,7 @@
  * same device and driver runs the same kernels without timing.  The store
  * is a small text file read as hostile input and replaced atomically. */
 #include "internal.h"
+#include "launches.h"
 
 /* The native half program (src/fp16.c), built apart from the registry. */
 extern const char clf__cl_gemm_fp16[];
@@ -687,6 +688,7 @@ clf__time_variants(clf_context *ctx, int count, clf__variant_fn run, void *user,
 
     for (v = 0; v < count; v++)
         ms[v] = 0.0;
+    clf__launch_pause(ctx, 1);
     /* Round 0 pays any lazy compilation and is not kept; the variants take
      * turns in every round, so that a change in the machine's load falls
      * on all of them alike. */
@@ -710,6 +712,7 @@ clf__time_variants(clf_context *ctx, int count, clf__variant_fn run, void *user,
             if (rep > 0 && (ms[v] == 0.0 || dt < ms[v]))
                 ms[v] = dt;
         }
+    clf__launch_pause(ctx, 0);
     for (v = 0; v < count; v++)
         if (ms[v] > 0.0 && (best < 0 || ms[v] < ms[best]))
             best = v;

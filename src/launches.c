@@ -14,6 +14,8 @@
 struct clf__launch_log {
     pthread_mutex_t lock;
     int on;
+    int paused; /* timing a kernel choice: those launches are not the forward's
+                 */
     size_t count, cap, dropped;
     clf_launch *list;
 };
@@ -56,7 +58,27 @@ note(struct clf__launch_log *log, const clf_launch *l)
 static int
 recording(const clf_context *ctx)
 {
-    return ctx->launch_log != NULL && ctx->launch_log->on;
+    struct clf__launch_log *log = ctx->launch_log;
+    int on;
+
+    if (log == NULL)
+        return 0;
+    pthread_mutex_lock(&log->lock);
+    on = log->on && log->paused == 0;
+    pthread_mutex_unlock(&log->lock);
+    return on;
+}
+
+void
+clf__launch_pause(clf_context *ctx, int pause)
+{
+    struct clf__launch_log *log = ctx->launch_log;
+
+    if (log == NULL)
+        return;
+    pthread_mutex_lock(&log->lock);
+    log->paused += pause ? 1 : -1;
+    pthread_mutex_unlock(&log->lock);
 }
 
 cl_int

@@ -17,6 +17,11 @@ cl_int clf__enqueue_nd(clf_context *ctx, cl_kernel k, unsigned dims,
 void clf__launch_clblast(clf_context *ctx, size_t m, size_t n, size_t k,
                          size_t batch);
 
+/* Pauses (pause != 0) or resumes the log, in pairs: the launches of
+ * timing a kernel choice are not the forward's.  Under the context's
+ * lock. */
+void clf__launch_pause(clf_context *ctx, int pause);
+
 /* Releases the context's log (context teardown). */
 void clf__launch_log_free(clf_context *ctx);
 

@@ -13,6 +13,14 @@
  * vectors of CLF_TILED_VW.  Parts of a tile past M, N or K (edge tiles) are
  * read as zeros and not stored, so any size works.
  *
+ * Split over K: with ksplit > 1 the third dimension of the launch runs
+ * batch x ksplit work-groups a tile, each over its own run of K (a whole
+ * number of KWG steps), writing alpha times its partial product to slice
+ * s of a workspace (C, with s_stride between slices; beta 0, no bias, no
+ * activation); clf_gemm_tiled_reduce then sums the slices in order and
+ * finishes C.  A small C with a long K (the compression E X at batch 1)
+ * so fills a device's work-groups; with ksplit 1 nothing changes.
+ *
  * The six sizes are -D options (src/kernel_params.h has the defaults; the
  * tuner builds other sets, src/tiled.c), all powers of two, with MWG a
  * multiple of MDIM and NWG of NDIM * VW. */
@@ -104,7 +112,7 @@ tl_finish(float v, const float beta, __global const float *c,
 }
 
 /* Local size (NDIM, MDIM, 1); global size (ceil(N / NWG) * NDIM,
- * ceil(M / MWG) * MDIM, batch).  beta 0 never reads C. */
+ * ceil(M / MWG) * MDIM, batch * ksplit).  beta 0 never reads C. */
 __kernel __attribute__((reqd_work_group_size(TL_WN, TL_WM, 1))) void
 clf_gemm_tiled(const uint M, const uint N, const uint K, const float alpha,
                __global const float *A, const ulong a_off, const uint lda,
@@ -113,17 +121,21 @@ clf_gemm_tiled(const uint M, const uint N, const uint K, const float alpha,
                const ulong b_stride, const uint trans_b, const float beta,
                __global float *C, const ulong c_off, const uint ldc,
                const ulong c_stride, __global const float *bias,
-               const uint has_bias, const uint gelu)
+               const uint has_bias, const uint gelu, const uint ksplit,
+               const uint kchunk, const ulong s_stride)
 {
     __local float as[TL_K * TL_M]; /* as[k][m] */
     __local float bs[TL_K * TL_N]; /* bs[k][n] */
     const uint tx = get_local_id(0), ty = get_local_id(1);
     const uint lid = ty * TL_WN + tx;
     const uint n0 = get_group_id(0) * TL_N, m0 = get_group_id(1) * TL_M;
-    const size_t t = get_global_id(2);
+    const size_t t = get_global_id(2) / ksplit;
+    const uint s = (uint)(get_global_id(2) - t * ksplit);
+    const uint kb = s * kchunk;
+    const uint ke = ksplit > 1 ? min(K, kb + kchunk) : K;
     __global const float *a = A + a_off + t * a_stride;
     __global const float *b = B + b_off + t * b_stride;
-    __global float *c = C + c_off + t * c_stride;
+    __global float *c = C + c_off + t * c_stride + s * s_stride;
     tl_vec acc[TL_RM][TL_CN];
 
 #pragma unroll
@@ -131,9 +143,9 @@ clf_gemm_tiled(const uint M, const uint N, const uint K, const float alpha,
 #pragma unroll
         for (int j = 0; j < TL_CN; j++)
             acc[i][j] = (tl_vec)0.0f;
-    for (uint k0 = 0; k0 < K; k0 += TL_K) {
-        tl_load(as, TL_M, a, lda, trans_a, 1, m0, M, k0, K, lid);
-        tl_load(bs, TL_N, b, ldb, trans_b, 0, n0, N, k0, K, lid);
+    for (uint k0 = kb; k0 < ke; k0 += TL_K) {
+        tl_load(as, TL_M, a, lda, trans_a, 1, m0, M, k0, ke, lid);
+        tl_load(bs, TL_N, b, ldb, trans_b, 0, n0, N, k0, ke, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int kk = 0; kk < TL_K; kk++) {
             float av[TL_RM];
@@ -169,4 +181,28 @@ clf_gemm_tiled(const uint M, const uint N, const uint K, const float alpha,
                                         has_bias, gelu, col + e);
         }
     }
+}
+
+/* The slices of a split over K summed in order (so every run gives the
+ * same bits), then finished: C = sum + beta C (+ bias) (act), one element
+ * a work-item over batch x M x N.  P holds slice s of product t at
+ * s * s_stride + t * M * N, rows of N. */
+__kernel void
+clf_gemm_tiled_reduce(__global const float *P, const uint ksplit,
+                      const ulong s_stride, const uint batch, const uint M,
+                      const uint N, const float beta, __global float *C,
+                      const ulong c_off, const uint ldc, const ulong c_stride,
+                      __global const float *bias, const uint has_bias,
+                      const uint gelu)
+{
+    const size_t gid = get_global_id(0), mn = (size_t)M * N;
+    if (gid >= batch * mn)
+        return;
+    const size_t t = gid / mn, e = gid - t * mn;
+    const uint row = (uint)(e / N), col = (uint)(e - (size_t)row * N);
+    float v = 0.0f;
+    for (uint s = 0; s < ksplit; s++)
+        v += P[s * s_stride + gid];
+    __global float *c = C + c_off + t * c_stride + (size_t)row * ldc + col;
+    *c = tl_finish(v, beta, c, bias, has_bias, gelu, col);
 }

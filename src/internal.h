@@ -94,6 +94,9 @@ struct clf_context {
                                     defaults, else NULL (the main
                                     program's kernel runs) */
     cl_kernel tiled_kernel;      /* of tiled_program */
+    cl_mem tiled_partial;        /* slices of a split over K (tiled.c) */
+    size_t tiled_partial_cap;    /* floats */
+    size_t tiled_split;          /* tests: slices forced (0: by the device) */
     size_t gemm_calls;           /* GEMM calls of either way (tests) */
     int gemm_cols64;             /* blocked GEMM: 64-column blocks where the
                                     device prefers 16-float vectors, else 16 */
@@ -567,6 +570,9 @@ struct clf__tiled_args {
     int gelu;
 };
 int clf__tiled_gemm(clf_context *ctx, const struct clf__tiled_args *g);
+/* The slices a tiled GEMM of that shape is split into over K (1: none). */
+size_t clf__tiled_split(const clf_context *ctx, size_t m, size_t n, size_t k,
+                        size_t batch, size_t *kchunk);
 
 /* attention.c, for tests: the order a Linformer forward of this shape uses. */
 int clf__attention_compress_first(const clf_attention *att, size_t batch,

@@ -47,6 +47,7 @@
     KERNEL(PEAK_COPY, clf_peak_copy)                                           \
     FILE(gemm_tiled)                                                           \
     KERNEL(GEMM_TILED, clf_gemm_tiled)                                         \
+    KERNEL(GEMM_TILED_REDUCE, clf_gemm_tiled_reduce)                           \
     FILE(half)                                                                 \
     KERNEL(HALF_WIDEN, clf_half_widen)                                         \
     KERNEL(HALF_NARROW, clf_half_narrow)                                       \

@@ -181,6 +181,10 @@ clf__tiled_release(clf_context *ctx)
         clReleaseProgram(ctx->tiled_program);
     ctx->tiled_kernel = NULL;
     ctx->tiled_program = NULL;
+    if (ctx->tiled_partial != NULL)
+        clReleaseMemObject(ctx->tiled_partial);
+    ctx->tiled_partial = NULL;
+    ctx->tiled_partial_cap = 0;
 }
 
 /* The program and kernel for a set other than the defaults. */
@@ -285,9 +289,18 @@ clf__tiled_fits(size_t m, size_t n, size_t k, size_t lda, size_t ldb,
            lda <= 0xffffffffu && ldb <= 0xffffffffu && ldc <= 0xffffffffu;
 }
 
-/* Sets the 22 arguments of the kernel. */
+/* A split over K: ksplit slices of kchunk steps of K each (a whole number
+ * of KWG), the partial products into `partial`, s_stride floats apart. */
+struct split {
+    cl_uint ksplit, kchunk;
+    cl_ulong s_stride;
+    cl_mem partial;
+};
+
+/* Sets the 25 arguments of the kernel; with a split, C is the workspace
+ * (rows of N, products M * N apart) and nothing is added to it. */
 static int
-set_args(cl_kernel kk, const struct clf__tiled_args *g)
+set_args(cl_kernel kk, const struct clf__tiled_args *g, const struct split *sp)
 {
     cl_uint M = (cl_uint)g->m, N = (cl_uint)g->n, K = (cl_uint)g->k;
     cl_uint la = (cl_uint)g->lda, lb = (cl_uint)g->ldb, lc = (cl_uint)g->ldc;
@@ -296,6 +309,17 @@ set_args(cl_kernel kk, const struct clf__tiled_args *g)
     cl_ulong ao = g->a_off, as = g->a_stride, bo = g->b_off;
     cl_ulong bs = g->b_stride, co = g->c_off, cs = g->c_stride;
     cl_mem bias = g->bias != NULL ? g->bias : g->c; /* not read */
+    cl_mem c = g->c;
+    float beta = g->beta;
+
+    if (sp->ksplit > 1) {
+        c = sp->partial;
+        co = 0;
+        lc = N;
+        cs = (cl_ulong)g->m * g->n;
+        beta = 0.0f;
+        has_bias = act = 0;
+    }
 
     CLF_SET_ARG(kk, 0, M);
     CLF_SET_ARG(kk, 1, N);
@@ -311,15 +335,130 @@ set_args(cl_kernel kk, const struct clf__tiled_args *g)
     CLF_SET_ARG(kk, 11, lb);
     CLF_SET_ARG(kk, 12, bs);
     CLF_SET_ARG(kk, 13, tb);
-    CLF_SET_ARG(kk, 14, g->beta);
-    CLF_SET_ARG(kk, 15, g->c);
+    CLF_SET_ARG(kk, 14, beta);
+    CLF_SET_ARG(kk, 15, c);
     CLF_SET_ARG(kk, 16, co);
     CLF_SET_ARG(kk, 17, lc);
     CLF_SET_ARG(kk, 18, cs);
     CLF_SET_ARG(kk, 19, bias);
     CLF_SET_ARG(kk, 20, has_bias);
     CLF_SET_ARG(kk, 21, act);
+    CLF_SET_ARG(kk, 22, sp->ksplit);
+    CLF_SET_ARG(kk, 23, sp->kchunk);
+    CLF_SET_ARG(kk, 24, sp->s_stride);
     return 0;
+}
+
+size_t
+clf__tiled_split(const clf_context *ctx, size_t m, size_t n, size_t k,
+                 size_t batch, size_t *kchunk)
+{
+    const size_t *v = ctx->tiled.v, kwg = v[CLF_TILED_P_KWG];
+    const size_t groups = ((n + v[CLF_TILED_P_NWG] - 1) / v[CLF_TILED_P_NWG]) *
+                          ((m + v[CLF_TILED_P_MWG] - 1) / v[CLF_TILED_P_MWG]) *
+                          batch;
+    size_t want = ctx->tiled_split, target, steps = (k + kwg - 1) / kwg;
+
+    /* By the device: where the tiles of C give fewer than two work-groups
+     * a compute unit, as many slices as make four, each at least four KWG
+     * steps long (at most 64 slices).  Only on devices of 16 compute units
+     * or more: a CPU runtime's few cores are filled by a handful of tiles,
+     * and an extra pass to reduce would only cost it. */
+    if (want == 0) {
+        target = ctx->info.compute_units;
+        want = target < 16 || groups >= 2 * target
+                   ? 1
+                   : (4 * target + groups - 1) / groups;
+        if (want > steps / 4)
+            want = steps / 4;
+        if (want > 64)
+            want = 64;
+    }
+    if (want > steps)
+        want = steps;
+    if (want <= 1) {
+        *kchunk = k;
+        return 1;
+    }
+    *kchunk = (steps + want - 1) / want * kwg;
+    return (k + *kchunk - 1) / *kchunk; /* every slice holds some of K */
+}
+
+/* The workspace of a split, grown to `floats` (ctx locked); NULL when it
+ * cannot be had, and the GEMM then runs unsplit. */
+static cl_mem
+partial_buffer(clf_context *ctx, size_t floats)
+{
+    cl_int err;
+    cl_mem m;
+
+    if (ctx->tiled_partial_cap >= floats)
+        return ctx->tiled_partial;
+    if (floats > SIZE_MAX / sizeof(float) ||
+        (ctx->info.max_alloc != 0 &&
+         floats * sizeof(float) > ctx->info.max_alloc))
+        return NULL;
+    m = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, floats * sizeof(float),
+                       NULL, &err);
+    if (m == NULL)
+        return NULL;
+    if (ctx->tiled_partial != NULL)
+        clReleaseMemObject(ctx->tiled_partial);
+    ctx->tiled_partial = m;
+    ctx->tiled_partial_cap = floats;
+    return m;
+}
+
+/* The split's slices summed into C, finished with beta, bias and GELU. */
+static int
+reduce(clf_context *ctx, const struct clf__tiled_args *g,
+       const struct split *sp)
+{
+    cl_kernel k = ctx->kernels[CLF_K_GEMM_TILED_REDUCE];
+    cl_uint B = (cl_uint)g->batch, M = (cl_uint)g->m, N = (cl_uint)g->n;
+    cl_uint lc = (cl_uint)g->ldc, has_bias = g->bias != NULL;
+    cl_uint act = g->gelu != 0;
+    cl_ulong co = g->c_off, cs = g->c_stride;
+    cl_mem bias = g->bias != NULL ? g->bias : g->c; /* not read */
+
+    if (k == NULL) { /* the product ran in a tuned set's own program */
+        CLF_TRY(clf_context_build(ctx));
+        k = ctx->kernels[CLF_K_GEMM_TILED_REDUCE];
+    }
+    CLF_SET_ARG(k, 0, sp->partial);
+    CLF_SET_ARG(k, 1, sp->ksplit);
+    CLF_SET_ARG(k, 2, sp->s_stride);
+    CLF_SET_ARG(k, 3, B);
+    CLF_SET_ARG(k, 4, M);
+    CLF_SET_ARG(k, 5, N);
+    CLF_SET_ARG(k, 6, g->beta);
+    CLF_SET_ARG(k, 7, g->c);
+    CLF_SET_ARG(k, 8, co);
+    CLF_SET_ARG(k, 9, lc);
+    CLF_SET_ARG(k, 10, cs);
+    CLF_SET_ARG(k, 11, bias);
+    CLF_SET_ARG(k, 12, has_bias);
+    CLF_SET_ARG(k, 13, act);
+    return clf__launch_1d(ctx, CLF_K_GEMM_TILED_REDUCE, g->batch * g->m * g->n);
+}
+
+/* The split of g on this device, its workspace ready; ksplit 1 for none. */
+static void
+plan_split(clf_context *ctx, const struct clf__tiled_args *g, struct split *sp)
+{
+    size_t kchunk,
+        n = clf__tiled_split(ctx, g->m, g->n, g->k, g->batch, &kchunk);
+    size_t per = g->batch * g->m * g->n;
+
+    memset(sp, 0, sizeof *sp);
+    sp->ksplit = 1;
+    sp->kchunk = (cl_uint)g->k;
+    if (n <= 1 || per > SIZE_MAX / n || g->batch * n > 0xffffffffu ||
+        (sp->partial = partial_buffer(ctx, n * per)) == NULL)
+        return;
+    sp->ksplit = (cl_uint)n;
+    sp->kchunk = (cl_uint)kchunk;
+    sp->s_stride = per;
 }
 
 int
@@ -329,6 +468,7 @@ clf__tiled_gemm(clf_context *ctx, const struct clf__tiled_args *g)
     cl_kernel kk = ctx->tiled_kernel != NULL ? ctx->tiled_kernel
                                              : ctx->kernels[CLF_K_GEMM_TILED];
     size_t local[3], global[3];
+    struct split sp;
     cl_int err;
 
     if (g->m == 0 || g->n == 0 || g->batch == 0)
@@ -337,13 +477,14 @@ clf__tiled_gemm(clf_context *ctx, const struct clf__tiled_args *g)
         CLF_TRY(clf_context_build(ctx));
         kk = ctx->kernels[CLF_K_GEMM_TILED];
     }
-    CLF_TRY(set_args(kk, g));
+    plan_split(ctx, g, &sp);
+    CLF_TRY(set_args(kk, g, &sp));
     local[0] = v[CLF_TILED_P_NDIM];
     local[1] = v[CLF_TILED_P_MDIM];
     local[2] = 1;
     global[0] = (g->n + v[CLF_TILED_P_NWG] - 1) / v[CLF_TILED_P_NWG] * local[0];
     global[1] = (g->m + v[CLF_TILED_P_MWG] - 1) / v[CLF_TILED_P_MWG] * local[1];
-    global[2] = g->batch;
+    global[2] = g->batch * sp.ksplit;
     ctx->tiled_calls++;
     ctx->gemm_calls++;
     err = clf__enqueue_nd(ctx, kk, 3, global, local);
@@ -352,5 +493,5 @@ clf__tiled_gemm(clf_context *ctx, const struct clf__tiled_args *g)
                          "tiled GEMM %zux%zux%zu x%zu: enqueue of a "
                          "work-group of %zu x %zu failed (%d)",
                          g->m, g->n, g->k, g->batch, local[0], local[1], err);
-    return 0;
+    return sp.ksplit > 1 ? reduce(ctx, g, &sp) : 0;
 }

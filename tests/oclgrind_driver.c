@@ -564,6 +564,24 @@ tiled_case(clf_context *ctx, int ta, int tb, int ex)
     clReleaseMemObject(mbias);
 }
 
+/* A NaN-filled workspace for tiled GEMMs split over K, of `floats`. */
+static void
+poison_partial(clf_context *ctx, size_t floats)
+{
+    float *nan = malloc(floats * sizeof *nan);
+    size_t i;
+
+    if (nan == NULL)
+        exit(1);
+    for (i = 0; i < floats; i++)
+        nan[i] = NAN;
+    if (ctx->tiled_partial != NULL)
+        clReleaseMemObject(ctx->tiled_partial);
+    ctx->tiled_partial = upload(ctx, nan, floats);
+    ctx->tiled_partial_cap = floats;
+    free(nan);
+}
+
 static void
 check_tiled(clf_context *ctx)
 {
@@ -576,6 +594,16 @@ check_tiled(clf_context *ctx)
         for (tb = 0; tb < 2; tb++)
             tiled_case(ctx, ta, tb, 0);
     tiled_case(ctx, 0, 1, 1);
+    /* Split over K into two slices (16 + 3 of K = 19), then reduced, the
+     * workspace poisoned with NaN first: every element the reduction reads
+     * must have been written, or C is NaN. */
+    poison_partial(ctx, 2 * 2 * 5 * 13);
+    ctx->tiled_split = 2;
+    tiled_case(ctx, 0, 0, 0);
+    tiled_case(ctx, 1, 1, 0);
+    tiled_case(ctx, 0, 1, 1);
+    expect(ctx->tiled_partial != NULL, "tiled GEMM split over K");
+    ctx->tiled_split = 0;
     memcpy(cfg.v, small, sizeof cfg.v);
     expect(clf__tiled_set(ctx, &cfg) == 0, "tiled GEMM sizes 16x16 built");
     tiled_case(ctx, 0, 0, 0);

@@ -237,6 +237,100 @@ START_TEST(tiled_other_transposes_and_beta)
 }
 END_TEST
 
+/* The split's workspace, large enough for every case below, filled with
+ * NaN: an element the reduction reads but no slice wrote makes C NaN. */
+static void
+poison_partial(clf_context *ctx)
+{
+    const size_t floats = (size_t)1 << 18;
+    float *nan = tu_malloc(floats * sizeof *nan);
+    size_t i;
+
+    for (i = 0; i < floats; i++)
+        nan[i] = NAN;
+    if (ctx->tiled_partial != NULL)
+        clReleaseMemObject(ctx->tiled_partial);
+    ctx->tiled_partial = tu_upload(ctx, nan, floats);
+    ctx->tiled_partial_cap = floats;
+    free(nan);
+}
+
+/* Split over K (forced to 2, 3 and 7 slices, and to more than K has KWG
+ * steps): the slices' sum, finished with beta C, bias and GELU, equals the
+ * reference for every entry, transposition and odd size, batched; K = 0
+ * and K shorter than one slice too; the workspace poisoned first. */
+START_TEST(tiled_split_k_matches_reference)
+{
+    static const size_t splits[] = {2, 3, 7, 1000};
+    clf_context *ctx = tu_context();
+    unsigned long long s = run_seed + 3000 + 50 * (unsigned long long)_i;
+    size_t kchunk = 0;
+    struct tcase t;
+
+    ctx->tiled_split = splits[_i];
+    poison_partial(ctx);
+    ck_assert_uint_gt(clf__tiled_split(ctx, 37, 45, 301, 3, &kchunk), 1);
+    ck_assert_uint_eq(kchunk % ctx->tiled.v[CLF_TILED_P_KWG], 0);
+    t = mk("split: projection + bias", E_EX, 0, 1, 37, 45, 301, 1, 1.0, 0.0);
+    t.bias = 1;
+    run_case(&t, s + 1);
+    t = mk("split: feed-forward", E_EX, 0, 1, 19, 70, 133, 1, 1.0, 1.0);
+    t.bias = 1;
+    t.op.gelu = 1;
+    run_case(&t, s + 2);
+    t = mk("split: compression, shared E", E_BATCHED, 0, 0, 9, 31, 517, 3, 1.0,
+           0.0);
+    t.share_a = 1;
+    run_case(&t, s + 3);
+    t = mk("split: scores", E_GROUPED, 0, 1, 23, 17, 65, 3, 0.125, 0.0);
+    t.groups = 2;
+    run_case(&t, s + 4);
+    t = mk("split: transposes, beta", E_BATCHED, 1, 1, 45, 23, 97, 2, -0.75,
+           0.5);
+    run_case(&t, s + 5);
+    t = mk("split: short K", E_BATCHED, 0, 0, 5, 6, 3, 2, 1.0, 0.25);
+    run_case(&t, s + 6);
+    t = mk("split: K = 0", E_BATCHED, 0, 0, 5, 6, 0, 1, 1.0, 2.0);
+    run_case(&t, s + 7);
+    ck_assert_ptr_nonnull(ctx->tiled_partial); /* the split ran */
+    ctx->tiled_split = 0;
+}
+END_TEST
+
+/* By the device: a CPU runtime's few compute units never split; on a
+ * device of 132 compute units the compression E X at batch 1 (256 x 512
+ * over K = 4096: 32 tiles of C) is split into enough slices to give four
+ * work-groups a compute unit, each at least four KWG steps, while a
+ * projection (4096 x 512, 512 tiles) is not. */
+START_TEST(tiled_split_k_by_the_device)
+{
+    clf_context *ctx = tu_context();
+    const size_t cu = ctx->info.compute_units, kwg = 16;
+    size_t kchunk = 0, n;
+    struct tcase t;
+
+    ck_assert_uint_eq(ctx->tiled.v[CLF_TILED_P_KWG], kwg);
+    ck_assert_uint_eq(ctx->tiled_split, 0);
+    if (cu < 16) { /* a CPU runtime: not even a single tile is split */
+        ck_assert_uint_eq(clf__tiled_split(ctx, 256, 512, 4096, 1, &kchunk), 1);
+        ck_assert_uint_eq(clf__tiled_split(ctx, 20, 33, 4096, 1, &kchunk), 1);
+    }
+    ctx->info.compute_units = 132;
+    n = clf__tiled_split(ctx, 256, 512, 4096, 1, &kchunk);
+    ck_assert_uint_eq(n, 16);
+    ck_assert_uint_eq(kchunk, 256);
+    ck_assert_uint_ge(32 * n, 4 * 132 - 32); /* work-groups */
+    ck_assert_uint_ge(32 * n * 64, 32768);   /* work-items */
+    ck_assert_uint_eq(clf__tiled_split(ctx, 4096, 512, 512, 1, &kchunk), 1);
+    /* Too short a K to split into slices of four steps. */
+    ck_assert_uint_eq(clf__tiled_split(ctx, 16, 16, 4 * kwg, 1, &kchunk), 1);
+    /* And the split so chosen computes the product. */
+    t = mk("split by the device", E_BATCHED, 0, 0, 20, 33, 700, 1, 1.0, 0.0);
+    run_case(&t, run_seed + 4000);
+    ctx->info.compute_units = cu;
+}
+END_TEST
+
 /* Every set of sizes the tuner may choose computes the same products. */
 START_TEST(tiled_every_tuning_set_matches_reference)
 {
@@ -455,6 +549,8 @@ main(void)
     tcase_set_timeout(tc, 900);
     tcase_add_loop_test(tc, tiled_pipeline_shapes_match_reference, 0, 5);
     tcase_add_loop_test(tc, tiled_other_transposes_and_beta, 0, 4);
+    tcase_add_loop_test(tc, tiled_split_k_matches_reference, 0, 4);
+    tcase_add_test(tc, tiled_split_k_by_the_device);
     tcase_add_test(tc, tiled_every_tuning_set_matches_reference);
     tcase_add_test(tc, tiled_bad_sizes_are_refused);
     tcase_add_loop_test(tc, tiled_forced_forward_matches_reference, 0, 3);

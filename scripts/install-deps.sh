@@ -4,7 +4,8 @@
 # clang-14 with its sanitizer and libFuzzer runtimes (make fuzz), cmake
 # (scripts/test-install.sh), clang-format (make format-check), python3
 # with pip (scripts/runtimes.sh fetches Intel's CPU runtime) and Open MPI
-# (./configure --with-mpi: clinformer run --mpi and its tests).  Only
+# (./configure --with-mpi: clinformer run --mpi and its tests), and
+# patchelf (make device-bundle sets the kit's run paths with it).  Only
 # packages that are missing
 # are installed.  Run as root, or with sudo available.
 set -eu
@@ -13,7 +14,7 @@ PKGS="build-essential autoconf automake libtool pkg-config \
 ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers opencl-c-headers \
 pocl-opencl-icd libclblast-dev libjansson-dev check oclgrind clinfo \
 clang-14 libclang-rt-14-dev cmake clang-format python3 python3-pip \
-libopenmpi-dev openmpi-bin"
+libopenmpi-dev openmpi-bin patchelf"
 
 missing=""
 for p in $PKGS; do

@@ -42,7 +42,8 @@ const struct cli_option cli_tune_options[] = {
      "a step needing a new build starts only when one build\n"
      "(as measured, else 10 s on a GPU, 60 s on other\n"
      "devices) still fits; the progress ends with what was\n"
-     "tried and what was skipped", 0, 0, NULL},
+     "tried and what was skipped",
+     0, 0, NULL},
     {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
 
 /* The largest difference, its element and max |B|. */

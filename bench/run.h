@@ -7,6 +7,8 @@
 
 #include "results.h"
 
+#include <stdio.h>
+
 #define CLF_BENCH_MAX_LIST 32    /* entries of an option's list */
 #define CLF_BENCH_MAX_REPEAT 101 /* warm runs of a row */
 
@@ -42,9 +44,13 @@ struct clf_bench_options {
 /* bench/shard.c: --shard.  For each n, one Linformer and one full layer:
  * each device alone, then the forward split by positions over all of them
  * evenly and in proportion to their measured throughput, and the bytes
- * the split exchanges per layer.  Tables on stdout; returns 0, or 1 when
- * a device or forward failed. */
-int clf_bench_shard(const struct clf_bench_options *o);
+ * the split exchanges per layer.  The table goes to t; the devices go to
+ * hdr (whose header the caller fills) and the rows to s (bench/shard.h;
+ * the caller frees s->rows).  Returns 0, 1 when a device or forward
+ * failed, 2 for a usage error (reported). */
+struct clf_bench_shard_report;
+int clf_bench_shard(const struct clf_bench_options *o, FILE *t,
+                    clf_bench_report *hdr, struct clf_bench_shard_report *s);
 
 /* Seconds on a monotonic clock. */
 double clf_bench_now(void);

@@ -8,6 +8,7 @@
 #include "output.h"
 #include "roofline.h"
 #include "run.h"
+#include "shard.h"
 
 #include <errno.h>
 #include <math.h>
@@ -94,8 +95,10 @@ static const char usage_text[] =
     "                    device alone, then one forward split by positions\n"
     "                    over all of them, evenly and in proportion to the\n"
     "                    throughput just measured alone, and the bytes\n"
-    "                    exchanged per layer; float only, printed, no\n"
-    "                    --accuracy, --baseline or file option\n"
+    "                    exchanged per layer; float only; --json, --csv\n"
+    "                    and --html save it (JSON schema\n"
+    "                    clinformer-bench-shard/1); no --accuracy,\n"
+    "                    --baseline, --svg, --from or --compare\n"
     "\n"
     "Accuracy study (instead of the matrix):\n"
     "  --accuracy        for each n of --n (default 2048) and each D, h, B,\n"
@@ -829,20 +832,19 @@ check_from_options(const struct clf_bench_options *o)
     return 2;
 }
 
-/* --shard prints its own table and writes no file: an option it would
- * ignore is a usage error; returns 0, or 2 (reported). */
+/* --shard writes its own table and files (--json, --csv, --html; no
+ * figures, nothing to read back or compare): an option it would ignore is
+ * a usage error; returns 0, or 2 (reported). */
 static int
 check_shard_options(const struct clf_bench_options *o)
 {
-    const char *names[] = {"--from", "--compare", "--json",    "--csv",
-                           "--svg",  "--html",    "--baseline"};
-    const char *vals[7];
+    const char *names[] = {"--from", "--compare", "--svg", "--baseline"};
+    const char *vals[4];
     size_t i;
 
-    vals[0] = o->from, vals[1] = o->compare, vals[2] = o->json;
-    vals[3] = o->csv, vals[4] = o->svg, vals[5] = o->html;
-    vals[6] = o->baseline;
-    for (i = 0; i < 7; i++)
+    vals[0] = o->from, vals[1] = o->compare, vals[2] = o->svg;
+    vals[3] = o->baseline;
+    for (i = 0; i < 4; i++)
         if (vals[i] != NULL) {
             fprintf(stderr, "%s: --shard takes no %s\n", o->prog, names[i]);
             return 2;
@@ -853,6 +855,55 @@ check_shard_options(const struct clf_bench_options *o)
         return 2;
     }
     return 0;
+}
+
+/* Writes one of --shard's files to path, or standard output for "-";
+ * returns 1 when it failed (reported). */
+static int
+write_shard_file(const struct clf_bench_options *o, const char *opt,
+                 const char *path, clf_bench_ctx_writer write,
+                 const clf_bench_shard_report *s)
+{
+    int rc;
+
+    if (path == NULL)
+        return 0;
+    errno = 0;
+    if (is_stdout(path))
+        rc = write(stdout, s) != 0 || fflush(stdout) != 0 ? -1 : 0;
+    else
+        rc = clf_bench_write_file_ctx(path, write, s);
+    if (rc == 0)
+        return 0;
+    if (errno == 0)
+        errno = EIO;
+    fprintf(stderr, "%s: %s %s: %s\n", o->prog, opt, path, why_not_written());
+    return 1;
+}
+
+/* --shard: measures, then writes the files; returns the exit status. */
+static int
+run_shard(const struct clf_bench_options *o, int argc, char **argv)
+{
+    clf_bench_report hdr;
+    clf_bench_shard_report s;
+    int rc, bad = 0;
+
+    clf_bench_report_init(&hdr);
+    memset(&s, 0, sizeof s);
+    fill_header(o, argc, argv, &hdr);
+    rc = clf_bench_shard(o, stdout_taken(o) ? stderr : stdout, &hdr, &s);
+    if (s.nrows > 0) {
+        bad |= write_shard_file(o, "--json", o->json,
+                                clf_bench_shard_json_fwrite, &s);
+        bad |= write_shard_file(o, "--csv", o->csv, clf_bench_shard_csv_fwrite,
+                                &s);
+        bad |= write_shard_file(o, "--html", o->html,
+                                clf_bench_shard_html_fwrite, &s);
+    }
+    free(s.rows);
+    clf_bench_report_free(&hdr);
+    return rc != 0 ? rc : bad;
 }
 
 /* Measures, or with --from reads the report back; returns the exit status
@@ -922,7 +973,7 @@ clf_bench_main(int argc, char **argv)
     sort_sizes(o.acc_n, &o.acc_nn);
     sort_sizes(o.acc_k, &o.acc_nk);
     if (o.shard)
-        return check_shard_options(&o) != 0 ? 2 : clf_bench_shard(&o);
+        return check_shard_options(&o) != 0 ? 2 : run_shard(&o, argc, argv);
     if (read_baseline(&o, &base) != 0 || check_baseline(&o) != 0)
         return 2;
     clf_bench_report_init(&rep);

@@ -230,14 +230,21 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
  * parameters applied) every CLBlast GEMM of the process on that device uses
  * them.  Every candidate's output is checked against the output of the
  * parameters in force.  Tuning is explicit, never automatic.  The budget bounds
- * the whole call, compilation included: the clock is read before every step (a
- * forward under new parameters, which compiles CLBlast's kernels), and a step
- * starts only while the longest step so far still fits, so a call overruns
- * only by a step slower than every earlier one (the first, which builds
- * the kernels, can take seconds).  Candidates stop early enough to leave
- * room for the switch's five settings; a later call resumes where it
- * stopped, and a budget too small for any step measures nothing and
- * returns 0.  A stored file that fails validation (see
+ * the whole call, compilation included: the clock is read before every step,
+ * and a step under new parameters (an Xgemm candidate, a switch setting, a
+ * tiled set: each a kernel to build) starts only while the longest step's
+ * forwards so far plus one kernel build still fit.  A build is timed apart
+ * from the forwards; the estimate is the longest measured in the call (a
+ * build under 0.25 s came from a cache and does not count), else the one
+ * stored by an earlier call, else the setup's build or a guess of 10 s on
+ * a GPU and 60 s on other devices, so a call overruns only when a build
+ * takes longer than that estimate; the reference forward that every call
+ * needs (the layer's kernels and CLBlast's defaults) always runs.
+ * Candidates stop early enough to leave room for the forwards of the
+ * switch's five settings; a later call resumes where it stopped, and a
+ * budget too small for any step measures nothing and returns 0.  The
+ * progress ends with a line saying how many candidates, switch settings
+ * and tiled sets were tried and how many were skipped for the budget.  A stored file that fails validation (see
  * clf_tune_apply_process_wide) is not resumed from but replaced.  A device
  * never tuned runs with CLBlast's defaults.  The timed forwards run every GEMM
  * through CLBlast; the stored kernel choices are keyed by the tuning in force,

@@ -6,7 +6,11 @@
 #              wrappers, and clf-env, which runs any command with the
 #              bundled shared objects first on the library path
 #   libexec/   the real programs; libexec/tests/ the built test programs
-#              that need an OpenCL device
+#              that need an OpenCL device.  Each carries a run path
+#              relative to itself ($ORIGIN/../lib, $ORIGIN/../../lib), and
+#              each object in lib/ $ORIGIN, so that a program copied
+#              anywhere with lib/ at the same relative place runs without
+#              the wrappers
 #   lib/       libclinformer and every shared object the programs need
 #              beyond the C library (the ocl-icd loader, CLBlast, jansson,
 #              Check's subunit, ...); lib/fallback/ the C++ runtime, used
@@ -35,6 +39,9 @@ die() {
     echo "device-bundle: error: $*" >&2
     exit 1
 }
+
+command -v patchelf >/dev/null 2>&1 ||
+    die "patchelf not found: install the Debian package patchelf (it sets the kit's run paths)"
 
 is_elf() { [ "$(head -c 4 "$1" 2>/dev/null | od -An -c | tr -d ' ')" = '177ELF' ]; }
 
@@ -130,6 +137,24 @@ for f in "$out"/libexec/* "$out"/libexec/tests/*; do
         done
 done
 [ -z "$missing" ] || die "unresolved shared objects:$missing"
+
+# Run paths relative to each file, so that no program needs the wrappers'
+# LD_LIBRARY_PATH: the programs look in the kit's lib/, and the objects
+# there look beside themselves for what they need in turn (a program's
+# DT_RUNPATH serves only its own direct dependencies).  lib/fallback is
+# left to clf-env, which uses it only where the machine has no C++
+# runtime of its own.
+set_runpath() { # run path, files...
+    rp=$1
+    shift
+    for f in "$@"; do
+        [ -f "$f" ] && is_elf "$f" || continue
+        patchelf --set-rpath "$rp" "$f" || die "patchelf --set-rpath $f failed"
+    done
+}
+set_runpath '$ORIGIN/../lib' "$out"/libexec/*
+set_runpath '$ORIGIN/../../lib' "$out"/libexec/tests/*
+set_runpath '$ORIGIN' "$out"/lib/*.so*
 
 # ----------------------------------------------------- run-time data
 cp -R "$src/tests/data" "$out/tests/data"

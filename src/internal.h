@@ -237,6 +237,7 @@ struct clf__tune_file {
     size_t best[CLF_TUNE_NPARAM];
     size_t min_indirect; /* 0: none stored */
     double baseline_ms;  /* 0: none stored */
+    double compile_ms;   /* the last kernel build measured; 0: none */
     size_t ntried;
     size_t tried[CLF_TUNE_MAX_TRIED][CLF_TUNE_NPARAM];
     double tried_ms[CLF_TUNE_MAX_TRIED];

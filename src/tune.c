@@ -34,6 +34,10 @@
 #define MAX_CANDS CLF_TUNE_MAX_TRIED
 #define TUNE_FILE_MAX (1u << 20) /* a real one is a few kilobytes */
 #define MI_COUNT 5
+/* A build quicker than this came from a cache (the driver's own, such as
+ * PoCL's under ~/.cache/pocl, which outlives clinformer's): it says
+ * nothing about the next one, which may be a real compile. */
+#define CACHED_BUILD_S 0.25
 
 static const char *const xgemm_names[NPARAM] = {
     "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
@@ -457,6 +461,17 @@ record_gemm_routine(struct clf__tune_file *tf, char **tok, size_t n, int tried,
     return 0;
 }
 
+/* "baseline ms=T" (the untuned forward) or "compile ms=T" (the last
+ * kernel build measured under new parameters), T > 0. */
+static int
+record_time(double *out, char **tok, size_t n, size_t line, char *why,
+            size_t cap)
+{
+    if (n != 2 || parse_ms(tok[1], out) != 0 || *out <= 0.0)
+        return why_line(why, cap, line, "not %s ms=T (T > 0)", tok[0]);
+    return 0;
+}
+
 /* One line, NUL-terminated and writable. */
 static int
 parse_line(struct clf__tune_file *tf, char *s, size_t line, char *why,
@@ -470,12 +485,10 @@ parse_line(struct clf__tune_file *tf, char *s, size_t line, char *why,
         return why_line(why, cap, line, "too many fields");
     if (n == 0 || tok[0][0] == '#')
         return 0;
-    if (strcmp(tok[0], "baseline") == 0) {
-        if (n != 2 || parse_ms(tok[1], &tf->baseline_ms) != 0 ||
-            tf->baseline_ms <= 0.0)
-            return why_line(why, cap, line, "not baseline ms=T (T > 0)");
-        return 0;
-    }
+    if (strcmp(tok[0], "baseline") == 0 || strcmp(tok[0], "compile") == 0)
+        return record_time(tok[0][0] == 'b' ? &tf->baseline_ms
+                                            : &tf->compile_ms,
+                           tok, n, line, why, cap);
     tried = strcmp(tok[0], "tried") == 0;
     if ((tried || strcmp(tok[0], "best") == 0) && n >= 2) {
         if (strcmp(tok[1], "Xgemm") == 0)
@@ -773,18 +786,20 @@ make_candidates(struct cand *out, size_t cap,
     return n;
 }
 
-/* Median seconds of `runs` forwards after one warm-up (which also pays any
- * kernel compilation). */
+/* Median seconds of `runs` forwards after one warm-up, which also pays any
+ * kernel build: its time beyond the median goes to *build (when not
+ * NULL). */
 static int
-time_forward(clf_context *ctx, clf_attention *att, cl_mem x, cl_mem y, size_t n,
-             int runs, double *out)
+time_forward_ex(clf_context *ctx, clf_attention *att, cl_mem x, cl_mem y,
+                size_t n, int runs, double *out, double *build)
 {
-    double t[8], t0;
+    double t[8], t0 = clf__now_s(), warm;
     int r, i, j;
 
     if (clf_attention_forward_cl(att, x, 0, y, 0, 1, n) != 0 ||
         clf_context_finish(ctx) != 0)
         return -1;
+    warm = clf__now_s() - t0;
     for (r = 0; r < runs; r++) {
         t0 = clf__now_s();
         if (clf_attention_forward_cl(att, x, 0, y, 0, 1, n) != 0 ||
@@ -799,7 +814,16 @@ time_forward(clf_context *ctx, clf_attention *att, cl_mem x, cl_mem y, size_t n,
             t[j - 1] = s;
         }
     *out = t[runs / 2];
+    if (build != NULL)
+        *build = warm > *out ? warm - *out : 0.0;
     return 0;
+}
+
+static int
+time_forward(clf_context *ctx, clf_attention *att, cl_mem x, cl_mem y, size_t n,
+             int runs, double *out)
+{
+    return time_forward_ex(ctx, att, x, y, n, runs, out, NULL);
 }
 
 /* 0 when the forward's output y matches ref to 1e-4 of its scale: a
@@ -845,10 +869,14 @@ say(const clf_tune_opts *o, const char *fmt, ...)
     o->progress(line, o->user);
 }
 
-/* One call of clf_tune.  The budget bounds the whole call: before each
- * step that runs forwards (each may compile CLBlast's kernels, seconds on a
- * CPU device) the clock is read, and a step starts only when the longest
- * step so far still fits. */
+/* One call of clf_tune.  The budget bounds the whole call, kernel builds
+ * included: before each step that runs forwards the clock is read, and a
+ * step starts only when it still fits: the longest step's forwards so far,
+ * and for a step under new parameters (an Xgemm candidate, a switch
+ * setting, a tiled set: each a new kernel to build, tens of seconds on a
+ * CPU runtime) one build as build_estimate() expects it.  Steps whose
+ * layer was built from a cache say nothing about what a new build costs,
+ * so builds are timed apart from the forwards. */
 struct run {
     clf_context *ctx;
     clf_tune_opts o;
@@ -860,7 +888,13 @@ struct run {
     struct cand cands[MAX_CANDS];
     double tried_ms[MAX_CANDS]; /* -1: not measured, 0: failed */
     size_t ncand, done, measured;
-    double start, step_max;
+    double start, step_max; /* step_max: the longest step's forwards */
+    double build_s;         /* the longest build under new parameters in this
+                               call; 0: none yet */
+    double stored_build_s;  /* the one an earlier call stored; 0: none */
+    double setup_build_s;   /* the setup's (perhaps from caches) */
+    size_t skipped;         /* candidates left out for the budget */
+    size_t tiled_tried, tiled_skipped, mi_tried, mi_skipped;
     double base; /* seconds, 0 before it is known */
     struct cand best;
     double best_ms;
@@ -882,13 +916,52 @@ may_start(const struct run *r, double reserve)
     return clf__now_s() - r->start + reserve * r->step_max <= r->o.budget_s;
 }
 
-static void
-step_end(struct run *r, double t0)
+/* Seconds a new kernel build is expected to take: the longest measured in
+ * this call (builds from a cache aside, see CACHED_BUILD_S), else the one
+ * stored by the last call that measured one, else (none measured on this device
+ * yet) the setup's build or, when that came from a cache, a guess by the kind
+ * of device: CLBlast's Xgemm kernel takes tens of seconds to compile on a CPU
+ * runtime such as PoCL, seconds on GPU drivers.  A guess too high only delays
+ * tuning to a call with a larger budget; too low, the call overruns by one
+ * build. */
+static double
+build_estimate(const struct run *r)
 {
-    double t = clf__now_s() - t0;
+    double guess = r->ctx->info.is_gpu ? 10.0 : 60.0;
+
+    if (r->build_s > 0.0)
+        return r->build_s;
+    if (r->stored_build_s > 0.0)
+        return r->stored_build_s;
+    return r->setup_build_s > guess ? r->setup_build_s : guess;
+}
+
+/* may_start for a step under new parameters: one build besides. */
+static int
+may_build(const struct run *r, double reserve)
+{
+    return clf__now_s() - r->start + build_estimate(r) +
+               reserve * r->step_max <=
+           r->o.budget_s;
+}
+
+/* Ends a step begun at t0 whose kernel build took `build` of its time
+ * (0: none). */
+static void
+step_end_built(struct run *r, double t0, double build)
+{
+    double t = clf__now_s() - t0 - build;
 
     if (t > r->step_max)
         r->step_max = t;
+    if (build >= CACHED_BUILD_S && build > r->build_s)
+        r->build_s = build;
+}
+
+static void
+step_end(struct run *r, double t0)
+{
+    step_end_built(r, t0, 0.0);
 }
 
 /* The options with defaults filled in and every size product checked. */
@@ -932,6 +1005,7 @@ tune_resume(struct run *r)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     if (load_tune_file(r->ctx, r->path, tf) == 1) {
         r->base = tf->baseline_ms / 1e3;
+        r->stored_build_s = tf->compile_ms / 1e3;
         r->prev_mi = tf->min_indirect;
         for (j = 0; j < tf->ntried; j++)
             for (i = 0; i < r->ncand; i++)
@@ -989,13 +1063,16 @@ tune_setup(struct run *r)
         return clf__fail(err, "tuning buffers: clCreateBuffer failed (%d)",
                          err);
     t0 = clf__now_s();
-    if (time_forward(r->ctx, r->att, r->x, r->y, r->o.seq_len, 1, &t) != 0 ||
+    if (time_forward_ex(r->ctx, r->att, r->x, r->y, r->o.seq_len, 1, &t,
+                        &r->setup_build_s) != 0 ||
         clEnqueueReadBuffer(r->ctx->queue, r->y, CL_TRUE, 0,
                             r->count * sizeof(float), r->ref, 0, NULL,
                             NULL) != CL_SUCCESS)
         return clf__fail(CLF_EINVALID_ARGUMENT, "reference forward failed: %s",
                          clf_last_error());
-    step_end(r, t0);
+    /* Its build says nothing certain about a new one (it may have come
+     * from a cache): build_estimate() weighs it, the steps do not. */
+    r->step_max = clf__now_s() - t0 - r->setup_build_s;
     return 0;
 }
 
@@ -1032,13 +1109,14 @@ tune_baseline(struct run *r)
 static double
 time_candidate(struct run *r, const struct cand *c)
 {
-    double t0 = clf__now_s(), t;
+    double t0 = clf__now_s(), t, build = 0.0;
 
     if (apply_xgemm(r->ctx, c) != 0 ||
-        time_forward(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t) != 0 ||
+        time_forward_ex(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t,
+                        &build) != 0 ||
         same_output(r->ctx, r->y, r->ref, r->got, r->count) != 0)
         t = 0.0; /* rejected by CLBlast, failed or wrong: never chosen */
-    step_end(r, t0);
+    step_end_built(r, t0, build);
     return t;
 }
 
@@ -1069,11 +1147,15 @@ tune_candidates(struct run *r)
         }
         if (r->o.max_candidates != 0 && r->measured == r->o.max_candidates)
             return;
-        if (!may_start(r, 2.0 + MI_COUNT + (double)r->ntiled)) {
+        /* Room for this one's build and forwards, and the later steps'
+         * forwards (each of those checks its own build when it comes). */
+        if (!may_build(r, 2.0 + MI_COUNT + (double)r->ntiled)) {
+            r->skipped = r->ncand - r->done;
             say(&r->o,
-                "budget reached after %zu of %zu candidates; run "
-                "again to continue",
-                r->done, r->ncand);
+                "budget reached after %zu of %zu candidates (a kernel "
+                "build estimated at %.1f s would not fit); run again "
+                "with a larger --budget to continue",
+                r->done, r->ncand, build_estimate(r));
             return;
         }
         t = time_candidate(r, &r->cands[i]);
@@ -1099,25 +1181,36 @@ tune_candidates(struct run *r)
 static void
 tune_switch(struct run *r)
 {
-    double t, now_ms, t0 = clf__now_s();
+    double t, now_ms, t0 = clf__now_s(), build = 0.0;
     size_t i;
 
+    /* The best may come from an earlier call: then it is built anew. */
+    if (!may_build(r, 1.0)) {
+        r->mi_skipped = MI_COUNT;
+        return;
+    }
     if (r->have_best)
         apply_xgemm(r->ctx, &r->best);
-    if (!may_start(r, 1.0) ||
-        time_forward(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t) != 0)
+    if (time_forward_ex(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t,
+                        &build) != 0)
         return;
-    step_end(r, t0);
+    step_end_built(r, t0, build);
     now_ms = t * 1e3;
     say(&r->o, "direct/indirect switch as it stands: %.1f ms", now_ms);
-    for (i = 0; i < MI_COUNT && may_start(r, 1.0); i++) {
+    for (i = 0; i < MI_COUNT; i++) {
+        if (!may_build(r, 1.0)) {
+            r->mi_skipped = MI_COUNT - i;
+            break;
+        }
         t0 = clf__now_s();
+        build = 0.0;
         if (apply_min_indirect(r->ctx, mi_values[i]) != 0 ||
-            time_forward(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t) !=
-                0 ||
+            time_forward_ex(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t,
+                            &build) != 0 ||
             same_output(r->ctx, r->y, r->ref, r->got, r->count) != 0)
             t = 0.0;
-        step_end(r, t0);
+        step_end_built(r, t0, build);
+        r->mi_tried++;
         r->mi_ms[i] = t * 1e3;
         say(&r->o, "direct/indirect switch XGEMM_MIN_INDIRECT_SIZE=%zu: %s%.1f",
             mi_values[i], t > 0.0 ? "ms " : "failed or wrong results ",
@@ -1135,19 +1228,20 @@ tune_switch(struct run *r)
 static double
 time_tiled(struct run *r, const struct clf__tiled_cfg *c)
 {
-    double t0 = clf__now_s(), t;
+    double t0 = clf__now_s(), t, build = 0.0;
 
     clf__lock(r->ctx);
     r->ctx->gemm_variant = CLF_GEMM_TILED;
     clf__unlock(r->ctx);
     if (clf__tiled_set(r->ctx, c) != 0 ||
-        time_forward(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t) != 0 ||
+        time_forward_ex(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t,
+                        &build) != 0 ||
         same_output(r->ctx, r->y, r->ref, r->got, r->count) != 0)
         t = 0.0;
     clf__lock(r->ctx);
     r->ctx->gemm_variant = CLF_GEMM_CLBLAST;
     clf__unlock(r->ctx);
-    step_end(r, t0);
+    step_end_built(r, t0, build);
     return t;
 }
 
@@ -1162,8 +1256,11 @@ tune_tiled(struct run *r)
     size_t i;
 
     for (i = 0; i < r->ntiled; i++) {
-        if (r->tiled_ms[i] < 0.0 && may_start(r, 1.0)) {
+        if (r->tiled_ms[i] < 0.0 && !may_build(r, 1.0)) {
+            r->tiled_skipped++;
+        } else if (r->tiled_ms[i] < 0.0) {
             double t = time_tiled(r, &r->tiled[i]);
+            r->tiled_tried++;
             r->tiled_ms[i] = t * 1e3;
             clf__tiled_format(&r->tiled[i], text, sizeof text);
             if (t > 0.0)
@@ -1237,6 +1334,9 @@ write_records(const struct run *r, struct text *f)
     text_add(f, "# clinformer GEMM tuning: %s / %s / driver %s\n",
              r->ctx->info.platform, r->ctx->info.name, r->ctx->info.driver);
     text_add(f, "baseline ms=%.3f\n", r->base * 1e3);
+    if (r->build_s > 0.0 || r->stored_build_s > 0.0)
+        text_add(f, "compile ms=%.3f\n",
+                 (r->build_s > 0.0 ? r->build_s : r->stored_build_s) * 1e3);
     if (r->have_best && r->best_ms < r->base * 1e3) {
         format_cand(&r->best, text, sizeof text);
         text_add(f, "best Xgemm %s\n", text);
@@ -1365,6 +1465,21 @@ run_init(struct run *r, clf_context *ctx)
     return 0;
 }
 
+/* How far the call got within its budget: what was tried of each step
+ * and what was left out for the budget. */
+static void
+say_budget(const struct run *r)
+{
+    say(&r->o,
+        "budget: %.1f s of %.3g s; candidates: %zu of %zu tried, %zu "
+        "skipped for the budget; switch settings: %zu tried, %zu skipped; "
+        "tiled sets: %zu tried, %zu skipped (a kernel build estimated at "
+        "%.1f s)",
+        clf__now_s() - r->start, r->o.budget_s, r->done, r->ncand, r->skipped,
+        r->mi_tried, r->mi_skipped, r->tiled_tried, r->tiled_skipped,
+        build_estimate(r));
+}
+
 /* The steps in order; 1 when the budget ran out before anything was
  * measured. */
 static int
@@ -1399,6 +1514,7 @@ tune_steps(struct run *r)
         r->best_mi = r->prev_mi;
     CLF_TRY(tune_write(r));
     tune_report(r);
+    say_budget(r);
     return apply_stored(r->ctx);
 }
 
@@ -1421,6 +1537,10 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
     if (rc == 1) {
         say(&r->o, "budget of %.3g s reached before anything was measured",
             r->o.budget_s);
+        r->skipped = r->ncand - r->done;
+        r->mi_skipped = MI_COUNT;
+        r->tiled_skipped = r->ntiled;
+        say_budget(r);
         rc = 0;
     }
     run_free(r);

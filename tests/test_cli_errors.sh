@@ -89,8 +89,8 @@ check cli_top_help_documents_exit_status sh -c "'$cli' --help >'$out' &&
 check cli_bench_help_is_reached fails 0 "" help bench
 check cli_bench_shard_refuses_from fails 2 "--shard takes no --from" \
     bench --shard --device all --n 64 --from "$W"
-check cli_bench_shard_refuses_json fails 2 "--shard takes no --json" \
-    bench --shard --device all --n 64 --json "$tmp/shard.json"
+check cli_bench_shard_refuses_svg fails 2 "--shard takes no --svg" \
+    bench --shard --device all --n 64 --svg "$tmp/shard.svg"
 check cli_bench_shard_refuses_half fails 2 "--shard takes no --precision half" \
     bench --shard --device all --n 64 --precision half
 

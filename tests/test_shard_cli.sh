@@ -36,7 +36,7 @@ enc="--weights $data/lucidrains_encoder.safetensors --input $data/lucidrains_enc
 rev="--weights $data/lucidrains_encoder_reversible.safetensors --input $data/lucidrains_encoder_reversible_x.npy"
 lm="--weights $data/lucidrains_lm.safetensors --input $data/lucidrains_lm_x.npy"
 seq="--shard-by seq"
-echo "1..25"
+echo "1..31"
 # shellcheck disable=SC2086
 {
     check shard_encoder_matches_one_device same all "positions over 2" $enc $seq
@@ -63,9 +63,61 @@ check shard_half_by_positions_refused sh -c "'$cli' run $enc --precision half --
 # shellcheck disable=SC2086
 check shard_half_by_batch_matches_one_device same all "sequences over 2" $enc --precision half
 
+# bench --shard writes the comparison as the matrix writes its own: JSON
+# with schema and version, its devices and each row keyed by platform,
+# device and driver; CSV; HTML.  json_fields FILE checks the fields.
+bench="$builddir/bench/clinformer-bench"
+shard="--device all --shard --n 32 --k 8 --d-model 16 --heads 2 --repeat 1 --no-peak"
+json_fields() {
+    python3 -m json.tool "$1" >/dev/null && python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == "clinformer-bench-shard/1", d["schema"]
+for key in ("clinformer_version", "started", "host", "command", "wall_s"):
+    assert key in d, key
+assert d["settings"]["repeat"] == 1 and d["settings"]["seed"] == 1
+assert d["split_by"] == "positions"
+devs = d["devices"]
+assert len(devs) == 2, devs
+for i, dev in enumerate(devs):
+    for key in ("index", "platform", "device", "driver", "stable_name"):
+        assert key in dev, key
+rows = d["results"]
+assert sorted(r["config"]["mode"] for r in rows) == ["full", "linformer"]
+for r in rows:
+    c = r["config"]
+    assert (c["n"], c["d_model"], c["heads"], c["batch"]) == (32, 16, 2, 1), c
+    assert c["k"] == (8 if c["mode"] == "linformer" else 0), c
+    assert c["k_requested"] == 8, c
+    assert r["status"] == "ok", r
+    assert len(r["alone"]) == 2
+    for i, a in enumerate(r["alone"]):
+        assert a["device_index"] == i
+        for key in ("platform", "device", "driver", "stable_name"):
+            assert a[key] == devs[i][key], key
+        assert a["wall_s"] > 0, a
+    for split in ("even", "weighted"):
+        s = r[split]
+        assert s["wall_s"] > 0 and s["devices"] == 2, s
+        assert len(s["shares"]) == 2 and abs(sum(s["shares"]) - 1) < 1e-9, s
+    assert r["received_bytes"] > 0 and r["speedup"] > 0, r
+PY
+}
+check bench_shard_json_written sh -c "'$bench' $shard --json '$tmp/shard.json' >'$out' 2>'$err' && grep -q 'weighted' '$out'"
+check bench_shard_json_fields json_fields "$tmp/shard.json"
+check bench_shard_json_stdout sh -c "'$bench' $shard --json - >'$tmp/stdout.json' 2>'$err' && grep -q 'weighted' '$err'"
+check bench_shard_json_stdout_fields json_fields "$tmp/stdout.json"
+check bench_shard_csv_html sh -c "'$bench' $shard --csv '$tmp/shard.csv' --html '$tmp/shard.html' >'$out' 2>'$err' &&
+    head -1 '$tmp/shard.csv' | grep -q '^mode,n,k,k_requested,d_model,heads,batch,run,device_index,platform,device,driver,stable_name,wall_s,share,' &&
+    test \$(grep -c '^linformer,32,8,8,16,2,1,' '$tmp/shard.csv') -eq 6 &&
+    test \$(grep -c '^full,32,0,8,16,2,1,weighted,' '$tmp/shard.csv') -eq 2 &&
+    grep -q 'clinformer-bench-shard/1' '$tmp/shard.html' &&
+    python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' '$tmp/shard.html'"
+check bench_shard_refuses_svg sh -c "'$bench' $shard --svg '$tmp/s.svg' >'$out' 2>'$err'; test \$? -eq 2 && grep -q -- '--shard takes no --svg' '$err'"
+
 POCL_DEVICES="pthread pthread pthread"
 if [ "$("$cli" devices 2>/dev/null | grep -c '^\[')" -lt 3 ]; then
-    for t in 20 21 22 23 24 25; do
+    for t in 26 27 28 29 30 31; do
         echo "ok $t # SKIP fewer than 3 OpenCL devices"
     done
 else

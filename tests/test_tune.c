@@ -284,6 +284,7 @@ START_TEST(tune_file_parses_what_is_written)
     const char *text =
         "# clinformer GEMM tuning: p / d / driver 1\n"
         "baseline ms=12.500\n"
+        "compile ms=23125.000\n"
         "best Xgemm GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=8 MWG=64 "
         "NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=1 VWN=4\n"
         "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=512\n"
@@ -301,8 +302,17 @@ START_TEST(tune_file_parses_what_is_written)
     ck_assert_uint_eq(tf.best[15], 4); /* VWN */
     ck_assert_uint_eq(tf.min_indirect, 512);
     ck_assert_double_eq_tol(tf.baseline_ms, 12.5, 1e-9);
+    ck_assert_double_eq_tol(tf.compile_ms, 23125.0, 1e-9);
     ck_assert_uint_eq(tf.ntried, 1);
     ck_assert_double_eq_tol(tf.tried_ms[0], 10.25, 1e-9);
+    /* the build time a budget is planned with: positive, a number */
+    ck_assert_int_eq(
+        clf__tune_parse("compile ms=0\n", 13, &limits, &tf, why, sizeof why),
+        -1);
+    ck_assert_msg(strstr(why, "not compile ms=T") != NULL, "why \"%s\"", why);
+    ck_assert_int_eq(
+        clf__tune_parse("compile ms=x\n", 13, &limits, &tf, why, sizeof why),
+        -1);
 }
 END_TEST
 

@@ -38,7 +38,12 @@ const struct cli_option cli_tune_options[] = {
     {"seq-len", CLI_SIZE, TO(seq_len), "N", "sequence length (default 2048)", 0,
      0, NULL},
     {"budget", CLI_SECONDS, TO(budget), "SECONDS",
-     "time to spend (default 120)", 0, 0, NULL},
+     "time to spend, kernel builds included (default 120):\n"
+     "a step needing a new build starts only when one build\n"
+     "(as measured, else 10 s on a GPU, 60 s on other\n"
+     "devices) still fits; the progress ends with what was\n"
+     "tried and what was skipped",
+     0, 0, NULL},
     {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
 
 /* The largest difference, its element and max |B|. */

@@ -40,6 +40,13 @@
 #define TL_RM (TL_M / TL_WM)          /* rows per work-item */
 #define TL_CN (TL_N / (TL_WN * TL_VW)) /* vectors per row per work-item */
 #define TL_WG (TL_WM * TL_WN)
+/* Rows of the local tiles, padded: a slice stored along k is written
+ * down a column of the tile, TL_M (or TL_N) floats apart, which without
+ * padding puts a half-warp's 16 stores on one bank of 32.  One float more
+ * for A (read as scalars) spreads them over 16 banks; VW more for B keeps
+ * its vector reads aligned and spreads them over 8. */
+#define TL_LDA (TL_M + 1)
+#define TL_LDB (TL_N + TL_VW)
 
 #if TL_M % TL_WM != 0 || TL_N % (TL_WN * TL_VW) != 0
 #error "CLF_TILED_MWG must be a multiple of MDIM, NWG of NDIM * VW"
@@ -66,12 +73,13 @@ typedef float8 tl_vec;
 #endif
 
 /* The slice k0.. of op(X) (rows x TL_K of it when `rows_first`, as A is,
- * else TL_K x cols, as B is) into t[TL_K][width], zeros outside the
- * matrix.  Stored untransposed, A runs along k and B along n; the index
+ * else TL_K x cols, as B is) into t[TL_K][ldt] (width of each row used),
+ * zeros outside the matrix.  Stored untransposed, A runs along k and B along n; the index
  * order follows the stored matrix so that neighbouring work-items read
  * neighbouring addresses. */
 static void
-tl_load(__local float *t, const uint width, __global const float *x,
+tl_load(__local float *t, const uint width, const uint ldt,
+        __global const float *x,
         const uint ld, const uint trans, const uint rows_first,
         const uint r0, const uint rlim, const uint k0, const uint K,
         const uint lid)
@@ -91,7 +99,7 @@ tl_load(__local float *t, const uint width, __global const float *x,
         float v = 0.0f;
         if (gr < rlim && gk < K)
             v = k_fast ? x[(size_t)gr * ld + gk] : x[(size_t)gk * ld + gr];
-        t[kk * width + rr] = v;
+        t[kk * ldt + rr] = v;
     }
 }
 
@@ -124,8 +132,8 @@ clf_gemm_tiled(const uint M, const uint N, const uint K, const float alpha,
                const uint has_bias, const uint gelu, const uint ksplit,
                const uint kchunk, const ulong s_stride)
 {
-    __local float as[TL_K * TL_M]; /* as[k][m] */
-    __local float bs[TL_K * TL_N]; /* bs[k][n] */
+    __local float as[TL_K * TL_LDA]; /* as[k][m] */
+    __local float bs[TL_K * TL_LDB]; /* bs[k][n] */
     const uint tx = get_local_id(0), ty = get_local_id(1);
     const uint lid = ty * TL_WN + tx;
     const uint n0 = get_group_id(0) * TL_N, m0 = get_group_id(1) * TL_M;
@@ -144,18 +152,18 @@ clf_gemm_tiled(const uint M, const uint N, const uint K, const float alpha,
         for (int j = 0; j < TL_CN; j++)
             acc[i][j] = (tl_vec)0.0f;
     for (uint k0 = kb; k0 < ke; k0 += TL_K) {
-        tl_load(as, TL_M, a, lda, trans_a, 1, m0, M, k0, ke, lid);
-        tl_load(bs, TL_N, b, ldb, trans_b, 0, n0, N, k0, ke, lid);
+        tl_load(as, TL_M, TL_LDA, a, lda, trans_a, 1, m0, M, k0, ke, lid);
+        tl_load(bs, TL_N, TL_LDB, b, ldb, trans_b, 0, n0, N, k0, ke, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int kk = 0; kk < TL_K; kk++) {
             float av[TL_RM];
             tl_vec bv[TL_CN];
 #pragma unroll
             for (int i = 0; i < TL_RM; i++)
-                av[i] = as[kk * TL_M + i * TL_WM + ty];
+                av[i] = as[kk * TL_LDA + i * TL_WM + ty];
 #pragma unroll
             for (int j = 0; j < TL_CN; j++)
-                bv[j] = TL_VLOAD(j * TL_WN + tx, bs + kk * TL_N);
+                bv[j] = TL_VLOAD(j * TL_WN + tx, bs + kk * TL_LDB);
 #pragma unroll
             for (int i = 0; i < TL_RM; i++)
 #pragma unroll

@@ -83,7 +83,8 @@ clf__tiled_check(const struct clf__tiled_cfg *cfg,
     const size_t *v = cfg->v;
     size_t wg = v[CLF_TILED_P_MDIM] * v[CLF_TILED_P_NDIM];
     unsigned long long local =
-        4ull * v[CLF_TILED_P_KWG] * (v[CLF_TILED_P_MWG] + v[CLF_TILED_P_NWG]);
+        4ull * v[CLF_TILED_P_KWG] *
+        (v[CLF_TILED_P_MWG] + 1 + v[CLF_TILED_P_NWG] + v[CLF_TILED_P_VW]);
 
     if (check_shape(v, why, cap) != 0)
         return -1;

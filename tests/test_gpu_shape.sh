@@ -25,7 +25,8 @@ fi
 # work-group softmax and the tiled GEMM.
 fit="clf_add_bias clf_rowsum clf_add_rowsum_bias clf_softmax_rows_wg \
 clf_mask_rows clf_mask_scores clf_layernorm clf_gelu clf_add clf_embed \
-clf_kv_transpose clf_transpose clf_gemm_tiled clf_half_widen \
+clf_kv_transpose clf_transpose clf_gemm_tiled clf_gemm_tiled_reduce \
+clf_half_widen \
 clf_half_narrow clf_flash_keys clf_flash_values"
 echo "1..4"
 # Every registered kernel, on both targets: the registry's names, plus the

@@ -244,16 +244,16 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
  * switch's five settings; a later call resumes where it stopped, and a
  * budget too small for any step measures nothing and returns 0.  The
  * progress ends with a line saying how many candidates, switch settings
- * and tiled sets were tried and how many were skipped for the budget.  A stored file that fails validation (see
- * clf_tune_apply_process_wide) is not resumed from but replaced.  A device
- * never tuned runs with CLBlast's defaults.  The timed forwards run every GEMM
- * through CLBlast; the stored kernel choices are keyed by the tuning in force,
- * so that afterwards the context times its kernel choices again at its next
- * forward, the tuned CLBlast against clinformer's own GEMM kernels among
- * them, and keeps the faster (clf_context_kernel_choices).  The same call
- * times clinformer's tiled GEMM kernel under a few tile and vector sizes
- * valid for the device (every GEMM of the forward through it, its output
- * checked) and stores the fastest; applying the stored tuning builds the
+ * and tiled sets were tried and how many were skipped for the budget.  A stored
+ * file that fails validation (see clf_tune_apply_process_wide) is not resumed
+ * from but replaced.  A device never tuned runs with CLBlast's defaults.  The
+ * timed forwards run every GEMM through CLBlast; the stored kernel choices are
+ * keyed by the tuning in force, so that afterwards the context times its kernel
+ * choices again at its next forward, the tuned CLBlast against clinformer's own
+ * GEMM kernels among them, and keeps the faster (clf_context_kernel_choices).
+ * The same call times clinformer's tiled GEMM kernel under a few tile and
+ * vector sizes valid for the device (every GEMM of the forward through it, its
+ * output checked) and stores the fastest; applying the stored tuning builds the
  * tiled kernel with those sizes for that context only (not process-wide),
  * and clf_context_tuning() names them ("Tiled MWG=..."). */
 typedef struct clf_tune_opts {

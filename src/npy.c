@@ -634,50 +634,91 @@ write_npy(FILE *f, const char *header, size_t hlen, const float *data,
     return 0;
 }
 
-CLF_EXTERN int
-clf_npy_save(const char *path, const float *data, const size_t *shape,
-             size_t ndim)
+/* The header of a float32 array of that shape, padded so the data starts
+ * at a multiple of 64 bytes; *count its elements.  Checks the arguments. */
+static int
+npy_header(const size_t *shape, size_t ndim, char *header, size_t cap,
+           size_t *hlen, size_t *count)
 {
-    char header[512], shape_text[200];
-    char *tmp = NULL;
-    FILE *f = NULL;
-    struct stat st;
-    size_t count = 1, nbytes, hlen, i, pad;
-    unsigned attempt;
-    int n, fd = -1, rc, err;
+    char shape_text[200];
+    size_t nbytes, i, pad;
+    int n;
 
-    if (path == NULL)
-        return clf__fail(CLF_ENULL_ARGUMENT, "path is NULL");
     if (shape == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "shape is NULL");
     if (ndim == 0 || ndim > NPY_MAX_DIMS)
         return clf__fail(CLF_EBAD_SIZE, "ndim %zu is not in 1..%d", ndim,
                          NPY_MAX_DIMS);
+    *count = 1;
     for (i = 0; i < ndim; i++)
-        if (clf__mul(count, shape[i], &count) != 0)
+        if (clf__mul(*count, shape[i], count) != 0)
             break;
     clf__format_shape(shape_text, sizeof shape_text, shape, ndim, 1);
-    if (i < ndim || clf__mul(count, sizeof(float), &nbytes) != 0)
+    if (i < ndim || clf__mul(*count, sizeof(float), &nbytes) != 0)
         return clf__fail(CLF_ESIZE_OVERFLOW, "shape %s overflows size_t",
                          shape_text);
-    /* An empty array may come without storage. */
-    if (data == NULL && count > 0)
-        return clf__fail(CLF_ENULL_ARGUMENT, "data is NULL");
-
-    n = snprintf(header, sizeof header,
+    n = snprintf(header, cap,
                  "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }",
                  shape_text);
-    if (n < 0 || (size_t)n >= sizeof header - NPY_ALIGN - 1)
+    if (n < 0 || (size_t)n >= cap - NPY_ALIGN - 1)
         return clf__fail(CLF_EBAD_SIZE, "shape %s is too long to write",
                          shape_text);
     /* Pad with spaces and end with a newline so that the data starts at a
      * multiple of 64 bytes, as NumPy does for memory-mapped reads. */
-    hlen = (size_t)n + 1;
-    pad = (NPY_ALIGN - (10 + hlen) % NPY_ALIGN) % NPY_ALIGN;
+    *hlen = (size_t)n + 1;
+    pad = (NPY_ALIGN - (10 + *hlen) % NPY_ALIGN) % NPY_ALIGN;
     memset(header + n, ' ', pad);
-    hlen += pad;
-    header[hlen - 1] = '\n';
+    *hlen += pad;
+    header[*hlen - 1] = '\n';
+    return 0;
+}
 
+/* A temporary file beside path, created exclusively without following a
+ * link: its descriptor, and its malloc'd name in *tmp. */
+static int
+npy_temp(const char *path, char **tmp, int *fd)
+{
+    unsigned attempt;
+    int rc;
+
+    *tmp = malloc(strlen(path) + 64);
+    if (*tmp == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    /* O_EXCL | O_NOFOLLOW rather than mkstemp, so that a planted link is
+     * never written through and the file gets the usual permissions (0666
+     * less the umask) instead of 0600. */
+    for (attempt = 0; attempt < 100; attempt++) {
+        sprintf(*tmp, "%s.tmp.%ld.%u", path, (long)getpid(), attempt);
+        *fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0666);
+        if (*fd >= 0 || errno != EEXIST)
+            break;
+    }
+    if (*fd >= 0)
+        return 0;
+    rc = clf__fail(CLF_EIO, "%s: cannot create a temporary file: %s", path,
+                   strerror(errno));
+    free(*tmp);
+    *tmp = NULL;
+    return rc;
+}
+
+CLF_EXTERN int
+clf_npy_save(const char *path, const float *data, const size_t *shape,
+             size_t ndim)
+{
+    char header[512];
+    char *tmp = NULL;
+    FILE *f = NULL;
+    struct stat st;
+    size_t count = 0, hlen = 0;
+    int fd = -1, err;
+
+    if (path == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "path is NULL");
+    CLF_TRY(npy_header(shape, ndim, header, sizeof header, &hlen, &count));
+    /* An empty array may come without storage. */
+    if (data == NULL && count > 0)
+        return clf__fail(CLF_ENULL_ARGUMENT, "data is NULL");
     /* rename() would replace a device node, FIFO or symlink at path, not
      * write into it; refuse them rather than surprise the caller. */
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
@@ -685,24 +726,7 @@ clf_npy_save(const char *path, const float *data, const size_t *shape,
                          "%s exists and is not a regular file; refusing to "
                          "replace it",
                          path);
-    tmp = malloc(strlen(path) + 64);
-    if (tmp == NULL)
-        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    /* O_EXCL | O_NOFOLLOW rather than mkstemp, so that a planted link is
-     * never written through and the file gets the usual permissions (0666
-     * less the umask) instead of 0600. */
-    for (attempt = 0; attempt < 100; attempt++) {
-        sprintf(tmp, "%s.tmp.%ld.%u", path, (long)getpid(), attempt);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0666);
-        if (fd >= 0 || errno != EEXIST)
-            break;
-    }
-    if (fd < 0) {
-        rc = clf__fail(CLF_EIO, "%s: cannot create a temporary file: %s", path,
-                       strerror(errno));
-        free(tmp);
-        return rc;
-    }
+    CLF_TRY(npy_temp(path, &tmp, &fd));
     f = fdopen(fd, "wb");
     if (f == NULL) {
         err = errno;
@@ -715,11 +739,7 @@ clf_npy_save(const char *path, const float *data, const size_t *shape,
         fclose(f);
         goto fail;
     }
-    if (fclose(f) != 0) {
-        err = errno;
-        goto fail;
-    }
-    if (rename(tmp, path) != 0) {
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
         err = errno;
         goto fail;
     }

@@ -81,7 +81,9 @@ const struct cli_option cli_run_options[] = {
      "(built with --with-mpi): each rank uses the device\n"
      "of its local rank (modulo the GPUs, else all\n"
      "devices) unless --device or CLINFORMER_DEVICE says;\n"
-     "all read the same --weights (checksums compared);\n"
+     "all read the same --weights (checksums compared)\n"
+     "and take the same options but --input, --output,\n"
+     "--device and --verbose (compared before the forward);\n"
      "rank 0 reads the input and writes the output",
      1, 0, NULL},
     {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};

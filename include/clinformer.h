@@ -997,7 +997,11 @@ CLF_EXTERN int clf_mpi_available(void);
  * position (one block).  The result equals the single-device forward
  * within float rounding.  Errors: CLF_EUNSUPPORTED (built without MPI, or
  * MPI not initialised), CLF_EBAD_SIZE (fewer positions or blocks than
- * ranks), those of the single-device calls; a rank that fails in the
+ * ranks), CLF_EINVALID_ARGUMENT on a rank whose batch, seq_len, model
+ * shape, mode, causal block, precision, causal flag or padding differs
+ * from rank 0's (checked before the first collective; that rank then
+ * ends every rank as below), those of the single-device calls; a rank
+ * that fails in the
  * sharded part prints its error to stderr and ends every rank
  * (MPI_Abort), since MPI cannot release ranks waiting in a collective. */
 CLF_EXTERN int clf_model_forward_mpi(clf_model *m, const float *x,

@@ -529,6 +529,7 @@ clf__choice_lookup(clf_context *ctx, int kind, const char *bucket, int *winner)
         ctx->last[kind] = c;
         ctx->last_source[kind] = CLF_SOURCE_FORCED;
         ctx->last_bucket[kind][0] = '\0';
+        ctx->last_why[kind] = NULL;
         return 1;
     }
     store_ensure_loaded(ctx);
@@ -539,6 +540,7 @@ clf__choice_lookup(clf_context *ctx, int kind, const char *bucket, int *winner)
     *winner = e->winner;
     ctx->last[kind] = e->winner;
     ctx->last_source[kind] = e->source;
+    ctx->last_why[kind] = NULL;
     snprintf(ctx->last_bucket[kind], CLF_BUCKET_MAX, "%s", bucket);
     return 1;
 }
@@ -553,6 +555,7 @@ clf__choice_record(clf_context *ctx, int kind, const char *bucket, int winner,
 
     ctx->last[kind] = winner;
     ctx->last_source[kind] = CLF_SOURCE_TIMED;
+    ctx->last_why[kind] = NULL;
     snprintf(ctx->last_bucket[kind], CLF_BUCKET_MAX, "%s", bucket);
     for (i = 0; i < table[kind].count && i < CLF_MAX_CANDIDATES; i++)
         ctx->last_ms[kind][i] = ms[i];
@@ -719,6 +722,29 @@ clf__time_variants(clf_context *ctx, int count, clf__variant_fn run, void *user,
     return best >= 0 ? best : rc;
 }
 
+void
+clf__choice_fixed(clf_context *ctx, int kind, int winner, const char *why)
+{
+    ctx->last[kind] = winner;
+    ctx->last_source[kind] = CLF_SOURCE_NONE;
+    ctx->last_bucket[kind][0] = '\0';
+    ctx->last_why[kind] = why;
+}
+
+/* A kind never resolved, or run in its only way: "not chosen yet", or
+ * "gemm (WHY)". */
+static void
+describe_untimed(char *buf, size_t cap, const clf_context *ctx, int kind)
+{
+    int c = ctx->last[kind];
+
+    if (c < 0)
+        snprintf(buf, cap, "not chosen yet");
+    else
+        snprintf(buf, cap, "%s (%s)", clf__choice_name(kind, c),
+                 ctx->last_why[kind]);
+}
+
 /* One kind for clf_context_kernel_choices: "gemm: blocked (timed
  * m1024.n512.k512: clblast 1.20 ms, blocked 0.80 ms)". */
 static void
@@ -733,9 +759,10 @@ describe(char *buf, size_t cap, const clf_context *ctx, int kind)
         return;
     len += (size_t)snprintf(buf + len, cap - len, "%s%s: ", len ? "; " : "",
                             clf__choice_kind_name(kind));
-    if (c < 0 || len >= cap) {
-        if (len < cap)
-            snprintf(buf + len, cap - len, "not chosen yet");
+    if (len >= cap)
+        return;
+    if (c < 0 || ctx->last_why[kind] != NULL) {
+        describe_untimed(buf + len, cap - len, ctx, kind);
         return;
     }
     len += (size_t)snprintf(

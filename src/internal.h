@@ -114,6 +114,9 @@ struct clf_context {
     int last[CLF_KIND_COUNT]; /* the last winner resolved, or -1 */
     clf_choice_source last_source[CLF_KIND_COUNT];
     char last_bucket[CLF_KIND_COUNT][CLF_BUCKET_MAX];
+    /* Why the last winner was the only way (clf__choice_fixed), or NULL
+     * when it was resolved from a forced name, the store or a timing. */
+    const char *last_why[CLF_KIND_COUNT];
     double last_ms[CLF_KIND_COUNT][CLF_MAX_CANDIDATES];
     char choices[1024];  /* clf_context_kernel_choices */
     char warnings[5376]; /* clf_context_warnings: a path and a whole line */
@@ -278,6 +281,10 @@ int clf__choice_lookup(clf_context *ctx, int kind, const char *bucket,
                        int *winner);
 void clf__choice_record(clf_context *ctx, int kind, const char *bucket,
                         int winner, const double *ms);
+/* Notes that a forward ran `winner` because it has no other way (why: a
+ * static phrase), so that clf_context_kernel_choices says what ran instead
+ * of "not chosen yet".  Call with ctx locked. */
+void clf__choice_fixed(clf_context *ctx, int kind, int winner, const char *why);
 /* A device's measured throughput for a shape bucket (a sharded forward's
  * split), kept in the same store as the choices: 1 with *rate, or 0 when
  * not measured yet; and recording one (an integer, at least 1). */

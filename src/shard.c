@@ -528,6 +528,12 @@ shard_setup(struct shard_fw *s, clf_attention *att, const clf_shard_comm *comm,
     TRY(clf__softmax_resolve(s->ctx, s->B * att->hq * s->nl, s->p.ld,
                              &s->softmax));
     clf__gemm_use(s->gemm);
+    /* The exchange between the phases fixes the attention to scores,
+     * softmax and weighting as separate GEMM steps. */
+    clf__lock(s->ctx);
+    clf__choice_fixed(s->ctx, CLF_KIND_ATTEND, CLF_ATTEND_GEMM - 1,
+                      "the only way of a forward split by positions");
+    clf__unlock(s->ctx);
     return workspaces(s);
 }
 

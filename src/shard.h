@@ -109,6 +109,22 @@ int clf_shard_split(size_t seq_len, int shards, const double *weights,
  * Linformer mode, else 1. */
 size_t clf_shard_unit(const clf_model *m, int causal);
 
+/* Checks, before the first collective of a forward, that every shard runs
+ * the same forward: a shard whose batch, seq_len, split, model shape
+ * (layout, d_model, heads, head_dim, k, max_seq_len, layers, ffn_dim,
+ * vocab, sharing, layerwise), mode, causal block, precision, causal flag
+ * or padding (lengths or key_mask, by content) differs from shard 0's
+ * would call other collectives, or the same ones with other counts, and
+ * wait forever.  Shard 0 broadcasts its record (one bcast of fixed size);
+ * each shard compares.  m is NULL for a bare layer's forward (att is then
+ * used); bounds is NULL before the split is made.  Returns 0, or on a
+ * shard that differs CLF_EINVALID_ARGUMENT
+ * naming the first field that differs, this shard and both values; it
+ * does not call abort_all (the caller does). */
+int clf__shard_agree(const clf_shard_comm *comm, const clf_model *m,
+                     const clf_attention *att, size_t batch, size_t seq_len,
+                     const size_t *bounds, const clf_forward_opts *opts);
+
 /* shard.c: one attention layer's part, on the shard's device rows x and
  * y (cl_mem of the layer's context). */
 int clf__shard_attention(clf_attention *att, const clf_shard_comm *comm,

@@ -74,6 +74,166 @@ clf_shard_unit(const clf_model *m, int causal)
     return att->desc.causal_block;
 }
 
+/* ------------------------------------------------ agreement of the shards */
+
+/* The fields of a shard's record, in the order they are compared (the
+ * first that differs is named). */
+enum agree_field {
+    AG_BATCH,
+    AG_SEQ_LEN,
+    AG_BOUNDS,
+    AG_LAYOUT,
+    AG_D_MODEL,
+    AG_HEADS,
+    AG_HEAD_DIM,
+    AG_K,
+    AG_MAX_SEQ_LEN,
+    AG_LAYERS,
+    AG_FFN_DIM,
+    AG_VOCAB,
+    AG_REVERSIBLE,
+    AG_SHARE_KV,
+    AG_ONE_KV_HEAD,
+    AG_LAYERWISE,
+    AG_MODE,
+    AG_CAUSAL_BLOCK,
+    AG_PRECISION,
+    AG_CAUSAL,
+    AG_PADDING,
+    AG_PADDING_DATA,
+    AG_COUNT
+};
+
+static const char *const agree_names[AG_COUNT] = {
+    "batch",          "seq_len",
+    "split (bounds)", "layout",
+    "d_model",        "heads",
+    "head_dim",       "k",
+    "max_seq_len",    "layers",
+    "ffn_dim",        "vocab",
+    "reversible",     "share_kv",
+    "one_kv_head",    "layerwise",
+    "mode",           "causal_block",
+    "precision",      "causal",
+    "padding",        "padding (lengths or key_mask content)"};
+
+static unsigned long long
+fnv(unsigned long long h, const void *data, size_t bytes)
+{
+    const unsigned char *p = data;
+    size_t i;
+
+    for (i = 0; i < bytes; i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static void
+agree_shape(unsigned long long *rec, const clf_model *m,
+            const clf_attention *att)
+{
+    clf_model_info info;
+
+    memset(&info, 0, sizeof info);
+    if (m != NULL)
+        clf_model_info_get(m, &info);
+    rec[AG_LAYOUT] = (unsigned long long)info.layout;
+    rec[AG_D_MODEL] = att->desc.d_model;
+    rec[AG_HEADS] = att->desc.heads;
+    rec[AG_HEAD_DIM] = att->dh;
+    rec[AG_K] = att->desc.k;
+    rec[AG_MAX_SEQ_LEN] = att->desc.max_seq_len;
+    rec[AG_LAYERS] = m != NULL ? info.layers : 1;
+    rec[AG_FFN_DIM] = info.ffn_dim;
+    rec[AG_VOCAB] = info.vocab;
+    rec[AG_REVERSIBLE] = info.reversible != 0;
+    rec[AG_SHARE_KV] = att->desc.share_kv != 0;
+    rec[AG_ONE_KV_HEAD] = att->desc.one_kv_head != 0;
+    rec[AG_LAYERWISE] = info.layerwise != 0;
+    rec[AG_MODE] = (unsigned long long)att->mode;
+    rec[AG_CAUSAL_BLOCK] = att->desc.causal_block;
+    rec[AG_PRECISION] = (unsigned long long)att->desc.precision;
+}
+
+static void
+agree_record(unsigned long long *rec, const clf_shard_comm *comm, size_t batch,
+             size_t seq_len, const size_t *bounds, const clf_forward_opts *opts)
+{
+    const unsigned long long h0 = 0xcbf29ce484222325ULL;
+
+    rec[AG_BATCH] = batch;
+    rec[AG_SEQ_LEN] = seq_len;
+    rec[AG_BOUNDS] =
+        bounds == NULL
+            ? 0
+            : fnv(h0, bounds, ((size_t)comm->size + 1) * sizeof *bounds);
+    rec[AG_CAUSAL] = opts != NULL && opts->causal;
+    rec[AG_PADDING] = 0;
+    rec[AG_PADDING_DATA] = h0;
+    if (opts != NULL && opts->lengths != NULL) {
+        rec[AG_PADDING] = 1;
+        rec[AG_PADDING_DATA] =
+            fnv(h0, opts->lengths, batch * sizeof *opts->lengths);
+    } else if (opts != NULL && opts->key_mask != NULL) {
+        rec[AG_PADDING] = 2;
+        rec[AG_PADDING_DATA] = fnv(h0, opts->key_mask, batch * seq_len);
+    }
+}
+
+/* "full", "lengths", "half"... for the fields with names, else the number;
+ * a content hash is not worth printing. */
+static void
+agree_value(char *buf, size_t cap, int field, unsigned long long v)
+{
+    static const char *const modes[] = {"linformer", "full"};
+    static const char *const precisions[] = {"float", "half"};
+    static const char *const paddings[] = {"none", "lengths", "key_mask"};
+
+    if (field == AG_MODE && v < 2)
+        snprintf(buf, cap, "%s", modes[v]);
+    else if (field == AG_PRECISION && v < 2)
+        snprintf(buf, cap, "%s", precisions[v]);
+    else if (field == AG_PADDING && v < 3)
+        snprintf(buf, cap, "%s", paddings[v]);
+    else if (field == AG_LAYOUT)
+        snprintf(buf, cap, "%s", clf_layout_name((clf_layout)v));
+    else if (field == AG_BOUNDS || field == AG_PADDING_DATA)
+        snprintf(buf, cap, "other");
+    else
+        snprintf(buf, cap, "%llu", v);
+}
+
+int
+clf__shard_agree(const clf_shard_comm *comm, const clf_model *m,
+                 const clf_attention *att, size_t batch, size_t seq_len,
+                 const size_t *bounds, const clf_forward_opts *opts)
+{
+    unsigned long long mine[AG_COUNT], first[AG_COUNT];
+    char here[64], there[64];
+    int f;
+
+    if (m != NULL)
+        att = clf__model_layer(m, 0);
+    if (comm == NULL || att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL",
+                         comm == NULL ? "comm" : "the model's first layer");
+    agree_shape(mine, m, att);
+    agree_record(mine, comm, batch, seq_len, bounds, opts);
+    memcpy(first, mine, sizeof first);
+    CLF_TRY(comm->bcast(comm->self, first, sizeof first, 0));
+    for (f = 0; f < AG_COUNT; f++)
+        if (mine[f] != first[f])
+            break;
+    if (f == AG_COUNT)
+        return 0;
+    agree_value(here, sizeof here, f, mine[f]);
+    agree_value(there, sizeof there, f, first[f]);
+    return clf__fail(CLF_EINVALID_ARGUMENT,
+                     "%s differs between shards: %s on shard %d, %s on "
+                     "shard 0; every shard must run the same forward",
+                     agree_names[f], here, comm->rank, there);
+}
+
 /* The whole batch's mask (NULL when the options give none), the shard's
  * slice of it as the local options' key_mask. */
 struct masks {
@@ -160,6 +320,7 @@ model_part(clf_model *m, const clf_shard_comm *comm, size_t B, size_t n,
         return clf__fail(CLF_ESEQ_TOO_LONG,
                          "seq_len %zu exceeds max_seq_len %zu", n,
                          info.max_seq_len);
+    CLF_TRY(clf__shard_agree(comm, m, NULL, B, n, bounds, opts));
     b0 = bounds[comm->rank];
     nl = bounds[comm->rank + 1] - b0;
     rc = build_masks(opts, B, n, b0, nl, &mk, &lo);
@@ -225,6 +386,7 @@ attention_part(clf_attention *att, const clf_shard_comm *comm, size_t B,
                          : x == NULL ? "x"
                                      : "y");
     CLF_TRY(check_args(comm, B, n, bounds, att->D));
+    CLF_TRY(clf__shard_agree(comm, NULL, att, B, n, bounds, opts));
     bytes = B * (bounds[comm->rank + 1] - bounds[comm->rank]) * att->D *
             sizeof(float);
     rc = build_masks(opts, B, n, bounds[comm->rank],

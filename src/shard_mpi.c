@@ -383,6 +383,13 @@ clf_model_forward_mpi(clf_model *m, const float *x, const long long *ids,
         c.abort_all(c.self, rc);
         return rc;
     }
+    /* Before the first collective (the scatter), and before the split,
+     * which must come out the same on every rank: a rank that would call
+     * other collectives, or the same with other counts, stops here. */
+    if ((rc = clf__shard_agree(&c, m, NULL, batch, seq_len, NULL, opts)) != 0) {
+        c.abort_all(c.self, rc);
+        return rc;
+    }
     bounds = malloc(((size_t)c.size + 1) * sizeof *bounds);
     if (bounds == NULL) {
         rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");

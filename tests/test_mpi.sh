@@ -181,6 +181,42 @@ forward_cases() { # ranks
         --mask "$tmp/mask9.npy"
 }
 
+# Rank 1 runs another forward than rank 0 (the option given on rank 1
+# alone): before any collective every rank stops, the option and the rank
+# named, instead of waiting in different collectives until the timeout
+# (124).  One mpirun of two programs, as a user would mistype it.
+options_differ() { # options of rank 1...
+    timeout 60 "$MPIRUN" $root --oversubscribe -np 1 "$cli" run --mpi $enc \
+        --input "$enc_x" --output "$tmp/o.npy" : -np 1 "$cli" run --mpi \
+        "$@" $enc --input "$enc_x" --output "$tmp/o.npy"
+    rc=$?
+    test $rc -ne 0 && test $rc -ne 124 &&
+        grep -q -- "--$(echo "$1" | sed 's/^--//') differs on rank 1" "$err" &&
+        test ! -e "$tmp/o.npy"
+}
+
+# Rank 1 cannot read its own weights file: the error names that file and
+# why, not rank 0's file.
+weights_unreadable() {
+    timeout 60 "$MPIRUN" $root --oversubscribe -np 1 "$cli" run --mpi $enc \
+        --input "$enc_x" --output "$tmp/o.npy" : -np 1 "$cli" run --mpi \
+        --weights "$tmp/absent.safetensors" --input "$enc_x" \
+        --output "$tmp/o.npy"
+    rc=$?
+    test $rc -ne 0 && test $rc -ne 124 &&
+        grep -q "absent.safetensors: rank 1 cannot read it: No such file" \
+            "$err" && ! grep -q "lucidrains_encoder.safetensors: rank 1" "$err"
+}
+
+# After a forward over the ranks, the kernel choices say how the attention
+# ran, not that it was never chosen.
+choices_after_forward() {
+    mpirun -np 2 "$cli" run --mpi $enc --input "$enc_x" \
+        --output "$tmp/c.npy" &&
+        grep -q '^kernel choices: .*attend: gemm (the only way of a forward split by positions)' \
+            "$out" && ! grep -q 'not chosen yet' "$out"
+}
+
 # A rank takes one device: a list is refused before MPI starts.
 device_list() {
     "$cli" run --mpi --device 0,0 $enc --input "$enc_x" --output "$tmp/y.npy"
@@ -196,7 +232,7 @@ same_bits() {
             --output "$tmp/m.npy" && cmp "$tmp/g.npy" "$tmp/m.npy"
 }
 
-echo "1..30"
+echo "1..37"
 check mpi_collectives_match_serial_on_2_ranks collectives 2
 check mpi_collectives_match_serial_on_3_ranks collectives 3
 check mpi_collectives_match_serial_on_5_ranks collectives 5
@@ -207,6 +243,13 @@ check mpi_run_unreadable_input_stops_every_rank input_missing
 check mpi_run_one_rank_failing_stops_every_rank one_rank_fails
 check mpi_run_devices_by_local_rank devices_by_rank
 check mpi_run_with_a_device_list_is_a_usage_error device_list
+check mpi_run_full_on_one_rank_is_named options_differ --full
+check mpi_run_causal_on_one_rank_is_named options_differ --causal --block 3
+check mpi_run_block_on_one_rank_is_named options_differ --block 3
+check mpi_run_lengths_on_one_rank_is_named options_differ --lengths 7,10
+check mpi_run_repeat_on_one_rank_is_named options_differ --repeat 2
+check mpi_run_rank_1_weights_unreadable_names_its_file weights_unreadable
+check mpi_run_choices_after_forward_say_what_ran choices_after_forward
 check mpi_run_inputs_cut_from_the_fixtures make_inputs
 check mpi_run_2_ranks_same_bits_as_2_devices_in_one_process same_bits
 forward_cases 2

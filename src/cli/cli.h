@@ -193,6 +193,12 @@ int cli_npy_write(const char *path, const float *data, const size_t *shape,
 int cli_mpi_begin(const char **device);
 int cli_mpi_rank(void);
 int cli_mpi_same_file(const char *option, const char *path);
+/* Under MPI, compares count options (names without "--", values as
+ * "--NAME VALUE" lines, "" when not given) with rank 0's; a rank whose
+ * value differs prints the option, itself and both values.  Fails on every
+ * rank together; 0 without MPI. */
+int cli_mpi_same_options(const char *const *names, const char *const *values,
+                         size_t count);
 int cli_mpi_load_npy(const char *path, clf_array *a, int whole);
 void cli_mpi_devices(clf_context *ctx);
 int cli_mpi_end(int rc);

@@ -12,6 +12,7 @@
  * exit 1; a failure of one rank prints its error, then MPI_Abort ends all. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,7 +131,7 @@ agree(int mine)
     return worst;
 }
 
-/* 64-bit FNV-1a of a file's bytes; -1 when it cannot be read. */
+/* 64-bit FNV-1a of a file's bytes; the errno when it cannot be read. */
 static int
 file_checksum(const char *path, uint64_t *sum)
 {
@@ -138,47 +139,17 @@ file_checksum(const char *path, uint64_t *sum)
     size_t got, i;
     FILE *f = fopen(path, "rb");
     uint64_t h = 0xcbf29ce484222325ULL;
+    int err;
 
     if (f == NULL)
-        return -1;
+        return errno ? errno : EIO;
     while ((got = fread(buf, 1, sizeof buf, f)) > 0)
         for (i = 0; i < got; i++)
             h = (h ^ buf[i]) * 0x100000001b3ULL;
-    got = (size_t)ferror(f);
+    err = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
     *sum = h;
-    return got ? -1 : 0;
-}
-
-int
-cli_mpi_same_file(const char *option, const char *path)
-{
-    unsigned long long mine[2], *all;
-    int r, bad = 0;
-
-    if (!mpi_on)
-        return 0;
-    mine[0] = file_checksum(path, (uint64_t *)&mine[1]) != 0;
-    all = malloc(2 * (size_t)mpi_size * sizeof *all);
-    if (all == NULL)
-        return agree(CLI_ERROR);
-    MPI_Allgather(mine, 2, MPI_UNSIGNED_LONG_LONG, all, 2,
-                  MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
-    for (r = 0; r < mpi_size; r++) {
-        if (all[2 * r] != 0 || all[2 * r + 1] != all[1])
-            bad = 1;
-        if (mpi_rank != 0)
-            continue;
-        if (all[2 * r] != 0)
-            cli_error("run", "%s %s: rank %d cannot read it", option, path, r);
-        else if (all[2 * r + 1] != all[1] && all[0] == 0)
-            cli_error("run",
-                      "%s %s differs on rank %d (checksum %016llx, rank 0 "
-                      "has %016llx)",
-                      option, path, r, all[2 * r + 1], all[1]);
-    }
-    free(all);
-    return agree(bad ? CLI_ERROR : 0);
+    return err;
 }
 
 static int
@@ -193,6 +164,101 @@ bcast_bytes(void *buf, size_t bytes)
             return -1;
     }
     return 0;
+}
+
+/* The values end to end, each ended by its NUL: what rank 0 broadcasts. */
+static char *
+join_values(const char *const *values, size_t count, size_t *bytes)
+{
+    size_t i, len = 0;
+    char *all, *p;
+
+    for (i = 0; i < count; i++)
+        len += strlen(values[i]) + 1;
+    all = malloc(len + 1);
+    if (all == NULL)
+        return NULL;
+    for (p = all, i = 0; i < count; i++)
+        p += strlen(strcpy(p, values[i])) + 1;
+    *bytes = len;
+    return all;
+}
+
+int
+cli_mpi_same_options(const char *const *names, const char *const *values,
+                     size_t count)
+{
+    unsigned long long bytes = 0;
+    size_t mine = 0, i;
+    char *first = NULL, *p;
+    int bad = 0;
+
+    if (!mpi_on)
+        return 0;
+    if (mpi_rank == 0 && (first = join_values(values, count, &mine)) == NULL)
+        mine = (size_t)-1;
+    bytes = mine;
+    if (agree(bcast_bytes(&bytes, sizeof bytes) != 0 ||
+              bytes == (unsigned long long)-1))
+        return CLI_ERROR;
+    if (mpi_rank != 0)
+        first = malloc((size_t)bytes + 1);
+    if (agree(first == NULL) || agree(bcast_bytes(first, (size_t)bytes))) {
+        free(first);
+        return CLI_ERROR;
+    }
+    first[bytes] = '\0';
+    for (p = first, i = 0; !bad && i < count; p += strlen(p) + 1, i++) {
+        if (p >= first + bytes) {
+            bad = 1; /* another clinformer on rank 0 */
+            break;
+        }
+        if (strcmp(p, values[i]) == 0)
+            continue;
+        cli_error("run",
+                  "--%s differs on rank %d (%s) from rank 0 (%s); every "
+                  "rank of --mpi must run the same forward",
+                  names[i], mpi_rank, *values[i] ? values[i] : "not given",
+                  *p ? p : "not given");
+        bad = 1;
+    }
+    free(first);
+    return agree(bad ? CLI_ERROR : 0);
+}
+
+int
+cli_mpi_same_file(const char *option, const char *path)
+{
+    unsigned long long mine[2], *all;
+    int r, err, bad = 0;
+
+    if (!mpi_on)
+        return 0;
+    errno = 0;
+    err = file_checksum(path, (uint64_t *)&mine[1]);
+    mine[0] = err != 0;
+    /* Only this rank knows which file it tried and why it failed. */
+    if (err != 0)
+        cli_error("run", "%s %s: rank %d cannot read it: %s", option, path,
+                  mpi_rank, strerror(err));
+    all = malloc(2 * (size_t)mpi_size * sizeof *all);
+    if (all == NULL)
+        return agree(CLI_ERROR);
+    MPI_Allgather(mine, 2, MPI_UNSIGNED_LONG_LONG, all, 2,
+                  MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+    for (r = 0; r < mpi_size; r++) {
+        if (all[2 * r] != 0 || all[2 * r + 1] != all[1])
+            bad = 1;
+        if (mpi_rank != 0)
+            continue;
+        if (all[2 * r] == 0 && all[2 * r + 1] != all[1] && all[0] == 0)
+            cli_error("run",
+                      "%s %s differs on rank %d (checksum %016llx, rank 0 "
+                      "has %016llx)",
+                      option, path, r, all[2 * r + 1], all[1]);
+    }
+    free(all);
+    return agree(bad ? CLI_ERROR : 0);
 }
 
 void
@@ -295,6 +361,16 @@ void
 cli_mpi_devices(clf_context *ctx)
 {
     (void)ctx;
+}
+
+int
+cli_mpi_same_options(const char *const *names, const char *const *values,
+                     size_t count)
+{
+    (void)names;
+    (void)values;
+    (void)count;
+    return 0;
 }
 
 int

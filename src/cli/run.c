@@ -90,7 +90,9 @@ const struct cli_option cli_run_options[] = {
      "(built with --with-mpi): each rank uses the device\n"
      "of its local rank (modulo the GPUs, else all\n"
      "devices) unless --device or CLINFORMER_DEVICE says;\n"
-     "all read the same --weights (checksums compared);\n"
+     "all read the same --weights (checksums compared)\n"
+     "and take the same options but --input, --output,\n"
+     "--device and --verbose (compared before the forward);\n"
      "rank 0 reads the input and writes the output",
      1, 0, NULL},
     {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
@@ -496,6 +498,93 @@ check_options(const char *cmd, const struct run_opts *o, clf_model_opts *mo,
                                 0xffffffffULL, lens, nlens);
 }
 
+/* Options each rank of an --mpi run may set for itself: its own files
+ * (--weights are compared by checksum; only rank 0 reads --input and --mask
+ * and writes --output), device and printing (--verbose, --launches).  Every
+ * other option shapes the forward and so the collectives, and must agree;
+ * --mask counts as given or not. */
+static const char *const per_rank_options[] = {
+    "weights", "input", "output", "device", "verbose", "launches", "mpi", NULL};
+
+static int
+per_rank(const char *name)
+{
+    size_t i;
+
+    for (i = 0; per_rank_options[i] != NULL; i++)
+        if (strcmp(per_rank_options[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* One option's value as the line "--NAME VALUE"; "" when not given. */
+static void
+option_line(const struct cli_option *op, const struct run_opts *o, char *line,
+            size_t cap)
+{
+    const char *field = (const char *)o + op->offset;
+    const struct cli_choice *c;
+    const char *str;
+    int v;
+
+    line[0] = '\0';
+    switch (op->type) {
+    case CLI_STRING:
+        memcpy(&str, field, sizeof str);
+        if (str != NULL)
+            snprintf(line, cap, "--%s %s",
+                     op->offset == RO(mask) ? "mask" : op->name,
+                     op->offset == RO(mask) ? "FILE" : str);
+        return;
+    case CLI_SIZE:
+        if (*(const size_t *)(const void *)field != 0)
+            snprintf(line, cap, "--%s %zu", op->name,
+                     *(const size_t *)(const void *)field);
+        return;
+    case CLI_CHOICE:
+        memcpy(&v, field, sizeof v);
+        for (c = op->choices; c->name != NULL && c->value != v; c++)
+            ;
+        if (v != 0 && c->name != NULL)
+            snprintf(line, cap, "--%s %s", op->name, c->name);
+        return;
+    default:
+        memcpy(&v, field, sizeof v);
+        if (v != 0)
+            snprintf(line, cap, "--%s", op->name);
+    }
+}
+
+/* Every rank of --mpi runs the same forward: its options that shape it
+ * must be rank 0's (compared before the first collective). */
+static int
+same_options(const struct run_opts *o)
+{
+    const struct cli_option *op;
+    char lines[32][256];
+    const char *names[32], *values[32];
+    size_t count = 0;
+
+    for (op = cli_run_options; op->name != NULL && count < 32; op++)
+        if (!per_rank(op->name)) {
+            names[count] = op->name;
+            option_line(op, o, lines[count], sizeof lines[count]);
+            values[count] = lines[count];
+            count++;
+        }
+    return cli_mpi_same_options(names, values, count);
+}
+
+/* Under --mpi, before the first collective: the same options on every
+ * rank, then the same --weights (checksums). */
+static int
+ranks_agree(const struct run_opts *o)
+{
+    int rc = o->mpi ? same_options(o) : 0;
+
+    return rc != 0 ? rc : cli_mpi_same_file("--weights", o->weights);
+}
+
 int
 cli_run_main(const struct cli_command *cmd, int argc, char **argv)
 {
@@ -538,12 +627,12 @@ cli_run_main(const struct cli_command *cmd, int argc, char **argv)
     s.o = &o;
     rc = cli_output_check(cmd->name, "--output", o.output, inputs, 3);
     if (rc == 0)
+        rc = ranks_agree(&o);
+    if (rc == 0)
         rc = cli_mpi_load_npy(o.input, &s.x, 0);
     if (rc == 0)
         rc = check_lengths(&s, lens, nlens);
     free(lens);
-    if (rc == 0)
-        rc = cli_mpi_same_file("--weights", o.weights);
     if (rc == 0 && (rc = load(&s, &mo, &t0)) != 0)
         rc = cli_fail(s.ctx, o.weights, rc);
     else if (rc == 0 && s.ctx == NULL)

@@ -127,29 +127,14 @@ fail:
     return rc;
 }
 
-CLF_EXTERN int
-clf_context_adopt(clf_context **out, cl_context context, cl_device_id device,
-                  cl_command_queue queue)
+/* The device belongs to the context. */
+static int
+device_in_context(cl_context context, cl_device_id device)
 {
-    clf_context *ctx = NULL;
-    cl_context qctx = NULL;
-    cl_device_id qdev = NULL;
-    cl_command_queue_properties qprops = 0;
-    cl_platform_id platform = NULL;
-    cl_uint ndev = 0, i;
     cl_device_id devs[64];
-    int found = 0, rc;
+    cl_uint ndev = 0, i;
+    int found = 0;
     cl_int err;
-
-    if (out == NULL)
-        return clf__fail(CLF_ENULL_ARGUMENT, "out is NULL");
-    *out = NULL;
-    if (context == NULL)
-        return clf__fail(CLF_ENULL_ARGUMENT, "context is NULL");
-    if (device == NULL)
-        return clf__fail(CLF_ENULL_ARGUMENT, "device is NULL");
-    if (queue == NULL)
-        return clf__fail(CLF_ENULL_ARGUMENT, "queue is NULL");
 
     err =
         clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof devs, devs, NULL);
@@ -163,23 +148,60 @@ clf_context_adopt(clf_context **out, cl_context context, cl_device_id device,
     if (!found)
         return clf__fail(CLF_EWRONG_CONTEXT,
                          "device does not belong to context");
+    return 0;
+}
+
+/* The queue is an in-order queue of that context and device; its
+ * properties in *props. */
+static int
+queue_fits(cl_command_queue queue, cl_context context, cl_device_id device,
+           cl_command_queue_properties *props)
+{
+    cl_context qctx = NULL;
+    cl_device_id qdev = NULL;
+    cl_int err;
+
     err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qctx, &qctx,
                                 NULL);
     if (err == CL_SUCCESS)
         err = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof qdev, &qdev,
                                     NULL);
     if (err == CL_SUCCESS)
-        err = clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof qprops,
-                                    &qprops, NULL);
+        err = clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof *props,
+                                    props, NULL);
     if (err != CL_SUCCESS)
         return clf__fail(err, "queue: clGetCommandQueueInfo failed (%d)", err);
     if (qctx != context || qdev != device)
         return clf__fail(CLF_EWRONG_CONTEXT,
                          "queue belongs to another context or device");
-    if (qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+    if (*props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
         return clf__fail(CLF_EUNSUPPORTED,
                          "queue is out of order; clinformer chains CLBlast "
                          "calls and needs an in-order queue");
+    return 0;
+}
+
+CLF_EXTERN int
+clf_context_adopt(clf_context **out, cl_context context, cl_device_id device,
+                  cl_command_queue queue)
+{
+    clf_context *ctx = NULL;
+    cl_command_queue_properties qprops = 0;
+    cl_platform_id platform = NULL;
+    int rc;
+    cl_int err;
+
+    if (out == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "out is NULL");
+    *out = NULL;
+    if (context == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "context is NULL");
+    if (device == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "device is NULL");
+    if (queue == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "queue is NULL");
+    CLF_TRY(device_in_context(context, device));
+    CLF_TRY(queue_fits(queue, context, device, &qprops));
     err = clGetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof platform,
                           &platform, NULL);
     if (err != CL_SUCCESS)

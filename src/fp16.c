@@ -309,50 +309,57 @@ st_expect(const struct st_case *s, size_t t, size_t i, size_t j, double *ref,
     *bound = 0x1p-9 * mag + 1e-6 * fabs(*ref);
 }
 
+/* The GEMM of the case over buffers f, h, bias, c. */
+static void
+st_args(const struct st_case *s, float alpha, cl_mem f, cl_mem h, cl_mem bias,
+        cl_mem c, struct clf__tiled_args *g)
+{
+    memset(g, 0, sizeof *g);
+    g->m = ST_M, g->n = ST_N, g->k = ST_K, g->alpha = alpha;
+    g->batch = ST_BATCH;
+    g->a = s->nn ? h : f, g->b = s->nn ? f : h, g->c = c;
+    g->bias = s->nn ? NULL : bias;
+    g->lda = ST_K, g->ldb = s->nn ? ST_N : ST_K, g->ldc = ST_N;
+    g->a_stride = ST_M * ST_K;
+    g->b_stride = s->nn ? ST_K * ST_N : ST_N * ST_K;
+    g->c_stride = ST_M * ST_N;
+}
+
 /* Runs the case on the device into s->c. */
 static int
 st_run(clf_context *ctx, struct st_case *s, float alpha)
 {
-    cl_mem f, h, bias, c;
+    cl_mem m[4]; /* f, h, bias, c */
     cl_int err = CL_SUCCESS,
            e[4] = {CL_SUCCESS, CL_SUCCESS, CL_SUCCESS, CL_SUCCESS};
-    struct clf__tiled_args g = {0};
-    int rc, i;
+    struct clf__tiled_args g;
+    int rc, i, ok = 1;
 
-    f = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                       sizeof s->f, s->f, &e[0]);
-    h = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                       sizeof s->h, s->h, &e[1]);
-    bias = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+    m[0] = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                          sizeof s->f, s->f, &e[0]);
+    m[1] = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                          sizeof s->h, s->h, &e[1]);
+    m[2] = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                           sizeof s->bias, s->bias, &e[2]);
-    c = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, sizeof s->c, NULL,
-                       &e[3]);
-    for (i = 0; i < 4; i++) /* the first failure, not the last call's */
+    m[3] = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, sizeof s->c, NULL,
+                          &e[3]);
+    for (i = 0; i < 4; i++) { /* the first failure, not the last call's */
         if (err == CL_SUCCESS)
             err = e[i];
-    if (err == CL_SUCCESS && !(f && h && bias && c))
+        ok = ok && m[i] != NULL;
+    }
+    if (err == CL_SUCCESS && !ok)
         err = CL_OUT_OF_HOST_MEMORY;
-    g.m = ST_M, g.n = ST_N, g.k = ST_K, g.alpha = alpha, g.batch = ST_BATCH;
-    g.a = s->nn ? h : f, g.b = s->nn ? f : h, g.c = c;
-    g.bias = s->nn ? NULL : bias;
-    g.lda = ST_K, g.ldb = s->nn ? ST_N : ST_K, g.ldc = ST_N;
-    g.a_stride = ST_M * ST_K;
-    g.b_stride = s->nn ? ST_K * ST_N : ST_N * ST_K;
-    g.c_stride = ST_M * ST_N;
-    rc = f && h && bias && c ? (s->nn ? run_nn(ctx, &g) : run_nt(ctx, &g))
-                             : clf__fail(err, "self-test buffers (%d)", err);
+    st_args(s, alpha, m[0], m[1], m[2], m[3], &g);
+    rc = ok ? (s->nn ? run_nn(ctx, &g) : run_nt(ctx, &g))
+            : clf__fail(err, "self-test buffers (%d)", err);
     if (rc == 0 &&
-        (err = clEnqueueReadBuffer(ctx->queue, c, CL_TRUE, 0, sizeof s->c, s->c,
-                                   0, NULL, NULL)) != CL_SUCCESS)
+        (err = clEnqueueReadBuffer(ctx->queue, m[3], CL_TRUE, 0, sizeof s->c,
+                                   s->c, 0, NULL, NULL)) != CL_SUCCESS)
         rc = clf__fail(err, "self-test read failed (%d)", err);
-    if (f)
-        clReleaseMemObject(f);
-    if (h)
-        clReleaseMemObject(h);
-    if (bias)
-        clReleaseMemObject(bias);
-    if (c)
-        clReleaseMemObject(c);
+    for (i = 0; i < 4; i++)
+        if (m[i] != NULL)
+            clReleaseMemObject(m[i]);
     return rc;
 }
 

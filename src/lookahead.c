@@ -29,16 +29,12 @@ clf_attention_check_lookahead(clf_attention *att, const float *x,
                               opts, positions, npositions, seed, result);
 }
 
-int
-clf__lookahead_run(clf__lookahead_fn forward, void *user, size_t D,
-                   const float *x, size_t seq_len, const clf_forward_opts *opts,
-                   const size_t *positions, size_t npositions,
-                   unsigned long long seed, clf_lookahead_result *result)
+/* The arguments of an audit, checked; *count the floats of one input. */
+static int
+check_args(const float *x, size_t D, size_t seq_len, const size_t *positions,
+           size_t npositions, const clf_lookahead_result *result, size_t *count)
 {
-    unsigned long long state = seed;
-    size_t count, i, p, r, c;
-    float *y0 = NULL, *y1 = NULL, *xp = NULL;
-    int rc = 0;
+    size_t p;
 
     if (x == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "x is NULL");
@@ -53,9 +49,47 @@ clf__lookahead_run(clf__lookahead_fn forward, void *user, size_t D,
             return clf__fail(CLF_EBAD_SIZE,
                              "positions[%zu] = %zu is not below seq_len %zu", p,
                              positions[p], seq_len);
-    memset(result, 0, sizeof *result);
-    if (clf__mul(seq_len, D, &count) || count > SIZE_MAX / sizeof(float))
+    if (clf__mul(seq_len, D, count) || *count > SIZE_MAX / sizeof(float))
         return clf__fail(CLF_ESIZE_OVERFLOW, "seq_len %zu overflows", seq_len);
+    return 0;
+}
+
+/* Outputs y1 differ from y0 in rows 0..t: the first row that moved and
+ * the largest change (NaN counts as the largest). */
+static void
+record_change(const float *y0, const float *y1, size_t t, size_t D,
+              clf_lookahead_result *result)
+{
+    size_t r, c;
+
+    result->passed = 0;
+    result->t = t;
+    result->moved = t + 1;
+    result->change = 0.0;
+    for (r = 0; r <= t; r++)
+        for (c = 0; c < D; c++) {
+            double d = fabs((double)y1[r * D + c] - y0[r * D + c]);
+            if (memcmp(&y0[r * D + c], &y1[r * D + c], sizeof *y0) != 0 &&
+                result->moved > t)
+                result->moved = r;
+            if (d > result->change || isnan(d))
+                result->change = d;
+        }
+}
+
+int
+clf__lookahead_run(clf__lookahead_fn forward, void *user, size_t D,
+                   const float *x, size_t seq_len, const clf_forward_opts *opts,
+                   const size_t *positions, size_t npositions,
+                   unsigned long long seed, clf_lookahead_result *result)
+{
+    unsigned long long state = seed;
+    size_t count = 0, i, p;
+    float *y0 = NULL, *y1 = NULL, *xp = NULL;
+    int rc;
+
+    CLF_TRY(check_args(x, D, seq_len, positions, npositions, result, &count));
+    memset(result, 0, sizeof *result);
     y0 = malloc(count * sizeof *y0);
     y1 = malloc(count * sizeof *y1);
     xp = malloc(count * sizeof *xp);
@@ -78,22 +112,10 @@ clf__lookahead_run(clf__lookahead_fn forward, void *user, size_t D,
         if (rc != 0)
             goto done;
         result->checked++;
-        if (memcmp(y0, y1, (t + 1) * D * sizeof *y0) == 0)
-            continue;
-        result->passed = 0;
-        result->t = t;
-        result->moved = t + 1;
-        result->change = 0.0;
-        for (r = 0; r <= t; r++)
-            for (c = 0; c < D; c++) {
-                double d = fabs((double)y1[r * D + c] - y0[r * D + c]);
-                if (memcmp(&y0[r * D + c], &y1[r * D + c], sizeof *y0) != 0 &&
-                    result->moved > t)
-                    result->moved = r;
-                if (d > result->change || isnan(d))
-                    result->change = d;
-            }
-        break;
+        if (memcmp(y0, y1, (t + 1) * D * sizeof *y0) != 0) {
+            record_change(y0, y1, t, D, result);
+            break;
+        }
     }
 done:
     free(y0);

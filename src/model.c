@@ -1087,6 +1087,65 @@ run_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
     return 0;
 }
 
+/* The device workspaces of a forward of `rows` rows (n per sequence). */
+static int
+ensure_all(clf_model *m, size_t rows, size_t n, size_t bytes, size_t fb,
+           size_t ob)
+{
+    const size_t D = m->info.d_model;
+
+    TRY(ensure(m, MW_IN, bytes));
+    TRY(ensure(m, MW_OUT, ob));
+    TRY(ensure(m, MW_X, bytes));
+    TRY(ensure(m, MW_X2, m->info.reversible ? bytes : 1));
+    TRY(ensure(m, MW_H, bytes));
+    TRY(ensure(m, MW_A, bytes));
+    TRY(ensure(m, MW_F, fb ? fb : 1));
+    TRY(ensure(m, MW_IDS, rows * sizeof(cl_int)));
+    TRY(ensure(m, MW_MASK, rows));
+    return ensure(m, MW_POS, m->pos_offset ? n * D * sizeof(float) : 1);
+}
+
+/* The host copies of the mask and token ids, grown to `rows`. */
+static int
+host_buffers(clf_model *m, size_t rows)
+{
+    unsigned char *hm;
+    int *hi;
+
+    if (m->host_cap >= rows)
+        return 0;
+    hm = realloc(m->host_mask, rows);
+    if (hm == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    m->host_mask = hm;
+    hi = realloc(m->host_ids, rows * sizeof *hi);
+    if (hi == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    m->host_ids = hi;
+    m->host_cap = rows;
+    return 0;
+}
+
+/* The padding mask the options describe, built and uploaded. */
+static int
+upload_mask(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
+{
+    cl_int err;
+
+    if (o == NULL || (o->lengths == NULL && o->key_mask == NULL))
+        return 0;
+    if (o->lengths != NULL && o->key_mask != NULL)
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "give lengths or key_mask, not both");
+    TRY(clf__mask_build(m->host_mask, B, n, o->lengths, o->key_mask));
+    err = clEnqueueWriteBuffer(m->ctx->queue, m->ws[MW_MASK], CL_TRUE, 0, B * n,
+                               m->host_mask, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "mask upload failed (%d)", err);
+    return 0;
+}
+
 /* Sizes the workspaces and uploads the padding mask for the final
  * zeroing. */
 static int
@@ -1108,40 +1167,9 @@ prepare(clf_model *m, size_t B, size_t n, size_t out_cols,
         clf__mul3(rows, out_cols, sizeof(float), &ob))
         return clf__fail(CLF_ESIZE_OVERFLOW,
                          "batch %zu x seq_len %zu overflows size_t", B, n);
-    TRY(ensure(m, MW_IN, bytes));
-    TRY(ensure(m, MW_OUT, ob));
-    TRY(ensure(m, MW_X, bytes));
-    TRY(ensure(m, MW_X2, m->info.reversible ? bytes : 1));
-    TRY(ensure(m, MW_H, bytes));
-    TRY(ensure(m, MW_A, bytes));
-    TRY(ensure(m, MW_F, fb ? fb : 1));
-    TRY(ensure(m, MW_IDS, rows * sizeof(cl_int)));
-    TRY(ensure(m, MW_MASK, rows));
-    TRY(ensure(m, MW_POS, m->pos_offset ? n * D * sizeof(float) : 1));
-    if (m->host_cap < rows) {
-        unsigned char *hm = realloc(m->host_mask, rows);
-        int *hi;
-        if (hm == NULL)
-            return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-        m->host_mask = hm;
-        hi = realloc(m->host_ids, rows * sizeof *hi);
-        if (hi == NULL)
-            return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-        m->host_ids = hi;
-        m->host_cap = rows;
-    }
-    if (o != NULL && (o->lengths != NULL || o->key_mask != NULL)) {
-        cl_int err;
-        if (o->lengths != NULL && o->key_mask != NULL)
-            return clf__fail(CLF_EINVALID_ARGUMENT,
-                             "give lengths or key_mask, not both");
-        TRY(clf__mask_build(m->host_mask, B, n, o->lengths, o->key_mask));
-        err = clEnqueueWriteBuffer(m->ctx->queue, m->ws[MW_MASK], CL_TRUE, 0,
-                                   rows, m->host_mask, 0, NULL, NULL);
-        if (err != CL_SUCCESS)
-            return clf__fail(err, "mask upload failed (%d)", err);
-    }
-    return 0;
+    TRY(ensure_all(m, rows, n, bytes, fb, ob));
+    TRY(host_buffers(m, rows));
+    return upload_mask(m, B, n, o);
 }
 
 static int

@@ -185,9 +185,10 @@ forward_cases() { # ranks
 # alone): before any collective every rank stops, the option and the rank
 # named, instead of waiting in different collectives until the timeout
 # (124).  One mpirun of two programs, as a user would mistype it.
-options_differ() { # options of rank 1...
+options_differ() { # options of rank 1... (rank 0's extra ones in $r0)
+    # shellcheck disable=SC2086
     timeout 60 "$MPIRUN" $root --oversubscribe -np 1 "$cli" run --mpi $enc \
-        --input "$enc_x" --output "$tmp/o.npy" : -np 1 "$cli" run --mpi \
+        ${r0:-} --input "$enc_x" --output "$tmp/o.npy" : -np 1 "$cli" run --mpi \
         "$@" $enc --input "$enc_x" --output "$tmp/o.npy"
     rc=$?
     test $rc -ne 0 && test $rc -ne 124 &&
@@ -245,7 +246,10 @@ check mpi_run_devices_by_local_rank devices_by_rank
 check mpi_run_with_a_device_list_is_a_usage_error device_list
 check mpi_run_full_on_one_rank_is_named options_differ --full
 check mpi_run_causal_on_one_rank_is_named options_differ --causal --block 3
-check mpi_run_block_on_one_rank_is_named options_differ --block 3
+# --block goes with --causal: both ranks causal, in blocks of 6 and 3.
+r0="--causal --block 6"
+check mpi_run_block_on_one_rank_is_named options_differ --block 3 --causal
+r0=
 check mpi_run_lengths_on_one_rank_is_named options_differ --lengths 7,10
 check mpi_run_repeat_on_one_rank_is_named options_differ --repeat 2
 check mpi_run_rank_1_weights_unreadable_names_its_file weights_unreadable

@@ -682,7 +682,8 @@ class Model(_Forward):
             idx = np.unravel_index(int(np.argmax(bad)), arr.shape)
             raise_for(ShapeError, "CLF_EBAD_SIZE",
                       "ids%s = %d is outside the vocabulary 0..%d"
-                      % (list(idx), int(arr[idx]), self.info.vocab - 1))
+                      % ([int(i) for i in idx], int(arr[idx]),
+                         self.info.vocab - 1))
         return np.ascontiguousarray(arr, dtype=np.int64)
 
     def __call__(self, x, *, lengths=None, key_mask=None, causal=False,

@@ -181,8 +181,12 @@ class Context:
         self.close()
 
     def __del__(self):
-        if getattr(self, "_ptr", ffi.NULL) != ffi.NULL:
-            self.close()
+        # At interpreter shutdown the module's globals may be gone.
+        try:
+            if getattr(self, "_ptr", ffi.NULL) != ffi.NULL:
+                self.close()
+        except Exception:
+            pass
 
     @property
     def device(self):
@@ -287,8 +291,12 @@ class _Forward:
         self.close()
 
     def __del__(self):
-        if getattr(self, "_ptr", ffi.NULL) != ffi.NULL:
-            self.close()
+        # At interpreter shutdown the module's globals may be gone.
+        try:
+            if getattr(self, "_ptr", ffi.NULL) != ffi.NULL:
+                self.close()
+        except Exception:
+            pass
 
     def _opts(self, batch, n, batched, lengths, key_mask, causal):
         """The clf_forward_opts of one call, checked; returns it and the
@@ -484,10 +492,10 @@ class Attention(_Forward):
                              _shape_text(shape)))
             arr = np.array(arr, dtype=np.float32, order="C", copy=True)
             arr.setflags(write=False)
-            buf = ffi.from_buffer("float[]", arr)
-            check(lib.clf_attention_set_weight(self._handle(),
-                                               self._which(name), buf,
-                                               arr.size))
+            with ffi.from_buffer("float[]", arr) as buf:
+                check(lib.clf_attention_set_weight(self._handle(),
+                                                   self._which(name), buf,
+                                                   arr.size))
             self._weights[name] = arr
 
     def weight(self, name):
@@ -566,9 +574,10 @@ class Attention(_Forward):
                       % (n, self._desc.max_seq_len))
         opts, keep = self._opts(batch, n, batched, lengths, key_mask, causal)
         y = self._output(out, arr.shape)
-        xin = ffi.from_buffer("float[]", arr)
-        yout = ffi.from_buffer("float[]", y, require_writable=True)
-        with self._lock:
+        # The buffer views are released as soon as the call returns.
+        with ffi.from_buffer("float[]", arr) as xin, \
+                ffi.from_buffer("float[]", y, require_writable=True) as yout, \
+                self._lock:
             check(lib.clf_attention_forward_ex(self._handle(), xin, batch, n,
                                                yout, opts))
         del keep
@@ -717,15 +726,16 @@ class Model(_Forward):
         opts, keep = self._opts(batch, n, batched, lengths, key_mask, causal)
         shape = (batch, n, cols) if batched else (n, cols)
         y = self._output(out, shape)
-        yout = ffi.from_buffer("float[]", y, require_writable=True)
-        with self._lock:
+        with ffi.from_buffer(arr) as xbuf, \
+                ffi.from_buffer("float[]", y, require_writable=True) as yout, \
+                self._lock:
             h = self._handle()
             if self.is_lm:
-                ids = ffi.cast("const long long *", ffi.from_buffer(arr))
+                ids = ffi.cast("const long long *", xbuf)
                 check(lib.clf_model_forward_tokens(h, ids, batch, n, yout,
                                                    opts))
             else:
-                xin = ffi.from_buffer("float[]", arr)
+                xin = ffi.cast("const float *", xbuf)
                 check(lib.clf_model_forward(h, xin, batch, n, yout, opts))
         del keep
         return y

@@ -9,7 +9,10 @@
 #   scripts/python-check.sh [OUTDIR]
 #
 # OUTDIR (default: a temporary directory, removed afterwards) keeps the
-# repaired wheel.  PYTHON picks the interpreter (default python3).  Prints
+# repaired wheel.  PYTHON picks the interpreter (default python3).
+# CLINFORMER_CHECK_TORCH=1 also installs PyTorch from PyPI into the test
+# venv (a few GB with its CUDA libraries), so that the tests of
+# clinformer.torch run instead of being skipped.  Prints
 # `auditwheel show` of the repaired wheel and pytest's summary line
 # ("N passed ..."); exits non-zero when a step fails or no test ran.
 set -eu
@@ -95,6 +98,10 @@ fi
 say "fresh venv, installing the repaired wheel"
 "$py" -m venv "$tmp/venv"
 "$tmp/venv/bin/pip" install -q "$final" pytest
+if [ "${CLINFORMER_CHECK_TORCH:-0}" = 1 ]; then
+    say "installing torch for the clinformer.torch tests"
+    "$tmp/venv/bin/pip" install -q torch
+fi
 "$tmp/venv/bin/python" -c 'import clinformer; print(clinformer.devices())'
 
 say "pytest"

@@ -108,6 +108,11 @@ class BuildExt(build_ext):
         if os.environ.get("CLINFORMER_USE_SYSTEM") == "1":
             cflags = pkg_config("--cflags", "clinformer")
             libs = pkg_config("--libs", "clinformer")
+            # An installation outside the loader's default path is still
+            # found at import time.
+            libdir = pkg_config("--variable=libdir", "clinformer")
+            if libdir:
+                libs.append("-Wl,-rpath," + libdir[0])
             include = []
         else:
             src, build, archive = build_static_library(temp)
@@ -118,6 +123,10 @@ class BuildExt(build_ext):
             libs += pkg_config("--libs", "OpenCL", "clblast", "jansson")
             libs += ["-lm", "-lpthread"]
         ext.sources = [self.generate(temp)]
+        # cffi leaves an unchanged generated file untouched, so setuptools
+        # would keep an extension linked another way (system or static
+        # library, another archive): always relink; it is one file.
+        self.force = True
         ext.include_dirs = include + [a[2:] for a in cflags if a.startswith("-I")]
         ext.extra_compile_args = [a for a in cflags if not a.startswith("-I")]
         ext.extra_link_args = libs

@@ -147,3 +147,21 @@ def test_buffer_protocol_objects(ctx, rng):
     big = np.zeros((3, 20, 32), np.float32)
     big[1] = x
     assert np.array_equal(att(big[1]), want)
+
+
+def test_layer_keeps_its_context_alive(rng):
+    import gc
+    import weakref
+
+    ctx = clinformer.Context()
+    ref = weakref.ref(ctx)
+    att = clinformer.Attention(ctx, **DESC)
+    att.randomize(6)
+    del ctx
+    gc.collect()
+    assert ref() is not None and att.context is ref()
+    x = rng.standard_normal((1, 10, 32)).astype(np.float32)
+    assert close(att(x), ref_attention(x, att.weights(), **DESC))
+    del att
+    gc.collect()
+    assert ref() is None  # the last layer gone, the context goes too

@@ -316,3 +316,19 @@ def test_error_builtin_names_exported():
     for name in clinformer.__all__:
         assert hasattr(clinformer, name)
     assert not hasattr(builtins, "ClinformerError")
+
+
+def test_error_unsupported_causal_compressed_bias(ctx):
+    att = layer(ctx, compressed_bias=True, bias_k=True, causal_block=3)
+    with pytest.raises(UnsupportedError) as e:
+        att(np.zeros((1, 12, 16), np.float32), causal=True)
+    assert e.value.name == "CLF_EUNSUPPORTED"
+    assert "compressed_bias" in e.value.message
+
+
+def test_error_too_large_for_device(ctx):
+    with pytest.raises(MemoryError) as e:
+        clinformer.Attention(ctx, d_model=4096, heads=2, max_seq_len=1 << 24,
+                             k=1 << 20)
+    assert isinstance(e.value, clinformer.OutOfMemoryError)
+    assert e.value.name == "CLF_ETOO_LARGE" and "E" in e.value.message

@@ -78,3 +78,24 @@ def test_model_full_mode_differs(ctx):
     x = np.load(DATA / "lucidrains_encoder_x.npy")
     assert m.mode == "full"
     assert not close(m(x), np.load(DATA / "lucidrains_encoder_y.npy"))
+
+
+def test_model_causal_blocks_prefix_safe(ctx, rng):
+    m = clinformer.Model.load(ctx, DATA / "lucidrains_encoder.safetensors",
+                              causal_block=3)
+    x = np.load(DATA / "lucidrains_encoder_x.npy")
+    y = m(x, causal=True)
+    x2 = x.copy()
+    x2[:, 6:] = rng.standard_normal((2, 4, 16))
+    y2 = m(x2, causal=True)
+    assert np.array_equal(y2[:, :6], y[:, :6])
+    assert not np.array_equal(y2[:, 6:], y[:, 6:])
+    # Not causal, every position sees the change.
+    assert not np.array_equal(m(x2)[:, :6], m(x)[:, :6])
+
+
+def test_model_key_mask_equals_lengths(ctx):
+    m = clinformer.Model.load(ctx, DATA / "fairseq_encoder_layer.safetensors")
+    x = np.load(DATA / "fairseq_encoder_layer_x.npy")
+    mask = np.arange(10)[None, :] < np.array([[4], [10]])
+    assert np.array_equal(m(x, key_mask=mask), m(x, lengths=[4, 10]))

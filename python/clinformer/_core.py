@@ -153,10 +153,19 @@ class Context:
                       "the context is closed")
         return self._ptr
 
-    def _adopt(self, child):
+    def _create(self, child, create):
+        """child._ptr = create(handle), under the lock that close() takes,
+        so that the context cannot be destroyed while a layer or model is
+        being made on it."""
         with self._lock:
-            self._handle()
+            child._ptr = create(self._handle())
             self._children.add(child)
+
+    def _call(self, fn, *args):
+        """fn(handle, *args) under the same lock, for the context's own
+        calls."""
+        with self._lock:
+            return fn(self._handle(), *args)
 
     @property
     def closed(self):
@@ -192,27 +201,27 @@ class Context:
     def device(self):
         """The context's Device."""
         info = ffi.new("clf_device_info *")
-        check(lib.clf_context_device_info(self._handle(), info))
+        check(self._call(lib.clf_context_device_info, info))
         return _device(info[0])
 
     def build(self):
         """Builds (or loads from the cache) the kernels now."""
-        check(lib.clf_context_build(self._handle()))
+        check(self._call(lib.clf_context_build))
 
     def finish(self):
-        check(lib.clf_context_finish(self._handle()))
+        check(self._call(lib.clf_context_finish))
 
     @property
     def build_log(self):
-        return _text(lib.clf_context_build_log(self._handle()))
+        return _text(self._call(lib.clf_context_build_log))
 
     @property
     def kernel_choices(self):
-        return _text(lib.clf_context_kernel_choices(self._handle()))
+        return _text(self._call(lib.clf_context_kernel_choices))
 
     @property
     def warnings(self):
-        return _text(lib.clf_context_warnings(self._handle()))
+        return _text(self._call(lib.clf_context_warnings))
 
     def __repr__(self):
         if self.closed:
@@ -260,7 +269,8 @@ class _Forward:
         ctx._handle()
         self._ctx = ctx
         self._ptr = ffi.NULL
-        self._lock = threading.Lock()
+        # Reentrant: set_weight holds it while it asks for the shape.
+        self._lock = threading.RLock()
 
     def _handle(self):
         if self._ptr == ffi.NULL:
@@ -408,9 +418,12 @@ class Attention(_Forward):
         self._desc = desc
         self._weights = {}
         out = ffi.new("clf_attention **")
-        check(lib.clf_attention_create(out, ctx._handle(), desc))
-        self._ptr = out[0]
-        ctx._adopt(self)
+
+        def create(handle):
+            check(lib.clf_attention_create(out, handle, desc))
+            return out[0]
+
+        ctx._create(self, create)
         self.mode = mode
 
     _destroy = staticmethod(lib.clf_attention_destroy)
@@ -453,7 +466,9 @@ class Attention(_Forward):
         weight the configuration does not use."""
         which = self._which(name)
         count = ffi.new("size_t *")
-        check(lib.clf_attention_weight_size(self._handle(), which, count))
+        with self._lock:
+            check(lib.clf_attention_weight_size(self._handle(), which,
+                                                count))
         d = self._desc
         dh = d.head_dim or d.d_model // d.heads
         hkv = 1 if d.one_kv_head else d.heads
@@ -518,11 +533,12 @@ class Attention(_Forward):
         """The names of the weights this configuration uses."""
         names = []
         count = ffi.new("size_t *")
-        for name in WEIGHT_NAMES:
-            rc = lib.clf_attention_weight_size(self._handle(),
-                                               _WEIGHT_IDS[name], count)
-            if rc == 0:
-                names.append(name)
+        with self._lock:
+            for name in WEIGHT_NAMES:
+                rc = lib.clf_attention_weight_size(self._handle(),
+                                                   _WEIGHT_IDS[name], count)
+                if rc == 0:
+                    names.append(name)
         return names
 
     def randomize(self, seed=0):
@@ -545,7 +561,8 @@ class Attention(_Forward):
     @property
     def device_bytes(self):
         out = ffi.new("size_t *")
-        check(lib.clf_attention_device_bytes(self._handle(), out))
+        with self._lock:
+            check(lib.clf_attention_device_bytes(self._handle(), out))
         return int(out[0])
 
     def __call__(self, x, *, lengths=None, key_mask=None, causal=False,
@@ -645,9 +662,12 @@ class Model(_Forward):
         opts.allow_unexpected = 1 if allow_unexpected else 0
         opts.precision = _precision(precision)
         out = ffi.new("clf_model **")
-        check(lib.clf_model_load(out, ctx._handle(), fspath, opts))
-        self._ptr = out[0]
-        ctx._adopt(self)
+
+        def create(handle):
+            check(lib.clf_model_load(out, handle, fspath, opts))
+            return out[0]
+
+        ctx._create(self, create)
         info = ffi.new("clf_model_info *")
         check(lib.clf_model_info_get(self._ptr, info))
         i = info[0]

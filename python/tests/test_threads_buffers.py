@@ -165,3 +165,42 @@ def test_layer_keeps_its_context_alive(rng):
     del att
     gc.collect()
     assert ref() is None  # the last layer gone, the context goes too
+
+
+def test_context_calls(ctx, rng):
+    ctx.build()
+    att = clinformer.Attention(ctx, **DESC)
+    att.randomize(7)
+    att(rng.standard_normal((1, 24, 32)).astype(np.float32))
+    ctx.finish()
+    assert ctx.build_log == ""
+    assert "gemm" in ctx.kernel_choices
+    assert isinstance(ctx.warnings, str)
+    assert att.device_bytes > (32 * 32 * 4 + 8 * 24 * 2) * 4
+    assert clinformer.version() == clinformer.__version__
+
+
+def test_threads_create_while_closing(rng):
+    # Layers made in one thread while another closes the context: each
+    # creation either succeeds (and is closed with the context) or raises
+    # ClosedError; nothing is made on a destroyed context.
+    for _ in range(5):
+        ctx = clinformer.Context()
+        made, errors = [], []
+
+        def work():
+            for _ in range(20):
+                try:
+                    made.append(clinformer.Attention(ctx, **DESC))
+                except clinformer.ClosedError:
+                    return
+                except Exception as e:
+                    errors.append(e)
+                    return
+
+        th = threading.Thread(target=work)
+        th.start()
+        ctx.close()
+        th.join()
+        assert not errors, errors
+        assert all(a.closed for a in made)

@@ -3,18 +3,20 @@
 # OpenCL device (PoCL, a CPU runtime) need, and those of CI's extra parts:
 # clang-14 with its sanitizer and libFuzzer runtimes (make fuzz), cmake
 # (scripts/test-install.sh), clang-format (make format-check), python3
-# with pip (scripts/runtimes.sh fetches Intel's CPU runtime) and Open MPI
-# (./configure --with-mpi: clinformer run --mpi and its tests), clang-15
-# with libclc-15 (make gpu-shape: offline AMD GPU compiles) and patchelf
-# (make device-bundle sets the kit's run paths with it).  Only
-# packages that are missing
-# are installed.  Run as root, or with sudo available.
+# with pip (scripts/runtimes.sh fetches Intel's CPU runtime), venv and
+# headers (scripts/python-check.sh builds and tests the Python package),
+# Open MPI (./configure --with-mpi: clinformer run --mpi and its tests),
+# clang-15 with libclc-15 (make gpu-shape: offline AMD GPU compiles) and
+# patchelf (make device-bundle sets the kit's run paths with it).  Only
+# packages that are missing are installed.  Run as root, or with sudo
+# available.
 set -eu
 
 PKGS="build-essential autoconf automake libtool pkg-config \
 ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers opencl-c-headers \
 pocl-opencl-icd libclblast-dev libjansson-dev check oclgrind clinfo \
 clang-14 libclang-rt-14-dev cmake clang-format python3 python3-pip \
+python3-venv python3-dev \
 libopenmpi-dev openmpi-bin clang-15 libclc-15 patchelf"
 
 missing=""

@@ -1,0 +1,135 @@
+"""PyTorch front end: a drop-in, inference-only LinformerSelfAttention.
+
+LinformerSelfAttention has the parameters of the lucidrains package's
+module of that name (to_q, to_k, to_v, proj_k, proj_v, to_out), so its
+state_dict loads both ways, and runs the forward on an OpenCL device
+through clinformer.  The forward is inference only: its output carries no
+autograd history (train with the lucidrains module, run with this one).
+Parameters are copied to the device again when they change (an optimizer
+step, load_state_dict, a new Parameter), checked at each forward.
+"""
+
+import threading
+
+import numpy as np
+import torch
+from torch import nn
+
+from ._core import Attention, Context
+from ._errors import DTypeError, InvalidArgumentError, ShapeError, raise_for
+
+_default = None
+_default_lock = threading.Lock()
+
+
+def default_context():
+    """The process's shared Context on the default device (created on
+    first use); layers made without ctx use it."""
+    global _default
+    with _default_lock:
+        if _default is None or _default.closed:
+            _default = Context()
+        return _default
+
+
+class LinformerSelfAttention(nn.Module):
+    """linformer.LinformerSelfAttention(dim, seq_len, k, heads, dim_head,
+    one_kv_head, share_kv) on a clinformer Context.  dropout must be 0
+    (the forward is inference only)."""
+
+    def __init__(self, dim, seq_len, k=256, heads=8, dim_head=None,
+                 one_kv_head=False, share_kv=False, dropout=0.0, *,
+                 ctx=None):
+        super().__init__()
+        if dim_head is None:
+            if dim % heads:
+                raise_for(ShapeError, "CLF_ESHAPE_MISMATCH",
+                          "dim %d is not a multiple of heads %d"
+                          % (dim, heads))
+            dim_head = dim // heads
+        if dropout:
+            raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
+                      "dropout %r: the clinformer forward is inference "
+                      "only; use 0" % (dropout,))
+        self.seq_len = seq_len
+        self.k = k
+        self.heads = heads
+        self.dim_head = dim_head
+        self.share_kv = share_kv
+        self.one_kv_head = one_kv_head
+        kv_dim = dim_head if one_kv_head else dim_head * heads
+        self.to_q = nn.Linear(dim, dim_head * heads, bias=False)
+        self.to_k = nn.Linear(dim, kv_dim, bias=False)
+        self.proj_k = nn.Parameter(self._init(torch.zeros(seq_len, k)))
+        if not share_kv:
+            self.to_v = nn.Linear(dim, kv_dim, bias=False)
+            self.proj_v = nn.Parameter(self._init(torch.zeros(seq_len, k)))
+        self.to_out = nn.Linear(dim_head * heads, dim)
+        self._ctx = ctx if ctx is not None else default_context()
+        self._layer = Attention(self._ctx, d_model=dim, heads=heads,
+                                max_seq_len=seq_len, k=k, head_dim=dim_head,
+                                one_kv_head=one_kv_head, share_kv=share_kv,
+                                bias_out=True)
+        self._synced = {}
+
+    @staticmethod
+    def _init(t):
+        bound = 1.0 / np.sqrt(t.shape[-1])
+        return t.uniform_(-bound, bound)
+
+    @property
+    def layer(self):
+        """The clinformer.Attention this module runs."""
+        return self._layer
+
+    def _sources(self):
+        src = {"W_q": (self.to_q.weight, False),
+               "W_k": (self.to_k.weight, False),
+               "W_out": (self.to_out.weight, False),
+               "b_out": (self.to_out.bias, False),
+               "E": (self.proj_k, True)}  # lucidrains stores E transposed
+        if not self.share_kv:
+            src["W_v"] = (self.to_v.weight, False)
+            src["F"] = (self.proj_v, True)
+        return src
+
+    def _sync(self):
+        for name, (p, transpose) in self._sources().items():
+            key = (id(p), p._version, p.data_ptr())
+            if self._synced.get(name) == key:
+                continue
+            t = p.detach()
+            if t.device.type != "cpu":
+                t = t.cpu()
+            a = t.numpy()
+            self._layer.set_weight(name, a.T if transpose else a)
+            self._synced[name] = key
+
+    def forward(self, x, context=None, *, lengths=None, key_mask=None,
+                causal=False):
+        """x: float32 (B, n, dim) or (n, dim), n <= seq_len, on the CPU;
+        returns a new tensor of the same shape.  lengths / key_mask mark
+        right padding or masked positions (their output rows are zeros)."""
+        if context is not None:
+            raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
+                      "context: cross-attention is not supported")
+        if not isinstance(x, torch.Tensor):
+            raise_for(DTypeError, "CLF_EDTYPE",
+                      "x must be a torch.Tensor, not %s" % type(x).__name__)
+        if x.dtype != torch.float32:
+            raise_for(DTypeError, "CLF_EDTYPE",
+                      "x has dtype %s; torch.float32 is required"
+                      % str(x.dtype).replace("torch.", ""))
+        if x.device.type != "cpu":
+            raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
+                      "x is on %s; clinformer reads CPU tensors (x.cpu())"
+                      % x.device)
+        self._sync()
+        xin = x.detach().contiguous().numpy()
+        if isinstance(lengths, torch.Tensor):
+            lengths = lengths.cpu().numpy()
+        if isinstance(key_mask, torch.Tensor):
+            key_mask = key_mask.cpu().numpy()
+        y = self._layer(xin, lengths=lengths, key_mask=key_mask,
+                        causal=causal)
+        return torch.from_numpy(y)

@@ -74,7 +74,15 @@ mask_scores_unlocked(clf_context *ctx, cl_mem s, size_t batch, size_t heads,
             c = causal != 0;
     cl_ulong mo = mask_off;
     cl_mem m = mask != NULL ? mask : s; /* any valid buffer when unused */
+    size_t g[3] = {1, 1, 1};
 
+    if (n == 0 || batch == 0 || heads == 0 || rows == 0)
+        return 0;
+    if (n > 0xffffffffu || batch * heads * rows > 0xffffffffu)
+        return clf__fail(CLF_ETOO_LARGE,
+                         "mask_scores: %zu x %zu x %zu rows of %zu scores "
+                         "pass 32-bit indices",
+                         batch, heads, rows, n);
     CLF_SET_ARG(k, 0, s);
     CLF_SET_ARG(k, 1, b);
     CLF_SET_ARG(k, 2, h);
@@ -85,7 +93,9 @@ mask_scores_unlocked(clf_context *ctx, cl_mem s, size_t batch, size_t heads,
     CLF_SET_ARG(k, 7, mo);
     CLF_SET_ARG(k, 8, has);
     CLF_SET_ARG(k, 9, c);
-    return clf__launch_1d(ctx, CLF_K_MASK_SCORES, batch * heads * rows * n);
+    g[0] = n;
+    g[1] = batch * heads * rows;
+    return clf__enqueue3(ctx, CLF_K_MASK_SCORES, g, 1, "mask_scores");
 }
 
 int

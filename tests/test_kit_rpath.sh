@@ -13,8 +13,10 @@ set -u
 
 kit=$tmp/kit
 : >"$tmp/linformer-0-py3-none-any.whl"
+# The run paths are checked here, not the size (CI's part kit checks the
+# 64 MiB of a default build; sanitized programs are larger).
 if ! LINFORMER_DIST="$tmp/linformer-0-py3-none-any.whl" \
-    sh "$srcdir/scripts/device-bundle.sh" "$srcdir" "$builddir" "$kit" \
+    DEVICE_BUNDLE_MAX_MIB=1024 sh "$srcdir/scripts/device-bundle.sh" "$srcdir" "$builddir" "$kit" \
     >"$out" 2>"$err"; then
     if grep -q 'needs Check\|no built .*/tests/' "$err"; then
         echo "1..0 # SKIP the device kit needs the test programs (Check)"

@@ -89,7 +89,7 @@ const char cli_epilogue[] =
     "CLINFORMER_KERNELS=softmax=NAME,gemm=NAME,attend=NAME,halfgemm=NAME\n"
     "(force kernel choices instead of the stored or timed ones; softmax:\n"
     "scalar, vector, group; gemm: clblast, blocked, tiled; attend: gemm,\n"
-    "fused, flash; halfgemm: widen, native, the latter only where the\n"
+    "fused, flash, flashwg; halfgemm: widen, native, the latter only where the\n"
     "device has cl_khr_fp16 and its self-test passes, else it widens).\n"
     "Exit status: 0 on success (check-lookahead: PASS; compare: MATCH), 1 on\n"
     "an error (the message names it; a failed kernel build prints its log),\n"

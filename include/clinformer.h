@@ -318,9 +318,12 @@ CLF_EXTERN const char *clf_context_tuning(const clf_context *ctx);
  * ("softmax": "scalar", "vector" or "group"), who runs the GEMMs ("gemm":
  * "clblast", "blocked" or "tiled") and how attention over the compressed slots
  * (or all positions, in full mode) runs ("attend": "gemm", a batched GEMM path;
- * "fused", one kernel, plain Linformer with d_h a multiple of 16 only; or
+ * "fused", one kernel, plain Linformer with d_h a multiple of 16 only;
  * "flash", one streaming kernel with an online softmax and no score buffer, in
- * every mode).  A forward first plans: every choice its shape needs is
+ * every mode; or "flashwg", the same shaped for GPUs, work-groups of 64 query
+ * rows with keys staged in local memory, every mode, d_h up to 64 only and
+ * where the device takes work-groups of 256: forced elsewhere, the GEMM path
+ * runs).  A forward first plans: every choice its shape needs is
  * resolved, from a forced name, else from the device's store, else by timing
  * the candidates on that shape (powers of two of the sizes form the buckets
  * that share a choice) and storing the winner; only then are the stages

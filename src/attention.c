@@ -452,7 +452,8 @@ attend_causal(clf_attention *a, const struct plan *p,
                              p->v_is_k ? a->ws[WS_XE].mem : a->ws[WS_XF].mem);
 }
 
-/* Steps 3 to 5 in the streaming kernel: no scores stored, any mode.  The
+/* Steps 3 to 5 in a streaming kernel (the CPU-shaped one or, where the
+ * plan chose it, the work-group one): no scores stored, any mode.  The
  * padding mask reaches it where it masks keys (full mode) or the causal
  * window; Linformer's slots took it in compression. */
 static int
@@ -461,11 +462,16 @@ attend_flash(clf_attention *a, const struct plan *p, cl_mem vbar)
     struct clf__flash_shape sh;
     cl_mem pk = a->ws[WS_XE].mem;
     cl_mem pv = p->v_is_k ? pk : a->ws[WS_XF].mem;
+    cl_mem mask;
 
     clf__plan_flash_shape(a, p, &sh);
+    mask = sh.full || sh.block ? p->mask : NULL;
+    if (p->flash_wg)
+        return clf__flash_wg(a->ctx, &sh, a->ws[WS_Q].mem, a->ws[WS_KBAR].mem,
+                             vbar, a->ws[WS_O].mem, mask, sh.block ? pk : NULL,
+                             sh.block ? pv : NULL);
     return clf__flash(a->ctx, &sh, a->ws[WS_Q].mem, a->ws[WS_KBAR].mem, vbar,
-                      a->ws[WS_KT].mem, a->ws[WS_O].mem,
-                      sh.full || sh.block ? p->mask : NULL,
+                      a->ws[WS_KT].mem, a->ws[WS_O].mem, mask,
                       sh.block ? pk : NULL, sh.block ? pv : NULL);
 }
 
@@ -487,6 +493,7 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     clf__gemm_use(p->gemm);
     a->last_fused = p->fused;
     a->last_flash = p->flash;
+    a->last_flash_wg = p->flash_wg;
     attend_shape(a, p, &sh);
 
     /* 1. Q = X W_q^T + b_q over all B*n rows. */
@@ -498,7 +505,7 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     TRY(mark(a, CLF_STAGE_COMPRESSION));
     TRY(keys_values(a, p, x, xoff));
     /* 3 to 5: attention over the slots (or positions). */
-    if (p->flash) {
+    if (p->flash || p->flash_wg) {
         TRY(mark(a, CLF_STAGE_FUSED));
         TRY(attend_flash(a, p, vbar));
     } else if (p->fused) {
@@ -696,7 +703,8 @@ clf__attention_desc(const clf_attention *att, clf_attention_desc *out)
 }
 
 /* For tests: force the fused kernel (CLF_ATTEND_FUSED), the streaming
- * kernel (CLF_ATTEND_FLASH) or the GEMM path for steps 3 to 5;
+ * kernel (CLF_ATTEND_FLASH), the work-group streaming kernel
+ * (CLF_ATTEND_FLASHWG, where it applies) or the GEMM path for steps 3 to 5;
  * CLF_ATTEND_UNDECIDED follows the context. */
 void
 clf__attention_set_attend(clf_attention *att, int variant)
@@ -714,6 +722,12 @@ int
 clf__attention_last_flash(const clf_attention *att)
 {
     return att->last_flash;
+}
+
+int
+clf__attention_last_flash_wg(const clf_attention *att)
+{
+    return att->last_flash_wg;
 }
 
 /* For tests: scores above `bytes` are made in chunks of query rows. */

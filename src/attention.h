@@ -54,6 +54,7 @@ struct clf_attention {
                            context's choice */
     int last_fused;     /* the last forward used the fused kernel */
     int last_flash;     /* ... the streaming kernel */
+    int last_flash_wg;  /* ... the GPU-shaped streaming kernel */
     cl_event *marks;    /* stage boundaries of the last forward (profiling) */
     int *mark_stage;    /* the stage each mark starts */
     size_t nmarks, cap_marks;
@@ -76,6 +77,7 @@ struct plan {
     int fusable;  /* steps 3-5 may run in one fused kernel */
     int fused;    /* ... and will (resolved) */
     int flash;    /* steps 3-5 run in the streaming kernel (resolved) */
+    int flash_wg; /* ... in the GPU-shaped streaming kernel (resolved) */
     int softmax;  /* enum clf__softmax_variant (resolved) */
     int gemm;     /* enum clf__gemm_variant (resolved) */
     size_t need[WS_COUNT];

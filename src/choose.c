@@ -46,7 +46,7 @@ static const char rate_kind[] = "throughput";
 
 static const char *const softmax_names[] = {"scalar", "vector", "group"};
 static const char *const gemm_names[] = {"clblast", "blocked", "tiled"};
-static const char *const attend_names[] = {"gemm", "fused", "flash"};
+static const char *const attend_names[] = {"gemm", "fused", "flash", "flashwg"};
 static const char *const halfgemm_names[] = {"widen", "native"};
 
 static const struct {
@@ -56,7 +56,7 @@ static const struct {
 } table[CLF_KIND_COUNT] = {
     {"softmax", softmax_names, 3},
     {"gemm", gemm_names, 3},
-    {"attend", attend_names, 3},
+    {"attend", attend_names, 4},
     {"halfgemm", halfgemm_names, 2},
 };
 

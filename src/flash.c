@@ -1,7 +1,9 @@
 /* Host side of the streaming attention kernel (cl/, same stem): steps 3 to
  * 5 of the forward in one kernel, in every mode, without a score buffer;
- * and the choice, per device and shape, between it, the GEMM path and
- * (plain Linformer, d_h a multiple of 16) the fused kernel. */
+ * and the choice, per device and shape, between it, the GEMM path, (plain
+ * Linformer, d_h a multiple of 16) the fused kernel and (d_h up to
+ * CLF_FLASHWG_DH, where the device takes its work-groups) the GPU-shaped
+ * streaming kernel of flash_wg.c. */
 #include "internal.h"
 
 #include <math.h>
@@ -180,8 +182,9 @@ enum { T_Q, T_KBAR, T_VBAR, T_KT, T_S, T_O, T_PK, T_PV, T_COUNT };
 struct flash_timing {
     struct clf__flash_shape sh;
     int softmax;
-    size_t ld;         /* score row stride on the GEMM path */
-    int way[3], count; /* the candidates that apply (CLF_ATTEND_* - 1) */
+    size_t ld;                          /* score row stride on the GEMM path */
+    int way[CLF_MAX_CANDIDATES], count; /* the candidates that apply
+                                           (CLF_ATTEND_* - 1) */
     cl_mem m[T_COUNT];
 };
 
@@ -232,6 +235,9 @@ run_way(clf_context *ctx, int v, void *user)
     case CLF_ATTEND_FLASH:
         return clf__flash(ctx, &t->sh, m[T_Q], m[T_KBAR], m[T_VBAR], m[T_KT],
                           m[T_O], NULL, m[T_PK], m[T_PV]);
+    case CLF_ATTEND_FLASHWG:
+        return clf__flash_wg(ctx, &t->sh, m[T_Q], m[T_KBAR], m[T_VBAR], m[T_O],
+                             NULL, m[T_PK], m[T_PV]);
     default:
         return run_gemm_path(ctx, t);
     }
@@ -283,10 +289,11 @@ time_ways(clf_context *ctx, const char *bucket, struct flash_timing *t,
 
 /* The shape the candidates are timed on: one sequence, n at most 4096
  * (full mode: at most 2048 and 64 MiB of scores), so the timing stays
- * short; the way candidates apply. */
+ * short; the way candidates apply (the work-group kernel where its
+ * groups fit the device and d_h fits its tiles). */
 static void
-timing_shape(const struct clf__flash_shape *sh, int fusable, int softmax,
-             struct flash_timing *t)
+timing_shape(const clf_context *ctx, const struct clf__flash_shape *sh,
+             int fusable, int softmax, struct flash_timing *t)
 {
     const int full = sh->full;
     size_t cap = 4096;
@@ -308,6 +315,8 @@ timing_shape(const struct clf__flash_shape *sh, int fusable, int softmax,
     if (fusable)
         t->way[t->count++] = CLF_ATTEND_FUSED - 1;
     t->way[t->count++] = CLF_ATTEND_FLASH - 1;
+    if (clf__flash_wg_applies(ctx, sh))
+        t->way[t->count++] = CLF_ATTEND_FLASHWG - 1;
 }
 
 /* The bucket: the mode, powers of two of n and L, heads, d_h, K/V heads. */
@@ -343,11 +352,14 @@ clf__flash_resolve(clf_context *ctx, const struct clf__flash_shape *sh,
         if (found == 1)
             *variant = CLF_ATTEND_GEMM + best;
         if (found == 0)
-            timing_shape(sh, fusable, softmax, &t);
+            timing_shape(ctx, sh, fusable, softmax, &t);
         rc = found != 0 ? found : time_ways(ctx, bucket, &t, variant);
     }
     clf__unlock(ctx);
-    if (rc >= 0 && *variant == CLF_ATTEND_FUSED && !fusable)
-        *variant = CLF_ATTEND_GEMM; /* forced where it does not apply */
+    /* Forced (or stored) where it does not apply. */
+    if (rc >= 0 &&
+        ((*variant == CLF_ATTEND_FUSED && !fusable) ||
+         (*variant == CLF_ATTEND_FLASHWG && !clf__flash_wg_applies(ctx, sh))))
+        *variant = CLF_ATTEND_GEMM;
     return rc < 0 ? rc : 0;
 }

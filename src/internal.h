@@ -150,9 +150,11 @@ enum clf__gemm_variant {
  * undecided until the first forward that could use the fused kernel. */
 enum clf__attend_variant {
     CLF_ATTEND_UNDECIDED = 0,
-    CLF_ATTEND_GEMM,  /* batched GEMM, row softmax, batched GEMM */
-    CLF_ATTEND_FUSED, /* the fused attention kernel */
-    CLF_ATTEND_FLASH  /* the streaming attention kernel (flash.c), any mode */
+    CLF_ATTEND_GEMM,   /* batched GEMM, row softmax, batched GEMM */
+    CLF_ATTEND_FUSED,  /* the fused attention kernel */
+    CLF_ATTEND_FLASH,  /* the streaming attention kernel (flash.c), any mode */
+    CLF_ATTEND_FLASHWG /* the GPU-shaped streaming kernel (flash_wg.c), every
+                          mode, d_h <= CLF_FLASHWG_DH */
 };
 
 enum clf__softmax_variant {
@@ -458,11 +460,26 @@ int clf__flash(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
                cl_mem pk, cl_mem pv);
 /* The way (enum clf__attend_variant) for steps 3 to 5 of this shape in any
  * mode: pinned, forced, stored, or timed now among the ways that apply
- * (fused only where fusable) and stored; bucketed by mode, powers of two
+ * (fused only where fusable, flashwg only where clf__flash_wg_applies)
+ * and stored; bucketed by mode, powers of two
  * of n and L, heads and dh exact.  A forced way that does not apply falls
  * back to the GEMM path. */
 int clf__flash_resolve(clf_context *ctx, const struct clf__flash_shape *sh,
                        int fusable, int softmax, int *variant);
+
+/* flash_wg.c: the same steps in the GPU-shaped streaming kernel, work-groups
+ * of CLF_FLASHWG_ROWS rows of one head and sequence, reading kbar and vbar
+ * (batch x L rows of hc dh floats) directly: no workspace.  Arguments as
+ * clf__flash.  It applies (1, else 0) where d_h <= CLF_FLASHWG_DH and the
+ * device and compiled kernel take its work-groups and local memory;
+ * clf__flash_wg fails with CLF_EINVALID_ARGUMENT where it does not. */
+int clf__flash_wg_applies(const clf_context *ctx,
+                          const struct clf__flash_shape *sh);
+/* The work-groups one launch has: ceil(n / rows) x heads x batch. */
+size_t clf__flash_wg_groups(const struct clf__flash_shape *sh);
+int clf__flash_wg(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
+                  cl_mem kbar, cl_mem vbar, cl_mem o, cl_mem mask, cl_mem pk,
+                  cl_mem pv);
 
 /* softmax.c: host side of the softmax kernels; rows of `cols` contiguous floats
  * starting at element `off`. */
@@ -592,6 +609,8 @@ void clf__attention_set_attend(clf_attention *att, int variant);
 int clf__attention_last_fused(const clf_attention *att);
 /* The last forward used the streaming (flash) kernel. */
 int clf__attention_last_flash(const clf_attention *att);
+/* ... the GPU-shaped streaming kernel (flash_wg.c). */
+int clf__attention_last_flash_wg(const clf_attention *att);
 /* clf_attention_forward_cl_ex with the padding mask the options describe
  * already on the device (batch x n bytes), so a stack of layers uploads it
  * once; NULL uploads it from the options. */

@@ -35,7 +35,18 @@
     /* At most this many blocks of CLF_FLASH_ROWS rows per work-item of that   \
      * kernel (the host picks how many, src/flash.c): each tile of keys and    \
      * values serves all of them while it is in cache. */                      \
-    X(CLF_FLASH_BLOCKS, 12)
+    X(CLF_FLASH_BLOCKS, 12)                                                    \
+    /* The GPU-shaped streaming kernel (cl/flash_wg.cl): query rows per        \
+     * work-group, work-items per row (each owns DH / SPLIT columns of the     \
+     * query and the output), the widest head it takes (a multiple of 4        \
+     * SPLIT) and keys per tile staged in local memory.  A group of 256        \
+     * holds 4 (2 KEYS DH + SPLIT KEYS ROWS) = 12 KiB of local memory and      \
+     * each item at most 128 registers on gfx90a, so that a compute unit       \
+     * keeps five groups (20 waves) resident (scripts/gpu-shape.sh). */        \
+    X(CLF_FLASHWG_ROWS, 64)                                                    \
+    X(CLF_FLASHWG_SPLIT, 4)                                                    \
+    X(CLF_FLASHWG_DH, 64)                                                      \
+    X(CLF_FLASHWG_KEYS, 8)
 
 #define CLF_KERNEL_PARAM_ENUM(name, value) name = value,
 enum clf__kernel_param { CLF_KERNEL_PARAMS(CLF_KERNEL_PARAM_ENUM) };

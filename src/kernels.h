@@ -54,7 +54,9 @@
     FILE(flash)                                                                \
     KERNEL(FLASH, clf_flash)                                                   \
     KERNEL(FLASH_KEYS, clf_flash_keys)                                         \
-    KERNEL(FLASH_VALUES, clf_flash_values)
+    KERNEL(FLASH_VALUES, clf_flash_values)                                     \
+    FILE(flash_wg)                                                             \
+    KERNEL(FLASH_WG, clf_flash_wg)
 
 /* Expansion helpers: a FILE or KERNEL argument that expands to nothing. */
 #define CLF_REGISTRY_SKIP_FILE(stem)

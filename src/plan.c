@@ -278,10 +278,12 @@ clf__plan_flash_shape(const clf_attention *a, const struct plan *p,
     }
 }
 
-/* Steps 3 to 5: the GEMM path, the fused kernel (where fusable) or the
- * streaming kernel, forced by a test or resolved.  The streaming kernel
- * needs no score buffer and no chunks: its workspaces are the queries,
- * keys, values, outputs and the keys transposed, O(n d) in every mode. */
+/* Steps 3 to 5: the GEMM path, the fused kernel (where fusable) or a
+ * streaming kernel, forced by a test or resolved; a forced work-group
+ * kernel that does not apply (d_h too wide, groups too large for the
+ * device) leaves the GEMM path.  The streaming kernels need no score
+ * buffer and no chunks: their workspaces are the queries, keys, values,
+ * outputs and (clf_flash) the keys transposed, O(n d) in every mode. */
 static int
 plan_attend(const clf_attention *a, struct plan *p)
 {
@@ -293,12 +295,14 @@ plan_attend(const clf_attention *a, struct plan *p)
         CLF_TRY(clf__flash_resolve(a->ctx, &sh, p->fusable, p->softmax, &way));
     p->fused = p->fusable && way == CLF_ATTEND_FUSED;
     p->flash = way == CLF_ATTEND_FLASH;
-    if (!p->flash)
+    p->flash_wg =
+        way == CLF_ATTEND_FLASHWG && clf__flash_wg_applies(a->ctx, &sh);
+    if (!p->flash && !p->flash_wg)
         return 0;
     p->chunk = p->n;
     p->seqs = p->B;
     p->need[WS_S] = 0;
-    p->need[WS_KT] = clf__flash_kt_floats(&sh);
+    p->need[WS_KT] = p->flash ? clf__flash_kt_floats(&sh) : 0;
     return plan_limits(a, p);
 }
 

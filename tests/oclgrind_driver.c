@@ -340,9 +340,11 @@ flash_row_ref(const struct flash_case *f, size_t b, size_t h, size_t t,
     }
 }
 
-/* Runs one case on the device and compares every row. */
+/* Runs one case on the device, in the CPU-shaped kernel or (wg) the
+ * work-group one, and compares every row. */
 static void
-flash_run(clf_context *ctx, const struct flash_case *f, const char *what)
+flash_run(clf_context *ctx, const struct flash_case *f, int wg,
+          const char *what)
 {
     const struct clf__attend_shape *a = &f->sh.at;
     const size_t hc = a->kv_per_head ? a->heads : 1, width = hc * a->dh;
@@ -367,8 +369,10 @@ flash_run(clf_context *ctx, const struct flash_case *f, const char *what)
         mm = clCreateBuffer(ctx->context,
                             CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                             a->batch * a->n, (void *)f->mask, &err);
-    expect(clf__flash(ctx, &f->sh, mq, mk, mv, mt, mo, mm, f->pk ? mpk : NULL,
-                      f->pv ? mpv : NULL) == 0,
+    expect((wg ? clf__flash_wg(ctx, &f->sh, mq, mk, mv, mo, mm,
+                               f->pk ? mpk : NULL, f->pv ? mpv : NULL)
+               : clf__flash(ctx, &f->sh, mq, mk, mv, mt, mo, mm,
+                            f->pk ? mpk : NULL, f->pv ? mpv : NULL)) == 0,
            what);
     download(ctx, mo, o, nq);
     for (b = 0; b < a->batch; b++)
@@ -396,18 +400,26 @@ flash_run(clf_context *ctx, const struct flash_case *f, const char *what)
 /* The streaming kernel in each mode: Linformer over 70 slots (two tiles,
  * the second partial), full and causal full with a padding mask, causal
  * Linformer with its window; 7 rows (a row tail), d_h 83 (64 + 16 + 3
- * columns), shared and per-head keys. */
+ * columns), shared and per-head keys.  wg: the work-group kernel, 70 rows
+ * (two groups, the second partial, the causal window crossing blocks)
+ * and d_h 19 (no whole float4s, and some items own no column). */
 static void
-check_flash(clf_context *ctx)
+check_flash(clf_context *ctx, int wg)
 {
-    enum { B = 2, H = 2, N = 7, DH = 83, DQ = H * DH, LMAX = 70 };
+    enum { B = 2, H = 2, N = 70, DH = 83, DQ = H * DH, LMAX = 70 };
+    const size_t n = wg ? N : 7, dh = wg ? 19 : DH, dq = H * dh;
     static float q[B * N * DQ], kv[B * LMAX * DQ], vv[B * LMAX * DQ];
     static float pk[B * N * DQ], pv[B * N * DQ];
-    static const unsigned char mask[B * N] = {1, 1, 0, 1, 1, 0, 1,
-                                              0, 1, 1, 1, 1, 1, 0};
+    static const unsigned char mask7[B * 7] = {1, 1, 0, 1, 1, 0, 1,
+                                               0, 1, 1, 1, 1, 1, 0};
+    static unsigned char mask[B * N];
     struct flash_case f;
+    size_t i;
     int per, mode;
 
+    /* wg: sequence 1's first row sees only padding in causal full mode. */
+    for (i = 0; i < B * n; i++)
+        mask[i] = wg ? (i * 7) % 5 != 0 : mask7[i];
     fill(q, B * N * DQ, 50);
     fill(kv, B * LMAX * DQ, 51);
     fill(vv, B * LMAX * DQ, 52);
@@ -418,10 +430,10 @@ check_flash(clf_context *ctx)
             memset(&f, 0, sizeof f);
             f.sh.at.batch = B;
             f.sh.at.heads = H;
-            f.sh.at.n = N;
-            f.sh.at.dh = DH;
-            f.sh.at.dq = DQ;
-            f.sh.at.L = mode == 0 ? LMAX : mode == 3 ? 6 : N;
+            f.sh.at.n = n;
+            f.sh.at.dh = dh;
+            f.sh.at.dq = dq;
+            f.sh.at.L = mode == 0 ? LMAX : mode == 3 ? 6 : n;
             f.sh.at.kv_per_head = per;
             f.sh.at.scale = 0.3f;
             f.sh.full = mode == 1 || mode == 2;
@@ -430,16 +442,19 @@ check_flash(clf_context *ctx)
             f.kv = kv;
             f.vv = vv;
             f.mask = f.sh.full || mode == 3 ? mask : NULL;
-            if (mode == 3) { /* 3 blocks of 3 (N_max 9), 2 slots each */
-                f.sh.block = 3;
+            /* 3 blocks of 3 (N_max 9), 2 slots each; wg: 5 blocks of 16
+             * (N_max 80), the windows of a group's rows in two blocks. */
+            if (mode == 3) {
+                f.sh.block = wg ? 16 : 3;
                 f.sh.c = 2;
-                f.sh.dkv = (per ? H : 1) * DH;
+                f.sh.at.L = wg ? 10 : 6;
+                f.sh.dkv = (per ? H : 1) * dh;
                 f.sh.window_per_head = per;
                 f.pk = pk;
                 f.pv = pv;
             }
             ctx->flash_blocks = per; /* per-head keys: 6 rows an item */
-            flash_run(ctx, &f, "flash");
+            flash_run(ctx, &f, wg, wg ? "flash_wg" : "flash");
             ctx->flash_blocks = 0;
         }
 }
@@ -922,7 +937,8 @@ main(void)
     check_causal(ctx);
     check_encoder(ctx);
     check_attend(ctx);
-    check_flash(ctx);
+    check_flash(ctx, 0);
+    check_flash(ctx, 1);
     check_gemm(ctx);
     check_tiled(ctx);
     check_half(ctx);

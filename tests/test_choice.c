@@ -143,7 +143,7 @@ START_TEST(choice_unknown_names_list_valid_ones)
                  CLF_ENULL_ARGUMENT, "ctx");
     setenv("CLINFORMER_KERNELS", "softmax=group,attend=fast", 1);
     ASSERT_FAILS(clf__softmax_resolve(ctx, 10, 10, &v), CLF_EINVALID_ARGUMENT,
-                 "gemm, fused or flash");
+                 "gemm, fused, flash or flashwg");
     setenv("CLINFORMER_KERNELS", "softmax", 1);
     ASSERT_FAILS(clf__softmax_resolve(ctx, 10, 10, &v), CLF_EINVALID_ARGUMENT,
                  "CLINFORMER_KERNELS");

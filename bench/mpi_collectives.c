@@ -7,15 +7,15 @@
  * For message sizes from 4 bytes to --max-bytes (default 16 MiB), by
  * factors of 4, it times MPI_Allreduce (float sum), the transport's
  * allreduce_sum (MPI_Allgather, then a rank-order sum in double:
- * src/shard_mpi.c) and MPI_Allgatherv of that size per rank.  Each timing
- * is one call between barriers, the slowest rank's time; the table gives
+ * src/parallel/shard_mpi.c) and MPI_Allgatherv of that size per rank.  Each
+ * timing is one call between barriers, the slowest rank's time; the table gives
  * the median of --repeat (default 21) after 3 warm-ups, and the bandwidth
  * as bytes per rank over the median.  It ends with the constants of
  * docs/scaling.md: latency (the median at 4 bytes) and bandwidth (at the
  * largest size, and the peak over sizes with its size).  Unlike the rest
  * of bench/, it links the library's internal archive, to time the
  * transport itself. */
-#include "shard_mpi.h"
+#include "internal.h"
 
 #include <mpi.h>
 #include <stdio.h>

@@ -3,11 +3,11 @@
  * work-item.  With k slots of d_h values the slots of one head fit in a CPU
  * core's cache, and this saves the passes over the score matrix that
  * separate GEMM, softmax and GEMM calls make.  Which way is faster depends
- * on the device, so each context times both (src/attend.c). */
+ * on the device, so each context times both (src/stages/attend.c). */
 
 /* Rows of the transposed keys are padded to a multiple of ATT_KB slots;
  * a work-item handles ATT_R query rows.  Both are -D options from
- * src/kernel_params.h, shared with the host.  The loops over rows have
+ * src/runtime/kernel_params.h, shared with the host.  The loops over rows have
  * constant bounds and are unrolled, so the accumulators stay in registers. */
 #define ATT_R CLF_ATTEND_ROWS
 #define ATT_KB CLF_ATTEND_SLOT_BLOCK

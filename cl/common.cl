@@ -1,11 +1,11 @@
 /* Shared definitions for every clinformer kernel (OpenCL C 1.2).
  * The sizes host and kernels share (CLF_ATTEND_ROWS, CLF_SOFTMAX_WG, ...)
- * arrive as -D options from src/kernel_params.h, never as defaults here:
+ * arrive as -D options from src/runtime/kernel_params.h, never as defaults here:
  * a build without them stops at once rather than disagreeing with the
  * host. */
 #if !defined(CLF_ATTEND_ROWS) || !defined(CLF_ATTEND_SLOT_BLOCK) ||           \
     !defined(CLF_GEMM_ROWS) || !defined(CLF_SOFTMAX_WG)
-#error "build with the -D options of src/kernel_params.h"
+#error "build with the -D options of src/runtime/kernel_params.h"
 #endif
 
 /* Index arithmetic in these kernels avoids '%': oclgrind's uninitialised-

@@ -29,17 +29,6 @@ clf_layernorm(__global const float *x, const ulong x_off, __global float *y,
         yr[j] = (xr[j] - mean) * inv * gamma[j] + beta[j];
 }
 
-/* y = 0.5 x (1 + erf(x / sqrt(2))): the exact GELU, in place. */
-__kernel void
-clf_gelu(__global float *y, const ulong off, const ulong count)
-{
-    const size_t i = get_global_id(0);
-    if (i >= count)
-        return;
-    const float v = y[off + i];
-    y[off + i] = 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
-}
-
 /* y += x over count floats (residual connections). */
 __kernel void
 clf_add(__global float *y, const ulong y_off, __global const float *x,

@@ -33,7 +33,7 @@
  *                 section 3 define it. */
 #if !defined(CLF_FLASH_ROWS) || !defined(CLF_FLASH_BLOCKS) ||               \
     !defined(CLF_ATTEND_SLOT_BLOCK)
-#error "build with the -D options of src/kernel_params.h"
+#error "build with the -D options of src/runtime/kernel_params.h"
 #endif
 #define FL_R CLF_FLASH_ROWS
 #define FL_NB CLF_FLASH_BLOCKS

@@ -15,7 +15,7 @@
  * is fixed by the -D sizes, not by n or L: that is what keeps the kernel
  * free of scratch on GPUs, where the CPU-shaped clf_flash (36 rows an item)
  * spills.  Heads wider than FW_DH do not fit; the host then does not offer
- * the kernel (src/flash_wg.c).
+ * the kernel (src/stages/flash_wg.c).
  *
  * Masked keys score -INFINITY; while every score a row has seen is
  * -INFINITY the value subtracted is 0, so exp2 gives 0, never NaN, and a
@@ -35,7 +35,7 @@
  *                 as it stages keys. */
 #if !defined(CLF_FLASHWG_ROWS) || !defined(CLF_FLASHWG_SPLIT) ||            \
     !defined(CLF_FLASHWG_DH) || !defined(CLF_FLASHWG_KEYS)
-#error "build with the -D options of src/kernel_params.h"
+#error "build with the -D options of src/runtime/kernel_params.h"
 #endif
 #define FW_Q CLF_FLASHWG_ROWS
 #define FW_S CLF_FLASHWG_SPLIT

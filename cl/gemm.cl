@@ -1,5 +1,5 @@
 /* A register-blocked GEMM for devices where it beats CLBlast's (each
- * context times both, src/gemm.c): C = act(alpha A B (+ C when
+ * context times both, src/gemm/gemm.c): C = act(alpha A B (+ C when
  * accumulate) (+ bias[column] when has_bias)), act the identity or, when
  * gelu, the exact GELU 0.5 v (1 + erf(v / sqrt 2)); row-major, A M x K,
  * B K x N, with a batch of strided matrices.  A transposed B (a weight as
@@ -12,7 +12,7 @@
  * rows.  N must be a multiple of 16.  The loops over rows have constant
  * bounds and are unrolled, so the accumulators stay in registers. */
 
-#define GEMM_R CLF_GEMM_ROWS /* a -D option from src/kernel_params.h */
+#define GEMM_R CLF_GEMM_ROWS /* a -D option from src/runtime/kernel_params.h */
 
 /* Global size (at least ceil(M / GEMM_R), N / 64 + (N mod 64) / 16,
  * batch) when cols64: work-item (i, j) takes rows GEMM_R i.. and, while
@@ -119,4 +119,31 @@ clf_transpose(__global const float *src, const ulong off, const uint rows,
         return;
     dst[((size_t)t * cols + c) * rows + r] =
         src[off + t * stride + (size_t)r * ld + c];
+}
+
+/* The epilogues of a GEMM run by CLBlast, which has none: a bias per
+ * column and the exact GELU. */
+
+/* y[off + r*ld + c] += bias[c] for r < rows, c < cols. */
+__kernel void
+clf_add_bias(__global float *y, const ulong off, const uint rows,
+             const uint cols, const uint ld, __global const float *bias)
+{
+    const size_t gid = get_global_id(0);
+    if (gid >= (size_t)rows * cols)
+        return;
+    const size_t r = gid / cols;
+    const size_t c = gid - r * cols;
+    y[off + r * ld + c] += bias[c];
+}
+
+/* y = 0.5 x (1 + erf(x / sqrt(2))): the exact GELU, in place. */
+__kernel void
+clf_gelu(__global float *y, const ulong off, const ulong count)
+{
+    const size_t i = get_global_id(0);
+    if (i >= count)
+        return;
+    const float v = y[off + i];
+    y[off + i] = 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
 }

@@ -21,14 +21,14 @@
  * finishes C.  A small C with a long K (the compression E X at batch 1)
  * so fills a device's work-groups; with ksplit 1 nothing changes.
  *
- * The six sizes are -D options (src/kernel_params.h has the defaults; the
- * tuner builds other sets, src/tiled.c), all powers of two, with MWG a
+ * The six sizes are -D options (src/runtime/kernel_params.h has the defaults; the
+ * tuner builds other sets, src/gemm/gemm_tiled.c), all powers of two, with MWG a
  * multiple of MDIM and NWG of NDIM * VW. */
 
 #if !defined(CLF_TILED_MWG) || !defined(CLF_TILED_NWG) ||                    \
     !defined(CLF_TILED_KWG) || !defined(CLF_TILED_MDIM) ||                   \
     !defined(CLF_TILED_NDIM) || !defined(CLF_TILED_VW)
-#error "build with the -D options of src/kernel_params.h"
+#error "build with the -D options of src/runtime/kernel_params.h"
 #endif
 
 #define TL_M CLF_TILED_MWG

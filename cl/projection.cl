@@ -1,18 +1,5 @@
-/* Projection helpers: bias adds and the rowsum(E) bias term of
+/* Projection helpers: the rowsum(E) bias term of
  * compress-first (E (X W^T + 1 b^T) = (E X) W^T + rowsum(E) b^T). */
-
-/* y[off + r*ld + c] += bias[c] for r < rows, c < cols. */
-__kernel void
-clf_add_bias(__global float *y, const ulong off, const uint rows,
-             const uint cols, const uint ld, __global const float *bias)
-{
-    const size_t gid = get_global_id(0);
-    if (gid >= (size_t)rows * cols)
-        return;
-    const size_t r = gid / cols;
-    const size_t c = gid - r * cols;
-    y[off + r * ld + c] += bias[c];
-}
 
 /* out[r] = sum over j < n of e[r*ld + j]: the row sums of the first n
  * columns of E, one row per work-item. */

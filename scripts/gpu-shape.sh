@@ -1,8 +1,8 @@
 #!/bin/sh
 # Compiles every OpenCL program of cl/ offline for AMD GPUs (Debian's
 # clang-15 with libclc-15's amdgcn bitcode), as the library builds them:
-# the registry's files of src/kernels.h concatenated in order with the -D
-# options of src/kernel_params.h, and cl/gemm_fp16.cl alone.  Prints, per
+# the registry's files of src/runtime/kernels.h concatenated in order with the -D
+# options of src/runtime/kernel_params.h, and cl/half_gemm.cl alone.  Prints, per
 # target and kernel, the registers, scratch (spills), local memory and
 # occupancy the compiler reports, and whether the kernel fits a GPU: no
 # scratch, and on gfx90a at least 4 waves per SIMD.
@@ -56,13 +56,13 @@ if [ -z "$from" ] && [ ! -r "$clc" ]; then
 fi
 
 # The program as program.c builds it: the registry's files in order.
-files=$(sed -n 's/^ *FILE(\([a-z0-9_]*\)).*/\1/p' "$top/src/kernels.h")
+files=$(sed -n 's/^ *FILE(\([a-z0-9_]*\)).*/\1/p' "$top/src/runtime/kernels.h")
 for f in $files; do
     cat "$top/cl/$f.cl"
 done >"$tmp/main.cl"
-cp "$top/cl/gemm_fp16.cl" "$tmp/gemm_fp16.cl"
+cp "$top/cl/half_gemm.cl" "$tmp/half_gemm.cl"
 opts=$(sed -n 's/.*X(\(CLF_[A-Z0-9_]*\), *\([0-9]*\)).*/-D\1=\2/p' \
-    "$top/src/kernel_params.h" | tr '\n' ' ')
+    "$top/src/runtime/kernel_params.h" | tr '\n' ' ')
 
 # The compiler's comments after each kernel's label, one line a kernel.
 report() { # target program asm
@@ -82,7 +82,7 @@ report() { # target program asm
 }
 
 for t in $targets; do
-    for p in main gemm_fp16; do
+    for p in main half_gemm; do
         # shellcheck disable=SC2086
         if ! "$clang" -x cl -cl-std=CL1.2 -target amdgcn-amd-amdhsa \
             -mcpu="$t" -nogpulib -Xclang -mlink-bitcode-file -Xclang "$clc" \

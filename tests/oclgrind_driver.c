@@ -2,7 +2,6 @@
  * fill a work-group, and checks the results against the host.  tests/
  * oclgrind.sh runs it under oclgrind, which reports invalid accesses, data
  * races and uninitialised reads.  Exit 0 when all results match. */
-#include "half.h"
 #include "internal.h"
 #include "reference.h"
 
@@ -590,10 +589,10 @@ poison_partial(clf_context *ctx, size_t floats)
         exit(1);
     for (i = 0; i < floats; i++)
         nan[i] = NAN;
-    if (ctx->tiled_partial != NULL)
-        clReleaseMemObject(ctx->tiled_partial);
-    ctx->tiled_partial = upload(ctx, nan, floats);
-    ctx->tiled_partial_cap = floats;
+    if (clf__tiled_state(ctx)->partial != NULL)
+        clReleaseMemObject(clf__tiled_state(ctx)->partial);
+    clf__tiled_state(ctx)->partial = upload(ctx, nan, floats);
+    clf__tiled_state(ctx)->partial_cap = floats;
     free(nan);
 }
 
@@ -613,12 +612,12 @@ check_tiled(clf_context *ctx)
      * workspace poisoned with NaN first: every element the reduction reads
      * must have been written, or C is NaN. */
     poison_partial(ctx, 2 * 2 * 5 * 13);
-    ctx->tiled_split = 2;
+    clf__tiled_state(ctx)->split = 2;
     tiled_case(ctx, 0, 0, 0);
     tiled_case(ctx, 1, 1, 0);
     tiled_case(ctx, 0, 1, 1);
-    expect(ctx->tiled_partial != NULL, "tiled GEMM split over K");
-    ctx->tiled_split = 0;
+    expect(clf__tiled_state(ctx)->partial != NULL, "tiled GEMM split over K");
+    clf__tiled_state(ctx)->split = 0;
     memcpy(cfg.v, small, sizeof cfg.v);
     expect(clf__tiled_set(ctx, &cfg) == 0, "tiled GEMM sizes 16x16 built");
     tiled_case(ctx, 0, 0, 0);

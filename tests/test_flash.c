@@ -12,7 +12,7 @@
  * on llvmpipe, where the layers below take hours) swaps the layers of the
  * four mode tests for the tiny ones of small_layers: still every mode,
  * mask kind and sharing, with n, k and d_h off the tiles. */
-#include "attention.h"
+#include "internal.h"
 #include "reference.h"
 #include "testutil.h"
 

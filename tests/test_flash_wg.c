@@ -8,7 +8,7 @@
  *
  * Tolerance against the double-precision reference: max |y - y_ref| <=
  * 1e-5 * max |y_ref| over the whole output, as test_flash. */
-#include "attention.h"
+#include "internal.h"
 #include "reference.h"
 #include "testutil.h"
 

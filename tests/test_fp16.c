@@ -1,5 +1,5 @@
-/* Native half arithmetic for half-stored weights (src/fp16.c,
- * cl/gemm_fp16.cl), forced through the kernel choice halfgemm=native.
+/* Native half arithmetic for half-stored weights (src/gemm/half_gemm.c,
+ * cl/half_gemm.cl), forced through the kernel choice halfgemm=native.
  *
  * Tolerances, each max |y - y_ref| <= tol * max |y_ref|:
  *   - against the double-precision reference fed the weights rounded to
@@ -16,7 +16,6 @@
  * On a device without cl_khr_fp16 (or whose self-test fails) the native
  * tests are skipped with the reason, and the fallback is checked: forcing
  * the native way widens as before, and the choice line says why. */
-#include "fp16.h"
 #include "internal.h"
 #include "reference.h"
 #include "testutil.h"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The offline GPU check (scripts/gpu-shape.sh) on the project's own
-# kernels: every kernel of the registry and of cl/gemm_fp16.cl compiles
+# kernels: every kernel of the registry and of cl/half_gemm.cl compiles
 # for gfx90a and gfx1100; the kernels that fit a GPU today keep fitting;
 # and the check tells a misfit from a fit: the CPU-shaped streaming kernel
 # (clf_flash: one work-item a block of query rows, its accumulators in
@@ -29,10 +29,10 @@ clf_kv_transpose clf_transpose clf_gemm_tiled clf_gemm_tiled_reduce \
 clf_half_widen clf_half_narrow clf_flash_keys clf_flash_values clf_flash_wg"
 echo "1..4"
 # Every registered kernel, on both targets: the registry's names, plus the
-# three of gemm_fp16.cl.
+# three of half_gemm.cl.
 want=$( (sed -n 's/^ *KERNEL([A-Z0-9_]*, *\(clf_[a-z0-9_]*\)).*/\1/p' \
-    "$srcdir/src/kernels.h"
-    grep -A1 '^__kernel' "$srcdir/cl/gemm_fp16.cl" |
+    "$srcdir/src/runtime/kernels.h"
+    grep -A1 '^__kernel' "$srcdir/cl/half_gemm.cl" |
         sed -n 's/^\(clf_[a-z0-9_]*\)(.*/\1/p') | sort -u)
 all=1
 for t in gfx90a gfx1100; do

@@ -3,7 +3,6 @@
  * Tolerance for comparisons with the double-precision reference:
  * max |y - y_ref| <= 1e-5 * max |y_ref|, as in test_attention.  The
  * look-ahead tests compare bit for bit. */
-#include "attention.h"
 #include "internal.h"
 #include "reference.h"
 #include "testutil.h"

@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The native half program (src/fp16.c), built apart from the registry
+/* The native half program (src/gemm/half_gemm.c), built apart from the registry
  * and only where the device reports cl_khr_fp16. */
-extern const char clf__cl_gemm_fp16[];
+extern const char clf__cl_half_gemm[];
 
 static const char *
 kernel_src_dir(char *buf, size_t cap)
@@ -54,7 +54,7 @@ registered(const char *file)
     return -1;
 }
 
-/* Every .cl file of cl/ is registered (but gemm_fp16.cl, embedded apart),
+/* Every .cl file of cl/ is registered (but half_gemm.cl, embedded apart),
  * and every registered file exists there with the text the library
  * embeds. */
 START_TEST(registry_names_every_kernel_file)
@@ -70,11 +70,11 @@ START_TEST(registry_names_every_kernel_file)
         size_t len = strlen(e->d_name);
         if (len < 4 || strcmp(e->d_name + len - 3, ".cl") != 0)
             continue;
-        if (strcmp(e->d_name, "gemm_fp16.cl") == 0) {
+        if (strcmp(e->d_name, "half_gemm.cl") == 0) {
             char *text;
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             text = slurp(path);
-            ck_assert_msg(strcmp(text, clf__cl_gemm_fp16) == 0,
+            ck_assert_msg(strcmp(text, clf__cl_half_gemm) == 0,
                           "%s differs from its embedded copy", path);
             free(text);
             continue;

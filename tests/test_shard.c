@@ -1,11 +1,10 @@
-/* The sharded forward (src/shard.h) against the double-precision reference
- * (tests/reference.c): one attention layer split by positions over 2 and 3
- * contexts of the suite's device (n = 7, so no split is even), in
+/* The sharded forward (src/parallel/parallel.h) against the double-precision
+ * reference (tests/reference.c): one attention layer split by positions over 2
+ * and 3 contexts of the suite's device (n = 7, so no split is even), in
  * Linformer, causal Linformer and full mode, with padding, every E/F
  * sharing and fairseq's bias order.  Tolerance: max |y - y_ref| <= 1e-5 *
  * max |y_ref|, as in test_attention.  Also the thread collectives: the
  * same bits on every shard, and a failing shard stops every other. */
-#include "group.h"
 #include "internal.h"
 #include "testutil.h"
 

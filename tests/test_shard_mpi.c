@@ -1,5 +1,5 @@
-/* The MPI transport of the sharded forward (src/shard_mpi.c), run under
- * mpirun by tests/test_mpi.sh.  Every rank can compute every rank's data,
+/* The MPI transport of the sharded forward (src/parallel/shard_mpi.c), run
+ * under mpirun by tests/test_mpi.sh.  Every rank can compute every rank's data,
  * so each checks what the collectives gave it against a serial
  * computation: allreduce_sum the same bits on every rank, within 1e-6
  * relative of a sum in long double (the equations), and on up to 4 ranks
@@ -8,7 +8,7 @@
  * rank.  Rank 0 prints one line per check, "ok" only when it held on every
  * rank.  With the argument "abort", rank size-1 fails and calls abort_all
  * while the others wait in a collective: the job must end, nonzero. */
-#include "shard_mpi.h"
+#include "internal.h"
 
 #include "internal.h"
 

@@ -1,5 +1,5 @@
-/* The tiled GEMM kernel (src/tiled.c, cl/gemm_tiled.cl): every GEMM shape
- * and transposition the pipeline calls, forced to `tiled`, against a
+/* The tiled GEMM kernel (src/gemm/gemm_tiled.c, cl/gemm_tiled.cl): every GEMM
+ * shape and transposition the pipeline calls, forced to `tiled`, against a
  * double-precision product (ref_gemm) on random data, sizes that are
  * multiples of no tile (1, primes) included; every set of sizes the tuner
  * searches; whole forwards with gemm=tiled forced against the reference
@@ -118,7 +118,7 @@ static void
 run_case(struct tcase *t, unsigned long long seed)
 {
     clf_context *ctx = tu_context();
-    size_t na, nb, nc, calls = ctx->tiled_calls, total, i;
+    size_t na, nb, nc, calls = clf__tiled_state(ctx)->calls, total, i;
     float bias[600];
     double *ref, *mag;
     tu_gemm_data d;
@@ -148,8 +148,8 @@ run_case(struct tcase *t, unsigned long long seed)
     clf__gemm_use(CLF_GEMM_UNDECIDED);
     ck_assert_msg(rc == 0, "%s: %s", t->what, clf_last_error());
     tu_download(ctx, d.mc, d.c, nc);
-    ck_assert_msg(ctx->tiled_calls > calls, "%s: the tiled kernel did not run",
-                  t->what);
+    ck_assert_msg(clf__tiled_state(ctx)->calls > calls,
+                  "%s: the tiled kernel did not run", t->what);
     compare(t, d.c, d.c0, ref, mag, nc, seed);
     clReleaseMemObject(mbias);
     tu_gemm_data_free(&d);
@@ -248,10 +248,10 @@ poison_partial(clf_context *ctx)
 
     for (i = 0; i < floats; i++)
         nan[i] = NAN;
-    if (ctx->tiled_partial != NULL)
-        clReleaseMemObject(ctx->tiled_partial);
-    ctx->tiled_partial = tu_upload(ctx, nan, floats);
-    ctx->tiled_partial_cap = floats;
+    if (clf__tiled_state(ctx)->partial != NULL)
+        clReleaseMemObject(clf__tiled_state(ctx)->partial);
+    clf__tiled_state(ctx)->partial = tu_upload(ctx, nan, floats);
+    clf__tiled_state(ctx)->partial_cap = floats;
     free(nan);
 }
 
@@ -267,10 +267,11 @@ START_TEST(tiled_split_k_matches_reference)
     size_t kchunk = 0;
     struct tcase t;
 
-    ctx->tiled_split = splits[_i];
+    clf__tiled_state(ctx)->split = splits[_i];
     poison_partial(ctx);
     ck_assert_uint_gt(clf__tiled_split(ctx, 37, 45, 301, 3, &kchunk), 1);
-    ck_assert_uint_eq(kchunk % ctx->tiled.v[CLF_TILED_P_KWG], 0);
+    ck_assert_uint_eq(kchunk % clf__tiled_state(ctx)->cfg.v[CLF_TILED_P_KWG],
+                      0);
     t = mk("split: projection + bias", E_EX, 0, 1, 37, 45, 301, 1, 1.0, 0.0);
     t.bias = 1;
     run_case(&t, s + 1);
@@ -292,8 +293,8 @@ START_TEST(tiled_split_k_matches_reference)
     run_case(&t, s + 6);
     t = mk("split: K = 0", E_BATCHED, 0, 0, 5, 6, 0, 1, 1.0, 2.0);
     run_case(&t, s + 7);
-    ck_assert_ptr_nonnull(ctx->tiled_partial); /* the split ran */
-    ctx->tiled_split = 0;
+    ck_assert_ptr_nonnull(clf__tiled_state(ctx)->partial); /* the split ran */
+    clf__tiled_state(ctx)->split = 0;
 }
 END_TEST
 
@@ -309,8 +310,8 @@ START_TEST(tiled_split_k_by_the_device)
     size_t kchunk = 0, n;
     struct tcase t;
 
-    ck_assert_uint_eq(ctx->tiled.v[CLF_TILED_P_KWG], kwg);
-    ck_assert_uint_eq(ctx->tiled_split, 0);
+    ck_assert_uint_eq(clf__tiled_state(ctx)->cfg.v[CLF_TILED_P_KWG], kwg);
+    ck_assert_uint_eq(clf__tiled_state(ctx)->split, 0);
     if (cu < 16) { /* a CPU runtime: not even a single tile is split */
         ck_assert_uint_eq(clf__tiled_split(ctx, 256, 512, 4096, 1, &kchunk), 1);
         ck_assert_uint_eq(clf__tiled_split(ctx, 20, 33, 4096, 1, &kchunk), 1);
@@ -335,8 +336,9 @@ END_TEST
 START_TEST(tiled_every_tuning_set_matches_reference)
 {
     clf_context *ctx = tu_context();
-    struct clf__tune_limits lim;
-    struct clf__tiled_cfg sets[CLF_TUNE_MAX_TILED], was = ctx->tiled;
+    struct clf__limits lim;
+    struct clf__tiled_cfg sets[CLF_TUNE_MAX_TILED],
+        was = clf__tiled_state(ctx)->cfg;
     size_t count, i, ran = 0, items[3] = {0, 0, 0};
     char text[128];
     struct tcase t;
@@ -383,8 +385,8 @@ END_TEST
 START_TEST(tiled_bad_sizes_are_refused)
 {
     clf_context *ctx = tu_context();
-    struct clf__tiled_cfg c, was = ctx->tiled;
-    struct clf__tune_limits lim;
+    struct clf__tiled_cfg c, was = clf__tiled_state(ctx)->cfg;
+    struct clf__limits lim;
     char why[256];
 
     clf__tiled_default(&c);
@@ -417,7 +419,7 @@ START_TEST(tiled_bad_sizes_are_refused)
     c.v[CLF_TILED_P_MDIM] = 32; /* 512 work-items */
     ck_assert_int_eq(clf__tiled_check(&c, &lim, why, sizeof why), -1);
     ck_assert_ptr_nonnull(strstr(why, "work-group"));
-    ck_assert(memcmp(ctx->tiled.v, was.v, sizeof was.v) == 0);
+    ck_assert(memcmp(clf__tiled_state(ctx)->cfg.v, was.v, sizeof was.v) == 0);
 }
 END_TEST
 
@@ -459,7 +461,7 @@ START_TEST(tiled_forced_forward_matches_reference)
     clf_context *ctx = tu_context();
     clf_attention_desc d;
     struct layer l;
-    size_t calls = ctx->tiled_calls;
+    size_t calls = clf__tiled_state(ctx)->calls;
     char *env;
 
     memset(&d, 0, sizeof d);
@@ -489,7 +491,7 @@ START_TEST(tiled_forced_forward_matches_reference)
     if (env != NULL)
         setenv("CLINFORMER_KERNELS", env, 1);
     free(env);
-    ck_assert_uint_gt(ctx->tiled_calls, calls);
+    ck_assert_uint_gt(clf__tiled_state(ctx)->calls, calls);
 }
 END_TEST
 

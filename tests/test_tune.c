@@ -139,7 +139,7 @@ static const char *const good_params =
     "GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=8 MWG=64 NDIMB=8 NDIMC=8 "
     "NWG=64 SA=1 SB=1 STRM=0 STRN=0 VWM=4 VWN=4";
 
-static const struct clf__tune_limits limits = {256, {256, 256}, 32768};
+static const struct clf__limits limits = {256, {256, 256}, 32768};
 
 static void
 with_param(char *out, size_t cap, const char *name, const char *value)
@@ -331,7 +331,7 @@ write_tune_file(const char *text)
 
 /* The device's limits, as clf_tune checks them. */
 static void
-device_limits(clf_context *ctx, struct clf__tune_limits *lim)
+device_limits(clf_context *ctx, struct clf__limits *lim)
 {
     size_t items[3] = {0, 0, 0};
 
@@ -355,7 +355,7 @@ START_TEST(tune_picks_valid_tiled_sizes)
 {
     static struct clf__tune_file tf;
     struct clf__tiled_cfg space[CLF_TUNE_MAX_TILED];
-    struct clf__tune_limits lim;
+    struct clf__limits lim;
     clf_context *ctx = NULL;
     clf_attention_desc d;
     struct layer l;
@@ -382,13 +382,14 @@ START_TEST(tune_picks_valid_tiled_sizes)
 
     ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
     ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
-    ck_assert(memcmp(ctx->tiled.v, tf.tiled.v, sizeof tf.tiled.v) == 0);
+    ck_assert(memcmp(clf__tiled_state(ctx)->cfg.v, tf.tiled.v,
+                     sizeof tf.tiled.v) == 0);
     ck_assert_ptr_nonnull(strstr(clf_context_tuning(ctx), "Tiled MWG="));
     clf_context_destroy(ctx);
 
     /* The suite's context applies it too (clf_tune left it applied). */
-    ck_assert(memcmp(tu_context()->tiled.v, tf.tiled.v, sizeof tf.tiled.v) ==
-              0);
+    ck_assert(memcmp(clf__tiled_state(tu_context())->cfg.v, tf.tiled.v,
+                     sizeof tf.tiled.v) == 0);
     memset(&d, 0, sizeof d);
     d.d_model = 32;
     d.heads = 2;
@@ -485,7 +486,7 @@ START_TEST(tune_bad_tiled_sizes_are_ignored)
     ck_assert_msg(strstr(clf_context_warnings(ctx), "best Tiled: VW=3") != NULL,
                   "warning \"%s\"", clf_context_warnings(ctx));
     clf__tiled_default(&def);
-    ck_assert(memcmp(ctx->tiled.v, def.v, sizeof def.v) == 0);
+    ck_assert(memcmp(clf__tiled_state(ctx)->cfg.v, def.v, sizeof def.v) == 0);
     clf_context_destroy(ctx);
     tu_clear_dir(dir);
 }

@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const struct clf__tune_limits lim = {256, {256, 256}, 32768};
+    static const struct clf__limits lim = {256, {256, 256}, 32768};
     static struct clf__tune_file tf;
     char why[400];
     char *copy = malloc(size ? size : 1); /* exact size: ASan sees overreads */

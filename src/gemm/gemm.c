@@ -1,0 +1,607 @@
+/* GEMMs on the context's in-order queue: CLBlast's, the register-blocked
+ * GEMM kernel (cl/, same stem) or the tiled one (gemm_tiled.c), whichever the
+ * context measured fastest.  CLBlast takes no wait list; ordering comes
+ * from the queue being in order. */
+#include "gemm/gemm.h"
+
+#include <clblast_c.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static CLBlastTranspose
+tr(int t)
+{
+    return t ? CLBlastTransposeYes : CLBlastTransposeNo;
+}
+
+/* ------------------------------------------------ the blocked kernel */
+
+/* The context's scratch buffer, grown to at least `floats`.  Commands
+ * already queued keep an old buffer alive until they finish. */
+static int
+scratch(clf_context *ctx, size_t floats, cl_mem *out)
+{
+    cl_int err;
+
+    if (ctx->scratch_cap < floats) {
+        if (ctx->scratch != NULL)
+            clReleaseMemObject(ctx->scratch);
+        ctx->scratch_cap = 0;
+        ctx->scratch = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
+                                      floats * sizeof(float), NULL, &err);
+        if (ctx->scratch == NULL)
+            return clf__fail(err,
+                             "GEMM scratch: clCreateBuffer of %zu bytes "
+                             "failed (%d)",
+                             floats * sizeof(float), err);
+        ctx->scratch_cap = floats;
+    }
+    *out = ctx->scratch;
+    return 0;
+}
+
+static int
+transpose_unlocked(clf_context *ctx, cl_mem src, size_t off, size_t rows,
+                   size_t cols, size_t ld, size_t stride, size_t batch,
+                   cl_mem dst)
+{
+    cl_kernel k = ctx->kernels[CLF_K_TRANSPOSE];
+    cl_ulong o = off, s = stride;
+    cl_uint r = (cl_uint)rows, c = (cl_uint)cols, l = (cl_uint)ld;
+    size_t g[3];
+
+    if (rows == 0 || cols == 0 || batch == 0)
+        return 0;
+    CLF_SET_ARG(k, 0, src);
+    CLF_SET_ARG(k, 1, o);
+    CLF_SET_ARG(k, 2, r);
+    CLF_SET_ARG(k, 3, c);
+    CLF_SET_ARG(k, 4, l);
+    CLF_SET_ARG(k, 5, s);
+    CLF_SET_ARG(k, 6, dst);
+    g[0] = cols;
+    g[1] = rows;
+    g[2] = batch;
+    return clf__enqueue3(ctx, CLF_K_TRANSPOSE, g, 0, "transpose");
+}
+
+int
+clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
+               size_t cols, size_t ld, size_t stride, size_t batch, cl_mem dst)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = transpose_unlocked(ctx, src, off, rows, cols, ld, stride, batch, dst);
+    clf__unlock(ctx);
+    return rc;
+}
+
+static int
+gemm_nn_unlocked(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
+                 cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
+                 size_t b_off, size_t ldb, size_t b_stride, int accumulate,
+                 cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
+                 size_t batch, cl_mem bias, int gelu)
+{
+    cl_kernel kk = ctx->kernels[CLF_K_GEMM_NN];
+    cl_uint has_bias = bias != NULL, act = gelu != 0;
+    cl_uint M = (cl_uint)m, N = (cl_uint)n, K = (cl_uint)k;
+    cl_uint la = (cl_uint)lda, lb = (cl_uint)ldb, lc = (cl_uint)ldc;
+    cl_uint acc = accumulate != 0, cols64 = ctx->gemm_cols64 != 0;
+    cl_ulong ao = a_off, as = a_stride, bo = b_off, bs = b_stride;
+    cl_ulong co = c_off, cs = c_stride;
+    size_t g[3];
+
+    if (m == 0 || n == 0 || batch == 0)
+        return 0;
+    CLF_SET_ARG(kk, 0, M);
+    CLF_SET_ARG(kk, 1, N);
+    CLF_SET_ARG(kk, 2, K);
+    CLF_SET_ARG(kk, 3, alpha);
+    CLF_SET_ARG(kk, 4, a);
+    CLF_SET_ARG(kk, 5, ao);
+    CLF_SET_ARG(kk, 6, la);
+    CLF_SET_ARG(kk, 7, as);
+    CLF_SET_ARG(kk, 8, b);
+    CLF_SET_ARG(kk, 9, bo);
+    CLF_SET_ARG(kk, 10, lb);
+    CLF_SET_ARG(kk, 11, bs);
+    CLF_SET_ARG(kk, 12, c);
+    CLF_SET_ARG(kk, 13, co);
+    CLF_SET_ARG(kk, 14, lc);
+    CLF_SET_ARG(kk, 15, cs);
+    CLF_SET_ARG(kk, 16, acc);
+    if (bias == NULL)
+        bias = c; /* not read */
+    CLF_SET_ARG(kk, 17, bias);
+    CLF_SET_ARG(kk, 18, has_bias);
+    CLF_SET_ARG(kk, 19, act);
+    CLF_SET_ARG(kk, 20, cols64);
+    g[0] = (m + CLF_GEMM_ROWS - 1) / CLF_GEMM_ROWS;
+    g[1] = cols64 ? n / 64 + (n % 64) / 16 : n / 16;
+    g[2] = batch;
+    return clf__enqueue3(ctx, CLF_K_GEMM_NN, g, 1, "blocked GEMM");
+}
+
+int
+clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
+             cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
+             size_t b_off, size_t ldb, size_t b_stride, int accumulate,
+             cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
+             cl_mem bias, int gelu)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = gemm_nn_unlocked(ctx, m, n, k, alpha, a, a_off, lda, a_stride, b,
+                          b_off, ldb, b_stride, accumulate, c, c_off, ldc,
+                          c_stride, batch, bias, gelu);
+    clf__unlock(ctx);
+    return rc;
+}
+
+/* The blocked kernel takes A untransposed, n a multiple of 16, beta 0 or
+ * 1, and sizes that fit its 32-bit arguments. */
+static int
+blocked_fits(int trans_a, size_t m, size_t n, size_t k, float beta, size_t lda,
+             size_t ldb, size_t ldc)
+{
+    return !trans_a && n % 16 == 0 && (beta == 0.0f || beta == 1.0f) &&
+           m <= 0xffffffffu && n <= 0xffffffffu && k <= 0xffffffffu &&
+           lda <= 0xffffffffu && ldb <= 0xffffffffu && ldc <= 0xffffffffu;
+}
+
+#define BLOCKED_KC 1024
+
+/* C = alpha A op(B) + beta C through the blocked kernel; a transposed B is
+ * copied into the scratch buffer first. */
+static int
+blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
+        float alpha, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
+        cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta,
+        cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
+        cl_mem bias, int gelu)
+{
+    if (trans_b) {
+        /* One copy when every batch entry shares B. */
+        size_t copies = b_stride == 0 ? 1 : batch, floats;
+        cl_mem t = NULL;
+        if (clf__mul3(copies, n, k, &floats))
+            return clf__fail(CLF_ESIZE_OVERFLOW,
+                             "GEMM %zux%zux%zu: scratch size overflows", m, n,
+                             k);
+        CLF_TRY(scratch(ctx, floats, &t));
+        CLF_TRY(clf__transpose(ctx, b, b_off, n, k, ldb, b_stride, copies, t));
+        b = t;
+        b_off = 0;
+        ldb = n;
+        b_stride = b_stride == 0 ? 0 : n * k;
+    }
+    ctx->blocked_calls++;
+    ctx->gemm_calls++;
+    /* A long inner dimension in slices of BLOCKED_KC, each added into C:
+     * the rows of B one work-group streams (BLOCKED_KC x 64 floats) then
+     * stay in a CPU core's cache for the group's next work-item.  On PoCL
+     * this keeps the 256 x 512 x n compression GEMM at about 170 GFLOP/s
+     * for n = 4096 to 16384, where it had fallen to 144, 92 and 81.  With
+     * 16-column blocks (8-float devices) slices of half that: a group's
+     * 96 rows of A (E in the compression, 384 KiB a slice of 1024) then
+     * stay well inside a 512 KiB L2 beside the piece of B; on an AVX2
+     * host the compression ran at 1.00x the projection GEMM's rate
+     * against 0.90x (medians of 14 alternating rounds, bench/RESULTS.md).
+     * The bias goes in with the first slice, the activation with the
+     * last. */
+    {
+        const size_t slice = ctx->gemm_cols64 ? BLOCKED_KC : BLOCKED_KC / 2;
+        size_t k0 = 0, kc;
+        do {
+            kc = k - k0 < slice ? k - k0 : slice;
+            CLF_TRY(clf__gemm_nn(ctx, m, n, kc, alpha, a, a_off + k0, lda,
+                                 a_stride, b, b_off + k0 * ldb, ldb, b_stride,
+                                 k0 > 0 || beta != 0.0f, c, c_off, ldc,
+                                 c_stride, batch, k0 == 0 ? bias : NULL,
+                                 gelu && k0 + kc == k));
+            k0 += kc;
+        } while (k0 < k);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+static __thread int thread_way = CLF_GEMM_UNDECIDED;
+
+void
+clf__gemm_use(int variant)
+{
+    thread_way = variant;
+}
+
+/* Who runs the GEMMs now: a pinned way, else the way of this thread's last
+ * plan, else CLBlast.  Never timed here: choices are made before
+ * enqueueing. */
+static int
+way(const clf_context *ctx)
+{
+    if (ctx->gemm_variant != CLF_GEMM_UNDECIDED)
+        return ctx->gemm_variant;
+    if (thread_way != CLF_GEMM_UNDECIDED)
+        return thread_way;
+    return CLF_GEMM_CLBLAST;
+}
+
+/* CLBlast's first call for a context builds its tuning database and
+ * programs, and two threads doing that at once for two contexts crash
+ * inside CLBlast; its calls only enqueue, so one process-wide lock costs
+ * little. */
+static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int
+clblast_gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
+             size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
+             cl_mem b, size_t b_off, size_t ldb, float beta, cl_mem c,
+             size_t c_off, size_t ldc)
+{
+    CLBlastStatusCode st;
+
+    ctx->gemm_calls++;
+    clf__launch_clblast(ctx, m, n, k, 1);
+    pthread_mutex_lock(&clblast_lock);
+    st = CLBlastSgemm(CLBlastLayoutRowMajor, tr(trans_a), tr(trans_b), m, n, k,
+                      alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_off, ldc,
+                      &ctx->queue, NULL);
+    pthread_mutex_unlock(&clblast_lock);
+    if (st != CLBlastSuccess)
+        return clf__fail((int)st, "CLBlastSgemm %zux%zux%zu failed (%d)", m, n,
+                         k, (int)st);
+    return 0;
+}
+
+int
+clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
+          size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, cl_mem b,
+          size_t b_off, size_t ldb, float beta, cl_mem c, size_t c_off,
+          size_t ldc)
+{
+    return clf__gemm_batched(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off,
+                             lda, 0, b, b_off, ldb, 0, beta, c, c_off, ldc, 0,
+                             1);
+}
+
+/* The tiled kernel where the way is `tiled` and the sizes fit its 32-bit
+ * arguments: 1 when it ran (or failed, *rc set), 0 to go on. */
+static int
+tiled(clf_context *ctx, const struct clf__tiled_args *g, int *rc)
+{
+    if (way(ctx) != CLF_GEMM_TILED ||
+        !clf__tiled_fits(g->m, g->n, g->k, g->lda, g->ldb, g->ldc))
+        return 0;
+    *rc = clf__tiled_gemm(ctx, g);
+    return 1;
+}
+
+static int
+gemm_ex_unlocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
+                 cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
+                 size_t ldb, int accumulate, cl_mem c, size_t c_off, size_t ldc,
+                 cl_mem bias, int gelu)
+{
+    const float beta = accumulate ? 1.0f : 0.0f;
+    const struct clf__tiled_args g = {.trans_b = trans_b,
+                                      .m = m,
+                                      .n = n,
+                                      .k = k,
+                                      .alpha = 1.0f,
+                                      .beta = beta,
+                                      .a = a,
+                                      .b = b,
+                                      .c = c,
+                                      .bias = bias,
+                                      .a_off = a_off,
+                                      .lda = lda,
+                                      .b_off = b_off,
+                                      .ldb = ldb,
+                                      .c_off = c_off,
+                                      .ldc = ldc,
+                                      .batch = 1,
+                                      .gelu = gelu};
+    int rc;
+
+    if (clf__fp16_gemm(ctx, &g, &rc) || tiled(ctx, &g, &rc))
+        return rc;
+    if (way(ctx) == CLF_GEMM_BLOCKED &&
+        blocked_fits(0, m, n, k, beta, lda, ldb, ldc))
+        return blocked(ctx, trans_b, m, n, k, 1.0f, a, a_off, lda, 0, b, b_off,
+                       ldb, 0, beta, c, c_off, ldc, 0, 1, bias, gelu);
+    CLF_TRY(clblast_gemm(ctx, 0, trans_b, m, n, k, 1.0f, a, a_off, lda, b,
+                         b_off, ldb, beta, c, c_off, ldc));
+    if (bias != NULL)
+        CLF_TRY(clf__add_bias(ctx, c, c_off, m, n, ldc, bias));
+    if (gelu && ldc == n)
+        return clf__gelu(ctx, c, c_off, m * n);
+    for (; gelu && m > 0; m--, c_off += ldc)
+        CLF_TRY(clf__gelu(ctx, c, c_off, n));
+    return 0;
+}
+
+int
+clf__gemm_ex(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
+             cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
+             size_t ldb, int accumulate, cl_mem c, size_t c_off, size_t ldc,
+             cl_mem bias, int gelu)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = gemm_ex_unlocked(ctx, trans_b, m, n, k, a, a_off, lda, b, b_off, ldb,
+                          accumulate, c, c_off, ldc, bias, gelu);
+    clf__unlock(ctx);
+    return rc;
+}
+
+int
+clf__gemm_bias(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
+               cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
+               size_t ldb, cl_mem c, size_t c_off, size_t ldc, cl_mem bias)
+{
+    return clf__gemm_ex(ctx, trans_b, m, n, k, a, a_off, lda, b, b_off, ldb, 0,
+                        c, c_off, ldc, bias, 0);
+}
+
+static int
+gemm_batched_unlocked(clf_context *ctx, int trans_a, int trans_b, size_t m,
+                      size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
+                      size_t lda, size_t a_stride, cl_mem b, size_t b_off,
+                      size_t ldb, size_t b_stride, float beta, cl_mem c,
+                      size_t c_off, size_t ldc, size_t c_stride, size_t batch)
+{
+    CLBlastStatusCode st;
+    const struct clf__tiled_args g = {.trans_a = trans_a,
+                                      .trans_b = trans_b,
+                                      .m = m,
+                                      .n = n,
+                                      .k = k,
+                                      .alpha = alpha,
+                                      .beta = beta,
+                                      .a = a,
+                                      .b = b,
+                                      .c = c,
+                                      .a_off = a_off,
+                                      .lda = lda,
+                                      .a_stride = a_stride,
+                                      .b_off = b_off,
+                                      .ldb = ldb,
+                                      .b_stride = b_stride,
+                                      .c_off = c_off,
+                                      .ldc = ldc,
+                                      .c_stride = c_stride,
+                                      .batch = batch};
+    int rc;
+
+    if (clf__fp16_gemm(ctx, &g, &rc) || tiled(ctx, &g, &rc))
+        return rc;
+    if (way(ctx) == CLF_GEMM_BLOCKED &&
+        blocked_fits(trans_a, m, n, k, beta, lda, ldb, ldc))
+        return blocked(ctx, trans_b, m, n, k, alpha, a, a_off, lda, a_stride, b,
+                       b_off, ldb, b_stride, beta, c, c_off, ldc, c_stride,
+                       batch, NULL, 0);
+    if (batch == 1)
+        return clblast_gemm(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off,
+                            lda, b, b_off, ldb, beta, c, c_off, ldc);
+    ctx->gemm_calls++;
+    clf__launch_clblast(ctx, m, n, k, batch);
+    pthread_mutex_lock(&clblast_lock);
+    st = CLBlastSgemmStridedBatched(
+        CLBlastLayoutRowMajor, tr(trans_a), tr(trans_b), m, n, k, alpha, a,
+        a_off, lda, a_stride, b, b_off, ldb, b_stride, beta, c, c_off, ldc,
+        c_stride, batch, &ctx->queue, NULL);
+    pthread_mutex_unlock(&clblast_lock);
+    if (st != CLBlastSuccess)
+        return clf__fail((int)st,
+                         "CLBlastSgemmStridedBatched %zux%zux%zu x%zu failed "
+                         "(%d)",
+                         m, n, k, batch, (int)st);
+    return 0;
+}
+
+int
+clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
+                  size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
+                  size_t lda, size_t a_stride, cl_mem b, size_t b_off,
+                  size_t ldb, size_t b_stride, float beta, cl_mem c,
+                  size_t c_off, size_t ldc, size_t c_stride, size_t batch)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = gemm_batched_unlocked(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off,
+                               lda, a_stride, b, b_off, ldb, b_stride, beta, c,
+                               c_off, ldc, c_stride, batch);
+    clf__unlock(ctx);
+    return rc;
+}
+
+/* A group of `count` batches, each `batch` matrices apart by the strides:
+ * the loop runs over the smaller of the two, and each call takes the
+ * larger as one strided batch, so the launches grow with neither B nor
+ * the heads beyond min(count, batch).  CLBlastSgemmBatched would take the
+ * offsets in one call, but it copies its offset arrays to the device with
+ * a blocking write, and a forward only enqueues. */
+int
+clf__gemm_grouped(clf_context *ctx, int trans_a, int trans_b, size_t m,
+                  size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
+                  size_t lda, size_t a_stride, cl_mem b, size_t b_off,
+                  size_t ldb, size_t b_stride, float beta, cl_mem c,
+                  size_t c_off, size_t ldc, size_t c_stride, size_t batch,
+                  const struct clf__gemm_group *g)
+{
+    size_t o, outer, inner, step[3], stride[3];
+    int rc = 0;
+
+    if (m == 0 || n == 0 || batch == 0 || g->count == 0)
+        return 0;
+    if (g->count <= batch) {
+        outer = g->count, inner = batch;
+        step[0] = g->a, step[1] = g->b, step[2] = g->c;
+        stride[0] = a_stride, stride[1] = b_stride, stride[2] = c_stride;
+    } else {
+        outer = batch, inner = g->count;
+        step[0] = a_stride, step[1] = b_stride, step[2] = c_stride;
+        stride[0] = g->a, stride[1] = g->b, stride[2] = g->c;
+    }
+    clf__lock(ctx);
+    for (o = 0; o < outer && rc == 0; o++)
+        rc = gemm_batched_unlocked(ctx, trans_a, trans_b, m, n, k, alpha, a,
+                                   a_off + o * step[0], lda, stride[0], b,
+                                   b_off + o * step[1], ldb, stride[1], beta, c,
+                                   c_off + o * step[2], ldc, stride[2], inner);
+    clf__unlock(ctx);
+    return rc;
+}
+
+/* ------------------------------------------------------------- choice */
+
+/* The timed shape: the layer's projection, X W^T with W stored as PyTorch
+ * does (so the blocked way pays its transpose). */
+struct gemm_timing {
+    size_t m, n, k;
+    cl_mem mem[3];
+};
+
+static int
+run_gemm(clf_context *ctx, int variant, void *user)
+{
+    const struct gemm_timing *t = user;
+    const cl_mem *m = t->mem;
+
+    if (variant == CLF_GEMM_CLBLAST - 1)
+        return clblast_gemm(ctx, 0, 1, t->m, t->n, t->k, 1.0f, m[0], 0, t->k,
+                            m[1], 0, t->k, 0.0f, m[2], 0, t->n);
+    if (variant == CLF_GEMM_TILED - 1) {
+        const struct clf__tiled_args g = {.trans_b = 1,
+                                          .m = t->m,
+                                          .n = t->n,
+                                          .k = t->k,
+                                          .alpha = 1.0f,
+                                          .a = m[0],
+                                          .b = m[1],
+                                          .c = m[2],
+                                          .lda = t->k,
+                                          .ldb = t->k,
+                                          .ldc = t->n,
+                                          .batch = 1};
+        return clf__tiled_gemm(ctx, &g);
+    }
+    return blocked(ctx, 1, t->m, t->n, t->k, 1.0f, m[0], 0, t->k, 0, m[1], 0,
+                   t->k, 0, 0.0f, m[2], 0, t->n, 0, 1, NULL, 0);
+}
+
+/* Times every way on the projection m x n x k (m capped so that timing
+ * stays short) and returns the faster as a clf__gemm_variant. */
+static int
+time_gemm(clf_context *ctx, const char *bucket, size_t m, size_t n, size_t k,
+          int *variant)
+{
+    struct gemm_timing t = {m < 2048 ? m : 2048, n, k, {NULL, NULL, NULL}};
+    double ms[CLF_MAX_CANDIDATES] = {0};
+    int rc = 0, best = -1, i;
+
+    t.mem[0] = clf__timing_buffer(ctx, t.m * t.k, 0, &rc);
+    if (rc == 0)
+        t.mem[1] = clf__timing_buffer(ctx, t.n * t.k, 1, &rc);
+    if (rc == 0)
+        t.mem[2] = clf__timing_buffer(ctx, t.m * t.n, 2, &rc);
+    if (rc == 0)
+        best = clf__time_variants(ctx, clf__choice_count(CLF_KIND_GEMM),
+                                  run_gemm, &t, 2, ms);
+    for (i = 0; i < 3; i++)
+        if (t.mem[i] != NULL)
+            clReleaseMemObject(t.mem[i]);
+    if (rc != 0 || best < 0)
+        return rc != 0 ? rc : best;
+    clf__choice_record(ctx, CLF_KIND_GEMM, bucket, best, ms);
+    *variant = CLF_GEMM_CLBLAST + best;
+    return 0;
+}
+
+int
+clf__gemm_resolve(clf_context *ctx, size_t m, size_t n, size_t k, int *variant)
+{
+    char bucket[CLF_BUCKET_MAX];
+    int found, best = 0, rc;
+
+    clf__lock(ctx);
+    /* Pinned (by the tuner, or tests) under the lock like the rest. */
+    if (ctx->gemm_variant != CLF_GEMM_UNDECIDED) {
+        *variant = ctx->gemm_variant;
+        clf__unlock(ctx);
+        return 0;
+    }
+    snprintf(bucket, sizeof bucket, "m%zu.n%zu.k%zu",
+             clf__pow2_bucket(m, (size_t)1 << 20),
+             clf__pow2_bucket(n, (size_t)1 << 20),
+             clf__pow2_bucket(k, (size_t)1 << 20));
+    found = clf__choice_lookup(ctx, CLF_KIND_GEMM, bucket, &best);
+    if (found == 1)
+        *variant = CLF_GEMM_CLBLAST + best;
+    rc = found != 0 ? found : time_gemm(ctx, bucket, m, n, k, variant);
+    clf__unlock(ctx);
+    return rc < 0 ? rc : 0;
+}
+
+/* The epilogue kernels (cl/gemm.cl) after a CLBlast GEMM. */
+static int
+add_bias_unlocked(clf_context *ctx, cl_mem y, size_t off, size_t rows,
+                  size_t cols, size_t ld, cl_mem bias)
+{
+    cl_kernel k = ctx->kernels[CLF_K_ADD_BIAS];
+    cl_ulong o = off;
+    cl_uint r = (cl_uint)rows, c = (cl_uint)cols, l = (cl_uint)ld;
+
+    CLF_SET_ARG(k, 0, y);
+    CLF_SET_ARG(k, 1, o);
+    CLF_SET_ARG(k, 2, r);
+    CLF_SET_ARG(k, 3, c);
+    CLF_SET_ARG(k, 4, l);
+    CLF_SET_ARG(k, 5, bias);
+    return clf__launch_1d(ctx, CLF_K_ADD_BIAS, rows * cols);
+}
+
+/* Kernel arguments are shared by the context's threads: set and enqueue
+ * under its lock. */
+int
+clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows, size_t cols,
+              size_t ld, cl_mem bias)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = add_bias_unlocked(ctx, y, off, rows, cols, ld, bias);
+    clf__unlock(ctx);
+    return rc;
+}
+
+static int
+gelu_unlocked(clf_context *ctx, cl_mem y, size_t off, size_t count)
+{
+    cl_kernel k = ctx->kernels[CLF_K_GELU];
+    cl_ulong o = off, c = count;
+
+    CLF_SET_ARG(k, 0, y);
+    CLF_SET_ARG(k, 1, o);
+    CLF_SET_ARG(k, 2, c);
+    return clf__launch_1d(ctx, CLF_K_GELU, count);
+}
+
+int
+clf__gelu(clf_context *ctx, cl_mem y, size_t off, size_t count)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = gelu_unlocked(ctx, y, off, count);
+    clf__unlock(ctx);
+    return rc;
+}

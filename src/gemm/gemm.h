@@ -1,0 +1,196 @@
+/* The GEMM floor (src/gemm): the dispatcher over CLBlast, the blocked
+ * kernel (gemm.c, cl/gemm.cl), the work-group tiled kernel (gemm_tiled.c,
+ * cl/gemm_tiled.cl) and the native half GEMMs (half_gemm.c,
+ * cl/half_gemm.cl).  It offers the floors above matrix products on the
+ * context's queue and calls only the runtime. */
+#ifndef CLF_GEMM_H
+#define CLF_GEMM_H
+
+#include "runtime/runtime.h"
+
+/* The sizes of the tiled GEMM kernel (cl/gemm_tiled.cl), its -D options:
+ * MWG x NWG of C per work-group, KWG per local-memory slice, a work-group
+ * of NDIM x MDIM, vectors of VW columns. */
+enum {
+    CLF_TILED_P_MWG,
+    CLF_TILED_P_NWG,
+    CLF_TILED_P_KWG,
+    CLF_TILED_P_MDIM,
+    CLF_TILED_P_NDIM,
+    CLF_TILED_P_VW,
+    CLF_TILED_NPARAM
+};
+struct clf__tiled_cfg {
+    size_t v[CLF_TILED_NPARAM];
+};
+
+/* The tiled kernel's state in a context (clf__tiled_state): its sizes,
+ * the program built for sizes other than the defaults (else NULL: the main
+ * program's kernel runs), the partial sums of a split over K, the slices
+ * forced by tests (0: by the device) and the GEMMs it ran (tests). */
+struct clf__tiled_state {
+    struct clf__tiled_cfg cfg;
+    cl_program program;
+    cl_kernel kernel;
+    cl_mem partial;
+    size_t partial_cap; /* floats */
+    size_t split;
+    size_t calls;
+};
+/* ctx's, made with the default sizes on first use; NULL when memory runs
+ * out (an error is set). */
+struct clf__tiled_state *clf__tiled_state(clf_context *ctx);
+
+/* Who runs the GEMMs: undecided until the first one. */
+enum clf__gemm_variant {
+    CLF_GEMM_UNDECIDED = 0,
+    CLF_GEMM_CLBLAST,
+    CLF_GEMM_BLOCKED, /* the register-blocked kernel, where the shape fits */
+    CLF_GEMM_TILED    /* the work-group tiled kernel (tiled.c) */
+};
+
+/* gemm.c: row-major GEMMs on the context's queue, C = alpha op(A) op(B) +
+ * beta C, batched with element strides: the blocked kernel where the
+ * context chose it and the shape fits it, else CLBlast (batch 1 uses
+ * Sgemm). */
+int clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
+              size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
+              cl_mem b, size_t b_off, size_t ldb, float beta, cl_mem c,
+              size_t c_off, size_t ldc);
+/* C = act(A op(B) (+ C when accumulate) + bias), one matrix, bias one per
+ * column (NULL for none), act the exact GELU when gelu, else none: all in
+ * the blocked kernel's last step, else separate passes after CLBlast. */
+int clf__gemm_ex(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
+                 cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
+                 size_t ldb, int accumulate, cl_mem c, size_t c_off, size_t ldc,
+                 cl_mem bias, int gelu);
+/* The epilogues of a GEMM that CLBlast ran (cl/gemm.cl): y[off + r ld + c]
+ * += bias[c] for r < rows, c < cols; and the exact GELU in place over
+ * count floats from off. */
+int clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows,
+                  size_t cols, size_t ld, cl_mem bias);
+int clf__gelu(clf_context *ctx, cl_mem y, size_t off, size_t count);
+/* clf__gemm_ex without accumulation or activation. */
+int clf__gemm_bias(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
+                   cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
+                   size_t ldb, cl_mem c, size_t c_off, size_t ldc, cl_mem bias);
+int clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
+                      size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
+                      size_t lda, size_t a_stride, cl_mem b, size_t b_off,
+                      size_t ldb, size_t b_stride, float beta, cl_mem c,
+                      size_t c_off, size_t ldc, size_t c_stride, size_t batch);
+
+/* clf__gemm_batched over `count` groups of `batch` entries, group o's
+ * operands o * a (b, c) elements after group 0's: min(count, batch)
+ * strided-batched calls, each over the larger of the two, so that the
+ * launches of many short sequences do not grow with their number. */
+struct clf__gemm_group {
+    size_t count, a, b, c;
+};
+int clf__gemm_grouped(clf_context *ctx, int trans_a, int trans_b, size_t m,
+                      size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
+                      size_t lda, size_t a_stride, cl_mem b, size_t b_off,
+                      size_t ldb, size_t b_stride, float beta, cl_mem c,
+                      size_t c_off, size_t ldc, size_t c_stride, size_t batch,
+                      const struct clf__gemm_group *g);
+
+/* gemm.c: the register-blocked GEMM kernel, C = alpha A B (+ C when
+ * accumulate), A and B not transposed, n a multiple of 16, strides in
+ * elements. */
+int clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
+                 cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
+                 size_t b_off, size_t ldb, size_t b_stride, int accumulate,
+                 cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
+                 size_t batch, cl_mem bias, int gelu);
+/* dst (packed, batch x cols x rows) = the transposes of batch row-major
+ * rows x cols matrices at off + t * stride with leading dimension ld. */
+int clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
+                   size_t cols, size_t ld, size_t stride, size_t batch,
+                   cl_mem dst);
+/* The GEMM way (enum clf__gemm_variant) for a layer whose projections are
+ * m x n x k: pinned, forced, stored, or timed now on that projection and
+ * stored (choose.c); bucketed by powers of two of m, n and k.  Plans call
+ * it and hand the way to clf__gemm_use. */
+int clf__gemm_resolve(clf_context *ctx, size_t m, size_t n, size_t k,
+                      int *variant);
+/* The GEMM way of the calling thread's GEMMs from now on (a forward sets
+ * its plan's; the feed-forward GEMMs of a model layer that follow take the
+ * same), unless the context pins one.  Per thread, so that what runs in
+ * another thread never changes a forward's kernels. */
+void clf__gemm_use(int variant);
+
+/* tiled.c: the tiled GEMM kernel.  Sizes: the defaults of kernel_params.h,
+ * the checks of a set against the kernel's rules and a device's limits
+ * (CLF_TUNE_* limits below; -1 with the reason in why), the small space
+ * clinformer tune searches (the valid ones, at most cap; the defaults
+ * first), their text "MWG=64 NWG=64 ..." and its names. */
+void clf__tiled_default(struct clf__tiled_cfg *cfg);
+int clf__tiled_check(const struct clf__tiled_cfg *cfg,
+                     const struct clf__limits *lim, char *why, size_t cap);
+size_t clf__tiled_space(struct clf__tiled_cfg *out, size_t cap,
+                        const struct clf__limits *lim);
+void clf__tiled_format(const struct clf__tiled_cfg *cfg, char *buf, size_t cap);
+extern const char *const clf__tiled_names[CLF_TILED_NPARAM];
+/* Makes cfg the context's tiled sizes: the main program's kernel for the
+ * defaults, else a program built (or loaded from the cache) for them.
+ * Checked against the device first; the context keeps its sizes on
+ * failure.  Takes the context lock. */
+int clf__tiled_set(clf_context *ctx, const struct clf__tiled_cfg *cfg);
+/* Whether the tiled kernel takes the shape (32-bit sizes). */
+int clf__tiled_fits(size_t m, size_t n, size_t k, size_t lda, size_t ldb,
+                    size_t ldc);
+/* The tiled GEMM: C = act(alpha op(A) op(B) + beta C + bias), batched with
+ * element strides, bias one per column or NULL; call with ctx locked. */
+struct clf__tiled_args {
+    int trans_a, trans_b;
+    size_t m, n, k;
+    float alpha, beta;
+    cl_mem a, b, c, bias;
+    size_t a_off, lda, a_stride, b_off, ldb, b_stride, c_off, ldc, c_stride;
+    size_t batch;
+    int gelu;
+};
+int clf__tiled_gemm(clf_context *ctx, const struct clf__tiled_args *g);
+/* The slices a tiled GEMM of that shape is split into over K (1: none). */
+size_t clf__tiled_split(clf_context *ctx, size_t m, size_t n, size_t k,
+                        size_t batch, size_t *kchunk);
+
+/* Native half arithmetic for half-stored weights (fp16.c): a GEMM that
+ * reads a binary16 weight directly and multiplies in half, offered only
+ * where the device reports cl_khr_fp16 and a self-test passes, and chosen
+ * per device against widening the weight into float32 first (kind
+ * "halfgemm" of the kernel choices: widen or native). */
+
+/* The candidates of CLF_KIND_HALFGEMM. */
+enum { CLF_HALFGEMM_WIDEN = 0, CLF_HALFGEMM_NATIVE };
+
+/* 1 when the native way is offered on ctx's device: cl_khr_fp16 reported,
+ * its program built and the self-test passed, all checked once per
+ * context (under the lock) and cached; else 0 with the reason in
+ * ctx->fp16_why. */
+int clf__fp16_offered(clf_context *ctx);
+
+/* Marks buffer m as a binary16 weight the GEMMs of this forward read
+ * natively (at most CLF_FP16_LIVE at once; older marks are dropped). */
+void clf__fp16_mark(clf_context *ctx, cl_mem m);
+
+/* Drops the marks: a layer's buffers are about to be released, and a
+ * later buffer may get the same handle. */
+void clf__fp16_forget(clf_context *ctx);
+
+/* Run by the GEMM entry points first: 1 when an operand of g is a marked
+ * binary16 weight (then the native kernel ran, or *rc holds why not), 0
+ * to go on with the float32 ways.  Call with ctx locked. */
+int clf__fp16_gemm(clf_context *ctx, const struct clf__tiled_args *g, int *rc);
+/* The native X W^T kernel on g (B binary16, n x k, transposed); ctx
+ * locked. */
+int clf__fp16_gemm_nt(clf_context *ctx, const struct clf__tiled_args *g);
+
+/* The self-test on ctx now, regardless of the cached verdict: 0 when it
+ * passes, else CLF_EUNSUPPORTED with the reason (tests).  fault != 0
+ * runs it with a wrong alpha, so that the comparison must fail. */
+int clf__fp16_selftest(clf_context *ctx, int fault);
+
+void clf__fp16_release(clf_context *ctx);
+
+#endif /* CLF_GEMM_H */

@@ -1,0 +1,737 @@
+/* The forward of the multi-head Linformer attention layer (the pipeline of
+ * the project's design notes, section 3): plan the shape (plan.c, every
+ * kernel choice resolved), then enqueue the stages in order.
+ *
+ * Shapes (row-major, per batch element b):
+ *   X       n x D                      input rows
+ *   Q       n x (hq*dh)                X W_q^T + b_q
+ *   Kbar    L x (hc*dh)                compressed keys (L = k), or all n
+ *                                      projected keys in full mode (L = n)
+ *   S       hq x n x L                 scores, then probabilities in place
+ *   O       n x (hq*dh)                P Vbar, heads side by side
+ *   Y       n x D                      O W_o^T + b_o
+ * hq query heads; hkv = 1 with one_kv_head, else hq; hc is the number of
+ * distinct compressed K/V heads: hq when E is per head, else hkv. */
+#include "layer/layer.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int
+clf__attention_ensure(clf_attention *a, enum ws_id id, size_t need)
+{
+    struct workspace *w = &a->ws[id];
+    cl_int err;
+
+    if (need <= w->cap)
+        return 0;
+    if (w->mem != NULL)
+        clReleaseMemObject(w->mem);
+    w->mem = NULL;
+    w->cap = 0;
+    w->mem = clCreateBuffer(a->ctx->context, CL_MEM_READ_WRITE,
+                            need * sizeof(float), NULL, &err);
+    if (w->mem == NULL)
+        return clf__fail(err, "%s: clCreateBuffer of %zu bytes failed (%d)",
+                         clf__ws_names[id], need * sizeof(float), err);
+    w->cap = need;
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_device_bytes(const clf_attention *att, size_t *bytes)
+{
+    size_t total = 0;
+    int i;
+
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    if (bytes == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "bytes is NULL");
+    for (i = 0; i < CLF_WEIGHT_COUNT; i++)
+        if (att->w[i] != NULL)
+            total += clf__half_weight_bytes(att, i);
+    for (i = 0; i < WS_COUNT; i++)
+        total += att->ws[i].cap * sizeof(float);
+    total += clf__half_scratch_bytes(att);
+    *bytes = total;
+    return 0;
+}
+
+#define TRY CLF_TRY
+
+/* Compress first, the bias: rowsum(E diag(mask)) b^T added to Kbar (or b
+ * itself once per slot in fairseq's order). */
+static int
+compress_bias(clf_attention *a, const struct plan *p, cl_mem e, cl_mem bias,
+              enum ws_id rowsum, cl_mem out)
+{
+    clf_context *ctx = a->ctx;
+    const size_t k = a->k, nE = a->nE, hc = p->hc, dh = a->dh;
+    cl_mem rs = a->ws[rowsum].mem;
+
+    if (bias == NULL)
+        return 0;
+    if (a->desc.compressed_bias)
+        return clf__add_rowsum_bias(ctx, out, p->B, k, hc, dh, NULL, 0, 0, bias,
+                                    a->hkv > 1);
+    TRY(clf__half_as_float(a, e, &e));
+    if (p->masked)
+        TRY(clf__masked_rowsum(ctx, e, nE * k, p->n, a->N, p->B, p->mask, rs));
+    else
+        TRY(clf__rowsum(ctx, e, nE * k, p->n, a->N, rs));
+    return clf__add_rowsum_bias(ctx, out, p->B, k, hc, dh, rs,
+                                p->masked ? nE * k : 0, nE > 1, bias,
+                                a->hkv > 1);
+}
+
+/* Compress first: Xbar = E[:, :n] X per sequence (and per head when E is)
+ * into ws, unless reuse_work (ws already holds it), then Kbar = Xbar W^T. */
+static int
+compress_first(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
+               cl_mem e, cl_mem w, cl_mem ws, cl_mem out, int reuse_work)
+{
+    clf_context *ctx = a->ctx;
+    const size_t B = p->B, n = p->n, k = a->k, D = a->D, N = a->N;
+    const size_t dh = a->dh, hc = p->hc, nE = a->nE, width = hc * dh;
+    size_t b;
+
+    if (!reuse_work && nE == 1)
+        TRY(clf__gemm_batched(ctx, 0, 0, k, D, n, 1.0f, e, 0, N, 0, x, xoff, D,
+                              n * D, 0.0f, ws, 0, D, k * D, B));
+    for (b = 0; !reuse_work && nE > 1 && b < B; b++)
+        TRY(clf__gemm_batched(ctx, 0, 0, k, D, n, 1.0f, e, 0, N, k * N, x,
+                              xoff + b * n * D, D, 0, 0.0f, ws, b * nE * k * D,
+                              D, k * D, nE));
+    if (nE == 1)
+        return clf__gemm(ctx, 0, 1, B * k, a->dkv, D, 1.0f, ws, 0, D, w, 0, D,
+                         0.0f, out, 0, a->dkv);
+    for (b = 0; b < B; b++)
+        TRY(clf__gemm_batched(ctx, 0, 1, k, dh, D, 1.0f, ws, b * nE * k * D, D,
+                              k * D, w, 0, D, a->hkv > 1 ? dh * D : 0, 0.0f,
+                              out, b * k * width, width, dh, hc));
+    return 0;
+}
+
+/* Project first: P = X W^T + b (padding rows zeroed) into ws, then
+ * Kbar = E[:, :n] P. */
+static int
+project_first(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
+              cl_mem e, cl_mem w, cl_mem bias, cl_mem ws, cl_mem out)
+{
+    clf_context *ctx = a->ctx;
+    const size_t B = p->B, n = p->n, k = a->k, D = a->D, N = a->N;
+    const size_t dh = a->dh, dkv = a->dkv, hc = p->hc, width = hc * dh;
+    size_t b;
+
+    TRY(clf__gemm_bias(ctx, 1, B * n, dkv, D, x, xoff, D, w, 0, D, ws, 0, dkv,
+                       a->desc.compressed_bias ? NULL : bias));
+    if (p->masked)
+        TRY(clf__mask_rows(ctx, ws, 0, ws, 0, B * n, dkv, p->mask));
+    if (a->nE == 1)
+        TRY(clf__gemm_batched(ctx, 0, 0, k, dkv, n, 1.0f, e, 0, N, 0, ws, 0,
+                              dkv, n * dkv, 0.0f, out, 0, dkv, k * dkv, B));
+    for (b = 0; a->nE > 1 && b < B; b++)
+        TRY(clf__gemm_batched(ctx, 0, 0, k, dh, n, 1.0f, e, 0, N, k * N, ws,
+                              b * n * dkv, dkv, a->hkv > 1 ? dh : 0, 0.0f, out,
+                              b * k * width, width, dh, hc));
+    if (bias != NULL && a->desc.compressed_bias)
+        TRY(clf__add_rowsum_bias(ctx, out, B, k, hc, dh, NULL, 0, 0, bias,
+                                 a->hkv > 1));
+    return 0;
+}
+
+/* Produces one side's compressed matrix (Kbar from E, W_k, b_k, or Vbar
+ * from F, W_v, b_v) for every sequence of the batch.  With a padding mask,
+ * x is already masked (compress-first), or the projection is masked after
+ * it is made (project-first): either way E diag(mask). */
+static int
+compress_side(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
+              cl_mem e, cl_mem w, cl_mem bias, enum ws_id work,
+              enum ws_id rowsum, cl_mem out, int reuse_work)
+{
+    cl_mem ws = a->ws[work].mem;
+
+    if (!p->compress_first_k)
+        return project_first(a, p, x, xoff, e, w, bias, ws, out);
+    TRY(compress_first(a, p, x, xoff, e, w, ws, out, reuse_work));
+    return compress_bias(a, p, e, bias, rowsum, out);
+}
+
+/* P = X W^T + b over all rows, padding rows zeroed: the exact keys or values
+ * of full mode and of the causal window. */
+static int
+project(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff, cl_mem w,
+        cl_mem bias, cl_mem out)
+{
+    const size_t rows = p->B * p->n;
+
+    TRY(clf__gemm_bias(a->ctx, 1, rows, a->dkv, a->D, x, xoff, a->D, w, 0, a->D,
+                       out, 0, a->dkv, bias));
+    if (p->masked)
+        TRY(clf__mask_rows(a->ctx, out, 0, out, 0, rows, a->dkv, p->mask));
+    return 0;
+}
+
+/* Causal Linformer compression: the c slots of block m come from block m's
+ * positions only, Kbar[m*c + i] = sum over s in block m of E[m*c + i, s]
+ * P[s].  Only blocks before the last query's block are ever seen; the rest
+ * of Kbar is zero (and masked out of every softmax). */
+static int
+compress_blocks(clf_attention *a, const struct plan *p, cl_mem e, cl_mem pk,
+                cl_mem out)
+{
+    clf_context *ctx = a->ctx;
+    const size_t blk = a->desc.causal_block, c = p->c, N = a->N;
+    const size_t n = p->n, nbq = (n - 1) / blk, dh = a->dh, dkv = a->dkv;
+    const size_t width = p->hc * dh;
+    const float zero = 0.0f;
+    size_t b, h;
+    cl_int err;
+
+    err =
+        clEnqueueFillBuffer(ctx->queue, out, &zero, sizeof zero, 0,
+                            p->B * a->k * width * sizeof(float), 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "clearing compressed keys failed (%d)", err);
+    if (nbq == 0 || c == 0)
+        return 0;
+    for (b = 0; b < p->B; b++) {
+        if (a->nE == 1) {
+            TRY(clf__gemm_batched(ctx, 0, 0, c, dkv, blk, 1.0f, e, 0, N,
+                                  c * N + blk, pk, b * n * dkv, dkv, blk * dkv,
+                                  0.0f, out, b * a->k * dkv, dkv, c * dkv,
+                                  nbq));
+            continue;
+        }
+        for (h = 0; h < p->hc; h++)
+            TRY(clf__gemm_batched(
+                ctx, 0, 0, c, dh, blk, 1.0f, e, h * a->k * N, N, c * N + blk,
+                pk, b * n * dkv + (a->hkv > 1 ? h * dh : 0), dkv, blk * dkv,
+                0.0f, out, b * a->k * width + h * dh, width, c * width, nbq));
+    }
+    return 0;
+}
+
+static const char *const stage_names[CLF_STAGE_COUNT] = {
+    "projection",   "compression", "scores", "softmax",
+    "weighted_sum", "fused",       "output"};
+
+CLF_EXTERN const char *
+clf_stage_name(clf_stage stage)
+{
+    if ((int)stage < 0 || stage >= CLF_STAGE_COUNT)
+        return "?";
+    return stage_names[stage];
+}
+
+/* Ends the running stage and starts `stage` (CLF_STAGE_COUNT: the end of
+ * the forward) with a marker event, when the queue profiles.  Stages may
+ * repeat (one set per score chunk); their times add up. */
+static int
+mark(clf_attention *a, int stage)
+{
+    cl_int err;
+
+    if (!a->ctx->profiling)
+        return 0;
+    if (stage == CLF_STAGE_PROJECTION) { /* a new forward */
+        size_t i;
+        for (i = 0; i < a->nmarks; i++)
+            clReleaseEvent(a->marks[i]);
+        a->nmarks = 0;
+    }
+    if (a->nmarks == a->cap_marks) {
+        size_t cap = a->cap_marks ? 2 * a->cap_marks : 16;
+        cl_event *ev = realloc(a->marks, cap * sizeof *ev);
+        int *st;
+        if (ev == NULL)
+            return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        a->marks = ev;
+        st = realloc(a->mark_stage, cap * sizeof *st);
+        if (st == NULL)
+            return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        a->mark_stage = st;
+        a->cap_marks = cap;
+    }
+    err = clEnqueueMarkerWithWaitList(a->ctx->queue, 0, NULL,
+                                      &a->marks[a->nmarks]);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "profiling marker failed (%d)", err);
+    a->mark_stage[a->nmarks++] = stage;
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_stage_times(clf_attention *att, double seconds[CLF_STAGE_COUNT])
+{
+    cl_ulong prev = 0, t;
+    cl_int err;
+    size_t i;
+
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    if (seconds == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "seconds is NULL");
+    if (!att->ctx->profiling)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "the context's queue does not profile (create it "
+                         "with CLF_CONTEXT_PROFILING)");
+    if (att->nmarks < 2 || att->mark_stage[att->nmarks - 1] != CLF_STAGE_COUNT)
+        return clf__fail(CLF_EUNSUPPORTED, "no complete forward has run");
+    err = clWaitForEvents(1, &att->marks[att->nmarks - 1]);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "waiting for the forward failed (%d)", err);
+    for (i = 0; i < CLF_STAGE_COUNT; i++)
+        seconds[i] = 0.0;
+    for (i = 0; i < att->nmarks; i++) {
+        err = clGetEventProfilingInfo(att->marks[i], CL_PROFILING_COMMAND_END,
+                                      sizeof t, &t, NULL);
+        if (err != CL_SUCCESS)
+            return clf__fail(err, "reading profiling info failed (%d)", err);
+        if (i > 0 && t > prev)
+            seconds[att->mark_stage[i - 1]] += (double)(t - prev) * 1e-9;
+        prev = t;
+    }
+    return 0;
+}
+
+/* The shapes the stage files take, from the layer and the plan. */
+static void
+attend_shape(const clf_attention *a, const struct plan *p,
+             struct clf__attend_shape *sh)
+{
+    sh->batch = p->B;
+    sh->heads = a->hq;
+    sh->n = p->n;
+    sh->dh = a->dh;
+    sh->dq = a->dq;
+    sh->L = p->L;
+    sh->kv_per_head = p->hc > 1;
+    sh->scale = (float)(1.0 / sqrt((double)a->dh));
+}
+
+static void
+causal_shape(const clf_attention *a, const struct plan *p,
+             struct clf__causal_shape *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    sh->batch = p->B;
+    sh->heads = a->hq;
+    sh->n = p->n;
+    sh->dh = a->dh;
+    sh->dq = a->dq;
+    sh->dkv = a->dkv;
+    sh->k = a->k;
+    sh->c = p->c;
+    sh->block = a->desc.causal_block;
+    sh->kv_per_head = a->hkv > 1;
+    sh->scale = (float)(1.0 / sqrt((double)a->dh));
+}
+
+/* The float32 buffers of one side's weights: W_k and E (value 0), or W_v
+ * and F (value 1; E where F is E).  Half-stored weights are widened now,
+ * into the context's slots, which the other side then reuses (half.c). */
+static int
+side_weights(clf_attention *a, const struct plan *p, int value, cl_mem *w,
+             cl_mem *e)
+{
+    const int pe = value && a->wsize[CLF_PROJ_F] ? CLF_PROJ_F : CLF_PROJ_E;
+
+    *e = NULL;
+    TRY(clf__half_weight(a, value ? CLF_WEIGHT_V : CLF_WEIGHT_K, w));
+    return p->linformer ? clf__half_weight(a, pe, e) : 0;
+}
+
+/* Step 2: keys and values, compressed, or projected in full mode. */
+static int
+keys_values(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff)
+{
+    cl_mem bk = a->desc.bias_k ? a->w[CLF_BIAS_K] : NULL;
+    cl_mem bv = a->desc.bias_v ? a->w[CLF_BIAS_V] : NULL;
+    cl_mem wk, e, wv, f;
+    cl_mem kbar = a->ws[WS_KBAR].mem, vbar = a->ws[WS_VBAR].mem;
+    cl_mem xc = x;
+    size_t xcoff = xoff;
+
+    TRY(side_weights(a, p, 0, &wk, &e));
+    if (p->linformer && p->causal) {
+        cl_mem pk = a->ws[WS_XE].mem;
+        cl_mem pv = p->v_is_k ? pk : a->ws[WS_XF].mem;
+        TRY(project(a, p, x, xoff, wk, bk, pk));
+        TRY(compress_blocks(a, p, e, pk, kbar));
+        if (p->v_is_k)
+            return 0;
+        TRY(side_weights(a, p, 1, &wv, &f));
+        TRY(project(a, p, x, xoff, wv, bv, pv));
+        return compress_blocks(a, p, f, pv, vbar);
+    }
+    if (!p->linformer) {
+        TRY(project(a, p, x, xoff, wk, bk, kbar));
+        if (p->v_is_k)
+            return 0;
+        TRY(side_weights(a, p, 1, &wv, &f));
+        return project(a, p, x, xoff, wv, bv, vbar);
+    }
+    if (p->masked && p->compress_first_k) {
+        xc = a->ws[WS_XM].mem;
+        xcoff = 0;
+        TRY(clf__mask_rows(a->ctx, x, xoff, xc, 0, p->B * p->n, a->D, p->mask));
+    }
+    TRY(compress_side(a, p, xc, xcoff, e, wk, bk, WS_XE, WS_RSE, kbar, 0));
+    if (p->v_is_k)
+        return 0;
+    TRY(side_weights(a, p, 1, &wv, &f));
+    return compress_side(a, p, xc, xcoff, f, wv, bv,
+                         p->xf_is_xe ? WS_XE : WS_XF, WS_RSF, vbar,
+                         p->xf_is_xe);
+}
+
+/* Steps 3 to 5 in passes of p->seqs sequences by p->chunk query rows, the
+ * numbers the score workspace was sized from: the whole batch in one pass
+ * (all sequences in one batched GEMM: B = 128k short sequences cost one
+ * launch, not one each) or, where its scores would pass SCORE_LIMIT bytes,
+ * as many whole sequences as fit, or row chunks of one sequence. */
+static int
+attend_passes(clf_attention *a, const struct plan *p,
+              const struct clf__attend_shape *sh, cl_mem vbar)
+{
+    cl_mem q = a->ws[WS_Q].mem, s = a->ws[WS_S].mem, o = a->ws[WS_O].mem;
+    cl_mem kbar = a->ws[WS_KBAR].mem;
+    const size_t n = p->n, ld = p->ld;
+    size_t b, nb, r0, rows;
+
+    for (b = 0; b < p->B; b += nb) {
+        nb = p->B - b < p->seqs ? p->B - b : p->seqs;
+        for (r0 = 0; r0 < n; r0 += rows) {
+            rows = n - r0 < p->chunk ? n - r0 : p->chunk;
+            TRY(mark(a, CLF_STAGE_SCORES));
+            TRY(clf__attend_scores(a->ctx, sh, b, nb, r0, rows, q, kbar, s, 0,
+                                   ld));
+            TRY(mark(a, CLF_STAGE_SOFTMAX));
+            if (!p->linformer && (p->masked || p->causal))
+                TRY(clf__mask_scores(a->ctx, s, nb, a->hq, rows, n, r0, p->mask,
+                                     b * n, p->causal));
+            TRY(clf__softmax_rows_variant(a->ctx, p->softmax, s, 0,
+                                          nb * a->hq * rows, ld));
+            TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
+            TRY(clf__attend_weigh(a->ctx, sh, b, nb, r0, rows, s, 0, ld, vbar,
+                                  o));
+        }
+    }
+    return 0;
+}
+
+/* Steps 3 to 5 of causal Linformer for the whole batch, in one pass:
+ * scores over the past blocks' slots and the own-block window, softmax,
+ * weighted sum of the slots, then the window's values. */
+static int
+attend_causal(clf_attention *a, const struct plan *p,
+              const struct clf__attend_shape *sh, cl_mem vbar)
+{
+    clf_context *ctx = a->ctx;
+    cl_mem q = a->ws[WS_Q].mem, s = a->ws[WS_S].mem, o = a->ws[WS_O].mem;
+    cl_mem kbar = a->ws[WS_KBAR].mem;
+    const size_t n = p->n, ld = p->ld, hq = a->hq;
+    struct clf__causal_shape cs;
+
+    causal_shape(a, p, &cs);
+    TRY(mark(a, CLF_STAGE_SCORES));
+    TRY(clf__attend_scores(ctx, sh, 0, p->B, 0, n, q, kbar, s, 0, ld));
+    TRY(clf__causal_scores(ctx, &cs, s, q, a->ws[WS_XE].mem, p->mask));
+    TRY(mark(a, CLF_STAGE_SOFTMAX));
+    TRY(clf__softmax_rows_variant(ctx, p->softmax, s, 0, p->B * hq * n, ld));
+    TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
+    TRY(clf__attend_weigh(ctx, sh, 0, p->B, 0, n, s, 0, ld, vbar, o));
+    cs.c = 0;
+    cs.scale = 0.0f;
+    return clf__causal_apply(ctx, &cs, o, s,
+                             p->v_is_k ? a->ws[WS_XE].mem : a->ws[WS_XF].mem);
+}
+
+/* Steps 3 to 5 in a streaming kernel (the CPU-shaped one or, where the
+ * plan chose it, the work-group one): no scores stored, any mode.  The
+ * padding mask reaches it where it masks keys (full mode) or the causal
+ * window; Linformer's slots took it in compression. */
+static int
+attend_flash(clf_attention *a, const struct plan *p, cl_mem vbar)
+{
+    struct clf__flash_shape sh;
+    cl_mem pk = a->ws[WS_XE].mem;
+    cl_mem pv = p->v_is_k ? pk : a->ws[WS_XF].mem;
+    cl_mem mask;
+
+    clf__plan_flash_shape(a, p, &sh);
+    mask = sh.full || sh.block ? p->mask : NULL;
+    if (p->flash_wg)
+        return clf__flash_wg(a->ctx, &sh, a->ws[WS_Q].mem, a->ws[WS_KBAR].mem,
+                             vbar, a->ws[WS_O].mem, mask, sh.block ? pk : NULL,
+                             sh.block ? pv : NULL);
+    return clf__flash(a->ctx, &sh, a->ws[WS_Q].mem, a->ws[WS_KBAR].mem, vbar,
+                      a->ws[WS_KT].mem, a->ws[WS_O].mem, mask,
+                      sh.block ? pk : NULL, sh.block ? pv : NULL);
+}
+
+/* Enqueues the stages of a planned forward, in order; with the context
+ * locked, so that no other thread's kernel arguments come between. */
+static int
+run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
+            cl_mem y, size_t yoff)
+{
+    clf_context *ctx = a->ctx;
+    const size_t B = p->B, n = p->n, D = a->D, dq = a->dq;
+    cl_mem q = a->ws[WS_Q].mem, o = a->ws[WS_O].mem;
+    cl_mem vbar = p->v_is_k ? a->ws[WS_KBAR].mem : a->ws[WS_VBAR].mem;
+    cl_mem *w = a->w;
+    cl_mem wq, wo;
+    struct clf__attend_shape sh;
+
+    clf__half_begin(ctx);
+    clf__gemm_use(p->gemm);
+    a->last_fused = p->fused;
+    a->last_flash = p->flash;
+    a->last_flash_wg = p->flash_wg;
+    attend_shape(a, p, &sh);
+
+    /* 1. Q = X W_q^T + b_q over all B*n rows. */
+    TRY(mark(a, CLF_STAGE_PROJECTION));
+    TRY(clf__half_weight(a, CLF_WEIGHT_Q, &wq));
+    TRY(clf__gemm_bias(ctx, 1, B * n, dq, D, x, xoff, D, wq, 0, D, q, 0, dq,
+                       a->desc.bias_q ? w[CLF_BIAS_Q] : NULL));
+    /* 2. Keys and values. */
+    TRY(mark(a, CLF_STAGE_COMPRESSION));
+    TRY(keys_values(a, p, x, xoff));
+    /* 3 to 5: attention over the slots (or positions). */
+    if (p->flash || p->flash_wg) {
+        TRY(mark(a, CLF_STAGE_FUSED));
+        TRY(attend_flash(a, p, vbar));
+    } else if (p->fused) {
+        TRY(mark(a, CLF_STAGE_FUSED));
+        TRY(clf__attend(ctx, &sh, q, a->ws[WS_KBAR].mem, vbar, a->ws[WS_KT].mem,
+                        a->ws[WS_S].mem, o));
+    } else if (p->linformer && p->causal) {
+        TRY(attend_causal(a, p, &sh, vbar));
+    } else {
+        TRY(attend_passes(a, p, &sh, vbar));
+    }
+    /* 6. Y = O W_o^T + b_o; padding rows are zeros. */
+    TRY(mark(a, CLF_STAGE_OUTPUT));
+    TRY(clf__half_weight(a, CLF_WEIGHT_OUT, &wo));
+    TRY(clf__gemm_bias(ctx, 1, B * n, D, dq, o, 0, dq, wo, 0, dq, y, yoff, D,
+                       a->desc.bias_out ? w[CLF_BIAS_OUT] : NULL));
+    if (p->masked)
+        TRY(clf__mask_rows(ctx, y, yoff, y, yoff, B * n, D, p->mask));
+    return mark(a, CLF_STAGE_COUNT);
+}
+
+static int
+run_forward_locked(clf_attention *a, const struct plan *p, cl_mem x,
+                   size_t xoff, cl_mem y, size_t yoff)
+{
+    int rc;
+
+    clf__lock(a->ctx);
+    rc = run_forward(a, p, x, xoff, y, yoff);
+    clf__unlock(a->ctx);
+    return rc;
+}
+
+/* Builds the mask the options describe and uploads it (blocking, so the
+ * caller's arrays may go away when the call returns). */
+static int
+upload_mask(clf_attention *a, const struct plan *p,
+            const clf_forward_opts *opts)
+{
+    const size_t bn = p->B * p->n;
+    cl_int err;
+
+    if (a->host_mask_cap < bn) {
+        unsigned char *m = realloc(a->host_mask, bn);
+        if (m == NULL)
+            return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        a->host_mask = m;
+        a->host_mask_cap = bn;
+    }
+    TRY(clf__mask_build(a->host_mask, p->B, p->n, opts->lengths,
+                        opts->key_mask));
+    err = clEnqueueWriteBuffer(a->ctx->queue, a->ws[WS_MASK].mem, CL_TRUE, 0,
+                               bn, a->host_mask, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "mask upload failed (%d)", err);
+    return 0;
+}
+
+/* The plan with its kernel choices, workspaces and mask.  dev_mask: the
+ * padding mask already on the device (batch x n bytes, as the options
+ * describe it), or NULL to upload it from the options. */
+static int
+prepare(clf_attention *a, size_t B, size_t n, const clf_forward_opts *opts,
+        struct plan *p, int host, cl_mem dev_mask)
+{
+    int i;
+
+    TRY(clf__plan_make(a, a->mode, B, n, opts, p));
+    TRY(clf__attention_check_weights(a, p->linformer));
+    TRY(clf__plan_choose(a, p));
+    if (host) {
+        p->need[WS_X] = B * n * a->D;
+        p->need[WS_Y] = B * n * a->D;
+    }
+    for (i = 0; i < WS_COUNT; i++)
+        TRY(clf__attention_ensure(a, (enum ws_id)i, p->need[i]));
+    p->mask = NULL;
+    if (p->masked && dev_mask != NULL) {
+        p->mask = dev_mask;
+    } else if (p->masked) {
+        TRY(upload_mask(a, p, opts));
+        p->mask = a->ws[WS_MASK].mem;
+    }
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_forward_ex(clf_attention *att, const float *x, size_t batch,
+                         size_t seq_len, float *y, const clf_forward_opts *opts)
+{
+    struct plan p;
+    size_t bytes;
+    cl_int err;
+
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    if (x == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "x is NULL");
+    if (y == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "y is NULL");
+    TRY(prepare(att, batch, seq_len, opts, &p, 1, NULL));
+    bytes = batch * seq_len * att->D * sizeof(float);
+    err = clEnqueueWriteBuffer(att->ctx->queue, att->ws[WS_X].mem, CL_FALSE, 0,
+                               bytes, x, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "input upload of %zu bytes failed (%d)", bytes,
+                         err);
+    TRY(run_forward_locked(att, &p, att->ws[WS_X].mem, 0, att->ws[WS_Y].mem,
+                           0));
+    err = clEnqueueReadBuffer(att->ctx->queue, att->ws[WS_Y].mem, CL_TRUE, 0,
+                              bytes, y, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "output read-back of %zu bytes failed (%d)",
+                         bytes, err);
+    return 0;
+}
+
+CLF_EXTERN int
+clf_attention_forward(clf_attention *att, const float *x, size_t batch,
+                      size_t seq_len, float *y)
+{
+    return clf_attention_forward_ex(att, x, batch, seq_len, y, NULL);
+}
+
+static int
+check_caller_buffer(const clf_attention *a, cl_mem m, const char *name,
+                    size_t off, size_t count)
+{
+    cl_context mc = NULL;
+    size_t size = 0, end;
+    cl_int err;
+
+    err = clGetMemObjectInfo(m, CL_MEM_CONTEXT, sizeof mc, &mc, NULL);
+    if (err == CL_SUCCESS)
+        err = clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "%s is not a valid cl_mem (%d)", name, err);
+    if (mc != a->ctx->context)
+        return clf__fail(CLF_EWRONG_CONTEXT, "%s belongs to another cl_context",
+                         name);
+    if (clf__add(off, count, &end) || end > SIZE_MAX / sizeof(float))
+        return clf__fail(CLF_ESIZE_OVERFLOW, "%s offset %zu overflows", name,
+                         off);
+    if (end * sizeof(float) > size)
+        return clf__fail(CLF_EBUFFER_TOO_SMALL,
+                         "%s holds %zu bytes; offset %zu + %zu floats needs "
+                         "%zu",
+                         name, size, off, count, end * sizeof(float));
+    return 0;
+}
+
+int
+clf__attention_forward_cl_mask(clf_attention *att, cl_mem x, size_t x_offset,
+                               cl_mem y, size_t y_offset, size_t batch,
+                               size_t seq_len, const clf_forward_opts *opts,
+                               cl_mem dev_mask)
+{
+    struct plan p;
+
+    if (att == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "att is NULL");
+    if (x == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "x is NULL");
+    if (y == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "y is NULL");
+    TRY(clf__plan_make(att, att->mode, batch, seq_len, opts, &p));
+    TRY(check_caller_buffer(att, x, "x", x_offset, batch * seq_len * att->D));
+    TRY(check_caller_buffer(att, y, "y", y_offset, batch * seq_len * att->D));
+    TRY(prepare(att, batch, seq_len, opts, &p, 0, dev_mask));
+    return run_forward_locked(att, &p, x, x_offset, y, y_offset);
+}
+
+CLF_EXTERN int
+clf_attention_forward_cl_ex(clf_attention *att, cl_mem x, size_t x_offset,
+                            cl_mem y, size_t y_offset, size_t batch,
+                            size_t seq_len, const clf_forward_opts *opts)
+{
+    return clf__attention_forward_cl_mask(att, x, x_offset, y, y_offset, batch,
+                                          seq_len, opts, NULL);
+}
+
+CLF_EXTERN int
+clf_attention_forward_cl(clf_attention *att, cl_mem x, size_t x_offset,
+                         cl_mem y, size_t y_offset, size_t batch,
+                         size_t seq_len)
+{
+    return clf_attention_forward_cl_ex(att, x, x_offset, y, y_offset, batch,
+                                       seq_len, NULL);
+}
+/* The layer's resolved desc (head_dim filled in). */
+void
+clf__attention_desc(const clf_attention *att, clf_attention_desc *out)
+{
+    *out = att->desc;
+}
+
+/* For tests: force the fused kernel (CLF_ATTEND_FUSED), the streaming
+ * kernel (CLF_ATTEND_FLASH), the work-group streaming kernel
+ * (CLF_ATTEND_FLASHWG, where it applies) or the GEMM path for steps 3 to 5;
+ * CLF_ATTEND_UNDECIDED follows the context. */
+void
+clf__attention_set_attend(clf_attention *att, int variant)
+{
+    att->attend = variant;
+}
+
+int
+clf__attention_last_fused(const clf_attention *att)
+{
+    return att->last_fused;
+}
+
+int
+clf__attention_last_flash(const clf_attention *att)
+{
+    return att->last_flash;
+}
+
+int
+clf__attention_last_flash_wg(const clf_attention *att)
+{
+    return att->last_flash_wg;
+}
+
+/* For tests: scores above `bytes` are made in chunks of query rows. */
+void
+clf__attention_set_score_limit(clf_attention *att, size_t bytes)
+{
+    att->score_limit = bytes;
+}

@@ -1,0 +1,376 @@
+/* Half-precision storage of a layer's weights (docs/design.md, section
+ * "Precision").  A CLF_PRECISION_HALF layer keeps W_q, W_k, W_v, W_out, E
+ * and F as binary16 on the device, narrowed there from a float32 staging
+ * buffer (vstore_half, round to nearest even).  CLBlast's GEMMs and the own
+ * kernels read float32, so just before the GEMM that reads a weight the
+ * forward widens it (vload_half) into one of two float32 slots of the
+ * context, one for W matrices and one for E and F, which every layer of the
+ * context reuses: stored weights take half the memory, and the price is one
+ * extra pass over each weight per forward. */
+#include "layer/layer.h"
+
+#include <math.h>
+#include <string.h>
+
+#define SET CLF_SET_ARG
+
+/* binary16's largest finite value. */
+#define HALF_MAX 65504.0f
+
+static const char *const precision_names[] = {"float", "half"};
+
+CLF_EXTERN const char *
+clf_precision_name(clf_precision precision)
+{
+    if ((int)precision < 0 || precision > CLF_PRECISION_HALF)
+        return "?";
+    return precision_names[precision];
+}
+
+CLF_EXTERN int
+clf_precision_parse(const char *name, clf_precision *out)
+{
+    if (name == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "precision name is NULL");
+    if (out == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "out is NULL");
+    if (strcmp(name, "float") == 0 || strcmp(name, "fp32") == 0) {
+        *out = CLF_PRECISION_FLOAT;
+        return 0;
+    }
+    if (strcmp(name, "half") == 0 || strcmp(name, "fp16") == 0) {
+        *out = CLF_PRECISION_HALF;
+        return 0;
+    }
+    return clf__fail(CLF_EBAD_ENUM,
+                     "precision \"%s\" is not one of float, half (or fp32, "
+                     "fp16)",
+                     name);
+}
+
+int
+clf__half_check(const clf_attention_desc *desc)
+{
+    if ((int)desc->precision < 0 || desc->precision > CLF_PRECISION_HALF)
+        return clf__fail(CLF_EBAD_ENUM,
+                         "precision %d is not a clf_precision (0 float, 1 "
+                         "half)",
+                         (int)desc->precision);
+    return 0;
+}
+
+/* The slot a half-stored weight is widened into. */
+static int
+slot_of(int which)
+{
+    return which == CLF_PROJ_E || which == CLF_PROJ_F;
+}
+
+int
+clf__half_stored(const clf_attention *a, int which)
+{
+    if (a->desc.precision != CLF_PRECISION_HALF)
+        return 0;
+    return which == CLF_WEIGHT_Q || which == CLF_WEIGHT_K ||
+           which == CLF_WEIGHT_V || which == CLF_WEIGHT_OUT ||
+           which == CLF_PROJ_E || which == CLF_PROJ_F;
+}
+
+size_t
+clf__half_weight_bytes(const clf_attention *a, int which)
+{
+    return a->wsize[which] *
+           (clf__half_stored(a, which) ? sizeof(cl_half) : sizeof(float));
+}
+
+size_t
+clf__half_scratch_bytes(const clf_attention *a)
+{
+    size_t w = 0, e = 0;
+    int i;
+
+    for (i = 0; i < CLF_WEIGHT_COUNT; i++) {
+        if (!clf__half_stored(a, i) || a->w[i] == NULL)
+            continue;
+        if (slot_of(i) && a->wsize[i] > e)
+            e = a->wsize[i];
+        else if (!slot_of(i) && a->wsize[i] > w)
+            w = a->wsize[i];
+    }
+    return (w + e) * sizeof(float);
+}
+
+/* CLF_EINVALID_ARGUMENT for the first finite value binary16 cannot hold. */
+static int
+check_range(const char *name, const float *data, size_t count)
+{
+    size_t i;
+
+    for (i = 0; i < count; i++)
+        if (isfinite(data[i]) && fabsf(data[i]) > HALF_MAX)
+            return clf__fail(CLF_EINVALID_ARGUMENT,
+                             "weight %s element %zu is %g, beyond the "
+                             "half-precision range +-65504 (store it as "
+                             "float)",
+                             name, i, (double)data[i]);
+    return 0;
+}
+
+/* Enqueues kernel id (widen or narrow) from src to dst over count
+ * elements; with the context locked. */
+static int
+convert(clf_context *ctx, enum clf__kernel_id id, cl_mem src, cl_mem dst,
+        size_t count)
+{
+    cl_kernel k = ctx->kernels[id];
+    cl_ulong c = count;
+
+    SET(k, 0, src);
+    SET(k, 1, dst);
+    SET(k, 2, c);
+    return clf__launch_1d(ctx, id, (count + 3) / 4);
+}
+
+/* a->w[which], created with room for count binary16 values when missing. */
+static int
+half_buffer(clf_attention *a, int which, const char *name, size_t count)
+{
+    cl_int err;
+
+    if (a->w[which] != NULL)
+        return 0;
+    a->w[which] = clCreateBuffer(a->ctx->context, CL_MEM_READ_WRITE,
+                                 count * sizeof(cl_half), NULL, &err);
+    if (a->w[which] == NULL)
+        return clf__fail(err,
+                         "weight %s: clCreateBuffer of %zu bytes failed (%d)",
+                         name, count * sizeof(cl_half), err);
+    return 0;
+}
+
+int
+clf__half_upload(clf_attention *a, int which, const char *name,
+                 const float *data, size_t count)
+{
+    clf_context *ctx = a->ctx;
+    cl_mem stage;
+    cl_int err;
+    int rc;
+
+    /* Invalidate first: a refused or failed upload leaves the weight unset,
+     * as a float32 one does. */
+    a->wset[which] = 0;
+    CLF_TRY(check_range(name, data, count));
+    CLF_TRY(half_buffer(a, which, name, count));
+    stage =
+        clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                       count * sizeof(float), (void *)data, &err);
+    if (stage == NULL)
+        return clf__fail(err,
+                         "weight %s: staging buffer of %zu bytes failed (%d)",
+                         name, count * sizeof(float), err);
+    clf__lock(ctx);
+    rc = convert(ctx, CLF_K_HALF_NARROW, stage, a->w[which], count);
+    clf__unlock(ctx);
+    if (rc == 0 && (err = clFinish(ctx->queue)) != CL_SUCCESS)
+        rc = clf__fail(err, "weight %s: narrowing to half failed (%d)", name,
+                       err);
+    clReleaseMemObject(stage);
+    if (rc == 0)
+        a->wset[which] = 1;
+    return rc;
+}
+
+/* Grows slot s of the context to at least `floats`. */
+static int
+slot_reserve(clf_context *ctx, int s, size_t floats)
+{
+    cl_int err;
+
+    if (floats <= ctx->half_cap[s])
+        return 0;
+    if (ctx->half_slot[s] != NULL)
+        clReleaseMemObject(ctx->half_slot[s]);
+    ctx->half_cap[s] = 0;
+    ctx->half_src[s] = NULL;
+    ctx->half_slot[s] = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
+                                       floats * sizeof(float), NULL, &err);
+    if (ctx->half_slot[s] == NULL)
+        return clf__fail(err,
+                         "half-precision widening scratch: clCreateBuffer "
+                         "of %zu bytes failed (%d)",
+                         floats * sizeof(float), err);
+    ctx->half_cap[s] = floats;
+    return 0;
+}
+
+int
+clf__half_weight(clf_attention *a, int which, cl_mem *out)
+{
+    clf_context *ctx = a->ctx;
+    const int s = slot_of(which);
+
+    if (!clf__half_stored(a, which) || a->w[which] == NULL) {
+        *out = a->w[which];
+        return 0;
+    }
+    if (!ctx->fp16_decided) {
+        CLF_TRY(clf__fp16_resolve(ctx, a->D, a->dq));
+        ctx->fp16_decided = 1;
+    }
+    if (ctx->fp16_native) { /* read as binary16 by the GEMM (half_gemm.c) */
+        clf__fp16_mark(ctx, a->w[which]);
+        *out = a->w[which];
+        return 0;
+    }
+    if (ctx->half_src[s] != a->w[which]) {
+        CLF_TRY(slot_reserve(ctx, s, a->wsize[which]));
+        ctx->half_src[s] = NULL;
+        CLF_TRY(convert(ctx, CLF_K_HALF_WIDEN, a->w[which], ctx->half_slot[s],
+                        a->wsize[which]));
+        ctx->half_src[s] = a->w[which];
+    }
+    *out = ctx->half_slot[s];
+    return 0;
+}
+
+int
+clf__half_as_float(clf_attention *a, cl_mem m, cl_mem *out)
+{
+    clf_context *ctx = a->ctx;
+    int i, s;
+
+    *out = m;
+    for (i = 0; ctx->fp16_native && i < CLF_WEIGHT_COUNT; i++) {
+        if (a->w[i] != m || !clf__half_stored(a, i))
+            continue;
+        s = slot_of(i);
+        if (ctx->half_src[s] != m) {
+            CLF_TRY(slot_reserve(ctx, s, a->wsize[i]));
+            ctx->half_src[s] = NULL;
+            CLF_TRY(convert(ctx, CLF_K_HALF_WIDEN, m, ctx->half_slot[s],
+                            a->wsize[i]));
+            ctx->half_src[s] = m;
+        }
+        *out = ctx->half_slot[s];
+        return 0;
+    }
+    return 0;
+}
+
+void
+clf__half_begin(clf_context *ctx)
+{
+    ctx->half_src[0] = ctx->half_src[1] = NULL;
+    ctx->fp16_decided = ctx->fp16_native = 0;
+    ctx->fp16_nlive = 0;
+}
+
+/* ---------------------------------------------------------- choice */
+
+/* Buffers of a timing projection: X (m x k), W as binary16 and its
+ * float32 copy (n x k), C (m x n). */
+struct timing {
+    struct clf__tiled_args g;
+    cl_mem wf;
+};
+
+/* Candidate v on the timing projection: widen W then the float32 GEMM
+ * (the context's GEMM way), or the native kernel. */
+static int
+time_one(clf_context *ctx, int v, void *user)
+{
+    struct timing *t = user;
+    cl_kernel k = ctx->kernels[CLF_K_HALF_WIDEN];
+    const cl_ulong count = t->g.n * t->g.k;
+
+    if (v == CLF_HALFGEMM_NATIVE)
+        return clf__fp16_gemm_nt(ctx, &t->g);
+    CLF_SET_ARG(k, 0, t->g.b);
+    CLF_SET_ARG(k, 1, t->wf);
+    CLF_SET_ARG(k, 2, count);
+    CLF_TRY(clf__launch_1d(ctx, CLF_K_HALF_WIDEN, (count + 3) / 4));
+    return clf__gemm_bias(ctx, 1, t->g.m, t->g.n, t->g.k, t->g.a, 0, t->g.k,
+                          t->wf, 0, t->g.k, t->g.c, 0, t->g.n, NULL);
+}
+
+/* t->g.b: the float32 timing weight t->wf narrowed to binary16. */
+static int
+timing_weight(clf_context *ctx, struct timing *t)
+{
+    cl_kernel k = ctx->kernels[CLF_K_HALF_NARROW];
+    const cl_ulong count = t->g.n * t->g.k;
+    cl_int err;
+
+    t->g.b = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
+                            count * sizeof(cl_half), NULL, &err);
+    if (t->g.b == NULL)
+        return clf__fail(err, "timing weight of %zu bytes failed (%d)",
+                         (size_t)count * sizeof(cl_half), err);
+    CLF_SET_ARG(k, 0, t->wf);
+    CLF_SET_ARG(k, 1, t->g.b);
+    CLF_SET_ARG(k, 2, count);
+    return clf__launch_1d(ctx, CLF_K_HALF_NARROW, (count + 3) / 4);
+}
+
+static int
+time_ways(clf_context *ctx, const char *bucket, size_t D, size_t dq)
+{
+    struct timing t = {{0}, NULL};
+    double ms[2] = {0.0, 0.0};
+    int rc = 0, best;
+
+    t.g.m = 512, t.g.n = dq, t.g.k = D, t.g.alpha = 1.0f, t.g.batch = 1;
+    t.g.lda = D, t.g.ldb = D, t.g.ldc = dq;
+    t.g.a = clf__timing_buffer(ctx, t.g.m * D, 1, &rc);
+    t.wf = rc == 0 ? clf__timing_buffer(ctx, dq * D, 3, &rc) : NULL;
+    t.g.c = rc == 0 ? clf__timing_buffer(ctx, t.g.m * dq, 4, &rc) : NULL;
+    if (rc == 0)
+        rc = timing_weight(ctx, &t);
+    best = rc == 0 ? clf__time_variants(ctx, 2, time_one, &t, 3, ms) : rc;
+    if (best >= 0) {
+        ctx->fp16_native = best == CLF_HALFGEMM_NATIVE;
+        clf__choice_record(ctx, CLF_KIND_HALFGEMM, bucket, best, ms);
+    }
+    /* Timing is optional: where its buffers or a run fail (a nearly full
+     * device), the forward widens, which needs none of them. */
+    if (t.g.a)
+        clReleaseMemObject(t.g.a);
+    if (t.g.b)
+        clReleaseMemObject(t.g.b);
+    if (t.wf)
+        clReleaseMemObject(t.wf);
+    if (t.g.c)
+        clReleaseMemObject(t.g.c);
+    return 0;
+}
+
+int
+clf__fp16_resolve(clf_context *ctx, size_t D, size_t dq)
+{
+    char bucket[CLF_BUCKET_MAX];
+    int found, best = CLF_HALFGEMM_WIDEN, offered;
+
+    ctx->fp16_native = 0;
+    ctx->fp16_nlive = 0;
+    offered = clf__fp16_offered(ctx);
+    snprintf(bucket, sizeof bucket, "d%zu.q%zu",
+             clf__pow2_bucket(D, (size_t)1 << 20),
+             clf__pow2_bucket(dq, (size_t)1 << 20));
+    found = clf__choice_lookup(ctx, CLF_KIND_HALFGEMM, bucket, &best);
+    if (found < 0)
+        return found;
+    if (found == 1) {
+        /* Forced (or stored) native where it is not offered: widen. */
+        ctx->fp16_native = offered && best == CLF_HALFGEMM_NATIVE;
+        return 0;
+    }
+    if (!offered) {
+        ctx->last[CLF_KIND_HALFGEMM] = CLF_HALFGEMM_WIDEN;
+        ctx->last_source[CLF_KIND_HALFGEMM] = CLF_SOURCE_NONE;
+        snprintf(ctx->last_bucket[CLF_KIND_HALFGEMM], CLF_BUCKET_MAX, "%s",
+                 bucket);
+        return 0;
+    }
+    return time_ways(ctx, bucket, D, dq);
+}

@@ -1,0 +1,202 @@
+/* The layer floor (src/layer): one attention layer: its weights and their
+ * checks (weights.c), half-stored weights (half.c, cl/half.cl), the plan
+ * of a forward (plan.c), the FLOP model (flops.c), the forward itself
+ * (attention.c) and the look-ahead audit (lookahead.c).  It offers the
+ * models and the sharded forward clf_attention and its plan. */
+#ifndef CLF_LAYER_H
+#define CLF_LAYER_H
+
+#include "stages/stages.h"
+
+/* Private to the attention layer's files: weights.c (the layer and its
+ * weights), plan.c (what a forward of a given shape does and needs, every
+ * kernel choice resolved) and attention.c (the forward: stages enqueued in
+ * order).  They call down into the stage files, never the other way.  The
+ * sharded forward (shard.c, shard_model.c, group_model.c) reads the
+ * layer's shapes and runs its stages on the layer's workspaces. */
+
+/* Bytes of scores made at once before query rows are chunked. */
+#define SCORE_LIMIT ((size_t)512 << 20)
+
+struct workspace {
+    cl_mem mem;
+    size_t cap; /* floats */
+};
+
+enum ws_id {
+    WS_X,    /* host-path input staging */
+    WS_Y,    /* host-path output staging */
+    WS_Q,    /* queries */
+    WS_XE,   /* E X (compress-first) or X W_k^T (project-first) */
+    WS_XF,   /* F X or X W_v^T */
+    WS_KBAR, /* compressed (or full) keys */
+    WS_VBAR, /* compressed (or full) values */
+    WS_S,    /* scores / probabilities */
+    WS_O,    /* per-head outputs */
+    WS_RSE,  /* rowsum of E's first n columns */
+    WS_RSF,  /* rowsum of F's first n columns */
+    WS_XM,   /* input with padding rows zeroed */
+    WS_MASK, /* batch x n mask bytes (capacity counted in floats) */
+    WS_KT,   /* compressed keys transposed, for the fused kernel */
+    WS_COUNT
+};
+
+/* plan.c: the workspaces' names, for messages. */
+extern const char *const clf__ws_names[WS_COUNT];
+
+struct clf_attention {
+    clf_context *ctx;
+    clf_attention_desc desc;
+    size_t D, hq, hkv, dh, dq, dkv, N, k, nE;
+    clf_mode mode;
+    cl_mem w[CLF_WEIGHT_COUNT];
+    size_t wsize[CLF_WEIGHT_COUNT]; /* floats; 0 = not part of this layer */
+    int wset[CLF_WEIGHT_COUNT];
+    struct workspace ws[WS_COUNT];
+    unsigned char *host_mask; /* lengths turned into a mask */
+    size_t host_mask_cap;
+    size_t score_limit; /* SCORE_LIMIT; tests lower it to force chunks */
+    int attend;         /* tests: force a clf__attend_variant; 0: the
+                           context's choice */
+    int last_fused;     /* the last forward used the fused kernel */
+    int last_flash;     /* ... the streaming kernel */
+    int last_flash_wg;  /* ... the GPU-shaped streaming kernel */
+    cl_event *marks;    /* stage boundaries of the last forward (profiling) */
+    int *mark_stage;    /* the stage each mark starts */
+    size_t nmarks, cap_marks;
+};
+
+/* What one forward of a given shape does and needs. */
+struct plan {
+    size_t B, n, L, hc;
+    size_t ld;    /* score row stride: L, or k + block in causal Linformer */
+    size_t c;     /* causal Linformer: slots per block */
+    size_t chunk; /* query rows per score pass (n: whole sequences) */
+    size_t seqs;  /* sequences per score pass (B: the batch in one pass) */
+    int masked;   /* a padding mask applies */
+    cl_mem mask;  /* its batch x n bytes on the device */
+    int causal;
+    int linformer;
+    int compress_first_k, compress_first_v;
+    int v_is_k;   /* share_kv: Vbar = Kbar */
+    int xf_is_xe; /* key-value sharing, compress-first: F X = E X */
+    int fusable;  /* steps 3-5 may run in one fused kernel */
+    int fused;    /* ... and will (resolved) */
+    int flash;    /* steps 3-5 run in the streaming kernel (resolved) */
+    int flash_wg; /* ... in the GPU-shaped streaming kernel (resolved) */
+    int softmax;  /* enum clf__softmax_variant (resolved) */
+    int gemm;     /* enum clf__gemm_variant (resolved) */
+    size_t need[WS_COUNT];
+};
+
+/* plan.c: the plan of a forward of batch x seq_len in `mode`, without its
+ * kernel choices; then the choices, resolved (which may time kernels). */
+int clf__plan_make(const clf_attention *a, clf_mode mode, size_t B, size_t n,
+                   const clf_forward_opts *opts, struct plan *p);
+int clf__plan_choose(const clf_attention *a, struct plan *p);
+
+/* plan.c: the streaming kernel's shape for a plan. */
+void clf__plan_flash_shape(const clf_attention *a, const struct plan *p,
+                           struct clf__flash_shape *sh);
+
+/* attention.c: grows workspace id to at least `need` floats (contents
+ * not kept); with need 0 the buffer may stay NULL. */
+int clf__attention_ensure(clf_attention *a, enum ws_id id, size_t need);
+
+/* weights.c: 0 when every weight the mode uses has been set. */
+int clf__attention_check_weights(const clf_attention *a, int linformer);
+
+/* attention.c, for tests: the order a Linformer forward of this shape uses. */
+int clf__attention_compress_first(const clf_attention *att, size_t batch,
+                                  size_t seq_len);
+
+void clf__attention_desc(const clf_attention *att, clf_attention_desc *out);
+void clf__attention_set_score_limit(clf_attention *att, size_t bytes);
+void clf__attention_set_attend(clf_attention *att, int variant);
+int clf__attention_last_fused(const clf_attention *att);
+/* The last forward used the streaming (flash) kernel. */
+int clf__attention_last_flash(const clf_attention *att);
+/* ... the GPU-shaped streaming kernel (flash_wg.c). */
+int clf__attention_last_flash_wg(const clf_attention *att);
+/* clf_attention_forward_cl_ex with the padding mask the options describe
+ * already on the device (batch x n bytes), so a stack of layers uploads it
+ * once; NULL uploads it from the options. */
+int clf__attention_forward_cl_mask(clf_attention *att, cl_mem x,
+                                   size_t x_offset, cl_mem y, size_t y_offset,
+                                   size_t batch, size_t seq_len,
+                                   const clf_forward_opts *opts,
+                                   cl_mem dev_mask);
+
+/* weights.c: the checks clf_attention_create makes of a desc (sizes,
+ * sharing, head width, share_kv against bias_v, the causal block against
+ * k, 32-bit dimensions); *dh receives d_h. */
+int clf__desc_check(const clf_attention_desc *d, size_t *dh);
+
+/* flops.c: the multiply-adds of one side (K or V) of Linformer's
+ * compression per sequence, compressing first (E X, then the projection
+ * on k rows; *cf) and projecting first (X W^T on n rows, then E; *pf),
+ * for nE distinct E, hc compressed heads of width dh, dkv = K/V width.
+ * The forward compresses first when *cf <= *pf, and the FLOP count
+ * follows the same order. */
+void clf__kv_macs(double nE, double k, double n, double D, double dkv,
+                  double hc, double dh, double *cf, double *pf);
+
+/* lookahead.c: the audit over any forward of one sequence of D-wide rows
+ * (a layer's, or a group's). */
+typedef int (*clf__lookahead_fn)(void *user, const float *x, size_t seq_len,
+                                 float *y, const clf_forward_opts *opts);
+int clf__lookahead_run(clf__lookahead_fn forward, void *user, size_t D,
+                       const float *x, size_t seq_len,
+                       const clf_forward_opts *opts, const size_t *positions,
+                       size_t npositions, unsigned long long seed,
+                       clf_lookahead_result *result);
+
+/* Half-precision weight storage (half.c), for the attention layer's files:
+ * weights.c stores a weight through clf__half_upload, attention.c asks
+ * clf__half_weight for the float32 buffer a GEMM reads. */
+
+/* CLF_EBAD_ENUM unless desc->precision is a clf_precision. */
+int clf__half_check(const clf_attention_desc *desc);
+
+/* 1 when the layer stores weight `which` as binary16 (the W matrices, E
+ * and F of a CLF_PRECISION_HALF layer; never a bias). */
+int clf__half_stored(const clf_attention *a, int which);
+
+/* Bytes of device memory weight `which` takes (0 when unused). */
+size_t clf__half_weight_bytes(const clf_attention *a, int which);
+
+/* Bytes of the context's float32 widening scratch this layer's forward
+ * needs: its largest W matrix plus E (0 for a float32 layer). */
+size_t clf__half_scratch_bytes(const clf_attention *a);
+
+/* Stores count floats of host data as binary16 in a->w[which] (created
+ * when missing), through a float32 staging buffer and the narrowing
+ * kernel; blocking.  CLF_EINVALID_ARGUMENT for a finite value beyond
+ * binary16's range, naming the weight (name) and the element. */
+int clf__half_upload(clf_attention *a, int which, const char *name,
+                     const float *data, size_t count);
+
+/* The float32 buffer a GEMM reads for weight `which`: a->w[which] itself
+ * for a float32 weight, else the context's scratch slot for it, the weight
+ * widened into it first unless the slot already holds it in this forward.
+ * Call with the context locked, between clf__half_begin and the forward's
+ * end. */
+int clf__half_weight(clf_attention *a, int which, cl_mem *out);
+
+/* m itself, unless it is a half-stored weight this forward's GEMMs read
+ * natively (fp16.c): then its float32 copy, widened into the weight's
+ * slot, for the kernels that are not GEMMs (the row sums of E). */
+int clf__half_as_float(clf_attention *a, cl_mem m, cl_mem *out);
+
+/* A new forward: the slots' contents are no longer trusted (a weight may
+ * have been set since). */
+void clf__half_begin(clf_context *ctx);
+
+/* The way for the half-weight GEMMs of a layer of width D and query width
+ * dq: forced, stored, or timed now on a 512-row projection and stored;
+ * bucketed by powers of two of D and dq.  A forced native way where it is
+ * not offered falls back to widening (the reason stays in the choice
+ * line).  Sets ctx->fp16_native (half.c).  Call with ctx locked. */
+int clf__fp16_resolve(clf_context *ctx, size_t D, size_t dq);
+
+#endif /* CLF_LAYER_H */

@@ -1,0 +1,566 @@
+/* The sharded (sequence-parallel) forward of one attention layer, run by
+ * every shard on its own device (src/parallel/parallel.h).  Shard r holds
+ * positions [bounds[r], bounds[r+1]) of every sequence.
+ *
+ *   Linformer:        E[:, R] P[R] and F[:, R] P_v[R] on the shard's rows
+ *                     (P = X W^T + b, padding rows zeroed), allreduce_sum
+ *                     of the k x width partials, then each shard attends its
+ *                     own queries over the summed slots.
+ *   causal Linformer: the slots of block j come from block j only; shard
+ *                     boundaries fall on block boundaries, so each shard
+ *                     makes its own blocks' slots and they are gathered
+ *                     (allgatherv); the own-block window is local.
+ *   full:             the shards' projected keys and values are gathered.
+ *
+ * The stages are the single-device forward's (projection, GEMMs, softmax,
+ * the causal and mask kernels), on the layer's own workspaces. */
+#include "parallel/parallel.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY CLF_TRY
+
+/* One shard's view of a forward. */
+struct shard_fw {
+    clf_attention *a;
+    clf_context *ctx;
+    const clf_shard_comm *comm;
+    struct plan p;           /* of the whole sequence: hc, c, v_is_k, ... */
+    size_t B, n, b0, nl;     /* batch, length, first position, count */
+    const size_t *bounds;    /* comm->size + 1 entries */
+    const unsigned char *gm; /* B x n host mask, or NULL */
+    cl_mem lmask;            /* B x nl mask on the device, or NULL */
+    size_t width;            /* compressed K/V row: hc * dh */
+    int gemm, softmax;       /* kernel choices for the shard's shapes */
+};
+
+/* A workspace of at least `need` floats and never a NULL buffer (need 0
+ * counts as 1). */
+static int
+ensure(clf_attention *a, enum ws_id id, size_t need)
+{
+    return clf__attention_ensure(a, id, need == 0 ? 1 : need);
+}
+
+static int
+upload(clf_context *ctx, cl_mem m, const void *src, size_t bytes)
+{
+    cl_int err = clEnqueueWriteBuffer(ctx->queue, m, CL_TRUE, 0, bytes, src, 0,
+                                      NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "upload of %zu bytes failed (%d)", bytes, err);
+    return 0;
+}
+
+static int
+download(clf_context *ctx, cl_mem m, void *dst, size_t bytes)
+{
+    cl_int err = clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0, bytes, dst, 0,
+                                     NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "read-back of %zu bytes failed (%d)", bytes, err);
+    return 0;
+}
+
+/* P = X W^T (+ bias) over the shard's rows, padding rows zeroed. */
+static int
+project_rows(struct shard_fw *s, cl_mem x, cl_mem w, cl_mem bias, cl_mem out)
+{
+    clf_attention *a = s->a;
+    const size_t rows = s->B * s->nl;
+
+    TRY(clf__gemm_bias(s->ctx, 1, rows, a->dkv, a->D, x, 0, a->D, w, 0, a->D,
+                       out, 0, a->dkv, bias));
+    if (s->lmask != NULL)
+        TRY(clf__mask_rows(s->ctx, out, 0, out, 0, rows, a->dkv, s->lmask));
+    return 0;
+}
+
+/* out (B x k x width) = E[:, b0 : b0 + nl] P per sequence (and per head
+ * when E is): this shard's part of the compression. */
+static int
+compress_part(struct shard_fw *s, cl_mem e, cl_mem pr, cl_mem out)
+{
+    clf_attention *a = s->a;
+    const size_t k = a->k, N = a->N, nl = s->nl, dkv = a->dkv, dh = a->dh;
+    const size_t width = s->width;
+    size_t b;
+
+    if (a->nE == 1)
+        return clf__gemm_batched(s->ctx, 0, 0, k, dkv, nl, 1.0f, e, s->b0, N, 0,
+                                 pr, 0, dkv, nl * dkv, 0.0f, out, 0, dkv,
+                                 k * dkv, s->B);
+    for (b = 0; b < s->B; b++)
+        TRY(clf__gemm_batched(s->ctx, 0, 0, k, dh, nl, 1.0f, e, s->b0, N, k * N,
+                              pr, b * nl * dkv, dkv, a->hkv > 1 ? dh : 0, 0.0f,
+                              out, b * k * width, width, dh, s->p.hc));
+    return 0;
+}
+
+/* Both sides' device buffers into one host buffer, run the exchange, and
+ * the result back; `sides` is 1 (share_kv) or 2. */
+static int
+exchange_sum(struct shard_fw *s, cl_mem kbar, cl_mem vbar, size_t count,
+             int sides)
+{
+    float *h = malloc(2 * count * sizeof *h);
+    int rc;
+
+    if (h == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    rc = download(s->ctx, kbar, h, count * sizeof *h);
+    if (rc == 0 && sides == 2)
+        rc = download(s->ctx, vbar, h + count, count * sizeof *h);
+    if (rc == 0)
+        rc = s->comm->allreduce_sum(s->comm->self, h, sides * count);
+    if (rc == 0)
+        rc = upload(s->ctx, kbar, h, count * sizeof *h);
+    if (rc == 0 && sides == 2)
+        rc = upload(s->ctx, vbar, h + count, count * sizeof *h);
+    free(h);
+    return rc;
+}
+
+/* Linformer keys and values: partial compressions, summed over shards. */
+static int
+linformer_kv(struct shard_fw *s, cl_mem x)
+{
+    clf_attention *a = s->a;
+    cl_mem *w = a->w;
+    const int cb = a->desc.compressed_bias != 0;
+    cl_mem bk = a->desc.bias_k ? w[CLF_BIAS_K] : NULL;
+    cl_mem bv = a->desc.bias_v ? w[CLF_BIAS_V] : NULL;
+    cl_mem f = a->wsize[CLF_PROJ_F] ? w[CLF_PROJ_F] : w[CLF_PROJ_E];
+    cl_mem kbar = a->ws[WS_KBAR].mem, vbar = a->ws[WS_VBAR].mem;
+    const size_t count = s->B * a->k * s->width;
+    const int sides = s->p.v_is_k ? 1 : 2;
+
+    TRY(project_rows(s, x, w[CLF_WEIGHT_K], cb ? NULL : bk, a->ws[WS_XE].mem));
+    TRY(compress_part(s, w[CLF_PROJ_E], a->ws[WS_XE].mem, kbar));
+    if (sides == 2) {
+        TRY(project_rows(s, x, w[CLF_WEIGHT_V], cb ? NULL : bv,
+                         a->ws[WS_XF].mem));
+        TRY(compress_part(s, f, a->ws[WS_XF].mem, vbar));
+    }
+    TRY(exchange_sum(s, kbar, vbar, count, sides));
+    /* fairseq's order: the bias once per slot, after the sum. */
+    if (cb && bk != NULL)
+        TRY(clf__add_rowsum_bias(s->ctx, kbar, s->B, a->k, s->p.hc, a->dh, NULL,
+                                 0, 0, bk, a->hkv > 1));
+    if (cb && bv != NULL && sides == 2)
+        TRY(clf__add_rowsum_bias(s->ctx, vbar, s->B, a->k, s->p.hc, a->dh, NULL,
+                                 0, 0, bv, a->hkv > 1));
+    return 0;
+}
+
+/* Shard r's blocks: its first block and how many it holds. */
+static void
+shard_blocks(const struct shard_fw *s, int r, size_t *first, size_t *count)
+{
+    const size_t blk = s->a->desc.causal_block;
+    const size_t lo = s->bounds[r], hi = s->bounds[r + 1];
+
+    *first = lo / blk;
+    *count = (hi - lo + blk - 1) / blk;
+}
+
+/* The slots of this shard's blocks (c per block, B x c*nbl x width) into
+ * out: only blocks before the last query's block are ever seen; the rest
+ * are zero. */
+static int
+compress_own_blocks(struct shard_fw *s, cl_mem e, cl_mem pr, cl_mem out)
+{
+    clf_attention *a = s->a;
+    const size_t blk = a->desc.causal_block, c = s->p.c, N = a->N;
+    const size_t nbq = (s->n - 1) / blk, dh = a->dh, dkv = a->dkv;
+    const size_t width = s->width, nl = s->nl;
+    const float zero = 0.0f;
+    size_t j0, nbl, cnt, b, h, slots;
+    cl_int err;
+
+    shard_blocks(s, s->comm->rank, &j0, &nbl);
+    slots = c * nbl;
+    err = clEnqueueFillBuffer(s->ctx->queue, out, &zero, sizeof zero, 0,
+                              s->B * slots * width * sizeof(float), 0, NULL,
+                              NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "clearing compressed keys failed (%d)", err);
+    cnt = j0 >= nbq ? 0 : (nbq - j0 < nbl ? nbq - j0 : nbl);
+    if (cnt == 0 || c == 0)
+        return 0;
+    for (b = 0; b < s->B; b++)
+        for (h = 0; h < (a->nE == 1 ? 1 : s->p.hc); h++)
+            TRY(clf__gemm_batched(
+                s->ctx, 0, 0, c, a->nE == 1 ? dkv : dh, blk, 1.0f, e,
+                h * a->k * N + j0 * c * N + j0 * blk, N, c * N + blk, pr,
+                b * nl * dkv + (a->hkv > 1 ? h * dh : 0), dkv, blk * dkv, 0.0f,
+                out, b * slots * width + h * dh, width, c * width, cnt));
+    return 0;
+}
+
+/* Gathers every shard's rows of `per` floats per unit (a block's c slots,
+ * or a position) of both sides and scatters them into full B x total x per
+ * host arrays, then onto the device.  units(r) gives shard r's first unit
+ * and unit count. */
+struct gather_spec {
+    size_t per, total; /* floats per unit, units per sequence */
+    int sides;
+    void (*units)(const struct shard_fw *s, int r, size_t *first,
+                  size_t *count);
+};
+
+static void
+shard_positions(const struct shard_fw *s, int r, size_t *first, size_t *count)
+{
+    *first = s->bounds[r];
+    *count = s->bounds[r + 1] - s->bounds[r];
+}
+
+static void
+scatter(const struct shard_fw *s, const struct gather_spec *g,
+        const float *recv, float *full)
+{
+    const size_t side = s->B * g->total * g->per;
+    size_t off = 0, first, cnt, b;
+    int r, v;
+
+    for (r = 0; r < s->comm->size; r++) {
+        g->units(s, r, &first, &cnt);
+        for (v = 0; v < g->sides; v++)
+            for (b = 0; b < s->B; b++) {
+                memcpy(full + v * side + (b * g->total + first) * g->per,
+                       recv + off, cnt * g->per * sizeof *full);
+                off += cnt * g->per;
+            }
+    }
+}
+
+static int
+gather(struct shard_fw *s, const struct gather_spec *g, cl_mem kdev,
+       cl_mem vdev, cl_mem kout, cl_mem vout)
+{
+    const int size = s->comm->size;
+    const size_t side = s->B * g->total * g->per;
+    size_t first, cnt, mine, total = 0, *counts;
+    float *send, *recv, *full;
+    int r, rc;
+
+    counts = calloc((size_t)size, sizeof *counts);
+    if (counts == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    for (r = 0; r < size; r++) {
+        g->units(s, r, &first, &cnt);
+        counts[r] = (size_t)g->sides * s->B * cnt * g->per;
+        total += counts[r];
+    }
+    mine = counts[s->comm->rank];
+    send = malloc((mine ? mine : 1) * sizeof *send);
+    recv = malloc((total ? total : 1) * sizeof *recv);
+    full = calloc((size_t)g->sides * side, sizeof *full);
+    rc = send && recv && full ? 0
+                              : clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    if (rc == 0 && mine > 0)
+        rc = download(s->ctx, kdev, send, mine / g->sides * sizeof *send);
+    if (rc == 0 && mine > 0 && g->sides == 2)
+        rc = download(s->ctx, vdev, send + mine / 2, mine / 2 * sizeof *send);
+    if (rc == 0)
+        rc = s->comm->allgatherv(s->comm->self, send, recv, counts);
+    if (rc == 0) {
+        scatter(s, g, recv, full);
+        rc = upload(s->ctx, kout, full, side * sizeof *full);
+    }
+    if (rc == 0 && g->sides == 2)
+        rc = upload(s->ctx, vout, full + side, side * sizeof *full);
+    free(counts);
+    free(send);
+    free(recv);
+    free(full);
+    return rc;
+}
+
+/* Causal Linformer keys and values: exact projections of the shard's rows
+ * (for the own-block window) and every block's slots, gathered. */
+static int
+causal_kv(struct shard_fw *s, cl_mem x)
+{
+    clf_attention *a = s->a;
+    cl_mem *w = a->w;
+    cl_mem f = a->wsize[CLF_PROJ_F] ? w[CLF_PROJ_F] : w[CLF_PROJ_E];
+    cl_mem pk = a->ws[WS_XE].mem, pv = a->ws[WS_XF].mem;
+    const struct gather_spec g = {s->p.c * s->width, a->k / s->p.c,
+                                  s->p.v_is_k ? 1 : 2, shard_blocks};
+
+    TRY(project_rows(s, x, w[CLF_WEIGHT_K],
+                     a->desc.bias_k ? w[CLF_BIAS_K] : NULL, pk));
+    TRY(compress_own_blocks(s, w[CLF_PROJ_E], pk, a->ws[WS_S].mem));
+    if (g.sides == 2) {
+        TRY(project_rows(s, x, w[CLF_WEIGHT_V],
+                         a->desc.bias_v ? w[CLF_BIAS_V] : NULL, pv));
+        TRY(compress_own_blocks(s, f, pv, a->ws[WS_O].mem));
+    }
+    return gather(s, &g, a->ws[WS_S].mem, a->ws[WS_O].mem, a->ws[WS_KBAR].mem,
+                  a->ws[WS_VBAR].mem);
+}
+
+/* Full mode: every shard's projected keys and values, gathered. */
+static int
+full_kv(struct shard_fw *s, cl_mem x)
+{
+    clf_attention *a = s->a;
+    cl_mem *w = a->w;
+    const struct gather_spec g = {a->dkv, s->n, s->p.v_is_k ? 1 : 2,
+                                  shard_positions};
+
+    TRY(project_rows(s, x, w[CLF_WEIGHT_K],
+                     a->desc.bias_k ? w[CLF_BIAS_K] : NULL, a->ws[WS_XE].mem));
+    if (g.sides == 2)
+        TRY(project_rows(s, x, w[CLF_WEIGHT_V],
+                         a->desc.bias_v ? w[CLF_BIAS_V] : NULL,
+                         a->ws[WS_XF].mem));
+    return gather(s, &g, a->ws[WS_XE].mem, a->ws[WS_XF].mem, a->ws[WS_KBAR].mem,
+                  a->ws[WS_VBAR].mem);
+}
+
+static void
+attend_shape(const struct shard_fw *s, size_t L, struct clf__attend_shape *sh)
+{
+    sh->batch = s->B;
+    sh->heads = s->a->hq;
+    sh->n = s->nl;
+    sh->dh = s->a->dh;
+    sh->dq = s->a->dq;
+    sh->L = L;
+    sh->kv_per_head = s->p.hc > 1;
+    sh->scale = (float)(1.0 / sqrt((double)s->a->dh));
+}
+
+/* The shard's queries over the gathered keys of full mode, one sequence
+ * at a time, with the global mask and the causal triangle. */
+static int
+attend_full(struct shard_fw *s, cl_mem gmask)
+{
+    clf_attention *a = s->a;
+    cl_mem q = a->ws[WS_Q].mem, sc = a->ws[WS_S].mem, o = a->ws[WS_O].mem;
+    cl_mem kf = a->ws[WS_KBAR].mem;
+    cl_mem vf = s->p.v_is_k ? kf : a->ws[WS_VBAR].mem;
+    struct clf__attend_shape sh;
+    size_t b;
+
+    attend_shape(s, s->n, &sh);
+    for (b = 0; b < s->B; b++) {
+        TRY(clf__attend_scores(s->ctx, &sh, b, 1, 0, s->nl, q, kf, sc, 0,
+                               s->n));
+        if (gmask != NULL || s->p.causal)
+            TRY(clf__mask_scores(s->ctx, sc, 1, a->hq, s->nl, s->n, s->b0,
+                                 gmask, b * s->n, s->p.causal));
+        TRY(clf__softmax_rows_variant(s->ctx, s->softmax, sc, 0, a->hq * s->nl,
+                                      s->n));
+        TRY(clf__attend_weigh(s->ctx, &sh, b, 1, 0, s->nl, sc, 0, s->n, vf, o));
+    }
+    return 0;
+}
+
+/* The shard's queries over the summed (or gathered) slots, with the
+ * own-block window in causal Linformer. */
+static int
+attend_slots(struct shard_fw *s)
+{
+    clf_attention *a = s->a;
+    cl_mem q = a->ws[WS_Q].mem, sc = a->ws[WS_S].mem, o = a->ws[WS_O].mem;
+    cl_mem kbar = a->ws[WS_KBAR].mem;
+    cl_mem vbar = s->p.v_is_k ? kbar : a->ws[WS_VBAR].mem;
+    const size_t ld = s->p.ld;
+    struct clf__attend_shape sh;
+    struct clf__causal_shape cs;
+
+    attend_shape(s, a->k, &sh);
+    TRY(clf__attend_scores(s->ctx, &sh, 0, s->B, 0, s->nl, q, kbar, sc, 0, ld));
+    if (s->p.causal) {
+        memset(&cs, 0, sizeof cs);
+        cs.batch = s->B;
+        cs.heads = a->hq;
+        cs.n = s->nl;
+        cs.dh = a->dh;
+        cs.dq = a->dq;
+        cs.dkv = a->dkv;
+        cs.k = a->k;
+        cs.c = s->p.c;
+        cs.block = a->desc.causal_block;
+        cs.block0 = s->b0 / cs.block;
+        cs.kv_per_head = a->hkv > 1;
+        cs.scale = sh.scale;
+        TRY(clf__causal_scores(s->ctx, &cs, sc, q, a->ws[WS_XE].mem, s->lmask));
+    }
+    TRY(clf__softmax_rows_variant(s->ctx, s->softmax, sc, 0,
+                                  s->B * a->hq * s->nl, ld));
+    TRY(clf__attend_weigh(s->ctx, &sh, 0, s->B, 0, s->nl, sc, 0, ld, vbar, o));
+    if (!s->p.causal)
+        return 0;
+    cs.c = 0;
+    cs.scale = 0.0f;
+    return clf__causal_apply(s->ctx, &cs, o, sc,
+                             s->p.v_is_k ? a->ws[WS_XE].mem : a->ws[WS_XF].mem);
+}
+
+/* The workspaces a shard's forward uses, in the layer's own set. */
+static int
+workspaces(struct shard_fw *s)
+{
+    clf_attention *a = s->a;
+    const size_t B = s->B, nl = s->nl, hq = a->hq;
+    const size_t L = s->p.linformer ? a->k : s->n;
+    size_t slots = L * s->width, sc = B * hq * nl * s->p.ld, nbl = 0, j0;
+
+    if (!s->p.linformer)
+        slots = s->n * a->dkv;
+    if (s->p.linformer && s->p.causal) {
+        shard_blocks(s, s->comm->rank, &j0, &nbl);
+        /* WS_S and WS_O first hold the shard's blocks' slots */
+        if (sc < B * s->p.c * nbl * s->width)
+            sc = B * s->p.c * nbl * s->width;
+    }
+    if (!s->p.linformer)
+        sc = hq * nl * s->n;
+    TRY(ensure(a, WS_Q, B * nl * a->dq));
+    TRY(ensure(a, WS_O,
+               B * nl * a->dq > B * s->p.c * nbl * s->width
+                   ? B * nl * a->dq
+                   : B * s->p.c * nbl * s->width));
+    TRY(ensure(a, WS_XE, B * nl * a->dkv));
+    TRY(ensure(a, WS_XF, B * nl * a->dkv));
+    TRY(ensure(a, WS_KBAR, B * slots));
+    TRY(ensure(a, WS_VBAR, B * slots));
+    TRY(ensure(a, WS_S, sc));
+    TRY(ensure(a, WS_MASK, (B * nl + 3) / 4));
+    return ensure(a, WS_XM, s->gm != NULL ? (B * s->n + 3) / 4 : 1);
+}
+
+/* Uploads the shard's slice of the mask (and the whole mask in full
+ * mode). */
+static int
+masks(struct shard_fw *s, cl_mem *gmask)
+{
+    clf_attention *a = s->a;
+    unsigned char *lm;
+    size_t b;
+    int rc;
+
+    s->lmask = NULL;
+    *gmask = NULL;
+    if (s->gm == NULL)
+        return 0;
+    lm = malloc(s->B * s->nl);
+    if (lm == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    for (b = 0; b < s->B; b++)
+        memcpy(lm + b * s->nl, s->gm + b * s->n + s->b0, s->nl);
+    rc = upload(s->ctx, a->ws[WS_MASK].mem, lm, s->B * s->nl);
+    free(lm);
+    s->lmask = a->ws[WS_MASK].mem;
+    if (rc != 0 || s->p.linformer)
+        return rc;
+    *gmask = a->ws[WS_XM].mem;
+    return upload(s->ctx, *gmask, s->gm, s->B * s->n);
+}
+
+static int
+check_bounds(const clf_shard_comm *comm, const size_t *bounds, size_t n,
+             size_t unit)
+{
+    int r;
+
+    if (bounds[0] != 0 || bounds[comm->size] != n)
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "shard bounds run from %zu to %zu, not 0 to seq_len "
+                         "%zu",
+                         bounds[0], bounds[comm->size], n);
+    for (r = 0; r < comm->size; r++) {
+        if (bounds[r + 1] <= bounds[r])
+            return clf__fail(CLF_EINVALID_ARGUMENT,
+                             "shard %d holds no positions (bounds %zu..%zu)", r,
+                             bounds[r], bounds[r + 1]);
+        if (bounds[r] % unit != 0)
+            return clf__fail(CLF_EINVALID_ARGUMENT,
+                             "shard %d starts at position %zu, not on a "
+                             "causal block boundary (block %zu)",
+                             r, bounds[r], unit);
+    }
+    return 0;
+}
+
+static int
+shard_setup(struct shard_fw *s, clf_attention *att, const clf_shard_comm *comm,
+            const struct clf_shard_layer_args *la)
+{
+    clf_forward_opts o;
+
+    memset(s, 0, sizeof *s);
+    memset(&o, 0, sizeof o);
+    /* The shard forward reads the weight buffers as float32: a layer that
+     * stores them as binary16 is refused, never read as floats. */
+    if (att->desc.precision == CLF_PRECISION_HALF)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "a forward split by positions takes float32 layers "
+                         "only (this layer stores half-precision weights; "
+                         "split by batch or run on one device)");
+    o.causal = la->causal;
+    s->a = att;
+    s->ctx = att->ctx;
+    s->comm = comm;
+    s->B = la->batch;
+    s->n = la->seq_len;
+    s->bounds = la->bounds;
+    s->gm = la->mask;
+    TRY(clf__plan_make(att, att->mode, s->B, s->n, &o, &s->p));
+    TRY(clf__attention_check_weights(att, s->p.linformer));
+    TRY(check_bounds(comm, la->bounds, s->n,
+                     s->p.linformer && s->p.causal ? att->desc.causal_block
+                                                   : 1));
+    s->b0 = la->bounds[comm->rank];
+    s->nl = la->bounds[comm->rank + 1] - s->b0;
+    s->width = s->p.hc * att->dh;
+    /* The kernel choices for the shard's shapes, as a plan makes them:
+     * stored, or timed now (before any exchange) and stored. */
+    TRY(clf__gemm_resolve(s->ctx, s->B * s->nl, att->dq, att->D, &s->gemm));
+    TRY(clf__softmax_resolve(s->ctx, s->B * att->hq * s->nl, s->p.ld,
+                             &s->softmax));
+    clf__gemm_use(s->gemm);
+    /* The exchange between the phases fixes the attention to scores,
+     * softmax and weighting as separate GEMM steps. */
+    clf__lock(s->ctx);
+    clf__choice_fixed(s->ctx, CLF_KIND_ATTEND, CLF_ATTEND_GEMM - 1,
+                      "the only way of a forward split by positions");
+    clf__unlock(s->ctx);
+    return workspaces(s);
+}
+
+int
+clf__shard_attention(clf_attention *att, const clf_shard_comm *comm,
+                     const struct clf_shard_layer_args *la, cl_mem x, cl_mem y)
+{
+    struct shard_fw s;
+    cl_mem gmask;
+    cl_mem *w = att->w;
+    const size_t D = att->D, dq = att->dq;
+
+    TRY(shard_setup(&s, att, comm, la));
+    TRY(masks(&s, &gmask));
+    TRY(clf__gemm_bias(s.ctx, 1, s.B * s.nl, dq, D, x, 0, D, w[CLF_WEIGHT_Q], 0,
+                       D, att->ws[WS_Q].mem, 0, dq,
+                       att->desc.bias_q ? w[CLF_BIAS_Q] : NULL));
+    if (!s.p.linformer) {
+        TRY(full_kv(&s, x));
+        TRY(attend_full(&s, gmask));
+    } else {
+        TRY(s.p.causal ? causal_kv(&s, x) : linformer_kv(&s, x));
+        TRY(attend_slots(&s));
+    }
+    TRY(clf__gemm_bias(s.ctx, 1, s.B * s.nl, D, dq, att->ws[WS_O].mem, 0, dq,
+                       w[CLF_WEIGHT_OUT], 0, dq, y, 0, D,
+                       att->desc.bias_out ? w[CLF_BIAS_OUT] : NULL));
+    if (s.lmask != NULL)
+        TRY(clf__mask_rows(s.ctx, y, 0, y, 0, s.B * s.nl, D, s.lmask));
+    return 0;
+}

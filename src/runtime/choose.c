@@ -1,0 +1,819 @@
+/* Choosing between kernels that compute the same thing: the softmax
+ * variants, who runs the GEMMs (CLBlast, the blocked or the tiled kernel)
+ * and how attention over the slots runs (GEMM path or fused).  One mechanism
+ * for all three: a table of choices and their candidates; a winner per choice
+ * and shape bucket, taken from a forced name (clf_context_force_kernel or
+ * CLINFORMER_KERNELS), else from the device's store in the cache
+ * directory, else timed now and stored, so that a later process on the
+ * same device and driver runs the same kernels without timing.  The store
+ * is a small text file read as hostile input and replaced atomically. */
+#include "runtime/runtime.h"
+
+/* The native half program (src/gemm/half_gemm.c), built apart from the
+ * registry. */
+extern const char clf__cl_half_gemm[];
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STORE_MAGIC "clinformer kernel choices 1"
+/* The store is bounded by size, not by a count of entries: it keeps the
+ * most recently used entries that fit in STORE_MAX_BYTES (a reader refuses
+ * a larger file) and drops the least recently used first.  "Used" means
+ * timed, read from the store, or looked up by a forward; a store's line
+ * order is its recency order, most recent first. */
+#define STORE_MAX_BYTES 65536
+/* Choices a context keeps in memory, past what the store holds too, so
+ * that a shape is timed once per context; past this many the least
+ * recently used is forgotten. */
+#define CONTEXT_MAX_ENTRIES 8192
+
+/* Besides the choices, the store keeps each device's measured throughput
+ * for a sharded forward's split: "throughput BUCKET RATE" lines, entries
+ * of this pseudo-kind (RATE, a positive integer, in the winner field). */
+#define KIND_RATE CLF_KIND_COUNT
+/* A rate is positions (B*n) a second, stored as an integer from
+ * 1 to RATE_MAX: what clf__rate_record writes, so a stored rate outside
+ * it was not measured here and is ignored (timed again). */
+#define RATE_MAX 2000000000UL
+static const char rate_kind[] = "throughput";
+
+static const char *const softmax_names[] = {"scalar", "vector", "group"};
+static const char *const gemm_names[] = {"clblast", "blocked", "tiled"};
+static const char *const attend_names[] = {"gemm", "fused", "flash", "flashwg"};
+static const char *const halfgemm_names[] = {"widen", "native"};
+
+static const struct {
+    const char *kind;
+    const char *const *names;
+    int count;
+} table[CLF_KIND_COUNT] = {
+    {"softmax", softmax_names, 3},
+    {"gemm", gemm_names, 3},
+    {"attend", attend_names, 4},
+    {"halfgemm", halfgemm_names, 2},
+};
+
+double
+clf__now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *
+clf__choice_kind_name(int kind)
+{
+    return kind >= 0 && kind < CLF_KIND_COUNT ? table[kind].kind : "?";
+}
+
+const char *
+clf__choice_name(int kind, int candidate)
+{
+    if (kind < 0 || kind >= CLF_KIND_COUNT || candidate < 0 ||
+        candidate >= table[kind].count)
+        return "?";
+    return table[kind].names[candidate];
+}
+
+int
+clf__choice_count(int kind)
+{
+    return kind >= 0 && kind < CLF_KIND_COUNT ? table[kind].count : 0;
+}
+
+/* The kind called `name` (len bytes), or -1. */
+static int
+kind_of(const char *name, size_t len)
+{
+    int i;
+
+    for (i = 0; i < CLF_KIND_COUNT; i++)
+        if (strlen(table[i].kind) == len &&
+            strncmp(table[i].kind, name, len) == 0)
+            return i;
+    return -1;
+}
+
+static int
+candidate_of(int kind, const char *name, size_t len)
+{
+    int i;
+
+    for (i = 0; i < table[kind].count; i++)
+        if (strlen(table[kind].names[i]) == len &&
+            strncmp(table[kind].names[i], name, len) == 0)
+            return i;
+    return -1;
+}
+
+/* "a, b or c" of the kinds (kind < 0) or of one kind's candidates. */
+static void
+list_names(char *buf, size_t cap, int kind)
+{
+    int count = kind < 0 ? CLF_KIND_COUNT : table[kind].count, i;
+    size_t len = 0;
+
+    buf[0] = '\0';
+    for (i = 0; i < count && len < cap; i++)
+        len +=
+            (size_t)snprintf(buf + len, cap - len, "%s%s",
+                             i == 0           ? ""
+                             : i == count - 1 ? " or "
+                                              : ", ",
+                             kind < 0 ? table[i].kind : table[kind].names[i]);
+}
+
+/* Parses kind=name for `what` (a variable's name, for messages); stores
+ * the kind and candidate. */
+static int
+parse_pair(const char *what, const char *s, size_t len, int *kind,
+           int *candidate)
+{
+    const char *eq = memchr(s, '=', len);
+    char valid[128];
+
+    *kind = eq != NULL ? kind_of(s, (size_t)(eq - s)) : -1;
+    if (*kind < 0) {
+        list_names(valid, sizeof valid, -1);
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "%s: \"%.*s\" names no kernel choice; expected "
+                         "KIND=NAME with KIND %s",
+                         what, (int)(len > 64 ? 64 : len), s, valid);
+    }
+    *candidate = candidate_of(*kind, eq + 1, len - (size_t)(eq + 1 - s));
+    if (*candidate < 0) {
+        list_names(valid, sizeof valid, *kind);
+        return clf__fail(
+            CLF_EINVALID_ARGUMENT, "%s: \"%.*s\" is no %s kernel; expected %s",
+            what, (int)(len > 64 ? 64 : len), s, table[*kind].kind, valid);
+    }
+    return 0;
+}
+
+/* CLINFORMER_KERNELS=kind=name,...: the candidate forced for `kind`, or -1.
+ * Every entry is checked, so a typo fails whatever kind is looked up. */
+static int
+env_forced(int kind, int *candidate)
+{
+    const char *v = getenv("CLINFORMER_KERNELS");
+    const char *s, *end;
+    int k, c;
+
+    *candidate = -1;
+    if (v == NULL)
+        return 0;
+    for (s = v; *s != '\0'; s = *end ? end + 1 : end) {
+        end = strchr(s, ',');
+        if (end == NULL)
+            end = s + strlen(s);
+        if (end == s)
+            continue;
+        CLF_TRY(parse_pair("CLINFORMER_KERNELS", s, (size_t)(end - s), &k, &c));
+        if (k == kind)
+            *candidate = c;
+    }
+    return 0;
+}
+
+int
+clf__choice_env_check(void)
+{
+    int c;
+
+    return env_forced(0, &c);
+}
+
+CLF_EXTERN int
+clf_context_force_kernel(clf_context *ctx, const char *kind, const char *name)
+{
+    char pair[96];
+    int k, c, n;
+
+    if (ctx == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
+    if (kind == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "kind is NULL");
+    n = snprintf(pair, sizeof pair, "%s=%s", kind, name ? name : "");
+    if (n < 0 || (size_t)n >= sizeof pair)
+        return clf__fail(CLF_EINVALID_ARGUMENT, "kind or name is too long");
+    if (name == NULL) {
+        k = kind_of(kind, strlen(kind));
+        if (k < 0)
+            return parse_pair("kind", pair, (size_t)n, &k, &c);
+        clf__lock(ctx);
+        ctx->forced[k] = -1;
+        clf__unlock(ctx);
+        return 0;
+    }
+    CLF_TRY(parse_pair("kind=name", pair, (size_t)n, &k, &c));
+    clf__lock(ctx);
+    ctx->forced[k] = c;
+    clf__unlock(ctx);
+    return 0;
+}
+
+/* ---------------------------------------------------------- the store */
+
+static uint64_t kernels_key;
+static pthread_once_t kernels_key_once = PTHREAD_ONCE_INIT;
+
+/* A hash of the library's kernel sources and their -D constants. */
+static void
+hash_kernels(void)
+{
+    uint64_t h = clf__hash64(CLF_KERNEL_PARAM_OPTIONS,
+                             strlen(CLF_KERNEL_PARAM_OPTIONS), 0);
+    size_t i;
+
+    for (i = 0; i < CLF_KERNEL_FILES; i++)
+        h = clf__hash64(clf__kernel_sources[i],
+                        strlen(clf__kernel_sources[i]) + 1, h);
+    /* The native half program, built apart from the registry's. */
+    h = clf__hash64(clf__cl_half_gemm, strlen(clf__cl_half_gemm) + 1, h);
+    kernels_key = h;
+}
+
+/* The store's path for ctx's device, and the key line that must match;
+ * path "" when there is no cache directory. */
+static void
+store_path(const clf_context *ctx, char *path, size_t cap, char *key,
+           size_t key_cap)
+{
+    char dir[1024];
+    uint64_t h;
+
+    /* The GEMM tuning in force is part of the key: tuning changes what
+     * CLBlast's GEMMs cost, so choices made before it are made again; so
+     * are the library's kernel sources and their -D constants, since
+     * changed kernels change what the candidates cost. */
+    pthread_once(&kernels_key_once, hash_kernels);
+    snprintf(key, key_cap,
+             "key %s|%s|%s|%s|%s|clinformer %s|tuning %s|kernels %016llx",
+             ctx->info.platform, ctx->info.name, ctx->info.vendor,
+             ctx->info.driver, ctx->info.version, CLF_VERSION_STRING,
+             ctx->tuned, (unsigned long long)kernels_key);
+    /* Control characters would break the line format. */
+    for (h = 0; key[h] != '\0'; h++)
+        if ((unsigned char)key[h] < 0x20 || key[h] == 0x7f)
+            key[h] = '?';
+    h = clf__hash64(key, strlen(key), 0x636c66636866ULL);
+    clf__cache_dir(dir, sizeof dir);
+    path[0] = '\0';
+    if (dir[0] != '\0' && snprintf(path, cap, "%s/choices-%016llx.txt", dir,
+                                   (unsigned long long)h) >= (int)cap)
+        path[0] = '\0';
+}
+
+static struct clf__choice_entry *
+find_entry(clf_context *ctx, int kind, const char *bucket)
+{
+    size_t i;
+
+    for (i = 0; i < ctx->nchoices; i++)
+        if (ctx->choice_list[i].kind == kind &&
+            strcmp(ctx->choice_list[i].bucket, bucket) == 0)
+            return &ctx->choice_list[i];
+    return NULL;
+}
+
+/* A free slot for a new entry: the list grown, or, at
+ * CONTEXT_MAX_ENTRIES (or out of memory), the least recently used entry's
+ * slot. */
+static struct clf__choice_entry *
+new_slot(clf_context *ctx)
+{
+    struct clf__choice_entry *l;
+    size_t cap = ctx->choice_cap ? 2 * ctx->choice_cap : 8, i, old = 0;
+
+    if (ctx->nchoices < ctx->choice_cap)
+        return &ctx->choice_list[ctx->nchoices++];
+    if (cap <= CONTEXT_MAX_ENTRIES &&
+        (l = realloc(ctx->choice_list, cap * sizeof *l)) != NULL) {
+        ctx->choice_list = l;
+        ctx->choice_cap = cap;
+        return &ctx->choice_list[ctx->nchoices++];
+    }
+    if (ctx->nchoices == 0)
+        return NULL;
+    for (i = 1; i < ctx->nchoices; i++)
+        if (ctx->choice_list[i].used < ctx->choice_list[old].used)
+            old = i;
+    return &ctx->choice_list[old];
+}
+
+/* Adds or updates an entry.  used: its recency stamp. */
+static struct clf__choice_entry *
+add_entry(clf_context *ctx, int kind, const char *bucket, int winner,
+          clf_choice_source source, long long used)
+{
+    struct clf__choice_entry *e = find_entry(ctx, kind, bucket);
+
+    if (e == NULL) {
+        if ((e = new_slot(ctx)) == NULL)
+            return NULL;
+        memset(e, 0, sizeof *e);
+        e->kind = kind;
+        snprintf(e->bucket, sizeof e->bucket, "%s", bucket);
+    }
+    e->winner = winner;
+    e->source = source;
+    e->used = used;
+    return e;
+}
+
+/* A bucket is 1 to CLF_BUCKET_MAX-1 of [a-z0-9.]. */
+static int
+bucket_ok(const char *b)
+{
+    size_t i;
+
+    for (i = 0; b[i] != '\0'; i++)
+        if (!((b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') ||
+              b[i] == '.'))
+            return 0;
+    return i > 0 && i < CLF_BUCKET_MAX;
+}
+
+/* One "kind bucket name" line; anything else is ignored. */
+static void
+parse_line(clf_context *ctx, char *line)
+{
+    char *kind = strtok(line, " "), *bucket = strtok(NULL, " ");
+    char *name = strtok(NULL, " ");
+    int k, c;
+
+    if (kind == NULL || bucket == NULL || name == NULL ||
+        strtok(NULL, " ") != NULL || !bucket_ok(bucket))
+        return;
+    if (strcmp(kind, rate_kind) == 0) {
+        char *end;
+        unsigned long v = strtoul(name, &end, 10);
+        if (*end == '\0' && v > 0 && v <= RATE_MAX &&
+            find_entry(ctx, KIND_RATE, bucket) == NULL)
+            add_entry(ctx, KIND_RATE, bucket, (int)v, CLF_SOURCE_STORED,
+                      --ctx->choice_floor);
+        return;
+    }
+    k = kind_of(kind, strlen(kind));
+    if (k < 0 || (c = candidate_of(k, name, strlen(name))) < 0)
+        return;
+    /* Lines come most recent first; each is older than every entry this
+     * context has used. */
+    if (find_entry(ctx, k, bucket) == NULL)
+        add_entry(ctx, k, bucket, c, CLF_SOURCE_STORED, --ctx->choice_floor);
+}
+
+/* The cache directory exists, belongs to the user and only the user may
+ * write it (created 0700 when missing); else the store is neither read
+ * nor written, as another user could have planted it. */
+static int
+store_dir_private(void)
+{
+    char dir[1024];
+
+    clf__cache_dir(dir, sizeof dir);
+    return dir[0] != '\0' && clf__dir_private(dir) == 0;
+}
+
+/* Merges the stored entries of the device into ctx (entries ctx already
+ * has win); a store of another device, version or format is ignored. */
+static void
+store_load(clf_context *ctx)
+{
+    char path[1100], key[1200], *text, *line, *next;
+    size_t klen, len;
+
+    store_path(ctx, path, sizeof path, key, sizeof key);
+    /* A link, FIFO or oversized file at the store's name is not read: the
+     * choices are timed again (clf_context_choice_get shows them timed). */
+    if (path[0] == '\0' || !store_dir_private() ||
+        clf__file_read_cache(path, "kernel choice store", STORE_MAX_BYTES,
+                             &text, &len) != 0)
+        return;
+    klen = strlen(key);
+    if (strncmp(text, STORE_MAGIC "\n", sizeof STORE_MAGIC) == 0 &&
+        strncmp(text + sizeof STORE_MAGIC, key, klen) == 0 &&
+        text[sizeof STORE_MAGIC + klen] == '\n') {
+        for (line = text + sizeof STORE_MAGIC + klen + 1; *line; line = next) {
+            next = strchr(line, '\n');
+            if (next == NULL)
+                break; /* an unfinished last line */
+            *next++ = '\0';
+            parse_line(ctx, line);
+        }
+    }
+    free(text);
+}
+
+static int
+more_recent_first(const void *a, const void *b)
+{
+    const struct clf__choice_entry *x =
+        *(const struct clf__choice_entry *const *)a;
+    const struct clf__choice_entry *y =
+        *(const struct clf__choice_entry *const *)b;
+
+    return x->used < y->used ? 1 : x->used > y->used ? -1 : 0;
+}
+
+/* One entry's line into buf (cap bytes); its length, or cap or more when
+ * it does not fit. */
+static size_t
+entry_line(const struct clf__choice_entry *e, char *buf, size_t cap)
+{
+    int len;
+
+    if (e->kind == KIND_RATE)
+        len = snprintf(buf, cap, "%s %s %d\n", rate_kind, e->bucket, e->winner);
+    else
+        len = snprintf(buf, cap, "%s %s %s\n", table[e->kind].kind, e->bucket,
+                       table[e->kind].names[e->winner]);
+    return len < 0 ? cap : (size_t)len;
+}
+
+/* The whole store as text, NULL when out of memory: the entries most
+ * recently used first, as many as fit in STORE_MAX_BYTES. */
+static char *
+store_text(const clf_context *ctx, const char *key)
+{
+    const struct clf__choice_entry **order;
+    char *buf = malloc(STORE_MAX_BYTES + 1), line[CLF_BUCKET_MAX + 64];
+    size_t len, i, l;
+    int head;
+
+    order = malloc((ctx->nchoices + 1) * sizeof *order);
+    head = buf == NULL ? -1
+                       : snprintf(buf, STORE_MAX_BYTES + 1, "%s\n%s\n",
+                                  STORE_MAGIC, key);
+    if (order == NULL || head < 0 || head > STORE_MAX_BYTES) {
+        free(order);
+        free(buf);
+        return NULL;
+    }
+    len = (size_t)head;
+    for (i = 0; i < ctx->nchoices; i++)
+        order[i] = &ctx->choice_list[i];
+    qsort(order, ctx->nchoices, sizeof *order, more_recent_first);
+    for (i = 0; i < ctx->nchoices; i++) {
+        l = entry_line(order[i], line, sizeof line);
+        if (l >= sizeof line || len + l > STORE_MAX_BYTES)
+            break; /* this and every older entry are dropped */
+        memcpy(buf + len, line, l + 1);
+        len += l;
+    }
+    free(order);
+    return buf;
+}
+
+/* Replaces the store with ctx's entries (after merging what another
+ * process stored meanwhile): a new file in the same directory, created
+ * exclusively, synced, then renamed over the old.  Best effort: a store
+ * that cannot be written only means timing again next time. */
+static void
+store_save(clf_context *ctx)
+{
+    char path[1100], key[1200], *text;
+
+    store_path(ctx, path, sizeof path, key, sizeof key);
+    if (path[0] == '\0' || !store_dir_private())
+        return;
+    store_load(ctx);
+    if ((text = store_text(ctx, key)) == NULL)
+        return;
+    (void)clf__file_write_atomic(path, text, strlen(text));
+    free(text);
+}
+
+/* Reads the store once; again, with what this context knew dropped, when
+ * the key changed since (clf_tune applied new parameters). */
+static void
+store_ensure_loaded(clf_context *ctx)
+{
+    char path[1100], key[1200];
+    uint64_t h;
+
+    store_path(ctx, path, sizeof path, key, sizeof key);
+    h = clf__hash64(key, strlen(key), 0);
+    if (ctx->choices_loaded && h != ctx->choice_key) {
+        ctx->nchoices = 0;
+        ctx->choices_loaded = 0;
+    }
+    if (!ctx->choices_loaded) {
+        ctx->choices_loaded = 1;
+        ctx->choice_key = h;
+        store_load(ctx);
+    }
+}
+
+/* ------------------------------------------------------- resolution */
+
+int
+clf__choice_lookup(clf_context *ctx, int kind, const char *bucket, int *winner)
+{
+    struct clf__choice_entry *e;
+    int c;
+
+    CLF_TRY(env_forced(kind, &c));
+    if (c < 0)
+        c = ctx->forced[kind];
+    if (c >= 0) {
+        *winner = c;
+        ctx->last[kind] = c;
+        ctx->last_source[kind] = CLF_SOURCE_FORCED;
+        ctx->last_bucket[kind][0] = '\0';
+        ctx->last_why[kind] = NULL;
+        return 1;
+    }
+    store_ensure_loaded(ctx);
+    e = find_entry(ctx, kind, bucket);
+    if (e == NULL)
+        return 0;
+    e->used = ++ctx->choice_clock;
+    *winner = e->winner;
+    ctx->last[kind] = e->winner;
+    ctx->last_source[kind] = e->source;
+    ctx->last_why[kind] = NULL;
+    snprintf(ctx->last_bucket[kind], CLF_BUCKET_MAX, "%s", bucket);
+    return 1;
+}
+
+void
+clf__choice_record(clf_context *ctx, int kind, const char *bucket, int winner,
+                   const double *ms)
+{
+    struct clf__choice_entry *e = add_entry(
+        ctx, kind, bucket, winner, CLF_SOURCE_TIMED, ++ctx->choice_clock);
+    int i;
+
+    ctx->last[kind] = winner;
+    ctx->last_source[kind] = CLF_SOURCE_TIMED;
+    ctx->last_why[kind] = NULL;
+    snprintf(ctx->last_bucket[kind], CLF_BUCKET_MAX, "%s", bucket);
+    for (i = 0; i < table[kind].count && i < CLF_MAX_CANDIDATES; i++)
+        ctx->last_ms[kind][i] = ms[i];
+    if (e == NULL)
+        return;
+    for (i = 0; i < table[kind].count && i < CLF_MAX_CANDIDATES; i++)
+        e->ms[i] = ms[i];
+    store_save(ctx);
+}
+
+size_t
+clf__pow2_bucket(size_t x, size_t cap)
+{
+    size_t b = 1;
+
+    while (b < x && b < cap)
+        b *= 2;
+    return b;
+}
+
+CLF_EXTERN int
+clf_context_kernel_choice_count(clf_context *ctx, size_t *count)
+{
+    if (ctx == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
+    if (count == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "count is NULL");
+    clf__lock(ctx);
+    store_ensure_loaded(ctx);
+    *count = ctx->nchoices;
+    clf__unlock(ctx);
+    return 0;
+}
+
+CLF_EXTERN int
+clf_context_kernel_choice(clf_context *ctx, size_t index,
+                          clf_kernel_choice *out)
+{
+    const struct clf__choice_entry *e;
+    int i;
+
+    if (ctx == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
+    if (out == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "out is NULL");
+    clf__lock(ctx);
+    store_ensure_loaded(ctx);
+    if (index >= ctx->nchoices) {
+        size_t n = ctx->nchoices;
+        clf__unlock(ctx);
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "index %zu is past the %zu kernel choices", index, n);
+    }
+    e = &ctx->choice_list[index];
+    memset(out, 0, sizeof *out);
+    out->kind = e->kind == KIND_RATE ? rate_kind : table[e->kind].kind;
+    out->name =
+        e->kind == KIND_RATE ? "measured" : table[e->kind].names[e->winner];
+    snprintf(out->bucket, sizeof out->bucket, "%s", e->bucket);
+    out->source = e->source;
+    for (i = 0; i < CLF_MAX_CANDIDATES; i++)
+        out->ms[i] = e->ms[i];
+    if (e->kind == KIND_RATE)
+        out->ms[0] = e->winner; /* the rate */
+    clf__unlock(ctx);
+    return 0;
+}
+
+int
+clf__rate_lookup(clf_context *ctx, const char *bucket, double *rate)
+{
+    struct clf__choice_entry *e;
+
+    clf__lock(ctx);
+    store_ensure_loaded(ctx);
+    e = find_entry(ctx, KIND_RATE, bucket);
+    if (e != NULL) {
+        e->used = ++ctx->choice_clock;
+        *rate = e->winner;
+    }
+    clf__unlock(ctx);
+    return e != NULL;
+}
+
+void
+clf__rate_record(clf_context *ctx, const char *bucket, double rate)
+{
+    int v = rate < 1.0                ? 1
+            : rate > (double)RATE_MAX ? (int)RATE_MAX
+                                      : (int)rate;
+
+    if (!bucket_ok(bucket))
+        return;
+    clf__lock(ctx);
+    store_ensure_loaded(ctx);
+    if (add_entry(ctx, KIND_RATE, bucket, v, CLF_SOURCE_TIMED,
+                  ++ctx->choice_clock) != NULL)
+        store_save(ctx);
+    clf__unlock(ctx);
+}
+
+/* ----------------------------------------------------------- timing */
+
+cl_mem
+clf__timing_buffer(clf_context *ctx, size_t floats, unsigned seed, int *rc)
+{
+    float *host = malloc((floats ? floats : 1) * sizeof *host);
+    cl_mem m;
+    cl_int err;
+    size_t i;
+
+    if (host == NULL) {
+        *rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        return NULL;
+    }
+    /* Values of order one, no zeros or infinities to take a fast path. */
+    for (i = 0; i < floats; i++)
+        host[i] = (float)((i * 7 + seed) % 101) * 0.01f - 0.505f;
+    m = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                       (floats ? floats : 1) * sizeof(float), host, &err);
+    free(host);
+    if (m == NULL)
+        *rc = clf__fail(err, "timing buffer of %zu bytes failed (%d)",
+                        floats * sizeof(float), err);
+    return m;
+}
+
+int
+clf__time_variants(clf_context *ctx, int count, clf__variant_fn run, void *user,
+                   int reps, double *ms)
+{
+    int v, rep, best = -1, rc = 0;
+
+    for (v = 0; v < count; v++)
+        ms[v] = 0.0;
+    clf__launch_pause(ctx, 1);
+    /* Round 0 pays any lazy compilation and is not kept; the variants take
+     * turns in every round, so that a change in the machine's load falls
+     * on all of them alike. */
+    for (rep = 0; rep <= reps; rep++)
+        for (v = 0; v < count; v++) {
+            double t0, dt;
+            cl_int err;
+            int st;
+            if (ms[v] < 0.0)
+                continue; /* failed before */
+            t0 = clf__now_s();
+            st = run(ctx, v, user);
+            if (st == 0 && (err = clFinish(ctx->queue)) != CL_SUCCESS)
+                st = clf__fail(err, "timing: clFinish failed (%d)", err);
+            if (st != 0) {
+                ms[v] = -1.0;
+                rc = st;
+                continue;
+            }
+            dt = (clf__now_s() - t0) * 1e3;
+            if (rep > 0 && (ms[v] == 0.0 || dt < ms[v]))
+                ms[v] = dt;
+        }
+    clf__launch_pause(ctx, 0);
+    for (v = 0; v < count; v++)
+        if (ms[v] > 0.0 && (best < 0 || ms[v] < ms[best]))
+            best = v;
+    return best >= 0 ? best : rc;
+}
+
+void
+clf__choice_fixed(clf_context *ctx, int kind, int winner, const char *why)
+{
+    ctx->last[kind] = winner;
+    ctx->last_source[kind] = CLF_SOURCE_NONE;
+    ctx->last_bucket[kind][0] = '\0';
+    ctx->last_why[kind] = why;
+}
+
+/* A kind never resolved, or run in its only way: "not chosen yet", or
+ * "gemm (WHY)". */
+static void
+describe_untimed(char *buf, size_t cap, const clf_context *ctx, int kind)
+{
+    int c = ctx->last[kind];
+
+    if (c < 0)
+        snprintf(buf, cap, "not chosen yet");
+    else
+        snprintf(buf, cap, "%s (%s)", clf__choice_name(kind, c),
+                 ctx->last_why[kind]);
+}
+
+/* One kind for clf_context_kernel_choices: "gemm: blocked (timed
+ * m1024.n512.k512: clblast 1.20 ms, blocked 0.80 ms)". */
+static void
+describe(char *buf, size_t cap, const clf_context *ctx, int kind)
+{
+    static const char *const sources[] = {"not chosen yet", "stored", "timed",
+                                          "forced"};
+    size_t len = strlen(buf);
+    int i, c = ctx->last[kind];
+
+    if (len >= cap)
+        return;
+    len += (size_t)snprintf(buf + len, cap - len, "%s%s: ", len ? "; " : "",
+                            clf__choice_kind_name(kind));
+    if (len >= cap)
+        return;
+    if (c < 0 || ctx->last_why[kind] != NULL) {
+        describe_untimed(buf + len, cap - len, ctx, kind);
+        return;
+    }
+    len += (size_t)snprintf(
+        buf + len, cap - len, "%s (%s%s%s", clf__choice_name(kind, c),
+        sources[ctx->last_source[kind]], ctx->last_bucket[kind][0] ? " " : "",
+        ctx->last_bucket[kind]);
+    for (i = 0; ctx->last_source[kind] == CLF_SOURCE_TIMED &&
+                i < clf__choice_count(kind) && len < cap;
+         i++)
+        len +=
+            ctx->last_ms[kind][i] == 0.0 ? 0 /* did not apply: not timed */
+            : ctx->last_ms[kind][i] < 0.0
+                ? (size_t)snprintf(buf + len, cap - len, "%s%s failed",
+                                   i ? ", " : ": ", clf__choice_name(kind, i))
+                : (size_t)snprintf(buf + len, cap - len, "%s%s %.2f ms",
+                                   i ? ", " : ": ", clf__choice_name(kind, i),
+                                   ctx->last_ms[kind][i]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, ")");
+}
+
+/* "halfgemm: widen (native not offered: REASON)". */
+static void
+describe_not_offered(clf_context *ctx)
+{
+    size_t len = strlen(ctx->choices);
+
+    if (len < sizeof ctx->choices)
+        snprintf(ctx->choices + len, sizeof ctx->choices - len,
+                 "%shalfgemm: widen (native not offered: %s)", len ? "; " : "",
+                 ctx->fp16_why);
+}
+
+CLF_EXTERN const char *
+clf_context_kernel_choices(clf_context *ctx)
+{
+    int k;
+
+    if (ctx == NULL)
+        return "";
+    clf__lock(ctx);
+    ctx->choices[0] = '\0';
+    for (k = 0; k < CLF_KIND_COUNT; k++) {
+        /* The half-weight way shows once a half layer asked for it. */
+        if (k == CLF_KIND_HALFGEMM && ctx->fp16_state == 0 && ctx->last[k] < 0)
+            continue;
+        if (k == CLF_KIND_HALFGEMM && ctx->fp16_state < 0)
+            describe_not_offered(ctx);
+        else
+            describe(ctx->choices, sizeof ctx->choices, ctx, k);
+    }
+    clf__unlock(ctx);
+    return ctx->choices;
+}

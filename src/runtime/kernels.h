@@ -1,0 +1,65 @@
+/* The kernel registry: every program file of cl/, in build order, each
+ * followed by the kernels it defines.
+ *
+ *   FILE(stem)         the file cl/<stem>.cl, embedded as clf__cl_<stem>
+ *   KERNEL(ID, name)   the kernel `name`, reached as ctx->kernels[CLF_K_ID]
+ *
+ * The kernel enum (internal.h), the kernel names, the file names that
+ * CLINFORMER_KERNEL_DIR must hold and the embedded-source table (program.c)
+ * all expand this one list.  Adding a kernel file means: the .cl file, its
+ * FILE and KERNEL lines here, its name in KERNEL_FILES in Makefile.am, and
+ * the host code that calls it.  The files are concatenated in this order
+ * into one program, so common.cl comes first. */
+#ifndef CLINFORMER_KERNELS_H
+#define CLINFORMER_KERNELS_H
+
+#define CLF_KERNEL_REGISTRY(FILE, KERNEL)                                      \
+    FILE(common)                                                               \
+    FILE(projection)                                                           \
+    KERNEL(ROWSUM, clf_rowsum)                                                 \
+    KERNEL(ADD_ROWSUM_BIAS, clf_add_rowsum_bias)                               \
+    FILE(softmax)                                                              \
+    KERNEL(SOFTMAX_ROWS, clf_softmax_rows)                                     \
+    KERNEL(SOFTMAX_VEC, clf_softmax_rows_vec)                                  \
+    KERNEL(SOFTMAX_WG, clf_softmax_rows_wg)                                    \
+    FILE(mask)                                                                 \
+    KERNEL(MASK_ROWS, clf_mask_rows)                                           \
+    KERNEL(MASKED_ROWSUM, clf_masked_rowsum)                                   \
+    KERNEL(MASK_SCORES, clf_mask_scores)                                       \
+    FILE(causal)                                                               \
+    KERNEL(CAUSAL_SCORES, clf_causal_scores)                                   \
+    KERNEL(CAUSAL_APPLY, clf_causal_apply)                                     \
+    FILE(encoder)                                                              \
+    KERNEL(LAYERNORM, clf_layernorm)                                           \
+    KERNEL(ADD, clf_add)                                                       \
+    KERNEL(EMBED, clf_embed)                                                   \
+    FILE(attend)                                                               \
+    KERNEL(KV_TRANSPOSE, clf_kv_transpose)                                     \
+    KERNEL(ATTEND, clf_attend)                                                 \
+    FILE(gemm)                                                                 \
+    KERNEL(GEMM_NN, clf_gemm_nn)                                               \
+    KERNEL(TRANSPOSE, clf_transpose)                                           \
+    KERNEL(ADD_BIAS, clf_add_bias)                                             \
+    KERNEL(GELU, clf_gelu)                                                     \
+    FILE(peaks)                                                                \
+    KERNEL(PEAK_FMA, clf_peak_fma)                                             \
+    KERNEL(PEAK_FMA1, clf_peak_fma1)                                           \
+    KERNEL(PEAK_COPY, clf_peak_copy)                                           \
+    FILE(gemm_tiled)                                                           \
+    KERNEL(GEMM_TILED, clf_gemm_tiled)                                         \
+    KERNEL(GEMM_TILED_REDUCE, clf_gemm_tiled_reduce)                           \
+    FILE(half)                                                                 \
+    KERNEL(HALF_WIDEN, clf_half_widen)                                         \
+    KERNEL(HALF_NARROW, clf_half_narrow)                                       \
+    FILE(flash)                                                                \
+    KERNEL(FLASH, clf_flash)                                                   \
+    KERNEL(FLASH_KEYS, clf_flash_keys)                                         \
+    KERNEL(FLASH_VALUES, clf_flash_values)                                     \
+    FILE(flash_wg)                                                             \
+    KERNEL(FLASH_WG, clf_flash_wg)
+
+/* Expansion helpers: a FILE or KERNEL argument that expands to nothing. */
+#define CLF_REGISTRY_SKIP_FILE(stem)
+#define CLF_REGISTRY_SKIP_KERNEL(id, name)
+
+#endif /* CLINFORMER_KERNELS_H */

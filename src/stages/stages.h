@@ -1,0 +1,159 @@
+/* The stages floor (src/stages): the host side of each attention stage's
+ * kernels, one file per cl/<stem>.cl of the same stem (projection,
+ * softmax, mask, causal, encoder, attend, flash, flash_wg).  It offers the
+ * layer enqueue functions over device buffers and calls the GEMMs and the
+ * runtime below. */
+#ifndef CLF_STAGES_H
+#define CLF_STAGES_H
+
+#include "gemm/gemm.h"
+
+/* How Linformer attention over the compressed slots runs (steps 3 to 5):
+ * undecided until the first forward that could use the fused kernel. */
+enum clf__attend_variant {
+    CLF_ATTEND_UNDECIDED = 0,
+    CLF_ATTEND_GEMM,   /* batched GEMM, row softmax, batched GEMM */
+    CLF_ATTEND_FUSED,  /* the fused attention kernel */
+    CLF_ATTEND_FLASH,  /* the streaming attention kernel (flash.c), any mode */
+    CLF_ATTEND_FLASHWG /* the GPU-shaped streaming kernel (flash_wg.c), every
+                          mode, d_h <= CLF_FLASHWG_DH */
+};
+
+enum clf__softmax_variant {
+    CLF_SOFTMAX_SCALAR = 0, /* one row per work-item */
+    CLF_SOFTMAX_VECTOR,     /* one row per work-item, float8 */
+    CLF_SOFTMAX_GROUP,      /* one work-group per row */
+    CLF_SOFTMAX_VARIANTS
+};
+
+/* projection.c: host side of the projection kernels */
+int clf__rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
+                cl_mem out);
+/* rowsum NULL: add the bias once per slot (rowsum taken as 1). */
+int clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
+                         size_t slots, size_t heads, size_t head_dim,
+                         cl_mem rowsum, size_t rowsum_batch_stride,
+                         int rowsum_per_head, cl_mem bias, int bias_per_head);
+
+/* mask.c: host side of the mask kernels; mask is a batch x n byte buffer. */
+/* The host mask (batch x n bytes, 1 = a real position) from lengths (each
+ * 1..n; CLF_EBAD_SIZE naming the entry otherwise) or, when lengths is
+ * NULL, from key_mask (nonzero = real). */
+int clf__mask_build(unsigned char *mask, size_t batch, size_t n,
+                    const unsigned *lengths, const unsigned char *key_mask);
+int clf__mask_rows(clf_context *ctx, cl_mem src, size_t src_off, cl_mem dst,
+                   size_t dst_off, size_t rows, size_t cols, cl_mem mask);
+int clf__masked_rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n,
+                       size_t ld, size_t batch, cl_mem mask, cl_mem out);
+int clf__mask_scores(clf_context *ctx, cl_mem s, size_t batch, size_t heads,
+                     size_t rows, size_t n, size_t row0, cl_mem mask,
+                     size_t mask_off, int causal);
+
+/* encoder.c: host side of the encoder kernels. */
+int clf__layernorm(clf_context *ctx, cl_mem x, size_t x_off, cl_mem y,
+                   size_t y_off, size_t rows, size_t cols, cl_mem gamma,
+                   cl_mem beta, float eps);
+int clf__residual_add(clf_context *ctx, cl_mem y, size_t y_off, cl_mem x,
+                      size_t x_off, size_t count);
+int clf__embed(clf_context *ctx, cl_mem ids, size_t rows, size_t n, size_t dim,
+               cl_mem tokens, cl_mem positions, cl_mem out);
+
+/* causal.c: host side of the causal kernels. */
+struct clf__causal_shape {
+    size_t batch, heads, n, dh, dq, dkv, k, c, block;
+    size_t block0; /* a shard's first block (its t counts from there) */
+    int kv_per_head;
+    float scale;
+};
+int clf__causal_scores(clf_context *ctx, const struct clf__causal_shape *sh,
+                       cl_mem s, cl_mem q, cl_mem kp, cl_mem mask);
+int clf__causal_apply(clf_context *ctx, const struct clf__causal_shape *sh,
+                      cl_mem o, cl_mem s, cl_mem vp);
+
+/* attend.c: host side of the fused attention kernel: Linformer attention
+ * over L slots in one kernel for `batch` sequences of n queries: kbar and
+ * vbar hold L rows of (kv_per_head ? heads : 1) * dh floats per sequence,
+ * q and o rows of dq floats.  kt needs batch * (kv_per_head ? heads : 1) * dh *
+ * clf__attend_slots(L) floats, s batch * heads * clf__attend_rows(n) *
+ * clf__attend_slots(L).  dh must be a multiple of 16. */
+struct clf__attend_shape {
+    size_t batch, heads, n, dh, dq, L;
+    int kv_per_head;
+    float scale;
+};
+size_t clf__attend_slots(size_t L);
+size_t clf__attend_rows(size_t n);
+int clf__attend(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
+                cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem s, cl_mem o);
+/* The GEMM path of the same steps, for `seqs` sequences from b, query
+ * rows r0 to r0 + rows of each (seqs > 1: all rows): S = Q_h Kbar_h^T *
+ * scale into s at s_off (sequence j, head h at s_off + (j * heads + h) *
+ * rows * ld, rows of stride ld), and O_h = P_h Vbar_h. */
+int clf__attend_scores(clf_context *ctx, const struct clf__attend_shape *sh,
+                       size_t b, size_t seqs, size_t r0, size_t rows, cl_mem q,
+                       cl_mem kbar, cl_mem s, size_t s_off, size_t ld);
+int clf__attend_weigh(clf_context *ctx, const struct clf__attend_shape *sh,
+                      size_t b, size_t seqs, size_t r0, size_t rows, cl_mem s,
+                      size_t s_off, size_t ld, cl_mem vbar, cl_mem o);
+
+/* flash.c: streaming (online-softmax) attention in one kernel, every
+ * mode.  at: as for clf__attend, L the slots (Linformer) or n (full mode);
+ * causal: full mode masks keys after the query; block > 0: prefix-safe
+ * causal Linformer, c slots per block, the exact window read from pk and
+ * pv (n rows of dkv floats per sequence, head column h * dh when
+ * window_per_head).  mask: batch x n bytes or NULL (full mode: padding
+ * keys; causal Linformer: padding in the window).  kt needs
+ * clf__flash_kt_floats(sh) floats (the keys and the values repacked tile
+ * by tile); no score buffer. */
+struct clf__flash_shape {
+    struct clf__attend_shape at;
+    int full; /* full mode: L = n keys */
+    int causal;
+    size_t c, block, dkv;
+    int window_per_head;
+};
+size_t clf__flash_kt_floats(const struct clf__flash_shape *sh);
+/* Blocks of CLF_FLASH_ROWS query rows each work-item of the streaming
+ * kernel takes for L keys or slots: CLF_FLASH_BLOCKS from
+ * CLF_FLASH_LONG_KEYS keys on, half as many below (ctx->flash_blocks,
+ * when set, instead). */
+#define CLF_FLASH_LONG_KEYS 8192
+size_t clf__flash_blocks(const clf_context *ctx, size_t L);
+int clf__flash(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
+               cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem o, cl_mem mask,
+               cl_mem pk, cl_mem pv);
+/* The way (enum clf__attend_variant) for steps 3 to 5 of this shape in any
+ * mode: pinned, forced, stored, or timed now among the ways that apply
+ * (fused only where fusable, flashwg only where clf__flash_wg_applies)
+ * and stored; bucketed by mode, powers of two
+ * of n and L, heads and dh exact.  A forced way that does not apply falls
+ * back to the GEMM path. */
+int clf__flash_resolve(clf_context *ctx, const struct clf__flash_shape *sh,
+                       int fusable, int softmax, int *variant);
+
+/* flash_wg.c: the same steps in the GPU-shaped streaming kernel, work-groups
+ * of CLF_FLASHWG_ROWS rows of one head and sequence, reading kbar and vbar
+ * (batch x L rows of hc dh floats) directly: no workspace.  Arguments as
+ * clf__flash.  It applies (1, else 0) where d_h <= CLF_FLASHWG_DH and the
+ * device and compiled kernel take its work-groups and local memory;
+ * clf__flash_wg fails with CLF_EINVALID_ARGUMENT where it does not. */
+int clf__flash_wg_applies(const clf_context *ctx,
+                          const struct clf__flash_shape *sh);
+/* The work-groups one launch has: ceil(n / rows) x heads x batch. */
+size_t clf__flash_wg_groups(const struct clf__flash_shape *sh);
+int clf__flash_wg(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
+                  cl_mem kbar, cl_mem vbar, cl_mem o, cl_mem mask, cl_mem pk,
+                  cl_mem pv);
+
+/* softmax.c: host side of the softmax kernels; rows of `cols` contiguous floats
+ * starting at element `off`. */
+int clf__softmax_rows(clf_context *ctx, cl_mem s, size_t off, size_t rows,
+                      size_t cols);
+int clf__softmax_rows_variant(clf_context *ctx, int variant, cl_mem s,
+                              size_t off, size_t rows, size_t cols);
+/* The variant for rows x cols scores: forced, stored, or timed now on that
+ * shape and stored (choose.c); bucketed by powers of two of rows and cols. */
+int clf__softmax_resolve(clf_context *ctx, size_t rows, size_t cols,
+                         int *variant);
+
+#endif /* CLF_STAGES_H */

@@ -2,7 +2,9 @@
 # Compiles every OpenCL program of cl/ offline for AMD GPUs (Debian's
 # clang-15 with libclc-15's amdgcn bitcode), as the library builds them:
 # the registry's files of src/runtime/kernels.h concatenated in order with the -D
-# options of src/runtime/kernel_params.h, and cl/half_gemm.cl alone.  Prints, per
+# options of src/runtime/kernel_params.h, cl/half_gemm.cl alone, and the
+# wide-head build of cl/flash_wg.cl (program flash_wg_wide: its
+# CLF_FLASHWG_WIDE_* sizes, as src/stages/flash_wg.c builds it).  Prints, per
 # target and kernel, the registers, scratch (spills), local memory and
 # occupancy the compiler reports, and whether the kernel fits a GPU: no
 # scratch, and on gfx90a at least 4 waves per SIMD.
@@ -61,8 +63,16 @@ for f in $files; do
     cat "$top/cl/$f.cl"
 done >"$tmp/main.cl"
 cp "$top/cl/half_gemm.cl" "$tmp/half_gemm.cl"
-opts=$(sed -n 's/.*X(\(CLF_[A-Z0-9_]*\), *\([0-9]*\)).*/-D\1=\2/p' \
-    "$top/src/runtime/kernel_params.h" | tr '\n' ' ')
+cat "$top/cl/common.cl" "$top/cl/flash_wg.cl" >"$tmp/flash_wg_wide.cl"
+params() { sed -n 's/.*X(\(CLF_[A-Z0-9_]*\), *\([0-9]*\)).*/\1 \2/p' \
+    "$top/src/runtime/kernel_params.h"; }
+opts=$(params | awk '{ printf "-D%s=%s ", $1, $2 }')
+# The wide build: ROWS, SPLIT, DH and KEYS take the WIDE_ values.
+wide_opts=$(params | awk '{ v[$1] = $2; o[NR] = $1 }
+    END { for (i = 1; i <= NR; i++) { n = o[i]; x = v[n]
+              if (n ~ /^CLF_FLASHWG_(ROWS|SPLIT|DH|KEYS)$/) {
+                  w = n; sub("CLF_FLASHWG_", "CLF_FLASHWG_WIDE_", w); x = v[w] }
+              printf "-D%s=%s ", n, x } }')
 
 # The compiler's comments after each kernel's label, one line a kernel.
 report() { # target program asm
@@ -82,11 +92,13 @@ report() { # target program asm
 }
 
 for t in $targets; do
-    for p in main half_gemm; do
+    for p in main half_gemm flash_wg_wide; do
+        o=$opts
+        [ "$p" = flash_wg_wide ] && o=$wide_opts
         # shellcheck disable=SC2086
         if ! "$clang" -x cl -cl-std=CL1.2 -target amdgcn-amd-amdhsa \
             -mcpu="$t" -nogpulib -Xclang -mlink-bitcode-file -Xclang "$clc" \
-            -Wno-linker-warnings $opts -O3 -S -o "$tmp/$p-$t.s" \
+            -Wno-linker-warnings $o -O3 -S -o "$tmp/$p-$t.s" \
             "$tmp/$p.cl" 2>"$tmp/err"; then
             echo "gpu-shape: $p.cl does not compile for $t:" >&2
             sed 's/^/  /' "$tmp/err" | head -20 >&2
@@ -97,9 +109,9 @@ for t in $targets; do
     done
 done
 
-printf '%-8s %-10s %-24s %5s %5s %8s %6s %4s %s\n' target program kernel \
+printf '%-8s %-13s %-24s %5s %5s %8s %6s %4s %s\n' target program kernel \
     vgprs agprs scratch lds occ fit
-awk -F '\t' '{ printf "%-8s %-10s %-24s %5s %5s %8s %6s %4s %s\n",
+awk -F '\t' '{ printf "%-8s %-13s %-24s %5s %5s %8s %6s %4s %s\n",
     $1, $2, $3, $4, $5, $6, $7, $8, $9 }' "$tmp/table"
 total=$(wc -l <"$tmp/table")
 unfit=$(awk -F '\t' '$9 == "no"' "$tmp/table" | wc -l)

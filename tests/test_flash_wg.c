@@ -3,8 +3,10 @@
  * causal Linformer, with and without padding masks, every K/V sharing,
  * sizes off its tiles (64 rows a group, 8 keys a tile, 16 columns an
  * item): n = 1, n not a multiple of 64, k > n, large batches of short
- * sequences, d_h below, off and at its widest.  Heads wider than
- * CLF_FLASHWG_DH fall back to the GEMM path.
+ * sequences, d_h below, off and at its widest, in both builds (the main
+ * program's up to CLF_FLASHWG_DH, the wide one of 32 rows a group up to
+ * CLF_FLASHWG_WIDE_DH).  Heads wider than that fall back to the GEMM
+ * path.
  *
  * Tolerance against the double-precision reference: max |y - y_ref| <=
  * 1e-5 * max |y_ref| over the whole output, as test_flash. */
@@ -21,27 +23,34 @@
 
 enum mask_kind { NO_MASK, LENGTHS, BYTES };
 
-/* Whether this device runs the kernel's work-groups at all (a 64-wide
- * head): some drivers allow the compiled kernel fewer work-items than a
+/* Whether this device runs the work-groups of the build for heads of dh
+ * at all: some drivers allow the compiled kernel fewer work-items than a
  * group needs (llvmpipe: 32), and the candidate then does not apply. */
 static int
-device_fits(void)
+device_fits_dh(size_t dh)
 {
     struct clf__flash_shape sh;
     static int said;
 
     ck_assert_int_eq(clf_context_build(tu_context()), 0);
     memset(&sh, 0, sizeof sh);
-    sh.at.dh = CLF_FLASHWG_DH;
+    sh.at.dh = dh;
     if (clf__flash_wg_applies(tu_context(), &sh))
         return 1;
     if (!said++)
-        printf("# flashwg does not apply on this device: its kernel takes "
-               "work-groups of %zu, not %d; checking that it is refused and "
-               "falls back\n",
-               tu_context()->kernel_wg[CLF_K_FLASH_WG],
+        printf("# flashwg does not apply on this device for d_h %zu: its "
+               "kernel takes work-groups of %zu, not %d; checking that it is "
+               "refused and falls back\n",
+               dh, tu_context()->kernel_wg[CLF_K_FLASH_WG],
                CLF_FLASHWG_ROWS * CLF_FLASHWG_SPLIT);
     return 0;
+}
+
+/* ... for the main program's build (a 64-wide head). */
+static int
+device_fits(void)
+{
+    return device_fits_dh(CLF_FLASHWG_DH);
 }
 
 /* One forward with steps 3 to 5 forced to `way` against the reference;
@@ -80,7 +89,7 @@ check_way(struct layer *l, int way, int flash_wg, clf_mode mode, int causal,
                   "forward: %s", clf_last_error());
     /* Where the device cannot run it, a forced flashwg falls back. */
     ck_assert_int_eq(clf__attention_last_flash_wg(l->att),
-                     flash_wg && device_fits());
+                     flash_wg && device_fits_dh(l->ref.dh));
     ref_attention_ex(&l->ref, mode == CLF_MODE_FULL, x, B, n,
                      mk == NO_MASK ? NULL : mask, causal, l->desc.causal_block,
                      ref);
@@ -122,6 +131,11 @@ static const struct layer_sizes layers[] = {
     {32, 2, 0, 130, 65, 26, CLF_SHARE_HEADWISE, 1, 0},  /* d_h 16 */
     {21, 3, 0, 30, 15, 6, CLF_SHARE_KEY_VALUE, 0, 1},   /* d_h 7 */
     {64, 1, 64, 80, 40, 16, CLF_SHARE_PER_HEAD, 0, 0},  /* widest */
+    /* The wide build: just past the main one, off its vectors, widest. */
+    {65, 1, 65, 70, 35, 14, CLF_SHARE_HEADWISE, 0, 0},
+    {100, 2, 50, 40, 20, 8, CLF_SHARE_KEY_VALUE, 0, 1}, /* d_h 50, shared */
+    {150, 2, 75, 70, 21, 10, CLF_SHARE_PER_HEAD, 0, 0},
+    {128, 1, 128, 75, 30, 15, CLF_SHARE_HEADWISE, 1, 0},
 };
 
 static void
@@ -211,12 +225,13 @@ START_TEST(flashwg_short_sequences_and_large_batches)
 END_TEST
 
 /* Forced by name through CLINFORMER_KERNELS, as a user forces it; and
- * where the heads are wider than CLF_FLASHWG_DH the forward falls back to
- * the GEMM path (same numbers), and timing reports it as not timed. */
+ * where the heads are wider than CLF_FLASHWG_WIDE_DH the forward falls
+ * back to the GEMM path (same numbers), and timing reports it as not
+ * timed. */
 START_TEST(flashwg_forced_by_name_and_falls_back)
 {
     static const struct layer_sizes wide = {
-        160, 2, CLF_FLASHWG_DH + 16, 40, 12, 10, CLF_SHARE_HEADWISE, 0, 0};
+        288, 2, CLF_FLASHWG_WIDE_DH + 16, 40, 12, 10, CLF_SHARE_HEADWISE, 0, 0};
     char *was = getenv("CLINFORMER_KERNELS");
     struct clf__flash_shape sh;
     struct layer l;
@@ -237,6 +252,9 @@ START_TEST(flashwg_forced_by_name_and_falls_back)
     ck_assert_int_eq(clf__flash_wg_applies(l.att->ctx, &sh), 0);
     sh.at.dh = CLF_FLASHWG_DH;
     ck_assert_int_eq(clf__flash_wg_applies(l.att->ctx, &sh), device_fits());
+    sh.at.dh = CLF_FLASHWG_WIDE_DH;
+    ck_assert_int_eq(clf__flash_wg_applies(l.att->ctx, &sh),
+                     device_fits_dh(CLF_FLASHWG_WIDE_DH));
     for (mode = 0; mode < 2; mode++) {
         check_way(&l, CLF_ATTEND_UNDECIDED, 0, (clf_mode)mode, 1, LENGTHS, 2,
                   33, 16003);
@@ -332,7 +350,7 @@ direct_check(const struct direct *c, unsigned long long seed)
     mm = clCreateBuffer(ctx->context, CL_MEM_COPY_HOST_PTR, c->B * c->n, mask,
                         &err);
     ck_assert_ptr_nonnull(mm);
-    if (!device_fits()) {
+    if (!device_fits_dh(c->dh)) {
         ASSERT_FAILS(clf__flash_wg(ctx, &sh, mq, mk, mv, mo,
                                    c->masked ? mm : NULL, NULL, NULL),
                      CLF_EINVALID_ARGUMENT, "does not fit");
@@ -376,14 +394,15 @@ direct_check(const struct direct *c, unsigned long long seed)
 /* Rows whose every key is masked (causal, keys 0..2 padding: rows 0 to 2
  * see nothing) give zeros, not NaN; groups with a row tail, several
  * heads and sequences, shared and per-head keys, heads of 5, 10, 20
- * (float4 loads) and 64 columns. */
+ * (float4 loads), 64 columns, and the wide build's 65, 100 and 128. */
 START_TEST(flashwg_kernel_matches_host)
 {
     static const struct direct cases[] = {
         {1, 1, 70, 70, 5, 0, 1, 1, 1},    {1, 1, 150, 70, 10, 0, 0, 0, 0},
         {2, 3, 70, 70, 10, 1, 1, 1, 1},   {3, 3, 150, 70, 10, 0, 0, 0, 0},
         {2, 2, 130, 130, 20, 1, 1, 0, 1}, {1, 2, 65, 9, 64, 1, 0, 0, 0},
-        {2, 1, 100, 100, 64, 0, 1, 1, 0},
+        {2, 1, 100, 100, 64, 0, 1, 1, 0}, {1, 2, 70, 70, 65, 1, 1, 1, 1},
+        {2, 1, 40, 33, 100, 0, 0, 0, 0},  {1, 1, 66, 66, 128, 0, 1, 0, 1},
     };
     size_t i;
 
@@ -408,6 +427,11 @@ START_TEST(flashwg_production_launch_geometry)
                       32768);
     sh.at.n = 65;
     ck_assert_uint_eq(clf__flash_wg_groups(&sh), 16);
+    /* Heads of 128: the wide build's 32 rows a group. */
+    sh.at.n = 4096;
+    sh.at.dh = CLF_FLASHWG_WIDE_DH;
+    ck_assert_uint_eq(clf__flash_wg_rows(&sh), 32);
+    ck_assert_uint_eq(clf__flash_wg_groups(&sh), 1024);
 }
 END_TEST
 

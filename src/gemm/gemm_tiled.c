@@ -149,27 +149,11 @@ is_default(const struct clf__tiled_cfg *cfg)
 static void
 tiled_options(const struct clf__tiled_cfg *cfg, char *buf, size_t cap)
 {
-    static const char *const names[] = {
-#define NAME(name, value) #name,
-        CLF_KERNEL_PARAMS(NAME)
-#undef NAME
-    };
-    static const size_t values[] = {
-#define VALUE(name, value) value,
-        CLF_KERNEL_PARAMS(VALUE)
-#undef VALUE
-    };
-    size_t len = (size_t)snprintf(buf, cap, "-cl-std=CL1.2"), i;
-    int j;
+    static const char *const over[CLF_TILED_NPARAM] = {
+        "CLF_TILED_MWG",  "CLF_TILED_NWG",  "CLF_TILED_KWG",
+        "CLF_TILED_MDIM", "CLF_TILED_NDIM", "CLF_TILED_VW"};
 
-    for (i = 0; i < sizeof names / sizeof names[0] && len < cap; i++) {
-        size_t v = values[i];
-        for (j = 0; j < CLF_TILED_NPARAM; j++)
-            if (strncmp(names[i], "CLF_TILED_", 10) == 0 &&
-                strcmp(names[i] + 10, clf__tiled_names[j]) == 0)
-                v = cfg->v[j];
-        len += (size_t)snprintf(buf + len, cap - len, " -D%s=%zu", names[i], v);
-    }
+    clf__kernel_options(over, cfg->v, CLF_TILED_NPARAM, buf, cap);
 }
 
 /* The program, kernel and workspace of a state (sizes kept). */

@@ -46,7 +46,16 @@
     X(CLF_FLASHWG_ROWS, 64)                                                    \
     X(CLF_FLASHWG_SPLIT, 4)                                                    \
     X(CLF_FLASHWG_DH, 64)                                                      \
-    X(CLF_FLASHWG_KEYS, 8)
+    X(CLF_FLASHWG_KEYS, 8)                                                     \
+    /* Its build for heads wider than CLF_FLASHWG_DH, up to WIDE_DH: the       \
+     * same 16 columns an item and groups of 256, so half as many rows a       \
+     * group, and tiles of 4 keys: with 8, gfx90a needs 144 registers (3       \
+     * waves) and gfx1100 spills; with 4, 103 and 111, no scratch, 8 KiB of    \
+     * local memory (src/stages/flash_wg.c builds it on first need). */        \
+    X(CLF_FLASHWG_WIDE_ROWS, 32)                                               \
+    X(CLF_FLASHWG_WIDE_SPLIT, 8)                                               \
+    X(CLF_FLASHWG_WIDE_DH, 128)                                                \
+    X(CLF_FLASHWG_WIDE_KEYS, 4)
 
 #define CLF_KERNEL_PARAM_ENUM(name, value) name = value,
 enum clf__kernel_param { CLF_KERNEL_PARAMS(CLF_KERNEL_PARAM_ENUM) };

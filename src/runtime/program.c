@@ -506,3 +506,29 @@ clf__program_build_part(clf_context *ctx, const unsigned char *files,
     *out = prog;
     return 0;
 }
+
+void
+clf__kernel_options(const char *const *over, const size_t *val, size_t n,
+                    char *buf, size_t cap)
+{
+    static const char *const names[] = {
+#define NAME(name, value) #name,
+        CLF_KERNEL_PARAMS(NAME)
+#undef NAME
+    };
+    static const size_t values[] = {
+#define VALUE(name, value) value,
+        CLF_KERNEL_PARAMS(VALUE)
+#undef VALUE
+    };
+    size_t len = (size_t)snprintf(buf, cap, "-cl-std=CL1.2"), i, j;
+
+    for (i = 0; i < sizeof names / sizeof names[0] && len < cap; i++) {
+        size_t v = values[i];
+
+        for (j = 0; j < n; j++)
+            if (strcmp(names[i], over[j]) == 0)
+                v = val[j];
+        len += (size_t)snprintf(buf + len, cap - len, " -D%s=%zu", names[i], v);
+    }
+}

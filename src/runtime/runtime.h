@@ -295,6 +295,11 @@ clf__splitmix64(unsigned long long *state)
             return clf__fail(e_, "clSetKernelArg %d failed (%d)", (i), e_);    \
     } while (0)
 
+/* program.c: the build options of every program ("-cl-std=CL1.2" and a
+ * -D option for each entry of kernel_params.h), with the entries named in
+ * over[0 .. n - 1] given the values val[] instead; truncated to cap. */
+void clf__kernel_options(const char *const *over, const size_t *val, size_t n,
+                         char *buf, size_t cap);
 /* program.c: a program of the registry's files marked in files (indexed
  * as clf__kernel_files), built with `options` in place of the usual ones
  * and cached on disk the same way (the options are part of the key). */

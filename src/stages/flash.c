@@ -2,7 +2,7 @@
  * 5 of the forward in one kernel, in every mode, without a score buffer;
  * and the choice, per device and shape, between it, the GEMM path, (plain
  * Linformer, d_h a multiple of 16) the fused kernel and (d_h up to
- * CLF_FLASHWG_DH, where the device takes its work-groups) the GPU-shaped
+ * CLF_FLASHWG_WIDE_DH, where the device takes its work-groups) the GPU-shaped
  * streaming kernel of flash_wg.c. */
 #include "stages/stages.h"
 
@@ -292,8 +292,8 @@ time_ways(clf_context *ctx, const char *bucket, struct flash_timing *t,
  * short; the way candidates apply (the work-group kernel where its
  * groups fit the device and d_h fits its tiles). */
 static void
-timing_shape(const clf_context *ctx, const struct clf__flash_shape *sh,
-             int fusable, int softmax, struct flash_timing *t)
+timing_shape(clf_context *ctx, const struct clf__flash_shape *sh, int fusable,
+             int softmax, struct flash_timing *t)
 {
     const int full = sh->full;
     size_t cap = 4096;

@@ -1,34 +1,154 @@
 /* Host side of the GPU-shaped streaming attention kernel (cl/, same
  * stem): steps 3 to 5 in one kernel with work-groups of
- * CLF_FLASHWG_ROWS query rows, keys and values staged in local memory.
+ * CLF_FLASHWG_ROWS query rows (CLF_FLASHWG_WIDE_ROWS for heads wider than
+ * CLF_FLASHWG_DH), keys and values staged in local memory.
  * It reads Kbar and Vbar as the forward leaves them, so it needs no
  * workspace of its own. */
 #include "stages/stages.h"
 
-#define FW_ITEMS ((size_t)CLF_FLASHWG_ROWS * CLF_FLASHWG_SPLIT)
+#include <string.h>
+
+/* The two builds of the kernel: the main program's for heads up to
+ * CLF_FLASHWG_DH, and one of its own for heads up to CLF_FLASHWG_WIDE_DH
+ * (the same columns an item, more items a row, fewer rows a group). */
+struct fw_geom {
+    size_t rows, split, dh, keys;
+};
+static const struct fw_geom narrow = {CLF_FLASHWG_ROWS, CLF_FLASHWG_SPLIT,
+                                      CLF_FLASHWG_DH, CLF_FLASHWG_KEYS};
+static const struct fw_geom wide = {CLF_FLASHWG_WIDE_ROWS,
+                                    CLF_FLASHWG_WIDE_SPLIT, CLF_FLASHWG_WIDE_DH,
+                                    CLF_FLASHWG_WIDE_KEYS};
+
+/* The build for heads of dh, NULL when none takes them. */
+static const struct fw_geom *
+geom_for(size_t dh)
+{
+    return dh <= narrow.dh ? &narrow : dh <= wide.dh ? &wide : NULL;
+}
+
+static size_t
+fw_items(const struct fw_geom *g)
+{
+    return g->rows * g->split;
+}
+
 /* The kernel's __local arrays: two tiles of keys and values and the
  * partial scores of every item. */
-#define FW_LOCAL_BYTES                                                         \
-    (sizeof(float) *                                                           \
-     (2 * (size_t)CLF_FLASHWG_KEYS * CLF_FLASHWG_DH +                          \
-      (size_t)CLF_FLASHWG_SPLIT * CLF_FLASHWG_KEYS * CLF_FLASHWG_ROWS))
+static size_t
+fw_local_bytes(const struct fw_geom *g)
+{
+    return sizeof(float) * (2 * g->keys * g->dh + g->split * g->keys * g->rows);
+}
+
+/* The wide build in a context: made on first need; failed 1 when its
+ * build failed (then it is not offered, and not tried again). */
+struct fw_state {
+    cl_program program;
+    cl_kernel kernel;
+    size_t wg; /* CL_KERNEL_WORK_GROUP_SIZE */
+    int failed;
+};
+
+static void
+release_state(clf_context *ctx, void *state)
+{
+    struct fw_state *st = state;
+
+    (void)ctx;
+    if (st->kernel != NULL)
+        clReleaseKernel(st->kernel);
+    if (st->program != NULL)
+        clReleaseProgram(st->program);
+}
+
+static const char state_key = 0;
+
+static int
+build_wide(clf_context *ctx, struct fw_state *st)
+{
+    static const char *const over[] = {"CLF_FLASHWG_ROWS", "CLF_FLASHWG_SPLIT",
+                                       "CLF_FLASHWG_DH"};
+    const size_t val[] = {wide.rows, wide.split, wide.dh};
+    unsigned char files[CLF_KERNEL_FILES] = {0};
+    char options[2048];
+    cl_int err;
+    size_t i;
+
+    for (i = 0; i < (size_t)CLF_KERNEL_FILES; i++)
+        files[i] = strcmp(clf__kernel_files[i], "common.cl") == 0 ||
+                   strcmp(clf__kernel_files[i], "flash_wg.cl") == 0;
+    clf__kernel_options(over, val, sizeof val / sizeof val[0], options,
+                        sizeof options);
+    CLF_TRY(clf__program_build_part(ctx, files, options, &st->program));
+    st->kernel = clCreateKernel(st->program, "clf_flash_wg", &err);
+    if (st->kernel == NULL)
+        return clf__fail(err,
+                         "kernel clf_flash_wg (d_h <= %zu): "
+                         "clCreateKernel failed (%d)",
+                         wide.dh, err);
+    if (clGetKernelWorkGroupInfo(st->kernel, ctx->device,
+                                 CL_KERNEL_WORK_GROUP_SIZE, sizeof st->wg,
+                                 &st->wg, NULL) != CL_SUCCESS)
+        st->wg = 0;
+    return 0;
+}
+
+/* The kernel of build g and the work-items it takes a group (0: none);
+ * the wide one is built here the first time (ctx locked). */
+static cl_kernel
+kernel_of(clf_context *ctx, const struct fw_geom *g, size_t *wg)
+{
+    struct fw_state *st;
+
+    *wg = 0;
+    if (g == &narrow) {
+        *wg = ctx->kernel_wg[CLF_K_FLASH_WG];
+        return ctx->kernels[CLF_K_FLASH_WG];
+    }
+    st = clf__feature(ctx, &state_key, sizeof *st, release_state);
+    if (st == NULL || st->failed)
+        return NULL;
+    if (st->kernel == NULL && build_wide(ctx, st) != 0) {
+        st->failed = 1; /* the forward falls back: not offered */
+        return NULL;
+    }
+    *wg = st->wg;
+    return st->kernel;
+}
 
 int
-clf__flash_wg_applies(const clf_context *ctx, const struct clf__flash_shape *sh)
+clf__flash_wg_applies(clf_context *ctx, const struct clf__flash_shape *sh)
 {
+    const struct fw_geom *g = geom_for(sh->at.dh);
+    size_t wg;
+    int ok;
+
     /* The group is one tile of rows: a compiled kernel that takes fewer
      * work-items (CL_KERNEL_WORK_GROUP_SIZE, at most the device's limit),
      * or a device with less local memory, cannot run it. */
-    return sh->at.dh <= CLF_FLASHWG_DH &&
-           ctx->kernel_wg[CLF_K_FLASH_WG] >= FW_ITEMS &&
-           ctx->info.local_mem >= FW_LOCAL_BYTES;
+    if (g == NULL || ctx->info.local_mem < fw_local_bytes(g))
+        return 0;
+    clf__lock(ctx);
+    ok = kernel_of(ctx, g, &wg) != NULL && wg >= fw_items(g);
+    clf__unlock(ctx);
+    return ok;
+}
+
+size_t
+clf__flash_wg_rows(const struct clf__flash_shape *sh)
+{
+    const struct fw_geom *g = geom_for(sh->at.dh);
+
+    return g != NULL ? g->rows : narrow.rows;
 }
 
 size_t
 clf__flash_wg_groups(const struct clf__flash_shape *sh)
 {
-    return (sh->at.n + CLF_FLASHWG_ROWS - 1) / CLF_FLASHWG_ROWS * sh->at.heads *
-           sh->at.batch;
+    const size_t rows = clf__flash_wg_rows(sh);
+
+    return (sh->at.n + rows - 1) / rows * sh->at.heads * sh->at.batch;
 }
 
 /* Arguments 11 on: the masks and the causal window. */
@@ -61,21 +181,24 @@ flash_wg_unlocked(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
                   cl_mem pv)
 {
     const struct clf__attend_shape *a = &sh->at;
-    cl_kernel f = ctx->kernels[CLF_K_FLASH_WG];
+    const struct fw_geom *geo = geom_for(a->dh);
+    cl_kernel f;
     cl_uint ldq = (cl_uint)a->dq, n = (cl_uint)a->n, L = (cl_uint)a->L;
     cl_uint dh = (cl_uint)a->dh, heads = (cl_uint)a->heads;
     cl_uint per = a->kv_per_head != 0;
     float scale = a->scale;
-    size_t g[3], local[3] = {FW_ITEMS, 1, 1};
+    size_t g[3], local[3] = {0, 1, 1}, wg;
     cl_int err;
 
     if (a->n == 0 || a->batch == 0)
         return 0;
     if (!clf__flash_wg_applies(ctx, sh))
         return clf__fail(CLF_EINVALID_ARGUMENT,
-                         "flashwg: d_h %zu or this device does not fit its "
-                         "work-groups of %zu",
-                         a->dh, FW_ITEMS);
+                         "flashwg: d_h %zu (at most %zu) or this device does "
+                         "not fit its work-groups of %zu",
+                         a->dh, wide.dh, fw_items(geo ? geo : &narrow));
+    f = kernel_of(ctx, geo, &wg);
+    local[0] = fw_items(geo);
     CLF_SET_ARG(f, 0, q);
     CLF_SET_ARG(f, 1, ldq);
     CLF_SET_ARG(f, 2, kbar);
@@ -88,7 +211,7 @@ flash_wg_unlocked(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
     CLF_SET_ARG(f, 9, per);
     CLF_SET_ARG(f, 10, scale);
     CLF_TRY(set_mode_args(f, sh, mask, pk, pv, q));
-    g[0] = (a->n + CLF_FLASHWG_ROWS - 1) / CLF_FLASHWG_ROWS * FW_ITEMS;
+    g[0] = (a->n + geo->rows - 1) / geo->rows * local[0];
     g[1] = a->heads;
     g[2] = a->batch;
     err = clf__enqueue_nd(ctx, f, 3, g, local);

@@ -16,7 +16,7 @@ enum clf__attend_variant {
     CLF_ATTEND_FUSED,  /* the fused attention kernel */
     CLF_ATTEND_FLASH,  /* the streaming attention kernel (flash.c), any mode */
     CLF_ATTEND_FLASHWG /* the GPU-shaped streaming kernel (flash_wg.c), every
-                          mode, d_h <= CLF_FLASHWG_DH */
+                          mode, d_h <= CLF_FLASHWG_WIDE_DH */
 };
 
 enum clf__softmax_variant {
@@ -132,14 +132,17 @@ int clf__flash_resolve(clf_context *ctx, const struct clf__flash_shape *sh,
                        int fusable, int softmax, int *variant);
 
 /* flash_wg.c: the same steps in the GPU-shaped streaming kernel, work-groups
- * of CLF_FLASHWG_ROWS rows of one head and sequence, reading kbar and vbar
- * (batch x L rows of hc dh floats) directly: no workspace.  Arguments as
- * clf__flash.  It applies (1, else 0) where d_h <= CLF_FLASHWG_DH and the
- * device and compiled kernel take its work-groups and local memory;
- * clf__flash_wg fails with CLF_EINVALID_ARGUMENT where it does not. */
-int clf__flash_wg_applies(const clf_context *ctx,
-                          const struct clf__flash_shape *sh);
-/* The work-groups one launch has: ceil(n / rows) x heads x batch. */
+ * of clf__flash_wg_rows rows of one head and sequence, reading kbar and
+ * vbar (batch x L rows of hc dh floats) directly: no workspace.  Arguments
+ * as clf__flash.  It applies (1, else 0) where d_h <= CLF_FLASHWG_WIDE_DH
+ * and the device and compiled kernel take its work-groups and local memory
+ * (heads wider than CLF_FLASHWG_DH need a build of their own, made here
+ * on first need; takes the lock); clf__flash_wg fails with
+ * CLF_EINVALID_ARGUMENT where it does not apply. */
+int clf__flash_wg_applies(clf_context *ctx, const struct clf__flash_shape *sh);
+/* The query rows of one work-group for the shape's heads, and the
+ * work-groups one launch has: ceil(n / rows) x heads x batch. */
+size_t clf__flash_wg_rows(const struct clf__flash_shape *sh);
 size_t clf__flash_wg_groups(const struct clf__flash_shape *sh);
 int clf__flash_wg(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
                   cl_mem kbar, cl_mem vbar, cl_mem o, cl_mem mask, cl_mem pk,

@@ -401,12 +401,15 @@ flash_run(clf_context *ctx, const struct flash_case *f, int wg,
  * Linformer with its window; 7 rows (a row tail), d_h 83 (64 + 16 + 3
  * columns), shared and per-head keys.  wg: the work-group kernel, 70 rows
  * (two groups, the second partial, the causal window crossing blocks)
- * and d_h 19 (no whole float4s, and some items own no column). */
+ * and d_h 19 (no whole float4s, and some items own no column); wg 2: its
+ * wide build at d_h 83, one sequence of 33 rows (two groups of 32, the
+ * second of one row), per-head keys only (the simulator is slow). */
 static void
 check_flash(clf_context *ctx, int wg)
 {
     enum { B = 2, H = 2, N = 70, DH = 83, DQ = H * DH, LMAX = 70 };
-    const size_t n = wg ? N : 7, dh = wg ? 19 : DH, dq = H * dh;
+    const size_t n = wg == 2 ? 33 : wg ? N : 7, dh = wg == 1 ? 19 : DH;
+    const size_t dq = H * dh, batch = wg == 2 ? 1 : B;
     static float q[B * N * DQ], kv[B * LMAX * DQ], vv[B * LMAX * DQ];
     static float pk[B * N * DQ], pv[B * N * DQ];
     static const unsigned char mask7[B * 7] = {1, 1, 0, 1, 1, 0, 1,
@@ -424,10 +427,10 @@ check_flash(clf_context *ctx, int wg)
     fill(vv, B * LMAX * DQ, 52);
     fill(pk, B * N * DQ, 53);
     fill(pv, B * N * DQ, 54);
-    for (per = 0; per < 2; per++)
+    for (per = wg == 2; per < 2; per++)
         for (mode = 0; mode < 4; mode++) {
             memset(&f, 0, sizeof f);
-            f.sh.at.batch = B;
+            f.sh.at.batch = batch;
             f.sh.at.heads = H;
             f.sh.at.n = n;
             f.sh.at.dh = dh;
@@ -938,6 +941,7 @@ main(void)
     check_attend(ctx);
     check_flash(ctx, 0);
     check_flash(ctx, 1);
+    check_flash(ctx, 2);
     check_gemm(ctx);
     check_tiled(ctx);
     check_half(ctx);

@@ -73,7 +73,8 @@ START_TEST(choice_force_is_used)
     setenv("CLINFORMER_KERNELS", "gemm=blocked,softmax=vector", 1);
     ck_assert_int_eq(clf__softmax_resolve(ctx, 100, 100, &v), 0);
     ck_assert_int_eq(v, CLF_SOFTMAX_VECTOR);
-    ck_assert_int_eq(clf__gemm_resolve(ctx, 100, 64, 64, &v), 0);
+    ck_assert_int_eq(clf__gemm_resolve(ctx, CLF_ROLE_PROJ, 100, 64, 64, 1, &v),
+                     0);
     ck_assert_int_eq(v, CLF_GEMM_BLOCKED);
     unsetenv("CLINFORMER_KERNELS");
     /* Lifting the force: nothing stored, so it is timed. */
@@ -165,7 +166,8 @@ START_TEST(choice_store_is_read_by_a_fresh_context)
     fresh_dir();
     ck_assert_int_eq(clf_context_create(&a, NULL), 0);
     ck_assert_int_eq(clf_context_build(a), 0);
-    ck_assert_int_eq(clf__gemm_resolve(a, 300, 64, 64, &va), 0);
+    ck_assert_int_eq(clf__gemm_resolve(a, CLF_ROLE_PROJ, 300, 64, 64, 1, &va),
+                     0);
     ck_assert_int_eq(a->last_source[CLF_KIND_GEMM], CLF_SOURCE_TIMED);
     store_file(path, sizeof path);
     ck_assert_str_ne(path, "");
@@ -185,7 +187,8 @@ START_TEST(choice_store_is_read_by_a_fresh_context)
                  "index 1");
     /* Same bucket, another size in it: no timing (b has no kernels built,
      * so timing would have to build them). */
-    ck_assert_int_eq(clf__gemm_resolve(b, 400, 64, 64, &vb), 0);
+    ck_assert_int_eq(clf__gemm_resolve(b, CLF_ROLE_PROJ, 400, 64, 64, 1, &vb),
+                     0);
     ck_assert_int_eq(vb, va);
     ck_assert_int_eq(b->last_source[CLF_KIND_GEMM], CLF_SOURCE_STORED);
     ck_assert_ptr_null(b->program);

@@ -270,6 +270,41 @@ START_TEST(fp16_not_offered_falls_back)
 }
 END_TEST
 
+/* The plan decides whether half weights are read natively, from the
+ * halfgemm choice: forced native, it is native exactly where offered;
+ * forced widen, never; a float32 layer's plan never reads half. */
+START_TEST(fp16_plan_decides_native)
+{
+    clf_context *ctx = tu_context();
+    clf_attention_desc d = desc_of(20, 4, 37, 8, 0);
+    const int offered = clf__fp16_offered(ctx);
+    struct layer h, f;
+    struct plan p;
+
+    d.precision = CLF_PRECISION_HALF;
+    layer_make(&h, &d, 90);
+    d.precision = CLF_PRECISION_FLOAT;
+    layer_make(&f, &d, 90);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", "native"), 0);
+    ck_assert_int_eq(clf__plan_make(h.att, CLF_MODE_LINFORMER, 2, 33, NULL, &p),
+                     0);
+    ck_assert_int_eq(clf__plan_choose(h.att, &p), 0);
+    ck_assert_int_eq(p.half_native, offered);
+    ck_assert_int_eq(clf__plan_make(f.att, CLF_MODE_LINFORMER, 2, 33, NULL, &p),
+                     0);
+    ck_assert_int_eq(clf__plan_choose(f.att, &p), 0);
+    ck_assert_int_eq(p.half_native, 0);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", "widen"), 0);
+    ck_assert_int_eq(clf__plan_make(h.att, CLF_MODE_LINFORMER, 2, 33, NULL, &p),
+                     0);
+    ck_assert_int_eq(clf__plan_choose(h.att, &p), 0);
+    ck_assert_int_eq(p.half_native, 0);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", NULL), 0);
+    layer_free(&h);
+    layer_free(&f);
+}
+END_TEST
+
 static Suite *
 suite(int offered)
 {
@@ -277,6 +312,7 @@ suite(int offered)
     TCase *tc = tcase_create("fp16");
 
     tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, fp16_plan_decides_native);
     if (offered) {
         tcase_add_test(tc, fp16_native_each_mode);
         tcase_add_test(tc, fp16_native_peer_fixtures);

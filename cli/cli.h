@@ -122,8 +122,13 @@ void cli_print_split(const clf_group *g);
 extern const struct cli_choice cli_shard_choices[];
 
 /* "kernel choices: ..." of the last plan, each with where it came from;
- * verbose adds every stored or timed choice the device has. */
+ * verbose adds one line per choice ("gemm[proj] = tiled (timed ...)", a
+ * line per GEMM role) and every stored or timed choice the device has. */
 void cli_print_choices(clf_context *ctx, int verbose);
+/* A stored choice's kind as listed: "gemm[ROLE]" for a GEMM (the role from
+ * the bucket's first word: comp, score, weigh, ffn; proj without one),
+ * else the kind itself. */
+void cli_choice_kind(const clf_kernel_choice *c, char *buf, size_t cap);
 /* The context's launch log as a table on stdout. */
 void cli_print_launches(clf_context *ctx);
 

@@ -23,7 +23,7 @@ list_kernel_choices(const clf_device_info *d)
     clf_context *ctx = NULL;
     clf_kernel_choice c;
     size_t count = 0, i;
-    char sel[16];
+    char sel[16], kind[32];
 
     snprintf(sel, sizeof sel, "%u", d->index);
     if (clf_context_create(&ctx, sel) != 0 ||
@@ -34,8 +34,10 @@ list_kernel_choices(const clf_device_info *d)
     }
     printf("    kernel choices stored: %zu\n", count);
     for (i = 0; i < count; i++)
-        if (clf_context_kernel_choice(ctx, i, &c) == 0)
-            printf("      %-7s %-24s %s\n", c.kind, c.bucket, c.name);
+        if (clf_context_kernel_choice(ctx, i, &c) == 0) {
+            cli_choice_kind(&c, kind, sizeof kind);
+            printf("      %-11s %-24s %s\n", kind, c.bucket, c.name);
+        }
     clf_context_destroy(ctx);
 }
 

@@ -58,8 +58,10 @@ const struct cli_option cli_run_options[] = {
     {"layerwise", CLI_FLAG, RO(layerwise), NULL,
      "share layer 0's E and F with every layer", 1, 0, NULL},
     {"verbose", CLI_FLAG, RO(verbose), NULL,
-     "also list every kernel choice stored or timed for\n"
-     "the device, with where each came from",
+     "also list the forward's choices one a line (the\n"
+     "GEMMs' by role: gemm[proj], gemm[comp], ...) and\n"
+     "every kernel choice stored or timed for the device,\n"
+     "with where each came from",
      1, 0, NULL},
     {"launches", CLI_FLAG, RO(launches), NULL,
      "also list the geometry of every kernel the forward\n"

@@ -102,19 +102,66 @@ static const char *const source_names[] = {"not chosen", "stored", "timed",
                                            "forced"};
 
 void
+cli_choice_kind(const clf_kernel_choice *c, char *buf, size_t cap)
+{
+    static const char *const roles[] = {"comp", "score", "weigh", "ffn"};
+    const char *role = "proj";
+    size_t i, len;
+
+    if (strcmp(c->kind, "gemm") != 0) {
+        snprintf(buf, cap, "%s", c->kind);
+        return;
+    }
+    for (i = 0; i < sizeof roles / sizeof roles[0]; i++) {
+        len = strlen(roles[i]);
+        if (strncmp(c->bucket, roles[i], len) == 0 && c->bucket[len] == '.')
+            role = roles[i];
+    }
+    snprintf(buf, cap, "gemm[%s]", role);
+}
+
+/* One line per choice of the listing "softmax: X (...); gemm: Y (...);
+ * gemm[comp]: ...", as "  softmax = X (...)", the projections' GEMMs
+ * named gemm[proj]. */
+static void
+print_choice_lines(const char *text)
+{
+    const char *s = text, *end, *colon;
+
+    while (*s != '\0') {
+        end = strstr(s, "; ");
+        if (end == NULL)
+            end = s + strlen(s);
+        colon = memchr(s, ':', (size_t)(end - s));
+        if (colon == NULL)
+            break;
+        printf("  %.*s%s =%.*s\n", (int)(colon - s), s,
+               colon - s == 4 && strncmp(s, "gemm", 4) == 0 ? "[proj]" : "",
+               (int)(end - colon - 1), colon + 1);
+        s = *end != '\0' ? end + 2 : end;
+    }
+}
+
+void
 cli_print_choices(clf_context *ctx, int verbose)
 {
     clf_kernel_choice c;
     size_t count = 0, i;
+    char kind[32];
 
     printf("kernel choices: %s\n", clf_context_kernel_choices(ctx));
-    if (!verbose || clf_context_kernel_choice_count(ctx, &count) != 0)
+    if (!verbose)
+        return;
+    print_choice_lines(clf_context_kernel_choices(ctx));
+    if (clf_context_kernel_choice_count(ctx, &count) != 0)
         return;
     printf("stored or timed on this device (%zu):\n", count);
     for (i = 0; i < count; i++)
-        if (clf_context_kernel_choice(ctx, i, &c) == 0)
-            printf("  %-7s %-24s %-8s (%s)\n", c.kind, c.bucket, c.name,
+        if (clf_context_kernel_choice(ctx, i, &c) == 0) {
+            cli_choice_kind(&c, kind, sizeof kind);
+            printf("  %-11s %-24s %-8s (%s)\n", kind, c.bucket, c.name,
                    (unsigned)c.source < 4 ? source_names[c.source] : "?");
+        }
 }
 
 /* "64x32x1" for the dims sizes of v. */

@@ -316,7 +316,8 @@ CLF_EXTERN const char *clf_context_tuning(const clf_context *ctx);
 /* Kernel choices.  Some stages have several kernels that compute the same
  * thing, one faster on one device, another on the next: the softmax
  * ("softmax": "scalar", "vector" or "group"), who runs the GEMMs ("gemm":
- * "clblast", "blocked" or "tiled") and how attention over the compressed slots
+ * "clblast", "blocked" or "tiled", chosen for each role of a forward's
+ * GEMMs on its own shape) and how attention over the compressed slots
  * (or all positions, in full mode) runs ("attend": "gemm", a batched GEMM path;
  * "fused", one kernel, plain Linformer with d_h a multiple of 16 only;
  * "flash", one streaming kernel with an online softmax and no score buffer, in
@@ -356,7 +357,10 @@ typedef enum clf_choice_source {
 typedef struct clf_kernel_choice {
     const char *kind; /* "softmax", "gemm" or "attend"; static storage */
     const char *name; /* the kernel chosen; static storage */
-    char bucket[48];  /* the shapes it covers, e.g. "m1024.n512.k512" */
+    char bucket[48];  /* the shapes it covers, e.g. "m1024.n512.k512";
+                         a GEMM role's other than the projections' begins
+                         with the role ("comp.", "score.", "weigh.",
+                         "ffn.") */
     clf_choice_source source; /* CLF_SOURCE_STORED or CLF_SOURCE_TIMED */
     double ms[4]; /* when timed by this context: each candidate's best time
                      in the order listed above (-1 failed), else 0 */
@@ -377,11 +381,17 @@ CLF_EXTERN int clf_context_kernel_choice_count(clf_context *ctx, size_t *count);
 CLF_EXTERN int clf_context_kernel_choice(clf_context *ctx, size_t index,
                                          clf_kernel_choice *out);
 
-/* The choice each kind took at the context's last plan and where it came
+/* The choice each kind last took in the context's plans and where it came
  * from, e.g. "softmax: vector (stored r2048.c256); gemm: blocked (timed
- * m1024.n512.k512: clblast 14.10 ms, blocked 4.20 ms); attend: fused
- * (forced)", "not chosen yet" before the first plan needing it.  Owned by
- * the context; valid until the next call. */
+ * m1024.n512.k512: clblast 14.10 ms, blocked 4.20 ms); gemm[comp]: tiled
+ * (stored comp.m256.n512.k4096.b1); attend: fused (forced)", "not chosen
+ * yet" before the first plan needing it.  Kind "gemm" has a part per role
+ * of a forward's GEMMs, each chosen for its own shape: "gemm" the
+ * projections X W^T, "gemm[comp]" the sequence compression E X, the
+ * scores "gemm[score]", the weighted sum "gemm[weigh]", a model's
+ * feed-forward and logits "gemm[ffn]"; those four, and "halfgemm", are
+ * listed once a plan resolved them.  Owned by the context; valid until the
+ * next call. */
 CLF_EXTERN const char *clf_context_kernel_choices(clf_context *ctx);
 
 /* The launch log: the geometry of the kernels a context enqueues, to read

@@ -559,17 +559,16 @@ tiled_case(clf_context *ctx, int ta, int tb, int ex)
     mb = upload(ctx, b, T * K * N);
     mc = upload(ctx, c, T * M * N);
     mbias = upload(ctx, bias, N);
-    clf__gemm_use(CLF_GEMM_TILED);
     if (ex)
-        expect(clf__gemm_ex(ctx, tb, M, N, K, ma, 0, K, mb, 0, g.ldb, 1, mc, 0,
-                            N, mbias, 1) == 0,
+        expect(clf__gemm_ex(ctx, CLF_GEMM_TILED, tb, M, N, K, ma, 0, K, mb, 0,
+                            g.ldb, 1, mc, 0, N, mbias, 1) == 0,
                "tiled GEMM enqueued");
     else
-        expect(clf__gemm_batched(ctx, ta, tb, M, N, K, (float)g.alpha, ma, 0,
-                                 g.lda, g.a_stride, mb, 0, g.ldb, g.b_stride,
-                                 (float)g.beta, mc, 0, N, g.c_stride, T) == 0,
+        expect(clf__gemm_batched(ctx, CLF_GEMM_TILED, ta, tb, M, N, K,
+                                 (float)g.alpha, ma, 0, g.lda, g.a_stride, mb,
+                                 0, g.ldb, g.b_stride, (float)g.beta, mc, 0, N,
+                                 g.c_stride, T) == 0,
                "tiled GEMM enqueued");
-    clf__gemm_use(CLF_GEMM_UNDECIDED);
     download(ctx, mc, c, T * M * N);
     for (i = 0; i < g.batch * M * N; i++)
         expect(fabs(c[i] - ref[i]) < 1e-5, "tiled GEMM");
@@ -684,9 +683,8 @@ check_gemm(clf_context *ctx)
                 expect(bt[(t * N + j) * K + l] == b[(t * K + l) * N + j],
                        "transpose");
     /* CLBlast's own kernels, on the same first batch entry. */
-    clf__gemm_use(CLF_GEMM_CLBLAST);
-    expect(clf__gemm(ctx, 0, 0, M, N, K, 1.0f, ma, 0, K, mb, 0, N, 0.0f, mc, 0,
-                     N) == 0,
+    expect(clf__gemm(ctx, CLF_GEMM_CLBLAST, 0, 0, M, N, K, 1.0f, ma, 0, K, mb,
+                     0, N, 0.0f, mc, 0, N) == 0,
            "CLBlast GEMM enqueued");
     download(ctx, mc, c, M * N);
     for (i = 0; i < M; i++)
@@ -736,7 +734,7 @@ check_half(clf_context *ctx)
                "half: set weight");
         clf__lock(ctx);
         clf__half_begin(ctx);
-        rc = clf__half_weight(att, ids[j], &m);
+        rc = clf__half_as_float(att, ids[j], &m);
         clf__unlock(ctx);
         expect(rc == 0, "half: widen");
         download(ctx, m, back, count);

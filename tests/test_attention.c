@@ -590,7 +590,8 @@ START_TEST(attention_choices_are_reported)
                      "softmax: not chosen yet; gemm: not chosen yet; "
                      "attend: not chosen yet");
     setenv("CLINFORMER_KERNELS", "gemm=clblast", 1);
-    ck_assert_int_eq(clf__gemm_resolve(ctx, 64, 64, 64, &v), 0);
+    ck_assert_int_eq(clf__gemm_resolve(ctx, CLF_ROLE_PROJ, 64, 64, 64, 1, &v),
+                     0);
     if (was != NULL)
         setenv("CLINFORMER_KERNELS", was, 1);
     else
@@ -807,10 +808,10 @@ static size_t
 gemm_calls_of(clf_context *ctx, struct layer *l, clf_mode mode, size_t batch,
               unsigned seed)
 {
-    size_t before = ctx->gemm_calls;
+    size_t before = clf__gemm_state(ctx)->gemm_calls;
 
     check_forward(l, mode, batch, 5, seed);
-    return ctx->gemm_calls - before;
+    return clf__gemm_state(ctx)->gemm_calls - before;
 }
 
 START_TEST(attention_many_sequences_batch_their_gemms)

@@ -6,6 +6,7 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,8 @@ START_TEST(choice_force_is_used)
     setenv("CLINFORMER_KERNELS", "gemm=blocked,softmax=vector", 1);
     ck_assert_int_eq(clf__softmax_resolve(ctx, 100, 100, &v), 0);
     ck_assert_int_eq(v, CLF_SOFTMAX_VECTOR);
-    ck_assert_int_eq(clf__gemm_resolve(ctx, 100, 64, 64, &v), 0);
+    ck_assert_int_eq(clf__gemm_resolve(ctx, CLF_ROLE_PROJ, 100, 64, 64, 1, &v),
+                     0);
     ck_assert_int_eq(v, CLF_GEMM_BLOCKED);
     unsetenv("CLINFORMER_KERNELS");
     /* Lifting the force: nothing stored, so it is timed. */
@@ -165,7 +167,8 @@ START_TEST(choice_store_is_read_by_a_fresh_context)
     fresh_dir();
     ck_assert_int_eq(clf_context_create(&a, NULL), 0);
     ck_assert_int_eq(clf_context_build(a), 0);
-    ck_assert_int_eq(clf__gemm_resolve(a, 300, 64, 64, &va), 0);
+    ck_assert_int_eq(clf__gemm_resolve(a, CLF_ROLE_PROJ, 300, 64, 64, 1, &va),
+                     0);
     ck_assert_int_eq(a->last_source[CLF_KIND_GEMM], CLF_SOURCE_TIMED);
     store_file(path, sizeof path);
     ck_assert_str_ne(path, "");
@@ -185,7 +188,8 @@ START_TEST(choice_store_is_read_by_a_fresh_context)
                  "index 1");
     /* Same bucket, another size in it: no timing (b has no kernels built,
      * so timing would have to build them). */
-    ck_assert_int_eq(clf__gemm_resolve(b, 400, 64, 64, &vb), 0);
+    ck_assert_int_eq(clf__gemm_resolve(b, CLF_ROLE_PROJ, 400, 64, 64, 1, &vb),
+                     0);
     ck_assert_int_eq(vb, va);
     ck_assert_int_eq(b->last_source[CLF_KIND_GEMM], CLF_SOURCE_STORED);
     ck_assert_ptr_null(b->program);
@@ -482,6 +486,233 @@ START_TEST(choice_store_drops_least_recently_used)
 }
 END_TEST
 
+/* ------------------------------------------------------- GEMM roles */
+
+/* Every GEMM way the context knows, rewritten by the role its bucket
+ * names (the projections' buckets name none), as if stored so. */
+static void
+store_role_ways(clf_context *ctx, const int way[CLF_ROLE_COUNT])
+{
+    static const char *const prefix[CLF_ROLE_COUNT] = {"", "comp.", "score.",
+                                                       "weigh.", "ffn."};
+    size_t i;
+    int r, role;
+
+    for (i = 0; i < ctx->nchoices; i++) {
+        struct clf__choice_entry *e = &ctx->choice_list[i];
+        if (e->kind != CLF_KIND_GEMM)
+            continue;
+        role = CLF_ROLE_PROJ;
+        for (r = 1; r < CLF_ROLE_COUNT; r++)
+            if (strncmp(e->bucket, prefix[r], strlen(prefix[r])) == 0)
+                role = r;
+        e->winner = way[role] - 1;
+        e->source = CLF_SOURCE_STORED;
+    }
+}
+
+/* The suite's context as a fresh process's (no store read or written, no
+ * choice known, no way pinned). */
+static clf_context *
+fresh_context(void)
+{
+    clf_context *ctx = tu_context();
+
+    unsetenv("CLINFORMER_KERNELS");
+    setenv("CLINFORMER_CACHE_DIR", "off", 1);
+    ctx->nchoices = 0;
+    ctx->choices_loaded = 1;
+    ctx->gemm_variant = CLF_GEMM_UNDECIDED;
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    return ctx;
+}
+
+static void
+assert_listed(clf_context *ctx, const char *want)
+{
+    ck_assert_msg(strstr(clf_context_kernel_choices(ctx), want) != NULL,
+                  "\"%s\" not in \"%s\"", want,
+                  clf_context_kernel_choices(ctx));
+}
+
+/* Two roles of one forward take different ways: the projections the
+ * blocked kernel, the compression and the weighted sum the tiled one, the
+ * scores CLBlast, each as its own bucket says; the output stays the
+ * reference's. */
+START_TEST(choice_roles_of_a_forward_take_their_own_ways)
+{
+    clf_context *ctx = fresh_context();
+    const int way[CLF_ROLE_COUNT] = {CLF_GEMM_BLOCKED, CLF_GEMM_TILED,
+                                     CLF_GEMM_CLBLAST, CLF_GEMM_TILED,
+                                     CLF_GEMM_CLBLAST};
+    const size_t B = 2, n = 64, D = 64, count = B * n * D;
+    float *x = tu_malloc(count * sizeof *x), *y = tu_malloc(count * sizeof *y);
+    double *ref = tu_malloc(count * sizeof *ref);
+    clf_attention_desc d;
+    struct layer l;
+    size_t blocked, tiled;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = D, d.heads = 4, d.max_seq_len = n, d.k = 16;
+    d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
+    layer_make(&l, &d, 601);
+    clf__attention_set_attend(l.att, CLF_ATTEND_GEMM);
+    tu_fill(x, count, 602, -1.0f, 1.0f);
+    ck_assert_int_eq(clf_attention_forward(l.att, x, B, n, y), 0); /* timed */
+    ck_assert_int_eq(clf__attention_compress_first(l.att, B, n), 1);
+    store_role_ways(ctx, way);
+    blocked = clf__gemm_state(ctx)->blocked_calls;
+    tiled = clf__tiled_state(ctx)->calls;
+    ck_assert_int_eq(clf_attention_forward(l.att, x, B, n, y), 0);
+    /* Q, K, V, output projections: 4 blocked GEMMs, no more (the scores
+     * are CLBlast's); E X and the weighted sum: tiled. */
+    ck_assert_uint_eq(clf__gemm_state(ctx)->blocked_calls - blocked, 4);
+    ck_assert_uint_ge(clf__tiled_state(ctx)->calls - tiled, 2);
+    assert_listed(ctx, "gemm: blocked (stored m128.n64.k64)");
+    assert_listed(ctx, "gemm[comp]: tiled (stored comp.m16.n64.k64.b2)");
+    assert_listed(ctx, "gemm[score]: clblast (stored score.");
+    assert_listed(ctx, "gemm[weigh]: tiled (stored weigh.");
+    ref_attention(&l.ref, 0, x, B, n, ref);
+    tu_assert_close(y, ref, count, 1e-4, "roles in their own ways");
+    layer_free(&l);
+    free(x);
+    free(y);
+    free(ref);
+    unsetenv("CLINFORMER_CACHE_DIR");
+}
+END_TEST
+
+/* A forward of the encoder fixture through m (2 x 10 x 16); its output
+ * into y. */
+static void
+encoder_forward(clf_model *m, float *y)
+{
+    char path[1200];
+    const char *top = getenv("top_srcdir");
+    clf_array x;
+
+    snprintf(path, sizeof path, "%s/tests/data/lucidrains_encoder_x.npy",
+             top ? top : ".");
+    ck_assert_msg(clf_npy_load(path, &x) == 0, "%s", clf_last_error());
+    ck_assert_uint_eq(x.count, 2 * 10 * 16);
+    ck_assert_msg(
+        clf_model_forward(m, x.data, x.shape[0], x.shape[1], y, NULL) == 0,
+        "%s", clf_last_error());
+    clf_array_free(&x);
+}
+
+static clf_model *
+encoder_model(clf_context *ctx)
+{
+    char path[1200];
+    clf_model *m = NULL;
+    const char *top = getenv("top_srcdir");
+
+    snprintf(path, sizeof path, "%s/tests/data/lucidrains_encoder.safetensors",
+             top ? top : ".");
+    ck_assert_msg(clf_model_load(&m, ctx, path, NULL) == 0, "%s",
+                  clf_last_error());
+    return m;
+}
+
+/* Another thread's forwards, whose plans time and take ways of their own
+ * (a layer of another shape, every way stored as the tiled one). */
+struct other {
+    struct layer l;
+    int status;
+};
+
+static void *
+other_forwards(void *arg)
+{
+    struct other *o = arg;
+    float x[2 * 24 * 32], y[2 * 24 * 32];
+    int i;
+
+    tu_fill(x, 2 * 24 * 32, 611, -1.0f, 1.0f);
+    for (i = 0; i < 20 && o->status == 0; i++)
+        o->status = clf_attention_forward(o->l.att, x, 2, 24, y);
+    return NULL;
+}
+
+/* A model's feed-forward GEMMs run the way of their own role (here the
+ * blocked kernel, 2 GEMMs in each of the 2 layers), never the attention
+ * plans' (CLBlast here) nor what another thread's plans choose meanwhile;
+ * the output is bit for bit the model's alone. */
+START_TEST(choice_feed_forward_takes_its_own_way)
+{
+    clf_context *ctx = fresh_context();
+    const int way[CLF_ROLE_COUNT] = {CLF_GEMM_CLBLAST, CLF_GEMM_CLBLAST,
+                                     CLF_GEMM_CLBLAST, CLF_GEMM_CLBLAST,
+                                     CLF_GEMM_BLOCKED};
+    const int tiled[CLF_ROLE_COUNT] = {CLF_GEMM_TILED, CLF_GEMM_TILED,
+                                       CLF_GEMM_TILED, CLF_GEMM_TILED,
+                                       CLF_GEMM_TILED};
+    clf_model *m = encoder_model(ctx);
+    static float alone[2 * 10 * 16], y[2 * 10 * 16];
+    struct other o;
+    clf_attention_desc d;
+    pthread_t tid;
+    size_t blocked, e;
+    int i;
+
+    memset(&o, 0, sizeof o);
+    memset(&d, 0, sizeof d);
+    d.d_model = 32, d.heads = 2, d.max_seq_len = 24, d.k = 8;
+    layer_make(&o.l, &d, 610);
+    clf__attention_set_attend(o.l.att, CLF_ATTEND_GEMM);
+    other_forwards(&o); /* times its shapes' ways */
+    ck_assert_int_eq(o.status, 0);
+    store_role_ways(ctx, tiled);
+    encoder_forward(m, alone); /* times the model's */
+    store_role_ways(ctx, way);
+    for (e = 0; e < ctx->nchoices; e++) /* the other layer's: tiled again */
+        if (ctx->choice_list[e].kind == CLF_KIND_GEMM &&
+            strstr(ctx->choice_list[e].bucket, "k32") != NULL)
+            ctx->choice_list[e].winner = CLF_GEMM_TILED - 1;
+    blocked = clf__gemm_state(ctx)->blocked_calls;
+    encoder_forward(m, alone);
+    ck_assert_uint_eq(clf__gemm_state(ctx)->blocked_calls - blocked, 4);
+    assert_listed(ctx, "gemm[ffn]: blocked (stored ffn.m32.n64.k16)");
+    assert_listed(ctx, "gemm: clblast (stored m32.n16.k16)");
+    ck_assert_int_eq(pthread_create(&tid, NULL, other_forwards, &o), 0);
+    for (i = 0; i < 20; i++) {
+        encoder_forward(m, y);
+        ck_assert_msg(memcmp(y, alone, sizeof y) == 0,
+                      "forward %d beside another thread's differs", i);
+    }
+    ck_assert_int_eq(pthread_join(tid, NULL), 0);
+    ck_assert_int_eq(o.status, 0);
+    clf_model_destroy(m);
+    layer_free(&o.l);
+    unsetenv("CLINFORMER_CACHE_DIR");
+}
+END_TEST
+
+/* Forced by the environment, every role of a model's forward says so on
+ * its own line. */
+START_TEST(choice_every_role_is_listed)
+{
+    clf_context *ctx = fresh_context();
+    clf_model *m = encoder_model(ctx);
+    static float y[2 * 10 * 16];
+    static const char *const lines[] = {
+        "softmax: vector (forced)",    "gemm: tiled (forced)",
+        "gemm[comp]: tiled (forced)",  "gemm[score]: tiled (forced)",
+        "gemm[weigh]: tiled (forced)", "gemm[ffn]: tiled (forced)",
+        "attend: gemm (forced)"};
+    size_t i;
+
+    setenv("CLINFORMER_KERNELS", "gemm=tiled,softmax=vector,attend=gemm", 1);
+    encoder_forward(m, y);
+    unsetenv("CLINFORMER_KERNELS");
+    for (i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        assert_listed(ctx, lines[i]);
+    clf_model_destroy(m);
+    unsetenv("CLINFORMER_CACHE_DIR");
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -499,6 +730,9 @@ suite(void)
     tcase_add_test(tc, choice_store_of_other_kernels_is_ignored);
     tcase_add_test(tc, choice_many_shapes_are_remembered);
     tcase_add_test(tc, choice_store_drops_least_recently_used);
+    tcase_add_test(tc, choice_roles_of_a_forward_take_their_own_ways);
+    tcase_add_test(tc, choice_feed_forward_takes_its_own_way);
+    tcase_add_test(tc, choice_every_role_is_listed);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -12,7 +12,7 @@ run() { # expected-status, args...
     test $? -eq "$want"
 }
 
-echo "1..26"
+echo "1..28"
 check cli_help_exits_zero run 0 help
 check cli_help_lists_commands grep -q "devices" "$out"
 check cli_version_prints_version sh -c "'$cli' version | grep -Eq '^clinformer [0-9]+\.[0-9]+\.[0-9]+$'"
@@ -61,5 +61,19 @@ verbose_run() { # source expected on every listed choice, then absent one
 }
 check cli_run_verbose_says_choices_were_timed verbose_run timed stored
 check cli_run_verbose_says_choices_were_stored verbose_run stored timed
+# Each GEMM role of the encoder's forward has a line of its own, in --verbose
+# and in the device's stored choices.
+roles_run() {
+    CLINFORMER_CACHE_DIR="$tmp/vcache" "$cli" run --verbose \
+        --weights "$data/lucidrains_encoder.safetensors" \
+        --input "$data/lucidrains_encoder_x.npy" --output "$tmp/v.npy" \
+        >"$out" 2>"$err" || return 1
+    for role in proj comp score weigh ffn; do
+        grep -Eq "^  gemm\[$role\] = (clblast|blocked|tiled) \(stored " "$out" ||
+            return 1
+    done
+}
+check cli_run_verbose_lists_each_gemm_role roles_run
+check cli_devices_kernels_names_gemm_roles sh -c "CLINFORMER_CACHE_DIR='$tmp/vcache' '$cli' devices --kernels >'$out' 2>'$err' && grep -Eq '^      gemm\[ffn\] +ffn\.m' '$out' && grep -Eq '^      gemm\[proj\] +m[0-9]' '$out'"
 check cli_run_missing_weights_named sh -c "'$cli' run --weights '$tmp/none.safetensors' --input '$data/lucidrains_encoder_x.npy' --output '$tmp/r.npy' >'$out' 2>'$err'; test \$? -eq 1 && grep -q 'none.safetensors' '$err'"
 test $failed -eq 0

@@ -130,7 +130,7 @@ static size_t
 check_modes(clf_attention_desc d, double tol, unsigned long long seed)
 {
     clf_context *ctx = tu_context();
-    const size_t before = ctx->fp16_calls;
+    const size_t before = clf__fp16_state(ctx)->calls;
     struct layer f, h;
 
     d.precision = CLF_PRECISION_FLOAT;
@@ -143,7 +143,7 @@ check_modes(clf_attention_desc d, double tol, unsigned long long seed)
     check_mode(&f, &h, CLF_MODE_LINFORMER, 1, tol, seed + 4);
     layer_free(&f);
     layer_free(&h);
-    return ctx->fp16_calls - before;
+    return clf__fp16_state(ctx)->calls - before;
 }
 
 START_TEST(fp16_native_each_mode)
@@ -181,14 +181,14 @@ check_fixture(const char *name)
 START_TEST(fp16_native_peer_fixtures)
 {
     clf_context *ctx = tu_context();
-    const size_t before = ctx->fp16_calls;
+    const size_t before = clf__fp16_state(ctx)->calls;
 
     ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", "native"), 0);
     check_fixture("lucidrains_attention");
     check_fixture("lucidrains_attention_sharekv_onekv");
     check_fixture("lucidrains_encoder");
     check_fixture("lucidrains_lm");
-    ck_assert_uint_gt(ctx->fp16_calls, before);
+    ck_assert_uint_gt(clf__fp16_state(ctx)->calls, before);
     ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", NULL), 0);
 }
 END_TEST
@@ -233,11 +233,11 @@ static void
 check_fallback(const char *reason)
 {
     clf_context *ctx = tu_context();
-    const size_t before = ctx->fp16_calls;
+    const size_t before = clf__fp16_state(ctx)->calls;
 
     ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", "native"), 0);
     ck_assert_uint_eq(check_modes(desc_of(20, 4, 37, 8, 5), TOL_EXACT, 40), 0);
-    ck_assert_uint_eq(ctx->fp16_calls, before);
+    ck_assert_uint_eq(clf__fp16_state(ctx)->calls, before);
     ck_assert_msg(strstr(clf_context_kernel_choices(ctx), reason) != NULL, "%s",
                   clf_context_kernel_choices(ctx));
     ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", NULL), 0);
@@ -264,9 +264,44 @@ START_TEST(fp16_not_offered_falls_back)
     clf_context *ctx = tu_context();
 
     ck_assert_int_eq(clf__fp16_offered(ctx), 0);
-    ck_assert_str_ne(ctx->fp16_why, "");
+    ck_assert_str_ne(clf__fp16_state(ctx)->why, "");
     ck_assert_int_eq(clf__fp16_selftest(ctx, 0), CLF_EUNSUPPORTED);
     check_fallback("halfgemm: widen (native not offered: ");
+}
+END_TEST
+
+/* The plan decides whether half weights are read natively, from the
+ * halfgemm choice: forced native, it is native exactly where offered;
+ * forced widen, never; a float32 layer's plan never reads half. */
+START_TEST(fp16_plan_decides_native)
+{
+    clf_context *ctx = tu_context();
+    clf_attention_desc d = desc_of(20, 4, 37, 8, 0);
+    const int offered = clf__fp16_offered(ctx);
+    struct layer h, f;
+    struct plan p;
+
+    d.precision = CLF_PRECISION_HALF;
+    layer_make(&h, &d, 90);
+    d.precision = CLF_PRECISION_FLOAT;
+    layer_make(&f, &d, 90);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", "native"), 0);
+    ck_assert_int_eq(clf__plan_make(h.att, CLF_MODE_LINFORMER, 2, 33, NULL, &p),
+                     0);
+    ck_assert_int_eq(clf__plan_choose(h.att, &p), 0);
+    ck_assert_int_eq(p.half_native, offered);
+    ck_assert_int_eq(clf__plan_make(f.att, CLF_MODE_LINFORMER, 2, 33, NULL, &p),
+                     0);
+    ck_assert_int_eq(clf__plan_choose(f.att, &p), 0);
+    ck_assert_int_eq(p.half_native, 0);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", "widen"), 0);
+    ck_assert_int_eq(clf__plan_make(h.att, CLF_MODE_LINFORMER, 2, 33, NULL, &p),
+                     0);
+    ck_assert_int_eq(clf__plan_choose(h.att, &p), 0);
+    ck_assert_int_eq(p.half_native, 0);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", NULL), 0);
+    layer_free(&h);
+    layer_free(&f);
 }
 END_TEST
 
@@ -277,6 +312,7 @@ suite(int offered)
     TCase *tc = tcase_create("fp16");
 
     tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, fp16_plan_decides_native);
     if (offered) {
         tcase_add_test(tc, fp16_native_each_mode);
         tcase_add_test(tc, fp16_native_peer_fixtures);
@@ -299,6 +335,6 @@ main(void)
     snprintf(data_dir, sizeof data_dir, "%s/tests/data", top ? top : ".");
     if (ctx != NULL && !offered)
         printf("# SKIP native fp16 tests: %s; checking the fallback only\n",
-               ctx->fp16_why);
+               clf__fp16_state(ctx)->why);
     return tu_run(suite(offered), 1);
 }

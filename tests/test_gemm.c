@@ -36,22 +36,23 @@ run_case(const struct gemm_case *g, int variant, unsigned long long seed)
     const size_t nc = g->c_off + g->batch * cs + 7;
     tu_gemm_data d;
     int was = ctx->gemm_variant;
-    size_t t, i, j, l, blocked_before = ctx->blocked_calls;
+    size_t t, i, j, l, blocked_before = clf__gemm_state(ctx)->blocked_calls;
     int rc;
 
     tu_gemm_data_make(&d, ctx, na, nb, nc, seed);
     ctx->gemm_variant = variant;
-    rc = clf__gemm_batched(ctx, 0, g->trans_b, g->m, g->n, g->k, g->alpha, d.ma,
-                           g->a_off, lda, as, d.mb, g->b_off, ldb, bs, g->beta,
-                           d.mc, g->c_off, ldc, cs, g->batch);
+    rc = clf__gemm_batched(ctx, CLF_GEMM_UNDECIDED, 0, g->trans_b, g->m, g->n,
+                           g->k, g->alpha, d.ma, g->a_off, lda, as, d.mb,
+                           g->b_off, ldb, bs, g->beta, d.mc, g->c_off, ldc, cs,
+                           g->batch);
     ctx->gemm_variant = was;
     ck_assert_msg(rc == 0, "gemm: %s", clf_last_error());
     tu_download(ctx, d.mc, d.c, nc);
     if (variant == CLF_GEMM_BLOCKED && g->n % 16 == 0 &&
         (g->beta == 0.0f || g->beta == 1.0f))
-        ck_assert_uint_gt(ctx->blocked_calls, blocked_before);
+        ck_assert_uint_gt(clf__gemm_state(ctx)->blocked_calls, blocked_before);
     else
-        ck_assert_uint_eq(ctx->blocked_calls, blocked_before);
+        ck_assert_uint_eq(clf__gemm_state(ctx)->blocked_calls, blocked_before);
 
     for (i = 0; i < nc; i++) {
         size_t rel = i - g->c_off;
@@ -134,8 +135,8 @@ START_TEST(gemm_blocked_column_blocks_match_reference)
     size_t i;
 
     ck_assert_int_eq(clf_context_build(ctx), 0);
-    was = ctx->gemm_cols64;
-    ctx->gemm_cols64 = _i;
+    was = clf__gemm_state(ctx)->cols64;
+    clf__gemm_state(ctx)->cols64 = _i;
     for (i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         struct gemm_case g;
         memset(&g, 0, sizeof g);
@@ -151,7 +152,7 @@ START_TEST(gemm_blocked_column_blocks_match_reference)
         g.c_off = 3;
         run_both(&g, 200 + 10 * (size_t)_i + i);
     }
-    ctx->gemm_cols64 = was;
+    clf__gemm_state(ctx)->cols64 = was;
 }
 END_TEST
 
@@ -225,8 +226,9 @@ START_TEST(gemm_with_bias_matches_reference)
         for (tb = 0; tb < 2; tb++)
             for (with = 0; with < 2; with++) {
                 ctx->gemm_variant = v;
-                ck_assert_int_eq(clf__gemm_bias(ctx, tb, m, n, k, ma, 0, k, mb,
-                                                0, tb ? k : n, mc, 0, n,
+                ck_assert_int_eq(clf__gemm_bias(ctx, CLF_GEMM_UNDECIDED, tb, m,
+                                                n, k, ma, 0, k, mb, 0,
+                                                tb ? k : n, mc, 0, n,
                                                 with ? mbias : NULL),
                                  0);
                 ctx->gemm_variant = was;
@@ -275,8 +277,9 @@ START_TEST(gemm_accumulate_bias_gelu_matches_reference)
         for (gelu = 0; gelu < 2; gelu++) {
             mc = tu_upload(ctx, c0, m * n);
             ctx->gemm_variant = v;
-            ck_assert_int_eq(clf__gemm_ex(ctx, 1, m, n, k, ma, 0, k, mb, 0, k,
-                                          1, mc, 0, n, mbias, gelu),
+            ck_assert_int_eq(clf__gemm_ex(ctx, CLF_GEMM_UNDECIDED, 1, m, n, k,
+                                          ma, 0, k, mb, 0, k, 1, mc, 0, n,
+                                          mbias, gelu),
                              0);
             ctx->gemm_variant = was;
             tu_download(ctx, mc, c, m * n);

@@ -58,27 +58,27 @@ layout(struct tcase *t, size_t *na, size_t *nb, size_t *nc)
 }
 
 static int
-call(clf_context *ctx, const struct tcase *t, cl_mem a, cl_mem b, cl_mem c,
-     cl_mem bias)
+call(clf_context *ctx, int way, const struct tcase *t, cl_mem a, cl_mem b,
+     cl_mem c, cl_mem bias)
 {
     const ref_gemm_op *g = &t->op;
     struct clf__gemm_group grp;
 
     if (t->entry == E_EX)
-        return clf__gemm_ex(ctx, g->trans_b, g->m, g->n, g->k, a, 0, g->lda, b,
-                            0, g->ldb, g->beta != 0.0, c, 0, g->ldc, bias,
-                            g->gelu);
+        return clf__gemm_ex(ctx, way, g->trans_b, g->m, g->n, g->k, a, 0,
+                            g->lda, b, 0, g->ldb, g->beta != 0.0, c, 0, g->ldc,
+                            bias, g->gelu);
     if (t->entry == E_BATCHED)
         return clf__gemm_batched(
-            ctx, g->trans_a, g->trans_b, g->m, g->n, g->k, (float)g->alpha, a,
-            g->a_off, g->lda, g->a_stride, b, g->b_off, g->ldb, g->b_stride,
+            ctx, way, g->trans_a, g->trans_b, g->m, g->n, g->k, (float)g->alpha,
+            a, g->a_off, g->lda, g->a_stride, b, g->b_off, g->ldb, g->b_stride,
             (float)g->beta, c, g->c_off, g->ldc, g->c_stride, g->batch);
     /* Groups laid out after each other, as the heads of a sequence. */
     grp.count = t->groups;
     grp.a = t->share_a ? 0 : g->batch * g->a_stride;
     grp.b = t->share_b ? 0 : g->batch * g->b_stride;
     grp.c = g->batch * g->c_stride;
-    return clf__gemm_grouped(ctx, g->trans_a, g->trans_b, g->m, g->n, g->k,
+    return clf__gemm_grouped(ctx, way, g->trans_a, g->trans_b, g->m, g->n, g->k,
                              (float)g->alpha, a, g->a_off, g->lda, g->a_stride,
                              b, g->b_off, g->ldb, g->b_stride, (float)g->beta,
                              c, g->c_off, g->ldc, g->c_stride, g->batch, &grp);
@@ -143,9 +143,7 @@ run_case(struct tcase *t, unsigned long long seed)
     ref_gemm(&whole, d.a, d.b, d.c0, t->bias ? bias : NULL, ref, mag);
 
     mbias = tu_upload(ctx, bias, t->op.n);
-    clf__gemm_use(CLF_GEMM_TILED);
-    rc = call(ctx, t, d.ma, d.mb, d.mc, t->bias ? mbias : NULL);
-    clf__gemm_use(CLF_GEMM_UNDECIDED);
+    rc = call(ctx, CLF_GEMM_TILED, t, d.ma, d.mb, d.mc, t->bias ? mbias : NULL);
     ck_assert_msg(rc == 0, "%s: %s", t->what, clf_last_error());
     tu_download(ctx, d.mc, d.c, nc);
     ck_assert_msg(clf__tiled_state(ctx)->calls > calls,
@@ -505,7 +503,7 @@ START_TEST(tiled_forced_through_the_environment)
     was = was != NULL ? strdup(was) : NULL;
     setenv("CLINFORMER_KERNELS", "gemm=tiled", 1);
     ctx->gemm_variant = CLF_GEMM_UNDECIDED;
-    rc = clf__gemm_resolve(ctx, 100, 64, 64, &v);
+    rc = clf__gemm_resolve(ctx, CLF_ROLE_PROJ, 100, 64, 64, 1, &v);
     ctx->gemm_variant = pinned;
     if (was != NULL)
         setenv("CLINFORMER_KERNELS", was, 1);

@@ -276,7 +276,7 @@ tu_gemm_resolve_fresh(clf_context *ctx, size_t m, size_t n, size_t k)
     ctx->choices_loaded = 1;
     ctx->gemm_variant = CLF_GEMM_UNDECIDED;
     ck_assert_int_eq(clf_context_build(ctx), 0);
-    ck_assert_int_eq(clf__gemm_resolve(ctx, m, n, k, &v), 0);
+    ck_assert_int_eq(clf__gemm_resolve(ctx, CLF_ROLE_PROJ, m, n, k, 1, &v), 0);
     ctx->gemm_variant = pinned;
     if (was != NULL)
         setenv("CLINFORMER_CACHE_DIR", was, 1);

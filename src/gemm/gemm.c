@@ -8,12 +8,70 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static CLBlastTranspose
 tr(int t)
 {
     return t ? CLBlastTransposeYes : CLBlastTransposeNo;
 }
+
+/* --------------------------------------------------------- the state */
+
+/* Whether the device prefers 16-float vectors (AVX-512 on PoCL).  The
+ * blocked GEMM's 64-column block holds 4 such vectors a row, which fits
+ * there; with 8-float vectors (AVX2: 16 registers) its accumulators
+ * spill to the stack, and 16-column blocks ran the n=4096 layer
+ * 1.5-1.7x faster. */
+static int
+prefers_float16(cl_device_id device)
+{
+    cl_uint w = 0;
+
+    return clGetDeviceInfo(device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT,
+                           sizeof w, &w, NULL) == CL_SUCCESS &&
+           w >= 16;
+}
+
+static void
+release_state(clf_context *ctx, void *state)
+{
+    struct clf__gemm_state *st = state;
+
+    (void)ctx;
+    if (st->scratch != NULL)
+        clReleaseMemObject(st->scratch);
+    st->scratch = NULL;
+    st->scratch_cap = 0;
+}
+
+static const char state_key = 0;
+
+struct clf__gemm_state *
+clf__gemm_state(clf_context *ctx)
+{
+    struct clf__gemm_state *st = clf__feature_find(ctx, &state_key);
+
+    if (st != NULL)
+        return st;
+    clf__lock(ctx);
+    st = clf__feature_find(ctx, &state_key);
+    if (st == NULL) {
+        st = clf__feature(ctx, &state_key, sizeof *st, release_state);
+        if (st != NULL)
+            st->cols64 = prefers_float16(ctx->device);
+    }
+    clf__unlock(ctx);
+    return st;
+}
+
+/* The state, or CLF_ENO_MEMORY from the caller (clf__feature set the
+ * message). */
+#define STATE(ctx, st)                                                         \
+    do {                                                                       \
+        if (((st) = clf__gemm_state(ctx)) == NULL)                             \
+            return CLF_ENO_MEMORY;                                             \
+    } while (0)
 
 /* ------------------------------------------------ the blocked kernel */
 
@@ -22,22 +80,24 @@ tr(int t)
 static int
 scratch(clf_context *ctx, size_t floats, cl_mem *out)
 {
+    struct clf__gemm_state *st;
     cl_int err;
 
-    if (ctx->scratch_cap < floats) {
-        if (ctx->scratch != NULL)
-            clReleaseMemObject(ctx->scratch);
-        ctx->scratch_cap = 0;
-        ctx->scratch = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
-                                      floats * sizeof(float), NULL, &err);
-        if (ctx->scratch == NULL)
+    STATE(ctx, st);
+    if (st->scratch_cap < floats) {
+        if (st->scratch != NULL)
+            clReleaseMemObject(st->scratch);
+        st->scratch_cap = 0;
+        st->scratch = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
+                                     floats * sizeof(float), NULL, &err);
+        if (st->scratch == NULL)
             return clf__fail(err,
                              "GEMM scratch: clCreateBuffer of %zu bytes "
                              "failed (%d)",
                              floats * sizeof(float), err);
-        ctx->scratch_cap = floats;
+        st->scratch_cap = floats;
     }
-    *out = ctx->scratch;
+    *out = st->scratch;
     return 0;
 }
 
@@ -89,13 +149,16 @@ gemm_nn_unlocked(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
     cl_uint has_bias = bias != NULL, act = gelu != 0;
     cl_uint M = (cl_uint)m, N = (cl_uint)n, K = (cl_uint)k;
     cl_uint la = (cl_uint)lda, lb = (cl_uint)ldb, lc = (cl_uint)ldc;
-    cl_uint acc = accumulate != 0, cols64 = ctx->gemm_cols64 != 0;
+    struct clf__gemm_state *st;
+    cl_uint acc = accumulate != 0, cols64;
     cl_ulong ao = a_off, as = a_stride, bo = b_off, bs = b_stride;
     cl_ulong co = c_off, cs = c_stride;
     size_t g[3];
 
     if (m == 0 || n == 0 || batch == 0)
         return 0;
+    STATE(ctx, st);
+    cols64 = st->cols64 != 0;
     CLF_SET_ARG(kk, 0, M);
     CLF_SET_ARG(kk, 1, N);
     CLF_SET_ARG(kk, 2, K);
@@ -164,6 +227,9 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
         cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
         cl_mem bias, int gelu)
 {
+    struct clf__gemm_state *st;
+
+    STATE(ctx, st);
     if (trans_b) {
         /* One copy when every batch entry shares B. */
         size_t copies = b_stride == 0 ? 1 : batch, floats;
@@ -179,8 +245,8 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
         ldb = n;
         b_stride = b_stride == 0 ? 0 : n * k;
     }
-    ctx->blocked_calls++;
-    ctx->gemm_calls++;
+    st->blocked_calls++;
+    st->gemm_calls++;
     /* A long inner dimension in slices of BLOCKED_KC, each added into C:
      * the rows of B one work-group streams (BLOCKED_KC x 64 floats) then
      * stay in a CPU core's cache for the group's next work-item.  On PoCL
@@ -194,7 +260,7 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
      * The bias goes in with the first slice, the activation with the
      * last. */
     {
-        const size_t slice = ctx->gemm_cols64 ? BLOCKED_KC : BLOCKED_KC / 2;
+        const size_t slice = st->cols64 ? BLOCKED_KC : BLOCKED_KC / 2;
         size_t k0 = 0, kc;
         do {
             kc = k - k0 < slice ? k - k0 : slice;
@@ -211,24 +277,16 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
 
 /* ------------------------------------------------------------ dispatch */
 
-static __thread int thread_way = CLF_GEMM_UNDECIDED;
-
-void
-clf__gemm_use(int variant)
-{
-    thread_way = variant;
-}
-
-/* Who runs the GEMMs now: a pinned way, else the way of this thread's last
- * plan, else CLBlast.  Never timed here: choices are made before
- * enqueueing. */
+/* Who runs a GEMM: the way the caller chose (its plan's, for the GEMM's
+ * role), unless the context pins one; CLBlast when neither says.  Never
+ * timed here: choices are made before enqueueing. */
 static int
-way(const clf_context *ctx)
+variant_of(const clf_context *ctx, int way)
 {
     if (ctx->gemm_variant != CLF_GEMM_UNDECIDED)
         return ctx->gemm_variant;
-    if (thread_way != CLF_GEMM_UNDECIDED)
-        return thread_way;
+    if (CLF_GEMM_VARIANT(way) != CLF_GEMM_UNDECIDED)
+        return CLF_GEMM_VARIANT(way);
     return CLF_GEMM_CLBLAST;
 }
 
@@ -244,49 +302,66 @@ clblast_gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
              cl_mem b, size_t b_off, size_t ldb, float beta, cl_mem c,
              size_t c_off, size_t ldc)
 {
-    CLBlastStatusCode st;
+    struct clf__gemm_state *st;
+    CLBlastStatusCode status;
 
-    ctx->gemm_calls++;
+    STATE(ctx, st);
+    st->gemm_calls++;
     clf__launch_clblast(ctx, m, n, k, 1);
     pthread_mutex_lock(&clblast_lock);
-    st = CLBlastSgemm(CLBlastLayoutRowMajor, tr(trans_a), tr(trans_b), m, n, k,
-                      alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_off, ldc,
-                      &ctx->queue, NULL);
+    status = CLBlastSgemm(CLBlastLayoutRowMajor, tr(trans_a), tr(trans_b), m, n,
+                          k, alpha, a, a_off, lda, b, b_off, ldb, beta, c,
+                          c_off, ldc, &ctx->queue, NULL);
     pthread_mutex_unlock(&clblast_lock);
-    if (st != CLBlastSuccess)
-        return clf__fail((int)st, "CLBlastSgemm %zux%zux%zu failed (%d)", m, n,
-                         k, (int)st);
+    if (status != CLBlastSuccess)
+        return clf__fail((int)status, "CLBlastSgemm %zux%zux%zu failed (%d)", m,
+                         n, k, (int)status);
     return 0;
 }
 
 int
-clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
-          size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, cl_mem b,
-          size_t b_off, size_t ldb, float beta, cl_mem c, size_t c_off,
-          size_t ldc)
+clf__gemm(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
+          size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
+          cl_mem b, size_t b_off, size_t ldb, float beta, cl_mem c,
+          size_t c_off, size_t ldc)
 {
-    return clf__gemm_batched(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off,
-                             lda, 0, b, b_off, ldb, 0, beta, c, c_off, ldc, 0,
-                             1);
+    return clf__gemm_batched(ctx, way, trans_a, trans_b, m, n, k, alpha, a,
+                             a_off, lda, 0, b, b_off, ldb, 0, beta, c, c_off,
+                             ldc, 0, 1);
 }
 
-/* The tiled kernel where the way is `tiled` and the sizes fit its 32-bit
- * arguments: 1 when it ran (or failed, *rc set), 0 to go on. */
+/* The native half kernels where the way says an operand is a binary16
+ * weight, else the tiled kernel where the way is `tiled` and the sizes fit
+ * its 32-bit arguments: 1 when one ran (or failed, *rc set), 0 to go
+ * on. */
 static int
-tiled(clf_context *ctx, const struct clf__tiled_args *g, int *rc)
+half_or_tiled(clf_context *ctx, int way, const struct clf__tiled_args *g,
+              int *rc)
 {
-    if (way(ctx) != CLF_GEMM_TILED ||
+    struct clf__gemm_state *st;
+
+    if (way & (CLF_GEMM_HALF_A | CLF_GEMM_HALF_B)) {
+        *rc = clf__fp16_gemm(ctx, g, (way & CLF_GEMM_HALF_A) != 0,
+                             (way & CLF_GEMM_HALF_B) != 0);
+        return 1;
+    }
+    if (variant_of(ctx, way) != CLF_GEMM_TILED ||
         !clf__tiled_fits(g->m, g->n, g->k, g->lda, g->ldb, g->ldc))
         return 0;
+    if ((st = clf__gemm_state(ctx)) == NULL) {
+        *rc = CLF_ENO_MEMORY;
+        return 1;
+    }
+    st->gemm_calls++;
     *rc = clf__tiled_gemm(ctx, g);
     return 1;
 }
 
 static int
-gemm_ex_unlocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
-                 cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
-                 size_t ldb, int accumulate, cl_mem c, size_t c_off, size_t ldc,
-                 cl_mem bias, int gelu)
+gemm_ex_unlocked(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
+                 size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
+                 size_t b_off, size_t ldb, int accumulate, cl_mem c,
+                 size_t c_off, size_t ldc, cl_mem bias, int gelu)
 {
     const float beta = accumulate ? 1.0f : 0.0f;
     const struct clf__tiled_args g = {.trans_b = trans_b,
@@ -309,9 +384,9 @@ gemm_ex_unlocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
                                       .gelu = gelu};
     int rc;
 
-    if (clf__fp16_gemm(ctx, &g, &rc) || tiled(ctx, &g, &rc))
+    if (half_or_tiled(ctx, way, &g, &rc))
         return rc;
-    if (way(ctx) == CLF_GEMM_BLOCKED &&
+    if (variant_of(ctx, way) == CLF_GEMM_BLOCKED &&
         blocked_fits(0, m, n, k, beta, lda, ldb, ldc))
         return blocked(ctx, trans_b, m, n, k, 1.0f, a, a_off, lda, 0, b, b_off,
                        ldb, 0, beta, c, c_off, ldc, 0, 1, bias, gelu);
@@ -327,37 +402,67 @@ gemm_ex_unlocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
 }
 
 int
-clf__gemm_ex(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
-             cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
-             size_t ldb, int accumulate, cl_mem c, size_t c_off, size_t ldc,
-             cl_mem bias, int gelu)
+clf__gemm_ex(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
+             size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
+             size_t b_off, size_t ldb, int accumulate, cl_mem c, size_t c_off,
+             size_t ldc, cl_mem bias, int gelu)
 {
     int rc;
 
     clf__lock(ctx);
-    rc = gemm_ex_unlocked(ctx, trans_b, m, n, k, a, a_off, lda, b, b_off, ldb,
-                          accumulate, c, c_off, ldc, bias, gelu);
+    rc = gemm_ex_unlocked(ctx, way, trans_b, m, n, k, a, a_off, lda, b, b_off,
+                          ldb, accumulate, c, c_off, ldc, bias, gelu);
     clf__unlock(ctx);
     return rc;
 }
 
 int
-clf__gemm_bias(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
-               cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
-               size_t ldb, cl_mem c, size_t c_off, size_t ldc, cl_mem bias)
+clf__gemm_bias(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
+               size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
+               size_t b_off, size_t ldb, cl_mem c, size_t c_off, size_t ldc,
+               cl_mem bias)
 {
-    return clf__gemm_ex(ctx, trans_b, m, n, k, a, a_off, lda, b, b_off, ldb, 0,
-                        c, c_off, ldc, bias, 0);
+    return clf__gemm_ex(ctx, way, trans_b, m, n, k, a, a_off, lda, b, b_off,
+                        ldb, 0, c, c_off, ldc, bias, 0);
+}
+
+/* A batch of CLBlast GEMMs (one Sgemm for batch 1). */
+static int
+clblast_batched(clf_context *ctx, const struct clf__tiled_args *g)
+{
+    struct clf__gemm_state *st;
+    CLBlastStatusCode status;
+
+    if (g->batch == 1)
+        return clblast_gemm(ctx, g->trans_a, g->trans_b, g->m, g->n, g->k,
+                            g->alpha, g->a, g->a_off, g->lda, g->b, g->b_off,
+                            g->ldb, g->beta, g->c, g->c_off, g->ldc);
+    STATE(ctx, st);
+    st->gemm_calls++;
+    clf__launch_clblast(ctx, g->m, g->n, g->k, g->batch);
+    pthread_mutex_lock(&clblast_lock);
+    status = CLBlastSgemmStridedBatched(
+        CLBlastLayoutRowMajor, tr(g->trans_a), tr(g->trans_b), g->m, g->n, g->k,
+        g->alpha, g->a, g->a_off, g->lda, g->a_stride, g->b, g->b_off, g->ldb,
+        g->b_stride, g->beta, g->c, g->c_off, g->ldc, g->c_stride, g->batch,
+        &ctx->queue, NULL);
+    pthread_mutex_unlock(&clblast_lock);
+    if (status != CLBlastSuccess)
+        return clf__fail((int)status,
+                         "CLBlastSgemmStridedBatched %zux%zux%zu x%zu failed "
+                         "(%d)",
+                         g->m, g->n, g->k, g->batch, (int)status);
+    return 0;
 }
 
 static int
-gemm_batched_unlocked(clf_context *ctx, int trans_a, int trans_b, size_t m,
-                      size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
-                      size_t lda, size_t a_stride, cl_mem b, size_t b_off,
-                      size_t ldb, size_t b_stride, float beta, cl_mem c,
-                      size_t c_off, size_t ldc, size_t c_stride, size_t batch)
+gemm_batched_unlocked(clf_context *ctx, int way, int trans_a, int trans_b,
+                      size_t m, size_t n, size_t k, float alpha, cl_mem a,
+                      size_t a_off, size_t lda, size_t a_stride, cl_mem b,
+                      size_t b_off, size_t ldb, size_t b_stride, float beta,
+                      cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
+                      size_t batch)
 {
-    CLBlastStatusCode st;
     const struct clf__tiled_args g = {.trans_a = trans_a,
                                       .trans_b = trans_b,
                                       .m = m,
@@ -380,34 +485,18 @@ gemm_batched_unlocked(clf_context *ctx, int trans_a, int trans_b, size_t m,
                                       .batch = batch};
     int rc;
 
-    if (clf__fp16_gemm(ctx, &g, &rc) || tiled(ctx, &g, &rc))
+    if (half_or_tiled(ctx, way, &g, &rc))
         return rc;
-    if (way(ctx) == CLF_GEMM_BLOCKED &&
+    if (variant_of(ctx, way) == CLF_GEMM_BLOCKED &&
         blocked_fits(trans_a, m, n, k, beta, lda, ldb, ldc))
         return blocked(ctx, trans_b, m, n, k, alpha, a, a_off, lda, a_stride, b,
                        b_off, ldb, b_stride, beta, c, c_off, ldc, c_stride,
                        batch, NULL, 0);
-    if (batch == 1)
-        return clblast_gemm(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off,
-                            lda, b, b_off, ldb, beta, c, c_off, ldc);
-    ctx->gemm_calls++;
-    clf__launch_clblast(ctx, m, n, k, batch);
-    pthread_mutex_lock(&clblast_lock);
-    st = CLBlastSgemmStridedBatched(
-        CLBlastLayoutRowMajor, tr(trans_a), tr(trans_b), m, n, k, alpha, a,
-        a_off, lda, a_stride, b, b_off, ldb, b_stride, beta, c, c_off, ldc,
-        c_stride, batch, &ctx->queue, NULL);
-    pthread_mutex_unlock(&clblast_lock);
-    if (st != CLBlastSuccess)
-        return clf__fail((int)st,
-                         "CLBlastSgemmStridedBatched %zux%zux%zu x%zu failed "
-                         "(%d)",
-                         m, n, k, batch, (int)st);
-    return 0;
+    return clblast_batched(ctx, &g);
 }
 
 int
-clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
+clf__gemm_batched(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
                   size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
                   size_t lda, size_t a_stride, cl_mem b, size_t b_off,
                   size_t ldb, size_t b_stride, float beta, cl_mem c,
@@ -416,9 +505,9 @@ clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
     int rc;
 
     clf__lock(ctx);
-    rc = gemm_batched_unlocked(ctx, trans_a, trans_b, m, n, k, alpha, a, a_off,
-                               lda, a_stride, b, b_off, ldb, b_stride, beta, c,
-                               c_off, ldc, c_stride, batch);
+    rc = gemm_batched_unlocked(ctx, way, trans_a, trans_b, m, n, k, alpha, a,
+                               a_off, lda, a_stride, b, b_off, ldb, b_stride,
+                               beta, c, c_off, ldc, c_stride, batch);
     clf__unlock(ctx);
     return rc;
 }
@@ -430,7 +519,7 @@ clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
  * offsets in one call, but it copies its offset arrays to the device with
  * a blocking write, and a forward only enqueues. */
 int
-clf__gemm_grouped(clf_context *ctx, int trans_a, int trans_b, size_t m,
+clf__gemm_grouped(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
                   size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
                   size_t lda, size_t a_stride, cl_mem b, size_t b_off,
                   size_t ldb, size_t b_stride, float beta, cl_mem c,
@@ -453,8 +542,8 @@ clf__gemm_grouped(clf_context *ctx, int trans_a, int trans_b, size_t m,
     }
     clf__lock(ctx);
     for (o = 0; o < outer && rc == 0; o++)
-        rc = gemm_batched_unlocked(ctx, trans_a, trans_b, m, n, k, alpha, a,
-                                   a_off + o * step[0], lda, stride[0], b,
+        rc = gemm_batched_unlocked(ctx, way, trans_a, trans_b, m, n, k, alpha,
+                                   a, a_off + o * step[0], lda, stride[0], b,
                                    b_off + o * step[1], ldb, stride[1], beta, c,
                                    c_off + o * step[2], ldc, stride[2], inner);
     clf__unlock(ctx);
@@ -463,73 +552,115 @@ clf__gemm_grouped(clf_context *ctx, int trans_a, int trans_b, size_t m,
 
 /* ------------------------------------------------------------- choice */
 
-/* The timed shape: the layer's projection, X W^T with W stored as PyTorch
- * does (so the blocked way pays its transpose). */
+/* Each role's slot of the kernel choices, the first word of its buckets
+ * ("" for the projections, whose buckets predate the roles) and whether
+ * its B operand is transposed (X W^T, Q Kbar^T). */
+static const struct {
+    int slot;
+    const char *prefix;
+    int trans_b;
+} roles[CLF_ROLE_COUNT] = {
+    {CLF_KIND_GEMM, "", 1},
+    {CLF_SLOT_GEMM_COMP, "comp.", 0},
+    {CLF_SLOT_GEMM_SCORE, "score.", 1},
+    {CLF_SLOT_GEMM_WEIGH, "weigh.", 0},
+    {CLF_SLOT_GEMM_FFN, "ffn.", 1},
+};
+
+/* The timed shape: the role's, C = A op(B) with W stored as PyTorch does
+ * where the role transposes B (so the blocked way pays its transpose),
+ * batch strided. */
 struct gemm_timing {
-    size_t m, n, k;
+    struct clf__tiled_args g;
     cl_mem mem[3];
 };
+
+/* Whether variant v (CLF_GEMM_* - 1) runs the timed shape itself, rather
+ * than falling back to CLBlast. */
+static int
+applies(int v, const struct clf__tiled_args *g)
+{
+    if (v == CLF_GEMM_BLOCKED - 1)
+        return blocked_fits(0, g->m, g->n, g->k, 0.0f, g->lda, g->ldb, g->ldc);
+    if (v == CLF_GEMM_TILED - 1)
+        return clf__tiled_fits(g->m, g->n, g->k, g->lda, g->ldb, g->ldc);
+    return 1;
+}
 
 static int
 run_gemm(clf_context *ctx, int variant, void *user)
 {
     const struct gemm_timing *t = user;
-    const cl_mem *m = t->mem;
+    const struct clf__tiled_args *g = &t->g;
 
-    if (variant == CLF_GEMM_CLBLAST - 1)
-        return clblast_gemm(ctx, 0, 1, t->m, t->n, t->k, 1.0f, m[0], 0, t->k,
-                            m[1], 0, t->k, 0.0f, m[2], 0, t->n);
-    if (variant == CLF_GEMM_TILED - 1) {
-        const struct clf__tiled_args g = {.trans_b = 1,
-                                          .m = t->m,
-                                          .n = t->n,
-                                          .k = t->k,
-                                          .alpha = 1.0f,
-                                          .a = m[0],
-                                          .b = m[1],
-                                          .c = m[2],
-                                          .lda = t->k,
-                                          .ldb = t->k,
-                                          .ldc = t->n,
-                                          .batch = 1};
-        return clf__tiled_gemm(ctx, &g);
-    }
-    return blocked(ctx, 1, t->m, t->n, t->k, 1.0f, m[0], 0, t->k, 0, m[1], 0,
-                   t->k, 0, 0.0f, m[2], 0, t->n, 0, 1, NULL, 0);
+    if (!applies(variant, g))
+        return CLF_EUNSUPPORTED; /* not timed (0 ms below) */
+    return gemm_batched_unlocked(
+        ctx, CLF_GEMM_CLBLAST + variant, 0, g->trans_b, g->m, g->n, g->k, 1.0f,
+        t->mem[0], 0, g->lda, g->a_stride, t->mem[1], 0, g->ldb, g->b_stride,
+        0.0f, t->mem[2], 0, g->ldc, g->c_stride, g->batch);
 }
 
-/* Times every way on the projection m x n x k (m capped so that timing
- * stays short) and returns the faster as a clf__gemm_variant. */
-static int
-time_gemm(clf_context *ctx, const char *bucket, size_t m, size_t n, size_t k,
-          int *variant)
+/* The timed shape of role over m x n x k (batch of them): m capped at 2048
+ * rows and the batch at 8192 rows and 16 Mi floats of operands, so that
+ * timing stays short. */
+static void
+timing_shape(int role, size_t m, size_t n, size_t k, size_t batch,
+             struct clf__tiled_args *g)
 {
-    struct gemm_timing t = {m < 2048 ? m : 2048, n, k, {NULL, NULL, NULL}};
+    const size_t tm = m < 2048 ? m : 2048;
+    const size_t per = tm * k + k * n + tm * n;
+    size_t tb = batch, cap = 8192 / tm;
+
+    if (per > 0 && ((size_t)1 << 24) / per < cap)
+        cap = ((size_t)1 << 24) / per;
+    if (tb > cap)
+        tb = cap;
+    memset(g, 0, sizeof *g);
+    g->trans_b = roles[role].trans_b;
+    g->m = tm, g->n = n, g->k = k, g->batch = tb ? tb : 1;
+    g->lda = k, g->ldb = g->trans_b ? k : n, g->ldc = n;
+    g->a_stride = tm * k, g->b_stride = k * n, g->c_stride = tm * n;
+}
+
+/* Times every way that applies on the role's shape and returns the faster
+ * as a clf__gemm_variant. */
+static int
+time_gemm(clf_context *ctx, int role, const char *bucket, size_t m, size_t n,
+          size_t k, size_t batch, int *variant)
+{
+    struct gemm_timing t;
     double ms[CLF_MAX_CANDIDATES] = {0};
+    const int count = clf__choice_count(CLF_KIND_GEMM);
     int rc = 0, best = -1, i;
 
-    t.mem[0] = clf__timing_buffer(ctx, t.m * t.k, 0, &rc);
+    timing_shape(role, m, n, k, batch, &t.g);
+    t.mem[0] = clf__timing_buffer(ctx, t.g.batch * t.g.m * k, 0, &rc);
+    t.mem[1] =
+        rc == 0 ? clf__timing_buffer(ctx, t.g.batch * n * k, 1, &rc) : NULL;
+    t.mem[2] =
+        rc == 0 ? clf__timing_buffer(ctx, t.g.batch * t.g.m * n, 2, &rc) : NULL;
     if (rc == 0)
-        t.mem[1] = clf__timing_buffer(ctx, t.n * t.k, 1, &rc);
-    if (rc == 0)
-        t.mem[2] = clf__timing_buffer(ctx, t.m * t.n, 2, &rc);
-    if (rc == 0)
-        best = clf__time_variants(ctx, clf__choice_count(CLF_KIND_GEMM),
-                                  run_gemm, &t, 2, ms);
+        best = clf__time_variants(ctx, count, run_gemm, &t, 2, ms);
     for (i = 0; i < 3; i++)
         if (t.mem[i] != NULL)
             clReleaseMemObject(t.mem[i]);
     if (rc != 0 || best < 0)
         return rc != 0 ? rc : best;
-    clf__choice_record(ctx, CLF_KIND_GEMM, bucket, best, ms);
+    for (i = 0; i < count; i++)
+        if (!applies(i, &t.g))
+            ms[i] = 0.0;
+    clf__choice_record(ctx, roles[role].slot, bucket, best, ms);
     *variant = CLF_GEMM_CLBLAST + best;
     return 0;
 }
 
 int
-clf__gemm_resolve(clf_context *ctx, size_t m, size_t n, size_t k, int *variant)
+clf__gemm_resolve(clf_context *ctx, int role, size_t m, size_t n, size_t k,
+                  size_t batch, int *variant)
 {
-    char bucket[CLF_BUCKET_MAX];
+    const size_t cap = (size_t)1 << 20;
+    char bucket[CLF_BUCKET_MAX], b[24] = "";
     int found, best = 0, rc;
 
     clf__lock(ctx);
@@ -539,14 +670,16 @@ clf__gemm_resolve(clf_context *ctx, size_t m, size_t n, size_t k, int *variant)
         clf__unlock(ctx);
         return 0;
     }
-    snprintf(bucket, sizeof bucket, "m%zu.n%zu.k%zu",
-             clf__pow2_bucket(m, (size_t)1 << 20),
-             clf__pow2_bucket(n, (size_t)1 << 20),
-             clf__pow2_bucket(k, (size_t)1 << 20));
-    found = clf__choice_lookup(ctx, CLF_KIND_GEMM, bucket, &best);
+    if (batch > 1)
+        snprintf(b, sizeof b, ".b%zu", clf__pow2_bucket(batch, cap));
+    snprintf(bucket, sizeof bucket, "%sm%zu.n%zu.k%zu%s", roles[role].prefix,
+             clf__pow2_bucket(m, cap), clf__pow2_bucket(n, cap),
+             clf__pow2_bucket(k, cap), b);
+    found = clf__choice_lookup(ctx, roles[role].slot, bucket, &best);
     if (found == 1)
         *variant = CLF_GEMM_CLBLAST + best;
-    rc = found != 0 ? found : time_gemm(ctx, bucket, m, n, k, variant);
+    rc = found != 0 ? found
+                    : time_gemm(ctx, role, bucket, m, n, k, batch, variant);
     clf__unlock(ctx);
     return rc < 0 ? rc : 0;
 }

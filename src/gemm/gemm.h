@@ -41,29 +41,67 @@ struct clf__tiled_state {
  * out (an error is set). */
 struct clf__tiled_state *clf__tiled_state(clf_context *ctx);
 
-/* Who runs the GEMMs: undecided until the first one. */
+/* Who runs a GEMM. */
 enum clf__gemm_variant {
-    CLF_GEMM_UNDECIDED = 0,
+    CLF_GEMM_UNDECIDED = 0, /* no choice: the pinned way, else CLBlast */
     CLF_GEMM_CLBLAST,
     CLF_GEMM_BLOCKED, /* the register-blocked kernel, where the shape fits */
     CLF_GEMM_TILED    /* the work-group tiled kernel (tiled.c) */
 };
 
+/* The way of one GEMM, the first argument of every entry point below
+ * after the context: an enum clf__gemm_variant, or'ed with
+ * CLF_GEMM_HALF_A (CLF_GEMM_HALF_B) where operand A (B) is a binary16
+ * weight that the native half kernels read (half_gemm.c).  The caller
+ * takes it from its plan, which resolved one per role; nothing else
+ * decides a GEMM's kernel, but a way the context pins (ctx->gemm_variant:
+ * the tuner, tests) overrides the variant.  A variant whose kernel does
+ * not take the shape falls back to CLBlast. */
+#define CLF_GEMM_HALF_A 0x100
+#define CLF_GEMM_HALF_B 0x200
+#define CLF_GEMM_VARIANT(way) ((way)&0xff)
+
+/* The roles of a forward's GEMMs, each with its own way, resolved for its
+ * own shape by clf__gemm_resolve and listed on its own line of the kernel
+ * choices (kind gemm, so gemm=NAME forces them all). */
+enum clf__gemm_role {
+    CLF_ROLE_PROJ,  /* X W^T: the projections ("gemm", buckets m.n.k) */
+    CLF_ROLE_COMP,  /* E X, E P: sequence compression ("comp.m.n.k.b") */
+    CLF_ROLE_SCORE, /* Q Kbar^T per head ("score.m.n.k.b") */
+    CLF_ROLE_WEIGH, /* P Vbar per head ("weigh.m.n.k.b") */
+    CLF_ROLE_FFN,   /* a model's feed-forward and logits ("ffn.m.n.k") */
+    CLF_ROLE_COUNT
+};
+
+/* gemm.c's state in a context (clf__gemm_state): the scratch buffer of
+ * transposed operands, the GEMMs run by the blocked kernel and by any way
+ * (tests), and the blocked kernel's block width: 64-column blocks where
+ * the device prefers 16-float vectors, else 16 (tests may change it). */
+struct clf__gemm_state {
+    cl_mem scratch;
+    size_t scratch_cap; /* floats */
+    size_t blocked_calls;
+    size_t gemm_calls;
+    int cols64;
+};
+/* ctx's, made on first use; NULL when memory runs out (an error is set). */
+struct clf__gemm_state *clf__gemm_state(clf_context *ctx);
+
 /* gemm.c: row-major GEMMs on the context's queue, C = alpha op(A) op(B) +
- * beta C, batched with element strides: the blocked kernel where the
- * context chose it and the shape fits it, else CLBlast (batch 1 uses
- * Sgemm). */
-int clf__gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
-              size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
-              cl_mem b, size_t b_off, size_t ldb, float beta, cl_mem c,
-              size_t c_off, size_t ldc);
+ * beta C, batched with element strides, in the way `way` (above): the
+ * blocked or tiled kernel where it says so and the shape fits, else
+ * CLBlast (batch 1 uses Sgemm). */
+int clf__gemm(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
+              size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
+              size_t lda, cl_mem b, size_t b_off, size_t ldb, float beta,
+              cl_mem c, size_t c_off, size_t ldc);
 /* C = act(A op(B) (+ C when accumulate) + bias), one matrix, bias one per
  * column (NULL for none), act the exact GELU when gelu, else none: all in
  * the blocked kernel's last step, else separate passes after CLBlast. */
-int clf__gemm_ex(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
-                 cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
-                 size_t ldb, int accumulate, cl_mem c, size_t c_off, size_t ldc,
-                 cl_mem bias, int gelu);
+int clf__gemm_ex(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
+                 size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
+                 size_t b_off, size_t ldb, int accumulate, cl_mem c,
+                 size_t c_off, size_t ldc, cl_mem bias, int gelu);
 /* The epilogues of a GEMM that CLBlast ran (cl/gemm.cl): y[off + r ld + c]
  * += bias[c] for r < rows, c < cols; and the exact GELU in place over
  * count floats from off. */
@@ -71,14 +109,16 @@ int clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows,
                   size_t cols, size_t ld, cl_mem bias);
 int clf__gelu(clf_context *ctx, cl_mem y, size_t off, size_t count);
 /* clf__gemm_ex without accumulation or activation. */
-int clf__gemm_bias(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
-                   cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off,
-                   size_t ldb, cl_mem c, size_t c_off, size_t ldc, cl_mem bias);
-int clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
-                      size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
-                      size_t lda, size_t a_stride, cl_mem b, size_t b_off,
-                      size_t ldb, size_t b_stride, float beta, cl_mem c,
-                      size_t c_off, size_t ldc, size_t c_stride, size_t batch);
+int clf__gemm_bias(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
+                   size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
+                   size_t b_off, size_t ldb, cl_mem c, size_t c_off, size_t ldc,
+                   cl_mem bias);
+int clf__gemm_batched(clf_context *ctx, int way, int trans_a, int trans_b,
+                      size_t m, size_t n, size_t k, float alpha, cl_mem a,
+                      size_t a_off, size_t lda, size_t a_stride, cl_mem b,
+                      size_t b_off, size_t ldb, size_t b_stride, float beta,
+                      cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
+                      size_t batch);
 
 /* clf__gemm_batched over `count` groups of `batch` entries, group o's
  * operands o * a (b, c) elements after group 0's: min(count, batch)
@@ -87,12 +127,12 @@ int clf__gemm_batched(clf_context *ctx, int trans_a, int trans_b, size_t m,
 struct clf__gemm_group {
     size_t count, a, b, c;
 };
-int clf__gemm_grouped(clf_context *ctx, int trans_a, int trans_b, size_t m,
-                      size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
-                      size_t lda, size_t a_stride, cl_mem b, size_t b_off,
-                      size_t ldb, size_t b_stride, float beta, cl_mem c,
-                      size_t c_off, size_t ldc, size_t c_stride, size_t batch,
-                      const struct clf__gemm_group *g);
+int clf__gemm_grouped(clf_context *ctx, int way, int trans_a, int trans_b,
+                      size_t m, size_t n, size_t k, float alpha, cl_mem a,
+                      size_t a_off, size_t lda, size_t a_stride, cl_mem b,
+                      size_t b_off, size_t ldb, size_t b_stride, float beta,
+                      cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
+                      size_t batch, const struct clf__gemm_group *g);
 
 /* gemm.c: the register-blocked GEMM kernel, C = alpha A B (+ C when
  * accumulate), A and B not transposed, n a multiple of 16, strides in
@@ -107,17 +147,13 @@ int clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
 int clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
                    size_t cols, size_t ld, size_t stride, size_t batch,
                    cl_mem dst);
-/* The GEMM way (enum clf__gemm_variant) for a layer whose projections are
- * m x n x k: pinned, forced, stored, or timed now on that projection and
- * stored (choose.c); bucketed by powers of two of m, n and k.  Plans call
- * it and hand the way to clf__gemm_use. */
-int clf__gemm_resolve(clf_context *ctx, size_t m, size_t n, size_t k,
-                      int *variant);
-/* The GEMM way of the calling thread's GEMMs from now on (a forward sets
- * its plan's; the feed-forward GEMMs of a model layer that follow take the
- * same), unless the context pins one.  Per thread, so that what runs in
- * another thread never changes a forward's kernels. */
-void clf__gemm_use(int variant);
+/* The way (enum clf__gemm_variant) for the GEMMs of `role` whose shape is
+ * batch x m x n x k: pinned, forced, stored, or timed now on that shape
+ * (m capped) and stored (choose.c); bucketed by powers of two of m, n, k
+ * and the batch (when above 1), the role's prefix first.  Plans call it
+ * once per role and pass the way to each GEMM of the role. */
+int clf__gemm_resolve(clf_context *ctx, int role, size_t m, size_t n, size_t k,
+                      size_t batch, int *variant);
 
 /* tiled.c: the tiled GEMM kernel.  Sizes: the defaults of kernel_params.h,
  * the checks of a set against the kernel's rules and a device's limits
@@ -155,7 +191,7 @@ int clf__tiled_gemm(clf_context *ctx, const struct clf__tiled_args *g);
 size_t clf__tiled_split(clf_context *ctx, size_t m, size_t n, size_t k,
                         size_t batch, size_t *kchunk);
 
-/* Native half arithmetic for half-stored weights (fp16.c): a GEMM that
+/* Native half arithmetic for half-stored weights (half_gemm.c): a GEMM that
  * reads a binary16 weight directly and multiplies in half, offered only
  * where the device reports cl_khr_fp16 and a self-test passes, and chosen
  * per device against widening the weight into float32 first (kind
@@ -164,33 +200,36 @@ size_t clf__tiled_split(clf_context *ctx, size_t m, size_t n, size_t k,
 /* The candidates of CLF_KIND_HALFGEMM. */
 enum { CLF_HALFGEMM_WIDEN = 0, CLF_HALFGEMM_NATIVE };
 
+/* half_gemm.c's state in a context (clf__fp16_state): whether the native
+ * way is offered (0 not checked yet, 1 offered, -1 not, with the reason in
+ * why and the line of the kernel choices in note), its program and
+ * kernels, and the native GEMMs enqueued (tests).  Under the lock. */
+struct clf__fp16_state {
+    int offered;
+    char why[256];
+    char note[300];
+    cl_program program; /* cl/half_gemm.cl, where offered */
+    cl_kernel nt, nn, sanity;
+    size_t calls;
+};
+/* ctx's, made on first use; NULL when memory runs out (an error is set). */
+struct clf__fp16_state *clf__fp16_state(clf_context *ctx);
+
 /* 1 when the native way is offered on ctx's device: cl_khr_fp16 reported,
  * its program built and the self-test passed, all checked once per
- * context (under the lock) and cached; else 0 with the reason in
- * ctx->fp16_why. */
+ * context (under the lock) and cached; else 0 with the reason in the
+ * state's why, and halfgemm listed as widening for that reason. */
 int clf__fp16_offered(clf_context *ctx);
 
-/* Marks buffer m as a binary16 weight the GEMMs of this forward read
- * natively (at most CLF_FP16_LIVE at once; older marks are dropped). */
-void clf__fp16_mark(clf_context *ctx, cl_mem m);
-
-/* Drops the marks: a layer's buffers are about to be released, and a
- * later buffer may get the same handle. */
-void clf__fp16_forget(clf_context *ctx);
-
-/* Run by the GEMM entry points first: 1 when an operand of g is a marked
- * binary16 weight (then the native kernel ran, or *rc holds why not), 0
- * to go on with the float32 ways.  Call with ctx locked. */
-int clf__fp16_gemm(clf_context *ctx, const struct clf__tiled_args *g, int *rc);
-/* The native X W^T kernel on g (B binary16, n x k, transposed); ctx
- * locked. */
-int clf__fp16_gemm_nt(clf_context *ctx, const struct clf__tiled_args *g);
+/* Run by the GEMM entry points for a way with CLF_GEMM_HALF_A or _B: the
+ * native kernel on g, operand A (half_a) or B (half_b) binary16, or why it
+ * cannot take g.  Call with ctx locked. */
+int clf__fp16_gemm(clf_context *ctx, const struct clf__tiled_args *g,
+                   int half_a, int half_b);
 
 /* The self-test on ctx now, regardless of the cached verdict: 0 when it
  * passes, else CLF_EUNSUPPORTED with the reason (tests).  fault != 0
  * runs it with a wrong alpha, so that the comparison must fail. */
 int clf__fp16_selftest(clf_context *ctx, int fault);
-
-void clf__fp16_release(clf_context *ctx);
 
 #endif /* CLF_GEMM_H */

@@ -514,7 +514,6 @@ clf__tiled_gemm(clf_context *ctx, const struct clf__tiled_args *g)
     global[1] = (g->m + v[CLF_TILED_P_MWG] - 1) / v[CLF_TILED_P_MWG] * local[1];
     global[2] = g->batch * sp.ksplit;
     st->calls++;
-    ctx->gemm_calls++;
     err = clf__enqueue_nd(ctx, kk, 3, global, local);
     if (err != CL_SUCCESS)
         return clf__fail(err,

@@ -64,74 +64,76 @@ has_extension(clf_context *ctx)
     return found;
 }
 
-static int
-not_offered(clf_context *ctx, const char *why)
+static void
+release_state(clf_context *ctx, void *state)
 {
-    snprintf(ctx->fp16_why, sizeof ctx->fp16_why, "%s", why);
-    ctx->fp16_state = -1;
-    return 0;
+    struct clf__fp16_state *st = state;
+
+    (void)ctx;
+    if (st->nt != NULL)
+        clReleaseKernel(st->nt);
+    if (st->nn != NULL)
+        clReleaseKernel(st->nn);
+    if (st->sanity != NULL)
+        clReleaseKernel(st->sanity);
+    if (st->program != NULL)
+        clReleaseProgram(st->program);
+    st->nt = st->nn = st->sanity = NULL;
+    st->program = NULL;
 }
 
-static const char release_key = 0;
+static const char state_key = 0;
 
-static void
-release_hook(clf_context *ctx, void *state)
+struct clf__fp16_state *
+clf__fp16_state(clf_context *ctx)
 {
-    (void)state;
-    clf__fp16_release(ctx);
+    struct clf__fp16_state *st = clf__feature_find(ctx, &state_key);
+
+    return st != NULL
+               ? st
+               : clf__feature(ctx, &state_key, sizeof *st, release_state);
+}
+
+/* Not offered: the reason kept, and the half-weight way listed as
+ * widening for it (the note lives as long as the context). */
+static int
+not_offered(clf_context *ctx, struct clf__fp16_state *st, const char *why)
+{
+    snprintf(st->why, sizeof st->why, "%s", why);
+    snprintf(st->note, sizeof st->note, "native not offered: %s", why);
+    st->offered = -1;
+    clf__choice_fixed(ctx, CLF_KIND_HALFGEMM, CLF_HALFGEMM_WIDEN, st->note);
+    return 0;
 }
 
 /* Builds cl/half_gemm.cl; 0, or a reason in why. */
 static int
-build(clf_context *ctx, char *why, size_t cap)
+build(clf_context *ctx, struct clf__fp16_state *st, char *why, size_t cap)
 {
     const char *src = clf__cl_half_gemm;
     cl_int err;
 
-    if (ctx->fp16_program != NULL)
+    if (st->program != NULL)
         return 0;
-    if (clf__feature(ctx, &release_key, 1, release_hook) == NULL) {
-        snprintf(why, cap, "out of host memory");
-        return -1;
-    }
-    ctx->fp16_program =
-        clCreateProgramWithSource(ctx->context, 1, &src, NULL, &err);
-    if (ctx->fp16_program == NULL) {
+    st->program = clCreateProgramWithSource(ctx->context, 1, &src, NULL, &err);
+    if (st->program == NULL) {
         snprintf(why, cap, "clCreateProgramWithSource failed (%d)", err);
         return -1;
     }
-    err = clBuildProgram(ctx->fp16_program, 1, &ctx->device, "-cl-std=CL1.2",
-                         NULL, NULL);
+    err = clBuildProgram(st->program, 1, &ctx->device, "-cl-std=CL1.2", NULL,
+                         NULL);
     if (err == CL_SUCCESS)
-        ctx->fp16_nt =
-            clCreateKernel(ctx->fp16_program, "clf_gemm_fp16_nt", &err);
+        st->nt = clCreateKernel(st->program, "clf_gemm_fp16_nt", &err);
     if (err == CL_SUCCESS)
-        ctx->fp16_nn =
-            clCreateKernel(ctx->fp16_program, "clf_gemm_fp16_nn", &err);
+        st->nn = clCreateKernel(st->program, "clf_gemm_fp16_nn", &err);
     if (err == CL_SUCCESS)
-        ctx->fp16_sanity =
-            clCreateKernel(ctx->fp16_program, "clf_fp16_sanity", &err);
+        st->sanity = clCreateKernel(st->program, "clf_fp16_sanity", &err);
     if (err != CL_SUCCESS) {
         snprintf(why, cap, "half_gemm.cl failed to build (%d)", err);
-        clf__fp16_release(ctx);
+        release_state(ctx, st);
         return -1;
     }
     return 0;
-}
-
-void
-clf__fp16_release(clf_context *ctx)
-{
-    if (ctx->fp16_nt != NULL)
-        clReleaseKernel(ctx->fp16_nt);
-    if (ctx->fp16_nn != NULL)
-        clReleaseKernel(ctx->fp16_nn);
-    if (ctx->fp16_sanity != NULL)
-        clReleaseKernel(ctx->fp16_sanity);
-    if (ctx->fp16_program != NULL)
-        clReleaseProgram(ctx->fp16_program);
-    ctx->fp16_nt = ctx->fp16_nn = ctx->fp16_sanity = NULL;
-    ctx->fp16_program = NULL;
 }
 
 /* Sizes the kernels take as int. */
@@ -147,8 +149,8 @@ fits_int(const struct clf__tiled_args *g)
 /* Enqueues kernel k over ceil(n / per) x ceil(m / rows) x batch
  * work-items. */
 static int
-launch(clf_context *ctx, cl_kernel k, const struct clf__tiled_args *g,
-       size_t per, size_t rows)
+launch(clf_context *ctx, struct clf__fp16_state *st, cl_kernel k,
+       const struct clf__tiled_args *g, size_t per, size_t rows)
 {
     size_t global[3] = {(g->n + per - 1) / per, (g->m + rows - 1) / rows,
                         g->batch};
@@ -162,7 +164,7 @@ launch(clf_context *ctx, cl_kernel k, const struct clf__tiled_args *g,
                          "native half GEMM %zux%zux%zu x%zu: enqueue failed "
                          "(%d)",
                          g->m, g->n, g->k, g->batch, err);
-    ctx->fp16_calls++;
+    st->calls++;
     return 0;
 }
 
@@ -197,25 +199,27 @@ set_gemm_args(cl_kernel k, const struct clf__tiled_args *g)
 }
 
 /* C = alpha A W^T + bias: A float32, W (g->b) binary16. */
-int
-clf__fp16_gemm_nt(clf_context *ctx, const struct clf__tiled_args *g)
+static int
+run_nt(clf_context *ctx, struct clf__fp16_state *st,
+       const struct clf__tiled_args *g)
 {
-    cl_kernel k = ctx->fp16_nt;
+    cl_kernel k = st->nt;
     const cl_int has_bias = g->bias != NULL;
     const cl_mem bias = g->bias != NULL ? g->bias : g->c; /* not read */
 
     CLF_TRY(set_gemm_args(k, g));
     SET(k, 16, bias);
     SET(k, 17, has_bias);
-    return launch(ctx, k, g, 4, 1);
+    return launch(ctx, st, k, g, 4, 1);
 }
 
 /* C = alpha E X: E (g->a) binary16, X float32. */
 static int
-run_nn(clf_context *ctx, const struct clf__tiled_args *g)
+run_nn(clf_context *ctx, struct clf__fp16_state *st,
+       const struct clf__tiled_args *g)
 {
-    CLF_TRY(set_gemm_args(ctx->fp16_nn, g));
-    return launch(ctx, ctx->fp16_nn, g, 8, 4);
+    CLF_TRY(set_gemm_args(st->nn, g));
+    return launch(ctx, st, st->nn, g, 8, 4);
 }
 
 /* ------------------------------------------------------- self-test */
@@ -232,8 +236,9 @@ static const uint16_t sanity_want[] = {0x3C00, 0x3C02, 0x4078, 0x0400,
 #define SANITY_PAIRS 7
 
 static int
-run_sanity(clf_context *ctx, char *why, size_t cap)
+run_sanity(clf_context *ctx, struct clf__fp16_state *st, char *why, size_t cap)
 {
+    cl_kernel k = st->sanity;
     uint16_t got[SANITY_PAIRS];
     const cl_int pairs = SANITY_PAIRS;
     cl_int err = CL_SUCCESS;
@@ -246,12 +251,10 @@ run_sanity(clf_context *ctx, char *why, size_t cap)
     out = in ? clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, sizeof got, NULL,
                               &err)
              : NULL;
-    if (out != NULL &&
-        (err = clSetKernelArg(ctx->fp16_sanity, 0, sizeof in, &in)) == 0 &&
-        (err = clSetKernelArg(ctx->fp16_sanity, 1, sizeof out, &out)) == 0 &&
-        (err = clSetKernelArg(ctx->fp16_sanity, 2, sizeof pairs, &pairs)) ==
-            0 &&
-        (err = clf__enqueue_nd(ctx, ctx->fp16_sanity, 1, &global, NULL)) == 0)
+    if (out != NULL && (err = clSetKernelArg(k, 0, sizeof in, &in)) == 0 &&
+        (err = clSetKernelArg(k, 1, sizeof out, &out)) == 0 &&
+        (err = clSetKernelArg(k, 2, sizeof pairs, &pairs)) == 0 &&
+        (err = clf__enqueue_nd(ctx, k, 1, &global, NULL)) == 0)
         err = clEnqueueReadBuffer(ctx->queue, out, CL_TRUE, 0, sizeof got, got,
                                   0, NULL, NULL);
     if (in != NULL)
@@ -339,7 +342,8 @@ st_args(const struct st_case *s, float alpha, cl_mem f, cl_mem h, cl_mem bias,
 
 /* Runs the case on the device into s->c. */
 static int
-st_run(clf_context *ctx, struct st_case *s, float alpha)
+st_run(clf_context *ctx, struct clf__fp16_state *st, struct st_case *s,
+       float alpha)
 {
     cl_mem m[4]; /* f, h, bias, c */
     cl_int err = CL_SUCCESS,
@@ -363,7 +367,7 @@ st_run(clf_context *ctx, struct st_case *s, float alpha)
     if (err == CL_SUCCESS && !ok)
         err = CL_OUT_OF_HOST_MEMORY;
     st_args(s, alpha, m[0], m[1], m[2], m[3], &g);
-    rc = ok ? (s->nn ? run_nn(ctx, &g) : clf__fp16_gemm_nt(ctx, &g))
+    rc = ok ? (s->nn ? run_nn(ctx, st, &g) : run_nt(ctx, st, &g))
             : clf__fail(err, "self-test buffers (%d)", err);
     if (rc == 0 &&
         (err = clEnqueueReadBuffer(ctx->queue, m[3], CL_TRUE, 0, sizeof s->c,
@@ -376,7 +380,8 @@ st_run(clf_context *ctx, struct st_case *s, float alpha)
 }
 
 static int
-st_gemm(clf_context *ctx, int nn, int fault, char *why, size_t cap)
+st_gemm(clf_context *ctx, struct clf__fp16_state *st, int nn, int fault,
+        char *why, size_t cap)
 {
     struct st_case *s = calloc(1, sizeof *s);
     size_t t, i, j;
@@ -390,7 +395,7 @@ st_gemm(clf_context *ctx, int nn, int fault, char *why, size_t cap)
     }
     s->nn = nn;
     st_fill(s, 0x66703136ULL + (unsigned)nn);
-    if (st_run(ctx, s, fault ? 1.5f : 1.0f) != 0) {
+    if (st_run(ctx, st, s, fault ? 1.5f : 1.0f) != 0) {
         snprintf(why, cap, "self-test GEMM failed to run: %s",
                  clf_last_error());
         free(s);
@@ -418,21 +423,27 @@ st_gemm(clf_context *ctx, int nn, int fault, char *why, size_t cap)
 int
 clf__fp16_selftest(clf_context *ctx, int fault)
 {
-    char why[sizeof ctx->fp16_why];
+    struct clf__fp16_state *st = clf__fp16_state(ctx);
+    char why[sizeof st->why];
 
+    if (st == NULL)
+        return CLF_ENO_MEMORY;
     clf__lock(ctx);
     if (!has_extension(ctx))
         snprintf(why, sizeof why, "the device does not report cl_khr_fp16");
-    else if (build(ctx, why, sizeof why) == 0 &&
-             run_sanity(ctx, why, sizeof why) == 0 &&
-             st_gemm(ctx, 0, fault, why, sizeof why) == 0 &&
-             st_gemm(ctx, 1, fault, why, sizeof why) == 0)
+    else if (build(ctx, st, why, sizeof why) == 0 &&
+             run_sanity(ctx, st, why, sizeof why) == 0 &&
+             st_gemm(ctx, st, 0, fault, why, sizeof why) == 0 &&
+             st_gemm(ctx, st, 1, fault, why, sizeof why) == 0)
         why[0] = '\0';
     if (why[0] == '\0') {
-        ctx->fp16_state = 1;
-        ctx->fp16_why[0] = '\0';
+        /* Offered (again): the way is the plan's to choose. */
+        if (st->offered < 0 && ctx->last_why[CLF_KIND_HALFGEMM] == st->note)
+            clf__choice_fixed(ctx, CLF_KIND_HALFGEMM, -1, NULL);
+        st->offered = 1;
+        st->why[0] = st->note[0] = '\0';
     } else {
-        not_offered(ctx, why);
+        not_offered(ctx, st, why);
     }
     clf__unlock(ctx);
     if (why[0] != '\0')
@@ -443,73 +454,51 @@ clf__fp16_selftest(clf_context *ctx, int fault)
 int
 clf__fp16_offered(clf_context *ctx)
 {
+    struct clf__fp16_state *st = clf__fp16_state(ctx);
     int offered;
 
+    if (st == NULL)
+        return 0;
     clf__lock(ctx);
-    if (ctx->fp16_state == 0)
+    if (st->offered == 0)
         (void)clf__fp16_selftest(ctx, 0);
-    offered = ctx->fp16_state > 0;
+    offered = st->offered > 0;
     clf__unlock(ctx);
     return offered;
 }
 
-void
-clf__fp16_mark(clf_context *ctx, cl_mem m)
-{
-    size_t i;
-
-    for (i = 0; i < ctx->fp16_nlive; i++)
-        if (ctx->fp16_live[i] == m)
-            return;
-    if (ctx->fp16_nlive == CLF_FP16_LIVE) {
-        memmove(ctx->fp16_live, ctx->fp16_live + 1,
-                (CLF_FP16_LIVE - 1) * sizeof m);
-        ctx->fp16_nlive--;
-    }
-    ctx->fp16_live[ctx->fp16_nlive++] = m;
-}
-
-void
-clf__fp16_forget(clf_context *ctx)
-{
-    clf__lock(ctx);
-    ctx->fp16_nlive = 0;
-    ctx->fp16_native = ctx->fp16_decided = 0;
-    clf__unlock(ctx);
-}
-
+/* Why the native kernels cannot take g, or 0 when they can. */
 static int
-marked(const clf_context *ctx, cl_mem m)
+refuse(const struct clf__fp16_state *st, const struct clf__tiled_args *g)
 {
-    size_t i;
-
-    for (i = 0; m != NULL && i < ctx->fp16_nlive; i++)
-        if (ctx->fp16_live[i] == m)
-            return 1;
+    if (st->offered <= 0 || st->nt == NULL)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "native half GEMM: not offered on this device%s%s",
+                         st->why[0] ? ": " : "", st->why);
+    if (!fits_int(g))
+        return clf__fail(CLF_ETOO_LARGE,
+                         "native half GEMM %zux%zux%zu: a size or stride "
+                         "past 2^31-1",
+                         g->m, g->n, g->k);
     return 0;
 }
 
 int
-clf__fp16_gemm(clf_context *ctx, const struct clf__tiled_args *g, int *rc)
+clf__fp16_gemm(clf_context *ctx, const struct clf__tiled_args *g, int half_a,
+               int half_b)
 {
-    const int ha = marked(ctx, g->a), hb = marked(ctx, g->b);
+    struct clf__fp16_state *st = clf__fp16_state(ctx);
     const int plain = !g->trans_a && g->beta == 0.0f && !g->gelu;
 
-    if (!ha && !hb)
-        return 0;
-    if (!fits_int(g))
-        *rc = clf__fail(CLF_ETOO_LARGE,
-                        "native half GEMM %zux%zux%zu: a size or stride "
-                        "past 2^31-1",
-                        g->m, g->n, g->k);
-    else if (hb && !ha && plain && g->trans_b)
-        *rc = clf__fp16_gemm_nt(ctx, g);
-    else if (ha && !hb && plain && !g->trans_b && g->bias == NULL)
-        *rc = run_nn(ctx, g);
-    else
-        *rc = clf__fail(CLF_EUNSUPPORTED,
-                        "native half GEMM: operands or transposes "
-                        "(trans_a %d, trans_b %d, beta %g) it does not take",
-                        g->trans_a, g->trans_b, (double)g->beta);
-    return 1;
+    if (st == NULL)
+        return CLF_ENO_MEMORY;
+    CLF_TRY(refuse(st, g));
+    if (half_b && !half_a && plain && g->trans_b)
+        return run_nt(ctx, st, g);
+    if (half_a && !half_b && plain && !g->trans_b && g->bias == NULL)
+        return run_nn(ctx, st, g);
+    return clf__fail(CLF_EUNSUPPORTED,
+                     "native half GEMM: operands or transposes "
+                     "(trans_a %d, trans_b %d, beta %g) it does not take",
+                     g->trans_a, g->trans_b, (double)g->beta);
 }

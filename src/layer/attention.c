@@ -62,22 +62,32 @@ clf_attention_device_bytes(const clf_attention *att, size_t *bytes)
 
 #define TRY CLF_TRY
 
+/* One side's weights for its GEMMs (W_k and E, or W_v and F): the buffers
+ * the GEMMs read, the ways they take (the plan's for the projection and
+ * the compression, with CLF_GEMM_HALF_B or _A where read as binary16) and
+ * which weight E is (the row sums read its float32 copy). */
+struct side {
+    cl_mem w, e;
+    int wway, eway;
+    int e_which;
+};
+
 /* Compress first, the bias: rowsum(E diag(mask)) b^T added to Kbar (or b
  * itself once per slot in fairseq's order). */
 static int
-compress_bias(clf_attention *a, const struct plan *p, cl_mem e, cl_mem bias,
-              enum ws_id rowsum, cl_mem out)
+compress_bias(clf_attention *a, const struct plan *p, const struct side *sd,
+              cl_mem bias, enum ws_id rowsum, cl_mem out)
 {
     clf_context *ctx = a->ctx;
     const size_t k = a->k, nE = a->nE, hc = p->hc, dh = a->dh;
-    cl_mem rs = a->ws[rowsum].mem;
+    cl_mem rs = a->ws[rowsum].mem, e;
 
     if (bias == NULL)
         return 0;
     if (a->desc.compressed_bias)
         return clf__add_rowsum_bias(ctx, out, p->B, k, hc, dh, NULL, 0, 0, bias,
                                     a->hkv > 1);
-    TRY(clf__half_as_float(a, e, &e));
+    TRY(clf__half_as_float(a, sd->e_which, &e));
     if (p->masked)
         TRY(clf__masked_rowsum(ctx, e, nE * k, p->n, a->N, p->B, p->mask, rs));
     else
@@ -91,27 +101,29 @@ compress_bias(clf_attention *a, const struct plan *p, cl_mem e, cl_mem bias,
  * into ws, unless reuse_work (ws already holds it), then Kbar = Xbar W^T. */
 static int
 compress_first(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
-               cl_mem e, cl_mem w, cl_mem ws, cl_mem out, int reuse_work)
+               const struct side *sd, cl_mem ws, cl_mem out, int reuse_work)
 {
     clf_context *ctx = a->ctx;
+    const cl_mem e = sd->e, w = sd->w;
     const size_t B = p->B, n = p->n, k = a->k, D = a->D, N = a->N;
     const size_t dh = a->dh, hc = p->hc, nE = a->nE, width = hc * dh;
     size_t b;
 
     if (!reuse_work && nE == 1)
-        TRY(clf__gemm_batched(ctx, 0, 0, k, D, n, 1.0f, e, 0, N, 0, x, xoff, D,
-                              n * D, 0.0f, ws, 0, D, k * D, B));
+        TRY(clf__gemm_batched(ctx, sd->eway, 0, 0, k, D, n, 1.0f, e, 0, N, 0, x,
+                              xoff, D, n * D, 0.0f, ws, 0, D, k * D, B));
     for (b = 0; !reuse_work && nE > 1 && b < B; b++)
-        TRY(clf__gemm_batched(ctx, 0, 0, k, D, n, 1.0f, e, 0, N, k * N, x,
-                              xoff + b * n * D, D, 0, 0.0f, ws, b * nE * k * D,
-                              D, k * D, nE));
+        TRY(clf__gemm_batched(ctx, sd->eway, 0, 0, k, D, n, 1.0f, e, 0, N,
+                              k * N, x, xoff + b * n * D, D, 0, 0.0f, ws,
+                              b * nE * k * D, D, k * D, nE));
     if (nE == 1)
-        return clf__gemm(ctx, 0, 1, B * k, a->dkv, D, 1.0f, ws, 0, D, w, 0, D,
-                         0.0f, out, 0, a->dkv);
+        return clf__gemm(ctx, sd->wway, 0, 1, B * k, a->dkv, D, 1.0f, ws, 0, D,
+                         w, 0, D, 0.0f, out, 0, a->dkv);
     for (b = 0; b < B; b++)
-        TRY(clf__gemm_batched(ctx, 0, 1, k, dh, D, 1.0f, ws, b * nE * k * D, D,
-                              k * D, w, 0, D, a->hkv > 1 ? dh * D : 0, 0.0f,
-                              out, b * k * width, width, dh, hc));
+        TRY(clf__gemm_batched(ctx, sd->wway, 0, 1, k, dh, D, 1.0f, ws,
+                              b * nE * k * D, D, k * D, w, 0, D,
+                              a->hkv > 1 ? dh * D : 0, 0.0f, out, b * k * width,
+                              width, dh, hc));
     return 0;
 }
 
@@ -119,24 +131,26 @@ compress_first(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
  * Kbar = E[:, :n] P. */
 static int
 project_first(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
-              cl_mem e, cl_mem w, cl_mem bias, cl_mem ws, cl_mem out)
+              const struct side *sd, cl_mem bias, cl_mem ws, cl_mem out)
 {
     clf_context *ctx = a->ctx;
+    const cl_mem e = sd->e;
     const size_t B = p->B, n = p->n, k = a->k, D = a->D, N = a->N;
     const size_t dh = a->dh, dkv = a->dkv, hc = p->hc, width = hc * dh;
     size_t b;
 
-    TRY(clf__gemm_bias(ctx, 1, B * n, dkv, D, x, xoff, D, w, 0, D, ws, 0, dkv,
-                       a->desc.compressed_bias ? NULL : bias));
+    TRY(clf__gemm_bias(ctx, sd->wway, 1, B * n, dkv, D, x, xoff, D, sd->w, 0, D,
+                       ws, 0, dkv, a->desc.compressed_bias ? NULL : bias));
     if (p->masked)
         TRY(clf__mask_rows(ctx, ws, 0, ws, 0, B * n, dkv, p->mask));
     if (a->nE == 1)
-        TRY(clf__gemm_batched(ctx, 0, 0, k, dkv, n, 1.0f, e, 0, N, 0, ws, 0,
-                              dkv, n * dkv, 0.0f, out, 0, dkv, k * dkv, B));
+        TRY(clf__gemm_batched(ctx, sd->eway, 0, 0, k, dkv, n, 1.0f, e, 0, N, 0,
+                              ws, 0, dkv, n * dkv, 0.0f, out, 0, dkv, k * dkv,
+                              B));
     for (b = 0; a->nE > 1 && b < B; b++)
-        TRY(clf__gemm_batched(ctx, 0, 0, k, dh, n, 1.0f, e, 0, N, k * N, ws,
-                              b * n * dkv, dkv, a->hkv > 1 ? dh : 0, 0.0f, out,
-                              b * k * width, width, dh, hc));
+        TRY(clf__gemm_batched(ctx, sd->eway, 0, 0, k, dh, n, 1.0f, e, 0, N,
+                              k * N, ws, b * n * dkv, dkv, a->hkv > 1 ? dh : 0,
+                              0.0f, out, b * k * width, width, dh, hc));
     if (bias != NULL && a->desc.compressed_bias)
         TRY(clf__add_rowsum_bias(ctx, out, B, k, hc, dh, NULL, 0, 0, bias,
                                  a->hkv > 1));
@@ -149,27 +163,27 @@ project_first(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
  * it is made (project-first): either way E diag(mask). */
 static int
 compress_side(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
-              cl_mem e, cl_mem w, cl_mem bias, enum ws_id work,
+              const struct side *sd, cl_mem bias, enum ws_id work,
               enum ws_id rowsum, cl_mem out, int reuse_work)
 {
     cl_mem ws = a->ws[work].mem;
 
     if (!p->compress_first_k)
-        return project_first(a, p, x, xoff, e, w, bias, ws, out);
-    TRY(compress_first(a, p, x, xoff, e, w, ws, out, reuse_work));
-    return compress_bias(a, p, e, bias, rowsum, out);
+        return project_first(a, p, x, xoff, sd, bias, ws, out);
+    TRY(compress_first(a, p, x, xoff, sd, ws, out, reuse_work));
+    return compress_bias(a, p, sd, bias, rowsum, out);
 }
 
 /* P = X W^T + b over all rows, padding rows zeroed: the exact keys or values
  * of full mode and of the causal window. */
 static int
-project(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff, cl_mem w,
-        cl_mem bias, cl_mem out)
+project(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
+        const struct side *sd, cl_mem bias, cl_mem out)
 {
     const size_t rows = p->B * p->n;
 
-    TRY(clf__gemm_bias(a->ctx, 1, rows, a->dkv, a->D, x, xoff, a->D, w, 0, a->D,
-                       out, 0, a->dkv, bias));
+    TRY(clf__gemm_bias(a->ctx, sd->wway, 1, rows, a->dkv, a->D, x, xoff, a->D,
+                       sd->w, 0, a->D, out, 0, a->dkv, bias));
     if (p->masked)
         TRY(clf__mask_rows(a->ctx, out, 0, out, 0, rows, a->dkv, p->mask));
     return 0;
@@ -180,10 +194,11 @@ project(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff, cl_mem w,
  * P[s].  Only blocks before the last query's block are ever seen; the rest
  * of Kbar is zero (and masked out of every softmax). */
 static int
-compress_blocks(clf_attention *a, const struct plan *p, cl_mem e, cl_mem pk,
-                cl_mem out)
+compress_blocks(clf_attention *a, const struct plan *p, const struct side *sd,
+                cl_mem pk, cl_mem out)
 {
     clf_context *ctx = a->ctx;
+    const cl_mem e = sd->e;
     const size_t blk = a->desc.causal_block, c = p->c, N = a->N;
     const size_t n = p->n, nbq = (n - 1) / blk, dh = a->dh, dkv = a->dkv;
     const size_t width = p->hc * dh;
@@ -200,17 +215,18 @@ compress_blocks(clf_attention *a, const struct plan *p, cl_mem e, cl_mem pk,
         return 0;
     for (b = 0; b < p->B; b++) {
         if (a->nE == 1) {
-            TRY(clf__gemm_batched(ctx, 0, 0, c, dkv, blk, 1.0f, e, 0, N,
-                                  c * N + blk, pk, b * n * dkv, dkv, blk * dkv,
-                                  0.0f, out, b * a->k * dkv, dkv, c * dkv,
-                                  nbq));
+            TRY(clf__gemm_batched(ctx, sd->eway, 0, 0, c, dkv, blk, 1.0f, e, 0,
+                                  N, c * N + blk, pk, b * n * dkv, dkv,
+                                  blk * dkv, 0.0f, out, b * a->k * dkv, dkv,
+                                  c * dkv, nbq));
             continue;
         }
         for (h = 0; h < p->hc; h++)
             TRY(clf__gemm_batched(
-                ctx, 0, 0, c, dh, blk, 1.0f, e, h * a->k * N, N, c * N + blk,
-                pk, b * n * dkv + (a->hkv > 1 ? h * dh : 0), dkv, blk * dkv,
-                0.0f, out, b * a->k * width + h * dh, width, c * width, nbq));
+                ctx, sd->eway, 0, 0, c, dh, blk, 1.0f, e, h * a->k * N, N,
+                c * N + blk, pk, b * n * dkv + (a->hkv > 1 ? h * dh : 0), dkv,
+                blk * dkv, 0.0f, out, b * a->k * width + h * dh, width,
+                c * width, nbq));
     }
     return 0;
 }
@@ -331,18 +347,26 @@ causal_shape(const clf_attention *a, const struct plan *p,
     sh->scale = (float)(1.0 / sqrt((double)a->dh));
 }
 
-/* The float32 buffers of one side's weights: W_k and E (value 0), or W_v
- * and F (value 1; E where F is E).  Half-stored weights are widened now,
- * into the context's slots, which the other side then reuses (half.c). */
+/* The weights of one side: W_k and E (value 0), or W_v and F (value 1; E
+ * where F is E).  Half-stored weights are read natively where the plan
+ * says so, else widened now into the context's slots, which the other
+ * side then reuses (half.c). */
 static int
-side_weights(clf_attention *a, const struct plan *p, int value, cl_mem *w,
-             cl_mem *e)
+side_weights(clf_attention *a, const struct plan *p, int value, struct side *sd)
 {
     const int pe = value && a->wsize[CLF_PROJ_F] ? CLF_PROJ_F : CLF_PROJ_E;
+    int half = 0;
 
-    *e = NULL;
-    TRY(clf__half_weight(a, value ? CLF_WEIGHT_V : CLF_WEIGHT_K, w));
-    return p->linformer ? clf__half_weight(a, pe, e) : 0;
+    memset(sd, 0, sizeof *sd);
+    sd->e_which = pe;
+    TRY(clf__half_weight(a, p->half_native, value ? CLF_WEIGHT_V : CLF_WEIGHT_K,
+                         &sd->w, &half));
+    sd->wway = p->gemm[CLF_ROLE_PROJ] | (half ? CLF_GEMM_HALF_B : 0);
+    if (!p->linformer)
+        return 0;
+    TRY(clf__half_weight(a, p->half_native, pe, &sd->e, &half));
+    sd->eway = p->gemm[CLF_ROLE_COMP] | (half ? CLF_GEMM_HALF_A : 0);
+    return 0;
 }
 
 /* Step 2: keys and values, compressed, or projected in full mode. */
@@ -351,42 +375,41 @@ keys_values(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff)
 {
     cl_mem bk = a->desc.bias_k ? a->w[CLF_BIAS_K] : NULL;
     cl_mem bv = a->desc.bias_v ? a->w[CLF_BIAS_V] : NULL;
-    cl_mem wk, e, wv, f;
+    struct side ks, vs;
     cl_mem kbar = a->ws[WS_KBAR].mem, vbar = a->ws[WS_VBAR].mem;
     cl_mem xc = x;
     size_t xcoff = xoff;
 
-    TRY(side_weights(a, p, 0, &wk, &e));
+    TRY(side_weights(a, p, 0, &ks));
     if (p->linformer && p->causal) {
         cl_mem pk = a->ws[WS_XE].mem;
         cl_mem pv = p->v_is_k ? pk : a->ws[WS_XF].mem;
-        TRY(project(a, p, x, xoff, wk, bk, pk));
-        TRY(compress_blocks(a, p, e, pk, kbar));
+        TRY(project(a, p, x, xoff, &ks, bk, pk));
+        TRY(compress_blocks(a, p, &ks, pk, kbar));
         if (p->v_is_k)
             return 0;
-        TRY(side_weights(a, p, 1, &wv, &f));
-        TRY(project(a, p, x, xoff, wv, bv, pv));
-        return compress_blocks(a, p, f, pv, vbar);
+        TRY(side_weights(a, p, 1, &vs));
+        TRY(project(a, p, x, xoff, &vs, bv, pv));
+        return compress_blocks(a, p, &vs, pv, vbar);
     }
     if (!p->linformer) {
-        TRY(project(a, p, x, xoff, wk, bk, kbar));
+        TRY(project(a, p, x, xoff, &ks, bk, kbar));
         if (p->v_is_k)
             return 0;
-        TRY(side_weights(a, p, 1, &wv, &f));
-        return project(a, p, x, xoff, wv, bv, vbar);
+        TRY(side_weights(a, p, 1, &vs));
+        return project(a, p, x, xoff, &vs, bv, vbar);
     }
     if (p->masked && p->compress_first_k) {
         xc = a->ws[WS_XM].mem;
         xcoff = 0;
         TRY(clf__mask_rows(a->ctx, x, xoff, xc, 0, p->B * p->n, a->D, p->mask));
     }
-    TRY(compress_side(a, p, xc, xcoff, e, wk, bk, WS_XE, WS_RSE, kbar, 0));
+    TRY(compress_side(a, p, xc, xcoff, &ks, bk, WS_XE, WS_RSE, kbar, 0));
     if (p->v_is_k)
         return 0;
-    TRY(side_weights(a, p, 1, &wv, &f));
-    return compress_side(a, p, xc, xcoff, f, wv, bv,
-                         p->xf_is_xe ? WS_XE : WS_XF, WS_RSF, vbar,
-                         p->xf_is_xe);
+    TRY(side_weights(a, p, 1, &vs));
+    return compress_side(a, p, xc, xcoff, &vs, bv, p->xf_is_xe ? WS_XE : WS_XF,
+                         WS_RSF, vbar, p->xf_is_xe);
 }
 
 /* Steps 3 to 5 in passes of p->seqs sequences by p->chunk query rows, the
@@ -408,8 +431,8 @@ attend_passes(clf_attention *a, const struct plan *p,
         for (r0 = 0; r0 < n; r0 += rows) {
             rows = n - r0 < p->chunk ? n - r0 : p->chunk;
             TRY(mark(a, CLF_STAGE_SCORES));
-            TRY(clf__attend_scores(a->ctx, sh, b, nb, r0, rows, q, kbar, s, 0,
-                                   ld));
+            TRY(clf__attend_scores(a->ctx, p->gemm[CLF_ROLE_SCORE], sh, b, nb,
+                                   r0, rows, q, kbar, s, 0, ld));
             TRY(mark(a, CLF_STAGE_SOFTMAX));
             if (!p->linformer && (p->masked || p->causal))
                 TRY(clf__mask_scores(a->ctx, s, nb, a->hq, rows, n, r0, p->mask,
@@ -417,8 +440,8 @@ attend_passes(clf_attention *a, const struct plan *p,
             TRY(clf__softmax_rows_variant(a->ctx, p->softmax, s, 0,
                                           nb * a->hq * rows, ld));
             TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
-            TRY(clf__attend_weigh(a->ctx, sh, b, nb, r0, rows, s, 0, ld, vbar,
-                                  o));
+            TRY(clf__attend_weigh(a->ctx, p->gemm[CLF_ROLE_WEIGH], sh, b, nb,
+                                  r0, rows, s, 0, ld, vbar, o));
         }
     }
     return 0;
@@ -439,12 +462,14 @@ attend_causal(clf_attention *a, const struct plan *p,
 
     causal_shape(a, p, &cs);
     TRY(mark(a, CLF_STAGE_SCORES));
-    TRY(clf__attend_scores(ctx, sh, 0, p->B, 0, n, q, kbar, s, 0, ld));
+    TRY(clf__attend_scores(ctx, p->gemm[CLF_ROLE_SCORE], sh, 0, p->B, 0, n, q,
+                           kbar, s, 0, ld));
     TRY(clf__causal_scores(ctx, &cs, s, q, a->ws[WS_XE].mem, p->mask));
     TRY(mark(a, CLF_STAGE_SOFTMAX));
     TRY(clf__softmax_rows_variant(ctx, p->softmax, s, 0, p->B * hq * n, ld));
     TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
-    TRY(clf__attend_weigh(ctx, sh, 0, p->B, 0, n, s, 0, ld, vbar, o));
+    TRY(clf__attend_weigh(ctx, p->gemm[CLF_ROLE_WEIGH], sh, 0, p->B, 0, n, s, 0,
+                          ld, vbar, o));
     cs.c = 0;
     cs.scale = 0.0f;
     return clf__causal_apply(ctx, &cs, o, s,
@@ -485,11 +510,12 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     cl_mem q = a->ws[WS_Q].mem, o = a->ws[WS_O].mem;
     cl_mem vbar = p->v_is_k ? a->ws[WS_KBAR].mem : a->ws[WS_VBAR].mem;
     cl_mem *w = a->w;
+    const int proj = p->gemm[CLF_ROLE_PROJ];
     cl_mem wq, wo;
+    int hq, ho;
     struct clf__attend_shape sh;
 
     clf__half_begin(ctx);
-    clf__gemm_use(p->gemm);
     a->last_fused = p->fused;
     a->last_flash = p->flash;
     a->last_flash_wg = p->flash_wg;
@@ -497,8 +523,9 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
 
     /* 1. Q = X W_q^T + b_q over all B*n rows. */
     TRY(mark(a, CLF_STAGE_PROJECTION));
-    TRY(clf__half_weight(a, CLF_WEIGHT_Q, &wq));
-    TRY(clf__gemm_bias(ctx, 1, B * n, dq, D, x, xoff, D, wq, 0, D, q, 0, dq,
+    TRY(clf__half_weight(a, p->half_native, CLF_WEIGHT_Q, &wq, &hq));
+    TRY(clf__gemm_bias(ctx, proj | (hq ? CLF_GEMM_HALF_B : 0), 1, B * n, dq, D,
+                       x, xoff, D, wq, 0, D, q, 0, dq,
                        a->desc.bias_q ? w[CLF_BIAS_Q] : NULL));
     /* 2. Keys and values. */
     TRY(mark(a, CLF_STAGE_COMPRESSION));
@@ -518,8 +545,9 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     }
     /* 6. Y = O W_o^T + b_o; padding rows are zeros. */
     TRY(mark(a, CLF_STAGE_OUTPUT));
-    TRY(clf__half_weight(a, CLF_WEIGHT_OUT, &wo));
-    TRY(clf__gemm_bias(ctx, 1, B * n, D, dq, o, 0, dq, wo, 0, dq, y, yoff, D,
+    TRY(clf__half_weight(a, p->half_native, CLF_WEIGHT_OUT, &wo, &ho));
+    TRY(clf__gemm_bias(ctx, proj | (ho ? CLF_GEMM_HALF_B : 0), 1, B * n, D, dq,
+                       o, 0, dq, wo, 0, dq, y, yoff, D,
                        a->desc.bias_out ? w[CLF_BIAS_OUT] : NULL));
     if (p->masked)
         TRY(clf__mask_rows(ctx, y, yoff, y, yoff, B * n, D, p->mask));

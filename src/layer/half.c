@@ -181,117 +181,152 @@ clf__half_upload(clf_attention *a, int which, const char *name,
     return rc;
 }
 
+/* half.c's state in a context: the float32 slots (0: W matrices, 1: E
+ * and F), shared by every layer of the context, and which weight of which
+ * layer each holds in this forward (none: owner NULL).  Under the lock. */
+struct half_state {
+    cl_mem slot[2];
+    size_t cap[2]; /* floats */
+    const clf_attention *owner[2];
+    int which[2];
+};
+
+static void
+release_state(clf_context *ctx, void *state)
+{
+    struct half_state *st = state;
+    int s;
+
+    (void)ctx;
+    for (s = 0; s < 2; s++)
+        if (st->slot[s] != NULL)
+            clReleaseMemObject(st->slot[s]);
+}
+
+static const char state_key = 0;
+
+static struct half_state *
+half_state(clf_context *ctx)
+{
+    struct half_state *st = clf__feature_find(ctx, &state_key);
+
+    return st != NULL
+               ? st
+               : clf__feature(ctx, &state_key, sizeof *st, release_state);
+}
+
 /* Grows slot s of the context to at least `floats`. */
 static int
-slot_reserve(clf_context *ctx, int s, size_t floats)
+slot_reserve(clf_context *ctx, struct half_state *st, int s, size_t floats)
 {
     cl_int err;
 
-    if (floats <= ctx->half_cap[s])
+    if (floats <= st->cap[s])
         return 0;
-    if (ctx->half_slot[s] != NULL)
-        clReleaseMemObject(ctx->half_slot[s]);
-    ctx->half_cap[s] = 0;
-    ctx->half_src[s] = NULL;
-    ctx->half_slot[s] = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
-                                       floats * sizeof(float), NULL, &err);
-    if (ctx->half_slot[s] == NULL)
+    if (st->slot[s] != NULL)
+        clReleaseMemObject(st->slot[s]);
+    st->cap[s] = 0;
+    st->owner[s] = NULL;
+    st->slot[s] = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
+                                 floats * sizeof(float), NULL, &err);
+    if (st->slot[s] == NULL)
         return clf__fail(err,
                          "half-precision widening scratch: clCreateBuffer "
                          "of %zu bytes failed (%d)",
                          floats * sizeof(float), err);
-    ctx->half_cap[s] = floats;
+    st->cap[s] = floats;
+    return 0;
+}
+
+/* The float32 copy of half-stored weight `which` in its slot, widened
+ * now unless the slot holds it already in this forward. */
+static int
+widened(clf_attention *a, int which, cl_mem *out)
+{
+    clf_context *ctx = a->ctx;
+    struct half_state *st = half_state(ctx);
+    const int s = slot_of(which);
+
+    if (st == NULL)
+        return CLF_ENO_MEMORY;
+    if (st->owner[s] != a || st->which[s] != which) {
+        CLF_TRY(slot_reserve(ctx, st, s, a->wsize[which]));
+        st->owner[s] = NULL;
+        CLF_TRY(convert(ctx, CLF_K_HALF_WIDEN, a->w[which], st->slot[s],
+                        a->wsize[which]));
+        st->owner[s] = a;
+        st->which[s] = which;
+    }
+    *out = st->slot[s];
     return 0;
 }
 
 int
-clf__half_weight(clf_attention *a, int which, cl_mem *out)
+clf__half_weight(clf_attention *a, int native, int which, cl_mem *out,
+                 int *half)
 {
-    clf_context *ctx = a->ctx;
-    const int s = slot_of(which);
-
+    *half = 0;
     if (!clf__half_stored(a, which) || a->w[which] == NULL) {
         *out = a->w[which];
         return 0;
     }
-    if (!ctx->fp16_decided) {
-        CLF_TRY(clf__fp16_resolve(ctx, a->D, a->dq));
-        ctx->fp16_decided = 1;
-    }
-    if (ctx->fp16_native) { /* read as binary16 by the GEMM (half_gemm.c) */
-        clf__fp16_mark(ctx, a->w[which]);
+    if (native) { /* read as binary16 by the GEMM (half_gemm.c) */
+        *half = 1;
         *out = a->w[which];
         return 0;
     }
-    if (ctx->half_src[s] != a->w[which]) {
-        CLF_TRY(slot_reserve(ctx, s, a->wsize[which]));
-        ctx->half_src[s] = NULL;
-        CLF_TRY(convert(ctx, CLF_K_HALF_WIDEN, a->w[which], ctx->half_slot[s],
-                        a->wsize[which]));
-        ctx->half_src[s] = a->w[which];
-    }
-    *out = ctx->half_slot[s];
-    return 0;
+    return widened(a, which, out);
 }
 
 int
-clf__half_as_float(clf_attention *a, cl_mem m, cl_mem *out)
+clf__half_as_float(clf_attention *a, int which, cl_mem *out)
 {
-    clf_context *ctx = a->ctx;
-    int i, s;
-
-    *out = m;
-    for (i = 0; ctx->fp16_native && i < CLF_WEIGHT_COUNT; i++) {
-        if (a->w[i] != m || !clf__half_stored(a, i))
-            continue;
-        s = slot_of(i);
-        if (ctx->half_src[s] != m) {
-            CLF_TRY(slot_reserve(ctx, s, a->wsize[i]));
-            ctx->half_src[s] = NULL;
-            CLF_TRY(convert(ctx, CLF_K_HALF_WIDEN, m, ctx->half_slot[s],
-                            a->wsize[i]));
-            ctx->half_src[s] = m;
-        }
-        *out = ctx->half_slot[s];
+    if (!clf__half_stored(a, which) || a->w[which] == NULL) {
+        *out = a->w[which];
         return 0;
     }
-    return 0;
+    return widened(a, which, out);
 }
 
 void
 clf__half_begin(clf_context *ctx)
 {
-    ctx->half_src[0] = ctx->half_src[1] = NULL;
-    ctx->fp16_decided = ctx->fp16_native = 0;
-    ctx->fp16_nlive = 0;
+    struct half_state *st = clf__feature_find(ctx, &state_key);
+
+    if (st != NULL)
+        st->owner[0] = st->owner[1] = NULL;
 }
 
 /* ---------------------------------------------------------- choice */
 
 /* Buffers of a timing projection: X (m x k), W as binary16 and its
- * float32 copy (n x k), C (m x n). */
+ * float32 copy (n x k), C (m x n); the projections' GEMM way. */
 struct timing {
     struct clf__tiled_args g;
     cl_mem wf;
+    int way;
 };
 
 /* Candidate v on the timing projection: widen W then the float32 GEMM
- * (the context's GEMM way), or the native kernel. */
+ * (the projections' way), or the native kernel. */
 static int
 time_one(clf_context *ctx, int v, void *user)
 {
     struct timing *t = user;
+    const struct clf__tiled_args *g = &t->g;
     cl_kernel k = ctx->kernels[CLF_K_HALF_WIDEN];
-    const cl_ulong count = t->g.n * t->g.k;
+    const cl_ulong count = g->n * g->k;
 
     if (v == CLF_HALFGEMM_NATIVE)
-        return clf__fp16_gemm_nt(ctx, &t->g);
-    CLF_SET_ARG(k, 0, t->g.b);
+        return clf__gemm_bias(ctx, t->way | CLF_GEMM_HALF_B, 1, g->m, g->n,
+                              g->k, g->a, 0, g->k, g->b, 0, g->k, g->c, 0, g->n,
+                              NULL);
+    CLF_SET_ARG(k, 0, g->b);
     CLF_SET_ARG(k, 1, t->wf);
     CLF_SET_ARG(k, 2, count);
     CLF_TRY(clf__launch_1d(ctx, CLF_K_HALF_WIDEN, (count + 3) / 4));
-    return clf__gemm_bias(ctx, 1, t->g.m, t->g.n, t->g.k, t->g.a, 0, t->g.k,
-                          t->wf, 0, t->g.k, t->g.c, 0, t->g.n, NULL);
+    return clf__gemm_bias(ctx, t->way, 1, g->m, g->n, g->k, g->a, 0, g->k,
+                          t->wf, 0, g->k, g->c, 0, g->n, NULL);
 }
 
 /* t->g.b: the float32 timing weight t->wf narrowed to binary16. */
@@ -314,9 +349,10 @@ timing_weight(clf_context *ctx, struct timing *t)
 }
 
 static int
-time_ways(clf_context *ctx, const char *bucket, size_t D, size_t dq)
+time_ways(clf_context *ctx, const char *bucket, size_t D, size_t dq, int way,
+          int *native)
 {
-    struct timing t = {{0}, NULL};
+    struct timing t = {{0}, NULL, way};
     double ms[2] = {0.0, 0.0};
     int rc = 0, best;
 
@@ -329,7 +365,7 @@ time_ways(clf_context *ctx, const char *bucket, size_t D, size_t dq)
         rc = timing_weight(ctx, &t);
     best = rc == 0 ? clf__time_variants(ctx, 2, time_one, &t, 3, ms) : rc;
     if (best >= 0) {
-        ctx->fp16_native = best == CLF_HALFGEMM_NATIVE;
+        *native = best == CLF_HALFGEMM_NATIVE;
         clf__choice_record(ctx, CLF_KIND_HALFGEMM, bucket, best, ms);
     }
     /* Timing is optional: where its buffers or a run fail (a nearly full
@@ -346,31 +382,31 @@ time_ways(clf_context *ctx, const char *bucket, size_t D, size_t dq)
 }
 
 int
-clf__fp16_resolve(clf_context *ctx, size_t D, size_t dq)
+clf__fp16_resolve(clf_context *ctx, size_t D, size_t dq, int way, int *native)
 {
     char bucket[CLF_BUCKET_MAX];
-    int found, best = CLF_HALFGEMM_WIDEN, offered;
+    int found, best = CLF_HALFGEMM_WIDEN, offered, rc;
 
-    ctx->fp16_native = 0;
-    ctx->fp16_nlive = 0;
+    *native = 0;
     offered = clf__fp16_offered(ctx);
     snprintf(bucket, sizeof bucket, "d%zu.q%zu",
              clf__pow2_bucket(D, (size_t)1 << 20),
              clf__pow2_bucket(dq, (size_t)1 << 20));
+    clf__lock(ctx);
     found = clf__choice_lookup(ctx, CLF_KIND_HALFGEMM, bucket, &best);
-    if (found < 0)
-        return found;
-    if (found == 1) {
-        /* Forced (or stored) native where it is not offered: widen. */
-        ctx->fp16_native = offered && best == CLF_HALFGEMM_NATIVE;
-        return 0;
+    if (found == 1)
+        *native = best == CLF_HALFGEMM_NATIVE;
+    rc = found != 0 || !offered ? found
+                                : time_ways(ctx, bucket, D, dq, way, native);
+    /* Native (forced or stored) where it is not offered: widen, and the
+     * listing says why (clf__fp16_offered). */
+    if (rc >= 0 && !offered) {
+        struct clf__fp16_state *st = clf__fp16_state(ctx);
+        *native = 0;
+        if (st != NULL)
+            clf__choice_fixed(ctx, CLF_KIND_HALFGEMM, CLF_HALFGEMM_WIDEN,
+                              st->note);
     }
-    if (!offered) {
-        ctx->last[CLF_KIND_HALFGEMM] = CLF_HALFGEMM_WIDEN;
-        ctx->last_source[CLF_KIND_HALFGEMM] = CLF_SOURCE_NONE;
-        snprintf(ctx->last_bucket[CLF_KIND_HALFGEMM], CLF_BUCKET_MAX, "%s",
-                 bucket);
-        return 0;
-    }
-    return time_ways(ctx, bucket, D, dq);
+    clf__unlock(ctx);
+    return rc < 0 ? rc : 0;
 }

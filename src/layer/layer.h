@@ -85,7 +85,12 @@ struct plan {
     int flash;    /* steps 3-5 run in the streaming kernel (resolved) */
     int flash_wg; /* ... in the GPU-shaped streaming kernel (resolved) */
     int softmax;  /* enum clf__softmax_variant (resolved) */
-    int gemm;     /* enum clf__gemm_variant (resolved) */
+    /* The way of each role's GEMMs (enum clf__gemm_role; resolved for
+     * the roles this forward runs, else CLF_GEMM_UNDECIDED) and whether
+     * the half-stored weights are read natively (halfgemm, resolved for
+     * a half layer). */
+    int gemm[CLF_ROLE_COUNT];
+    int half_native;
     size_t need[WS_COUNT];
 };
 
@@ -176,27 +181,31 @@ size_t clf__half_scratch_bytes(const clf_attention *a);
 int clf__half_upload(clf_attention *a, int which, const char *name,
                      const float *data, size_t count);
 
-/* The float32 buffer a GEMM reads for weight `which`: a->w[which] itself
- * for a float32 weight, else the context's scratch slot for it, the weight
- * widened into it first unless the slot already holds it in this forward.
- * Call with the context locked, between clf__half_begin and the forward's
- * end. */
-int clf__half_weight(clf_attention *a, int which, cl_mem *out);
+/* The buffer a GEMM reads for weight `which`: a->w[which] itself for a
+ * float32 weight, and for a half-stored one too where native (the plan's
+ * half_native; *half is then 1: the GEMM's way must say CLF_GEMM_HALF_A or
+ * _B), else the context's float32 slot for it, the weight widened into it
+ * first unless the slot already holds it in this forward.  Call with the
+ * context locked, between clf__half_begin and the forward's end. */
+int clf__half_weight(clf_attention *a, int native, int which, cl_mem *out,
+                     int *half);
 
-/* m itself, unless it is a half-stored weight this forward's GEMMs read
- * natively (fp16.c): then its float32 copy, widened into the weight's
- * slot, for the kernels that are not GEMMs (the row sums of E). */
-int clf__half_as_float(clf_attention *a, cl_mem m, cl_mem *out);
+/* The float32 copy of weight `which` whatever the plan (the kernels that
+ * are not GEMMs, e.g. the row sums of E): a->w[which] for a float32
+ * weight, else its slot, widened as above. */
+int clf__half_as_float(clf_attention *a, int which, cl_mem *out);
 
 /* A new forward: the slots' contents are no longer trusted (a weight may
  * have been set since). */
 void clf__half_begin(clf_context *ctx);
 
 /* The way for the half-weight GEMMs of a layer of width D and query width
- * dq: forced, stored, or timed now on a 512-row projection and stored;
- * bucketed by powers of two of D and dq.  A forced native way where it is
- * not offered falls back to widening (the reason stays in the choice
- * line).  Sets ctx->fp16_native (half.c).  Call with ctx locked. */
-int clf__fp16_resolve(clf_context *ctx, size_t D, size_t dq);
+ * dq: forced, stored, or timed now on a 512-row projection (the
+ * projections' GEMM way `way` after widening) and stored; bucketed by
+ * powers of two of D and dq.  *native: 1 to read the weights natively.  A
+ * native way where it is not offered falls back to widening (the reason
+ * stays in the choice line).  Plans call it (plan.c). */
+int clf__fp16_resolve(clf_context *ctx, size_t D, size_t dq, int way,
+                      int *native);
 
 #endif /* CLF_LAYER_H */

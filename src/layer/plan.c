@@ -279,20 +279,23 @@ clf__plan_flash_shape(const clf_attention *a, const struct plan *p,
 }
 
 /* Steps 3 to 5: the GEMM path, the fused kernel (where fusable) or a
- * streaming kernel, forced by a test or resolved; a forced work-group
- * kernel that does not apply (d_h too wide, groups too large for the
- * device) leaves the GEMM path.  The streaming kernels need no score
- * buffer and no chunks: their workspaces are the queries, keys, values,
- * outputs and (clf_flash) the keys transposed, O(n d) in every mode. */
+ * streaming kernel, forced by a test or resolved (the GEMM path timed with
+ * the plan's ways of its steps); a forced work-group kernel that does not
+ * apply (d_h too wide, groups too large for the device) leaves the GEMM
+ * path.  The streaming kernels need no score buffer and no chunks: their
+ * workspaces are the queries, keys, values, outputs and (clf_flash) the
+ * keys transposed, O(n d) in every mode. */
 static int
 plan_attend(const clf_attention *a, struct plan *p)
 {
+    const struct clf__path_ways ways = {p->gemm[CLF_ROLE_SCORE],
+                                        p->gemm[CLF_ROLE_WEIGH], p->softmax};
     struct clf__flash_shape sh;
     int way = a->attend;
 
     clf__plan_flash_shape(a, p, &sh);
     if (way == CLF_ATTEND_UNDECIDED)
-        CLF_TRY(clf__flash_resolve(a->ctx, &sh, p->fusable, p->softmax, &way));
+        CLF_TRY(clf__flash_resolve(a->ctx, &sh, p->fusable, &ways, &way));
     p->fused = p->fusable && way == CLF_ATTEND_FUSED;
     p->flash = way == CLF_ATTEND_FLASH;
     p->flash_wg =
@@ -306,16 +309,69 @@ plan_attend(const clf_attention *a, struct plan *p)
     return plan_limits(a, p);
 }
 
+/* The compression GEMMs' shape: E X (k x D over n, compressing first), E P
+ * (k x dkv over n) or, causal, one block's c slots (c x dkv over the
+ * block); per sequence (and per head where E is). */
+static int
+plan_comp(const clf_attention *a, struct plan *p)
+{
+    size_t m = a->k, n = p->compress_first_k ? a->D : a->dkv, k = p->n;
+
+    if (p->causal) {
+        m = p->c, n = a->nE > 1 ? a->dh : a->dkv, k = a->desc.causal_block;
+        if (m == 0)
+            return 0; /* no slots: no compression GEMM runs */
+    } else if (a->nE > 1 && !p->compress_first_k) {
+        n = a->dh;
+    }
+    return clf__gemm_resolve(a->ctx, CLF_ROLE_COMP, m, n, k, p->B * a->nE,
+                             &p->gemm[CLF_ROLE_COMP]);
+}
+
+/* The ways of the GEMM path's scores and weighted sum, for chunk query
+ * rows of seqs x heads (sequences x heads) over L slots or positions. */
+static int
+plan_path(const clf_attention *a, struct plan *p)
+{
+    const size_t heads = p->seqs * a->hq;
+
+    CLF_TRY(clf__gemm_resolve(a->ctx, CLF_ROLE_SCORE, p->chunk, p->L, a->dh,
+                              heads, &p->gemm[CLF_ROLE_SCORE]));
+    return clf__gemm_resolve(a->ctx, CLF_ROLE_WEIGH, p->chunk, a->dh, p->L,
+                             heads, &p->gemm[CLF_ROLE_WEIGH]);
+}
+
+/* Every GEMM role's way, in the order the forward runs them, the softmax,
+ * the attention way, and the half weights' way.  The GEMM path's roles
+ * come before the attention way, whose timing runs that path with them,
+ * unless the way is pinned (tests, the tuner): then only where the path
+ * runs. */
 int
 clf__plan_choose(const clf_attention *a, struct plan *p)
 {
     clf_context *ctx = a->ctx;
     const size_t rows = p->seqs * a->hq * p->chunk;
+    const int pinned = a->attend != CLF_ATTEND_UNDECIDED ||
+                       ctx->attend_variant != CLF_ATTEND_UNDECIDED;
+    int r;
 
+    for (r = 0; r < CLF_ROLE_COUNT; r++)
+        p->gemm[r] = CLF_GEMM_UNDECIDED;
     CLF_TRY(clf__choice_env_check());
-    CLF_TRY(clf__gemm_resolve(ctx, p->B * p->n, a->dq, a->D, &p->gemm));
+    CLF_TRY(clf__gemm_resolve(ctx, CLF_ROLE_PROJ, p->B * p->n, a->dq, a->D, 1,
+                              &p->gemm[CLF_ROLE_PROJ]));
+    if (p->linformer)
+        CLF_TRY(plan_comp(a, p));
     CLF_TRY(clf__softmax_resolve(ctx, rows, p->ld, &p->softmax));
-    return plan_attend(a, p);
+    if (!pinned)
+        CLF_TRY(plan_path(a, p));
+    CLF_TRY(plan_attend(a, p));
+    if (pinned && !p->fused && !p->flash && !p->flash_wg)
+        CLF_TRY(plan_path(a, p));
+    if (a->desc.precision == CLF_PRECISION_HALF)
+        CLF_TRY(clf__fp16_resolve(ctx, a->D, a->dq, p->gemm[CLF_ROLE_PROJ],
+                                  &p->half_native));
+    return 0;
 }
 
 CLF_EXTERN int

@@ -202,8 +202,12 @@ clf_attention_destroy(clf_attention *att)
         return;
     if (att->ctx != NULL && att->ctx->queue != NULL)
         clFinish(att->ctx->queue);
-    if (att->ctx != NULL && att->desc.precision == CLF_PRECISION_HALF)
-        clf__fp16_forget(att->ctx);
+    if (att->ctx != NULL && att->desc.precision == CLF_PRECISION_HALF) {
+        /* A later layer may be made at the same address. */
+        clf__lock(att->ctx);
+        clf__half_begin(att->ctx);
+        clf__unlock(att->ctx);
+    }
     for (i = 0; i < CLF_WEIGHT_COUNT; i++)
         if (att->w[i] != NULL)
             clReleaseMemObject(att->w[i]);

@@ -999,21 +999,31 @@ ensure(clf_model *m, enum model_ws id, size_t bytes)
     return 0;
 }
 
+/* The way of the feed-forward GEMMs over `rows` rows, resolved for the
+ * model's own shape (rows x ffn_dim x d_model): the model's choice, never
+ * what the attention layers' plans chose. */
+static int
+ffn_way(clf_model *m, size_t rows, int *way)
+{
+    return clf__gemm_resolve(m->ctx, CLF_ROLE_FFN, rows, m->info.ffn_dim,
+                             m->info.d_model, 1, way);
+}
+
 /* out = W2 GELU(W1 h + b1) + b2 over rows, added to out when residual:
  * bias, GELU and residual go into the GEMMs' last step where the blocked
  * kernel runs them, saving three passes over the rows. */
 static int
-feed_forward(clf_model *m, const struct model_layer *L, cl_mem h, cl_mem out,
-             size_t rows, int residual)
+feed_forward(clf_model *m, int way, const struct model_layer *L, cl_mem h,
+             cl_mem out, size_t rows, int residual)
 {
     clf_context *ctx = m->ctx;
     const size_t D = m->info.d_model, F = m->info.ffn_dim;
     cl_mem f = m->ws[MW_F];
 
-    TRY(clf__gemm_ex(ctx, 1, rows, F, D, h, 0, D, L->w1, 0, D, 0, f, 0, F,
+    TRY(clf__gemm_ex(ctx, way, 1, rows, F, D, h, 0, D, L->w1, 0, D, 0, f, 0, F,
                      L->b1, 1));
-    return clf__gemm_ex(ctx, 1, rows, D, F, f, 0, F, L->w2, 0, F, residual, out,
-                        0, D, L->b2, 0);
+    return clf__gemm_ex(ctx, way, 1, rows, D, F, f, 0, F, L->w2, 0, F, residual,
+                        out, 0, D, L->b2, 0);
 }
 
 /* One attention layer, with the model's device copy of the mask. */
@@ -1039,6 +1049,7 @@ run_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
     cl_mem x = m->ws[MW_X], x2 = m->ws[MW_X2], h = m->ws[MW_H], a = m->ws[MW_A];
     size_t l;
     cl_int err;
+    int ffn = CLF_GEMM_UNDECIDED;
 
     switch (m->info.layout) {
     case CLF_LAYOUT_LUCIDRAINS_ATTENTION:
@@ -1051,11 +1062,12 @@ run_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
         return 0;
     case CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER: {
         const struct model_layer *L = &m->layers[0];
+        TRY(ffn_way(m, rows, &ffn));
         TRY(attend(m, L, x, a, B, n, o));
         TRY(clf__residual_add(ctx, a, 0, x, 0, rows * D));
         TRY(clf__layernorm(ctx, a, 0, x, 0, rows, D, L->ln1_g, L->ln1_b,
                            LN_EPS));
-        TRY(feed_forward(m, L, x, a, rows, 0));
+        TRY(feed_forward(m, ffn, L, x, a, rows, 0));
         TRY(clf__residual_add(ctx, a, 0, x, 0, rows * D));
         return clf__layernorm(ctx, a, 0, x, 0, rows, D, L->ln2_g, L->ln2_b,
                               LN_EPS);
@@ -1065,6 +1077,7 @@ run_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
     }
 
     /* lucidrains: pre-LN blocks, sequential or reversible. */
+    TRY(ffn_way(m, rows, &ffn));
     if (m->info.reversible) {
         err = clEnqueueCopyBuffer(ctx->queue, x, x2, 0, 0,
                                   rows * D * sizeof(float), 0, NULL, NULL);
@@ -1080,7 +1093,7 @@ run_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
         TRY(clf__residual_add(ctx, x, 0, a, 0, rows * D));
         TRY(clf__layernorm(ctx, x, 0, h, 0, rows, D, L->ln2_g, L->ln2_b,
                            LN_EPS));
-        TRY(feed_forward(m, L, h, m->info.reversible ? x2 : x, rows, 1));
+        TRY(feed_forward(m, ffn, L, h, m->info.reversible ? x2 : x, rows, 1));
     }
     if (m->info.reversible)
         TRY(clf__residual_add(ctx, x, 0, x2, 0, rows * D));
@@ -1241,6 +1254,7 @@ clf_model_forward_tokens(clf_model *m, const long long *ids, size_t batch,
 {
     size_t rows, i, D, V;
     cl_int err;
+    int way = CLF_GEMM_UNDECIDED;
 
     if (m == NULL || ids == NULL || logits == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL",
@@ -1270,11 +1284,15 @@ clf_model_forward_tokens(clf_model *m, const long long *ids, size_t batch,
     if (err != CL_SUCCESS)
         return clf__fail(err, "token upload failed (%d)", err);
     TRY(positions(m, seq_len));
+    /* The logits' GEMM takes the feed-forward role's choice for its own
+     * shape, resolved before the layers' so that the listing shows the
+     * feed-forward one. */
+    TRY(clf__gemm_resolve(m->ctx, CLF_ROLE_FFN, rows, V, D, 1, &way));
     TRY(clf__embed(m->ctx, m->ws[MW_IDS], rows, seq_len, D, m->tok,
                    m->pos_offset ? m->ws[MW_POS] : m->pos, m->ws[MW_X]));
     TRY(run_stack(m, batch, seq_len, opts));
-    TRY(clf__gemm(m->ctx, 0, 1, rows, V, D, 1.0f, m->ws[MW_X], 0, D, m->logit_w,
-                  0, D, 0.0f, m->ws[MW_OUT], 0, V));
+    TRY(clf__gemm(m->ctx, way, 0, 1, rows, V, D, 1.0f, m->ws[MW_X], 0, D,
+                  m->logit_w, 0, D, 0.0f, m->ws[MW_OUT], 0, V));
     TRY(clf__add_bias(m->ctx, m->ws[MW_OUT], 0, rows, V, V, m->logit_b));
     return finish(m, rows, V, logits, opts);
 }

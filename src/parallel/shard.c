@@ -27,13 +27,14 @@ struct shard_fw {
     clf_attention *a;
     clf_context *ctx;
     const clf_shard_comm *comm;
-    struct plan p;           /* of the whole sequence: hc, c, v_is_k, ... */
-    size_t B, n, b0, nl;     /* batch, length, first position, count */
-    const size_t *bounds;    /* comm->size + 1 entries */
-    const unsigned char *gm; /* B x n host mask, or NULL */
-    cl_mem lmask;            /* B x nl mask on the device, or NULL */
-    size_t width;            /* compressed K/V row: hc * dh */
-    int gemm, softmax;       /* kernel choices for the shard's shapes */
+    struct plan p;            /* of the whole sequence: hc, c, v_is_k, ... */
+    size_t B, n, b0, nl;      /* batch, length, first position, count */
+    const size_t *bounds;     /* comm->size + 1 entries */
+    const unsigned char *gm;  /* B x n host mask, or NULL */
+    cl_mem lmask;             /* B x nl mask on the device, or NULL */
+    size_t width;             /* compressed K/V row: hc * dh */
+    int gemm[CLF_ROLE_COUNT]; /* kernel choices for the shard's shapes */
+    int softmax;
 };
 
 /* A workspace of at least `need` floats and never a NULL buffer (need 0
@@ -71,8 +72,8 @@ project_rows(struct shard_fw *s, cl_mem x, cl_mem w, cl_mem bias, cl_mem out)
     clf_attention *a = s->a;
     const size_t rows = s->B * s->nl;
 
-    TRY(clf__gemm_bias(s->ctx, 1, rows, a->dkv, a->D, x, 0, a->D, w, 0, a->D,
-                       out, 0, a->dkv, bias));
+    TRY(clf__gemm_bias(s->ctx, s->gemm[CLF_ROLE_PROJ], 1, rows, a->dkv, a->D, x,
+                       0, a->D, w, 0, a->D, out, 0, a->dkv, bias));
     if (s->lmask != NULL)
         TRY(clf__mask_rows(s->ctx, out, 0, out, 0, rows, a->dkv, s->lmask));
     return 0;
@@ -86,16 +87,17 @@ compress_part(struct shard_fw *s, cl_mem e, cl_mem pr, cl_mem out)
     clf_attention *a = s->a;
     const size_t k = a->k, N = a->N, nl = s->nl, dkv = a->dkv, dh = a->dh;
     const size_t width = s->width;
+    const int way = s->gemm[CLF_ROLE_COMP];
     size_t b;
 
     if (a->nE == 1)
-        return clf__gemm_batched(s->ctx, 0, 0, k, dkv, nl, 1.0f, e, s->b0, N, 0,
-                                 pr, 0, dkv, nl * dkv, 0.0f, out, 0, dkv,
+        return clf__gemm_batched(s->ctx, way, 0, 0, k, dkv, nl, 1.0f, e, s->b0,
+                                 N, 0, pr, 0, dkv, nl * dkv, 0.0f, out, 0, dkv,
                                  k * dkv, s->B);
     for (b = 0; b < s->B; b++)
-        TRY(clf__gemm_batched(s->ctx, 0, 0, k, dh, nl, 1.0f, e, s->b0, N, k * N,
-                              pr, b * nl * dkv, dkv, a->hkv > 1 ? dh : 0, 0.0f,
-                              out, b * k * width, width, dh, s->p.hc));
+        TRY(clf__gemm_batched(s->ctx, way, 0, 0, k, dh, nl, 1.0f, e, s->b0, N,
+                              k * N, pr, b * nl * dkv, dkv, a->hkv > 1 ? dh : 0,
+                              0.0f, out, b * k * width, width, dh, s->p.hc));
     return 0;
 }
 
@@ -193,10 +195,11 @@ compress_own_blocks(struct shard_fw *s, cl_mem e, cl_mem pr, cl_mem out)
     for (b = 0; b < s->B; b++)
         for (h = 0; h < (a->nE == 1 ? 1 : s->p.hc); h++)
             TRY(clf__gemm_batched(
-                s->ctx, 0, 0, c, a->nE == 1 ? dkv : dh, blk, 1.0f, e,
-                h * a->k * N + j0 * c * N + j0 * blk, N, c * N + blk, pr,
-                b * nl * dkv + (a->hkv > 1 ? h * dh : 0), dkv, blk * dkv, 0.0f,
-                out, b * slots * width + h * dh, width, c * width, cnt));
+                s->ctx, s->gemm[CLF_ROLE_COMP], 0, 0, c, a->nE == 1 ? dkv : dh,
+                blk, 1.0f, e, h * a->k * N + j0 * c * N + j0 * blk, N,
+                c * N + blk, pr, b * nl * dkv + (a->hkv > 1 ? h * dh : 0), dkv,
+                blk * dkv, 0.0f, out, b * slots * width + h * dh, width,
+                c * width, cnt));
     return 0;
 }
 
@@ -350,14 +353,15 @@ attend_full(struct shard_fw *s, cl_mem gmask)
 
     attend_shape(s, s->n, &sh);
     for (b = 0; b < s->B; b++) {
-        TRY(clf__attend_scores(s->ctx, &sh, b, 1, 0, s->nl, q, kf, sc, 0,
-                               s->n));
+        TRY(clf__attend_scores(s->ctx, s->gemm[CLF_ROLE_SCORE], &sh, b, 1, 0,
+                               s->nl, q, kf, sc, 0, s->n));
         if (gmask != NULL || s->p.causal)
             TRY(clf__mask_scores(s->ctx, sc, 1, a->hq, s->nl, s->n, s->b0,
                                  gmask, b * s->n, s->p.causal));
         TRY(clf__softmax_rows_variant(s->ctx, s->softmax, sc, 0, a->hq * s->nl,
                                       s->n));
-        TRY(clf__attend_weigh(s->ctx, &sh, b, 1, 0, s->nl, sc, 0, s->n, vf, o));
+        TRY(clf__attend_weigh(s->ctx, s->gemm[CLF_ROLE_WEIGH], &sh, b, 1, 0,
+                              s->nl, sc, 0, s->n, vf, o));
     }
     return 0;
 }
@@ -376,7 +380,8 @@ attend_slots(struct shard_fw *s)
     struct clf__causal_shape cs;
 
     attend_shape(s, a->k, &sh);
-    TRY(clf__attend_scores(s->ctx, &sh, 0, s->B, 0, s->nl, q, kbar, sc, 0, ld));
+    TRY(clf__attend_scores(s->ctx, s->gemm[CLF_ROLE_SCORE], &sh, 0, s->B, 0,
+                           s->nl, q, kbar, sc, 0, ld));
     if (s->p.causal) {
         memset(&cs, 0, sizeof cs);
         cs.batch = s->B;
@@ -395,7 +400,8 @@ attend_slots(struct shard_fw *s)
     }
     TRY(clf__softmax_rows_variant(s->ctx, s->softmax, sc, 0,
                                   s->B * a->hq * s->nl, ld));
-    TRY(clf__attend_weigh(s->ctx, &sh, 0, s->B, 0, s->nl, sc, 0, ld, vbar, o));
+    TRY(clf__attend_weigh(s->ctx, s->gemm[CLF_ROLE_WEIGH], &sh, 0, s->B, 0,
+                          s->nl, sc, 0, ld, vbar, o));
     if (!s->p.causal)
         return 0;
     cs.c = 0;
@@ -490,6 +496,35 @@ check_bounds(const clf_shard_comm *comm, const size_t *bounds, size_t n,
     return 0;
 }
 
+/* The kernel choices for the shard's shapes, as a plan makes them (every
+ * GEMM role the shard runs, the softmax): stored, or timed now (before any
+ * exchange) and stored. */
+static int
+shard_choose(struct shard_fw *s)
+{
+    const clf_attention *a = s->a;
+    const size_t L = s->p.linformer ? a->k : s->n;
+    const size_t heads = (s->p.linformer ? s->B : 1) * a->hq;
+    int *g = s->gemm;
+
+    TRY(clf__gemm_resolve(s->ctx, CLF_ROLE_PROJ, s->B * s->nl, a->dq, a->D, 1,
+                          &g[CLF_ROLE_PROJ]));
+    if (s->p.linformer && s->p.causal && s->p.c > 0)
+        TRY(clf__gemm_resolve(s->ctx, CLF_ROLE_COMP, s->p.c,
+                              a->nE == 1 ? a->dkv : a->dh, a->desc.causal_block,
+                              s->B * a->nE, &g[CLF_ROLE_COMP]));
+    else if (s->p.linformer)
+        TRY(clf__gemm_resolve(s->ctx, CLF_ROLE_COMP, a->k,
+                              a->nE == 1 ? a->dkv : a->dh, s->nl, s->B * a->nE,
+                              &g[CLF_ROLE_COMP]));
+    TRY(clf__gemm_resolve(s->ctx, CLF_ROLE_SCORE, s->nl, L, a->dh, heads,
+                          &g[CLF_ROLE_SCORE]));
+    TRY(clf__gemm_resolve(s->ctx, CLF_ROLE_WEIGH, s->nl, a->dh, L, heads,
+                          &g[CLF_ROLE_WEIGH]));
+    return clf__softmax_resolve(s->ctx, s->B * a->hq * s->nl, s->p.ld,
+                                &s->softmax);
+}
+
 static int
 shard_setup(struct shard_fw *s, clf_attention *att, const clf_shard_comm *comm,
             const struct clf_shard_layer_args *la)
@@ -521,12 +556,7 @@ shard_setup(struct shard_fw *s, clf_attention *att, const clf_shard_comm *comm,
     s->b0 = la->bounds[comm->rank];
     s->nl = la->bounds[comm->rank + 1] - s->b0;
     s->width = s->p.hc * att->dh;
-    /* The kernel choices for the shard's shapes, as a plan makes them:
-     * stored, or timed now (before any exchange) and stored. */
-    TRY(clf__gemm_resolve(s->ctx, s->B * s->nl, att->dq, att->D, &s->gemm));
-    TRY(clf__softmax_resolve(s->ctx, s->B * att->hq * s->nl, s->p.ld,
-                             &s->softmax));
-    clf__gemm_use(s->gemm);
+    TRY(shard_choose(s));
     /* The exchange between the phases fixes the attention to scores,
      * softmax and weighting as separate GEMM steps. */
     clf__lock(s->ctx);
@@ -547,8 +577,8 @@ clf__shard_attention(clf_attention *att, const clf_shard_comm *comm,
 
     TRY(shard_setup(&s, att, comm, la));
     TRY(masks(&s, &gmask));
-    TRY(clf__gemm_bias(s.ctx, 1, s.B * s.nl, dq, D, x, 0, D, w[CLF_WEIGHT_Q], 0,
-                       D, att->ws[WS_Q].mem, 0, dq,
+    TRY(clf__gemm_bias(s.ctx, s.gemm[CLF_ROLE_PROJ], 1, s.B * s.nl, dq, D, x, 0,
+                       D, w[CLF_WEIGHT_Q], 0, D, att->ws[WS_Q].mem, 0, dq,
                        att->desc.bias_q ? w[CLF_BIAS_Q] : NULL));
     if (!s.p.linformer) {
         TRY(full_kv(&s, x));
@@ -557,9 +587,9 @@ clf__shard_attention(clf_attention *att, const clf_shard_comm *comm,
         TRY(s.p.causal ? causal_kv(&s, x) : linformer_kv(&s, x));
         TRY(attend_slots(&s));
     }
-    TRY(clf__gemm_bias(s.ctx, 1, s.B * s.nl, D, dq, att->ws[WS_O].mem, 0, dq,
-                       w[CLF_WEIGHT_OUT], 0, dq, y, 0, D,
-                       att->desc.bias_out ? w[CLF_BIAS_OUT] : NULL));
+    TRY(clf__gemm_bias(s.ctx, s.gemm[CLF_ROLE_PROJ], 1, s.B * s.nl, D, dq,
+                       att->ws[WS_O].mem, 0, dq, w[CLF_WEIGHT_OUT], 0, dq, y, 0,
+                       D, att->desc.bias_out ? w[CLF_BIAS_OUT] : NULL));
     if (s.lmask != NULL)
         TRY(clf__mask_rows(s.ctx, y, 0, y, 0, s.B * s.nl, D, s.lmask));
     return 0;

@@ -515,9 +515,27 @@ store_ensure_loaded(clf_context *ctx)
 
 /* ------------------------------------------------------- resolution */
 
+/* The slots' kinds and their names in clf_context_kernel_choices. */
+static const struct {
+    int kind;
+    const char *label;
+} slots[CLF_SLOT_COUNT] = {
+    {CLF_KIND_SOFTMAX, "softmax"},  {CLF_KIND_GEMM, "gemm"},
+    {CLF_KIND_ATTEND, "attend"},    {CLF_KIND_HALFGEMM, "halfgemm"},
+    {CLF_KIND_GEMM, "gemm[comp]"},  {CLF_KIND_GEMM, "gemm[score]"},
+    {CLF_KIND_GEMM, "gemm[weigh]"}, {CLF_KIND_GEMM, "gemm[ffn]"},
+};
+
 int
-clf__choice_lookup(clf_context *ctx, int kind, const char *bucket, int *winner)
+clf__choice_slot_kind(int slot)
 {
+    return slot >= 0 && slot < CLF_SLOT_COUNT ? slots[slot].kind : -1;
+}
+
+int
+clf__choice_lookup(clf_context *ctx, int slot, const char *bucket, int *winner)
+{
+    const int kind = slots[slot].kind;
     struct clf__choice_entry *e;
     int c;
 
@@ -526,10 +544,10 @@ clf__choice_lookup(clf_context *ctx, int kind, const char *bucket, int *winner)
         c = ctx->forced[kind];
     if (c >= 0) {
         *winner = c;
-        ctx->last[kind] = c;
-        ctx->last_source[kind] = CLF_SOURCE_FORCED;
-        ctx->last_bucket[kind][0] = '\0';
-        ctx->last_why[kind] = NULL;
+        ctx->last[slot] = c;
+        ctx->last_source[slot] = CLF_SOURCE_FORCED;
+        ctx->last_bucket[slot][0] = '\0';
+        ctx->last_why[slot] = NULL;
         return 1;
     }
     store_ensure_loaded(ctx);
@@ -538,27 +556,28 @@ clf__choice_lookup(clf_context *ctx, int kind, const char *bucket, int *winner)
         return 0;
     e->used = ++ctx->choice_clock;
     *winner = e->winner;
-    ctx->last[kind] = e->winner;
-    ctx->last_source[kind] = e->source;
-    ctx->last_why[kind] = NULL;
-    snprintf(ctx->last_bucket[kind], CLF_BUCKET_MAX, "%s", bucket);
+    ctx->last[slot] = e->winner;
+    ctx->last_source[slot] = e->source;
+    ctx->last_why[slot] = NULL;
+    snprintf(ctx->last_bucket[slot], CLF_BUCKET_MAX, "%s", bucket);
     return 1;
 }
 
 void
-clf__choice_record(clf_context *ctx, int kind, const char *bucket, int winner,
+clf__choice_record(clf_context *ctx, int slot, const char *bucket, int winner,
                    const double *ms)
 {
+    const int kind = slots[slot].kind;
     struct clf__choice_entry *e = add_entry(
         ctx, kind, bucket, winner, CLF_SOURCE_TIMED, ++ctx->choice_clock);
     int i;
 
-    ctx->last[kind] = winner;
-    ctx->last_source[kind] = CLF_SOURCE_TIMED;
-    ctx->last_why[kind] = NULL;
-    snprintf(ctx->last_bucket[kind], CLF_BUCKET_MAX, "%s", bucket);
+    ctx->last[slot] = winner;
+    ctx->last_source[slot] = CLF_SOURCE_TIMED;
+    ctx->last_why[slot] = NULL;
+    snprintf(ctx->last_bucket[slot], CLF_BUCKET_MAX, "%s", bucket);
     for (i = 0; i < table[kind].count && i < CLF_MAX_CANDIDATES; i++)
-        ctx->last_ms[kind][i] = ms[i];
+        ctx->last_ms[slot][i] = ms[i];
     if (e == NULL)
         return;
     for (i = 0; i < table[kind].count && i < CLF_MAX_CANDIDATES; i++)
@@ -723,96 +742,91 @@ clf__time_variants(clf_context *ctx, int count, clf__variant_fn run, void *user,
 }
 
 void
-clf__choice_fixed(clf_context *ctx, int kind, int winner, const char *why)
+clf__choice_fixed(clf_context *ctx, int slot, int winner, const char *why)
 {
-    ctx->last[kind] = winner;
-    ctx->last_source[kind] = CLF_SOURCE_NONE;
-    ctx->last_bucket[kind][0] = '\0';
-    ctx->last_why[kind] = why;
+    ctx->last[slot] = winner;
+    ctx->last_source[slot] = CLF_SOURCE_NONE;
+    ctx->last_bucket[slot][0] = '\0';
+    ctx->last_why[slot] = why;
 }
 
-/* A kind never resolved, or run in its only way: "not chosen yet", or
+/* A slot never resolved, or run in its only way: "not chosen yet", or
  * "gemm (WHY)". */
 static void
-describe_untimed(char *buf, size_t cap, const clf_context *ctx, int kind)
+describe_untimed(char *buf, size_t cap, const clf_context *ctx, int slot)
 {
-    int c = ctx->last[kind];
+    const int c = ctx->last[slot];
 
-    if (c < 0)
+    if (c < 0 || ctx->last_why[slot] == NULL)
         snprintf(buf, cap, "not chosen yet");
     else
-        snprintf(buf, cap, "%s (%s)", clf__choice_name(kind, c),
-                 ctx->last_why[kind]);
+        snprintf(buf, cap, "%s (%s)", clf__choice_name(slots[slot].kind, c),
+                 ctx->last_why[slot]);
 }
 
-/* One kind for clf_context_kernel_choices: "gemm: blocked (timed
+/* One slot for clf_context_kernel_choices: "gemm: blocked (timed
  * m1024.n512.k512: clblast 1.20 ms, blocked 0.80 ms)". */
 static void
-describe(char *buf, size_t cap, const clf_context *ctx, int kind)
+describe(char *buf, size_t cap, const clf_context *ctx, int slot)
 {
     static const char *const sources[] = {"not chosen yet", "stored", "timed",
                                           "forced"};
+    const int kind = slots[slot].kind, c = ctx->last[slot];
+    const double *ms = ctx->last_ms[slot];
     size_t len = strlen(buf);
-    int i, c = ctx->last[kind];
+    int i;
 
     if (len >= cap)
         return;
     len += (size_t)snprintf(buf + len, cap - len, "%s%s: ", len ? "; " : "",
-                            clf__choice_kind_name(kind));
+                            slots[slot].label);
     if (len >= cap)
         return;
-    if (c < 0 || ctx->last_why[kind] != NULL) {
-        describe_untimed(buf + len, cap - len, ctx, kind);
+    if (c < 0 || ctx->last_why[slot] != NULL) {
+        describe_untimed(buf + len, cap - len, ctx, slot);
         return;
     }
     len += (size_t)snprintf(
         buf + len, cap - len, "%s (%s%s%s", clf__choice_name(kind, c),
-        sources[ctx->last_source[kind]], ctx->last_bucket[kind][0] ? " " : "",
-        ctx->last_bucket[kind]);
-    for (i = 0; ctx->last_source[kind] == CLF_SOURCE_TIMED &&
+        sources[ctx->last_source[slot]], ctx->last_bucket[slot][0] ? " " : "",
+        ctx->last_bucket[slot]);
+    for (i = 0; ctx->last_source[slot] == CLF_SOURCE_TIMED &&
                 i < clf__choice_count(kind) && len < cap;
          i++)
         len +=
-            ctx->last_ms[kind][i] == 0.0 ? 0 /* did not apply: not timed */
-            : ctx->last_ms[kind][i] < 0.0
+            ms[i] == 0.0 ? 0 /* did not apply: not timed */
+            : ms[i] < 0.0
                 ? (size_t)snprintf(buf + len, cap - len, "%s%s failed",
                                    i ? ", " : ": ", clf__choice_name(kind, i))
                 : (size_t)snprintf(buf + len, cap - len, "%s%s %.2f ms",
                                    i ? ", " : ": ", clf__choice_name(kind, i),
-                                   ctx->last_ms[kind][i]);
+                                   ms[i]);
     if (len < cap)
         snprintf(buf + len, cap - len, ")");
-}
-
-/* "halfgemm: widen (native not offered: REASON)". */
-static void
-describe_not_offered(clf_context *ctx)
-{
-    size_t len = strlen(ctx->choices);
-
-    if (len < sizeof ctx->choices)
-        snprintf(ctx->choices + len, sizeof ctx->choices - len,
-                 "%shalfgemm: widen (native not offered: %s)", len ? "; " : "",
-                 ctx->fp16_why);
 }
 
 CLF_EXTERN const char *
 clf_context_kernel_choices(clf_context *ctx)
 {
-    int k;
+    /* Softmax, the GEMM roles in the order of a forward, the attention
+     * way, the half-weight way; all but the first three only once a plan
+     * resolved them. */
+    static const int order[CLF_SLOT_COUNT] = {
+        CLF_KIND_SOFTMAX,    CLF_KIND_GEMM,       CLF_SLOT_GEMM_COMP,
+        CLF_SLOT_GEMM_SCORE, CLF_SLOT_GEMM_WEIGH, CLF_SLOT_GEMM_FFN,
+        CLF_KIND_ATTEND,     CLF_KIND_HALFGEMM};
+    int i, slot;
 
     if (ctx == NULL)
         return "";
     clf__lock(ctx);
     ctx->choices[0] = '\0';
-    for (k = 0; k < CLF_KIND_COUNT; k++) {
-        /* The half-weight way shows once a half layer asked for it. */
-        if (k == CLF_KIND_HALFGEMM && ctx->fp16_state == 0 && ctx->last[k] < 0)
+    for (i = 0; i < CLF_SLOT_COUNT; i++) {
+        slot = order[i];
+        if (ctx->last[slot] < 0 && slot != CLF_KIND_SOFTMAX &&
+            slot != CLF_KIND_GEMM && slot != CLF_KIND_ATTEND)
             continue;
-        if (k == CLF_KIND_HALFGEMM && ctx->fp16_state < 0)
-            describe_not_offered(ctx);
-        else
-            describe(ctx->choices, sizeof ctx->choices, ctx, k);
+        describe(ctx->choices, sizeof ctx->choices, ctx, slot);
     }
     clf__unlock(ctx);
     return ctx->choices;

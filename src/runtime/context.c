@@ -45,7 +45,9 @@ context_alloc(void)
     }
     ctx->has_lock = 1;
     for (i = 0; i < CLF_KIND_COUNT; i++)
-        ctx->forced[i] = ctx->last[i] = -1;
+        ctx->forced[i] = -1;
+    for (i = 0; i < CLF_SLOT_COUNT; i++)
+        ctx->last[i] = -1;
     return ctx;
 }
 
@@ -285,11 +287,6 @@ clf_context_destroy(clf_context *ctx)
         clReleaseProgram(ctx->program);
     release_features(ctx);
     clf__launch_log_free(ctx);
-    if (ctx->scratch != NULL)
-        clReleaseMemObject(ctx->scratch);
-    for (i = 0; i < 2; i++)
-        if (ctx->half_slot[i] != NULL)
-            clReleaseMemObject(ctx->half_slot[i]);
     if (ctx->queue != NULL)
         clReleaseCommandQueue(ctx->queue);
     if (ctx->context != NULL)

@@ -274,21 +274,6 @@ keep_log(clf_context *ctx, cl_program prog)
     ctx->build_log = log;
 }
 
-/* Whether the device prefers 16-float vectors (AVX-512 on PoCL).  The
- * blocked GEMM's 64-column block holds 4 such vectors a row, which fits
- * there; with 8-float vectors (AVX2: 16 registers) its accumulators
- * spill to the stack, and 16-column blocks ran the n=4096 layer
- * 1.5-1.7x faster. */
-static int
-prefers_float16(cl_device_id device)
-{
-    cl_uint w = 0;
-
-    return clGetDeviceInfo(device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT,
-                           sizeof w, &w, NULL) == CL_SUCCESS &&
-           w >= 16;
-}
-
 static int
 create_kernels(clf_context *ctx)
 {
@@ -314,7 +299,6 @@ create_kernels(clf_context *ctx)
             ctx->kernel_multiple[i] == 0)
             ctx->kernel_multiple[i] = 1;
     }
-    ctx->gemm_cols64 = prefers_float16(ctx->device);
     return 0;
 }
 

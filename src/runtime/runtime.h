@@ -35,8 +35,20 @@ enum clf__choice_kind {
     CLF_KIND_HALFGEMM,    /* half-weight GEMMs: widen or native (fp16.h) */
     CLF_KIND_COUNT
 };
+/* What a choice is remembered and listed by (ctx->last*, the lines of
+ * clf_context_kernel_choices): a slot, one per kind, and kind gemm's split
+ * by the role of the GEMM in a forward (enum clf__gemm_role, gemm.h): slot
+ * CLF_KIND_GEMM is the projections', the slots from CLF_SLOT_GEMM_COMP the
+ * other roles'.  A slot is forced and stored as its kind (the role is the
+ * first word of its buckets), so gemm=NAME forces every role. */
+enum clf__choice_slot {
+    CLF_SLOT_GEMM_COMP = CLF_KIND_COUNT,
+    CLF_SLOT_GEMM_SCORE,
+    CLF_SLOT_GEMM_WEIGH,
+    CLF_SLOT_GEMM_FFN,
+    CLF_SLOT_COUNT
+};
 #define CLF_BUCKET_MAX 48
-#define CLF_FP16_LIVE 8
 #define CLF_MAX_CANDIDATES 4
 
 /* A winner for one kind and shape bucket. */
@@ -81,22 +93,16 @@ struct clf_context {
     size_t kernel_multiple[CLF_K_COUNT]; /* preferred multiple */
     char *build_log;
     clf_context_stats stats;
-    int profiling;        /* the queue has CL_QUEUE_PROFILING_ENABLE */
-    char tuned[512];      /* the stored GEMM tuning applied, or "" */
-    int softmax_variant;  /* enum clf__softmax_variant outside a plan;
-                             0 (scalar) as the context is made */
-    int attend_variant;   /* enum clf__attend_variant pinned (tuning,
-                             tests), else UNDECIDED: the plan's choice */
-    int flash_blocks;     /* row blocks per work-item of the streaming
-                             kernel pinned (tests), else 0: by key count */
-    int gemm_variant;     /* enum clf__gemm_variant pinned (tuning, tests),
-                             else UNDECIDED: clf__gemm_use */
-    cl_mem scratch;       /* transposed GEMM operands */
-    size_t scratch_cap;   /* floats */
-    size_t blocked_calls; /* GEMMs run by the blocked kernel (tests) */
-    size_t gemm_calls;    /* GEMM calls of either way (tests) */
-    int gemm_cols64;      /* blocked GEMM: 64-column blocks where the
-                             device prefers 16-float vectors, else 16 */
+    int profiling;       /* the queue has CL_QUEUE_PROFILING_ENABLE */
+    char tuned[512];     /* the stored GEMM tuning applied, or "" */
+    int softmax_variant; /* enum clf__softmax_variant outside a plan;
+                            0 (scalar) as the context is made */
+    int attend_variant;  /* enum clf__attend_variant pinned (tuning,
+                            tests), else UNDECIDED: the plan's choice */
+    int flash_blocks;    /* row blocks per work-item of the streaming
+                            kernel pinned (tests), else 0: by key count */
+    int gemm_variant;    /* enum clf__gemm_variant pinned (tuning, tests),
+                            else UNDECIDED: each GEMM's way (gemm.h) */
     /* Kernel choices (choose.c), all under lock. */
     pthread_mutex_t lock;                  /* recursive; see clf__lock */
     int has_lock;                          /* lock was initialised */
@@ -105,35 +111,21 @@ struct clf_context {
     struct clf__feature *features;         /* clf__feature */
     struct clf__choice_entry *choice_list; /* stored and timed winners */
     size_t nchoices, choice_cap;
-    long long choice_clock;   /* last recency stamp given to a use */
-    long long choice_floor;   /* last (lowest) stamp given to a read entry */
-    int choices_loaded;       /* the device's store has been read */
-    uint64_t choice_key;      /* hash of the store's key when it was read */
-    int last[CLF_KIND_COUNT]; /* the last winner resolved, or -1 */
-    clf_choice_source last_source[CLF_KIND_COUNT];
-    char last_bucket[CLF_KIND_COUNT][CLF_BUCKET_MAX];
+    long long choice_clock; /* last recency stamp given to a use */
+    long long choice_floor; /* last (lowest) stamp given to a read entry */
+    int choices_loaded;     /* the device's store has been read */
+    uint64_t choice_key;    /* hash of the store's key when it was read */
+    /* Per slot (enum clf__choice_slot): the last winner resolved, or -1,
+     * where it came from, its bucket and the times it was timed with. */
+    int last[CLF_SLOT_COUNT];
+    clf_choice_source last_source[CLF_SLOT_COUNT];
+    char last_bucket[CLF_SLOT_COUNT][CLF_BUCKET_MAX];
     /* Why the last winner was the only way (clf__choice_fixed), or NULL
      * when it was resolved from a forced name, the store or a timing. */
-    const char *last_why[CLF_KIND_COUNT];
-    double last_ms[CLF_KIND_COUNT][CLF_MAX_CANDIDATES];
-    char choices[1024];  /* clf_context_kernel_choices */
+    const char *last_why[CLF_SLOT_COUNT];
+    double last_ms[CLF_SLOT_COUNT][CLF_MAX_CANDIDATES];
+    char choices[2048];  /* clf_context_kernel_choices */
     char warnings[5376]; /* clf_context_warnings: a path and a whole line */
-    /* half.c: float32 copies of half-stored weights, widened just before
-     * the GEMM that reads them (slot 0: W matrices, 1: E and F), shared by
-     * every layer of the context, under the lock. */
-    cl_mem half_slot[2];
-    size_t half_cap[2]; /* floats */
-    cl_mem half_src[2]; /* the weight a slot holds in this forward, or NULL */
-    /* fp16.c: native half arithmetic, under the lock. */
-    int fp16_state;          /* 0 not checked yet, 1 offered, -1 not */
-    char fp16_why[256];      /* why it is not offered */
-    cl_program fp16_program; /* cl/gemm_fp16.cl, where offered */
-    cl_kernel fp16_nt, fp16_nn, fp16_sanity;
-    int fp16_decided; /* this forward resolved its way */
-    int fp16_native;  /* this forward reads half weights natively */
-    cl_mem fp16_live[CLF_FP16_LIVE]; /* the binary16 weights it reads */
-    size_t fp16_nlive;
-    size_t fp16_calls; /* native half GEMMs enqueued (tests) */
 };
 
 /* error.c: set the thread's detail message and return status. */
@@ -213,20 +205,24 @@ void clf__device_limits(const clf_context *ctx, struct clf__limits *lim);
 typedef int (*clf__variant_fn)(clf_context *ctx, int variant, void *user);
 /* Seconds on a monotonic clock. */
 double clf__now_s(void);
-/* The winner of `kind` for a shape bucket ([a-z0-9.], under
- * CLF_BUCKET_MAX): forced (clf_context_force_kernel, CLINFORMER_KERNELS)
- * or stored: sets *winner and returns 1; not known: 0, the caller times
- * the candidates and calls clf__choice_record, which stores the winner.
+/* The winner of slot `slot` (a kind, or a slot of enum clf__choice_slot)
+ * for a shape bucket ([a-z0-9.], under CLF_BUCKET_MAX): forced
+ * (clf_context_force_kernel, CLINFORMER_KERNELS, for the slot's kind) or
+ * stored: sets *winner and returns 1; not known: 0, the caller times the
+ * candidates and calls clf__choice_record, which stores the winner.
  * CLF_EINVALID_ARGUMENT for a bad CLINFORMER_KERNELS.  Call with ctx
  * locked. */
-int clf__choice_lookup(clf_context *ctx, int kind, const char *bucket,
+int clf__choice_lookup(clf_context *ctx, int slot, const char *bucket,
                        int *winner);
-void clf__choice_record(clf_context *ctx, int kind, const char *bucket,
+void clf__choice_record(clf_context *ctx, int slot, const char *bucket,
                         int winner, const double *ms);
 /* Notes that a forward ran `winner` because it has no other way (why: a
- * static phrase), so that clf_context_kernel_choices says what ran instead
- * of "not chosen yet".  Call with ctx locked. */
-void clf__choice_fixed(clf_context *ctx, int kind, int winner, const char *why);
+ * phrase that outlives the context's next listing, e.g. static), so that
+ * clf_context_kernel_choices says what ran instead of "not chosen yet".
+ * Call with ctx locked. */
+void clf__choice_fixed(clf_context *ctx, int slot, int winner, const char *why);
+/* The kind of a slot. */
+int clf__choice_slot_kind(int slot);
 /* A device's measured throughput for a shape bucket (a sharded forward's
  * split), kept in the same store as the choices: 1 with *rate, or 0 when
  * not measured yet; and recording one (an integer, at least 1). */

@@ -82,23 +82,24 @@ clf__attend(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
 }
 
 int
-clf__attend_scores(clf_context *ctx, const struct clf__attend_shape *sh,
-                   size_t b, size_t seqs, size_t r0, size_t rows, cl_mem q,
-                   cl_mem kbar, cl_mem s, size_t s_off, size_t ld)
+clf__attend_scores(clf_context *ctx, int way,
+                   const struct clf__attend_shape *sh, size_t b, size_t seqs,
+                   size_t r0, size_t rows, cl_mem q, cl_mem kbar, cl_mem s,
+                   size_t s_off, size_t ld)
 {
     const size_t hc = sh->kv_per_head ? sh->heads : 1;
     const size_t width = hc * sh->dh, L = sh->L;
     const struct clf__gemm_group g = {seqs, sh->n * sh->dq, L * width,
                                       sh->heads * rows * ld};
 
-    return clf__gemm_grouped(ctx, 0, 1, rows, L, sh->dh, sh->scale, q,
+    return clf__gemm_grouped(ctx, way, 0, 1, rows, L, sh->dh, sh->scale, q,
                              (b * sh->n + r0) * sh->dq, sh->dq, sh->dh, kbar,
                              b * L * width, width, sh->kv_per_head ? sh->dh : 0,
                              0.0f, s, s_off, ld, rows * ld, sh->heads, &g);
 }
 
 int
-clf__attend_weigh(clf_context *ctx, const struct clf__attend_shape *sh,
+clf__attend_weigh(clf_context *ctx, int way, const struct clf__attend_shape *sh,
                   size_t b, size_t seqs, size_t r0, size_t rows, cl_mem s,
                   size_t s_off, size_t ld, cl_mem vbar, cl_mem o)
 {
@@ -108,7 +109,7 @@ clf__attend_weigh(clf_context *ctx, const struct clf__attend_shape *sh,
                                       sh->n * sh->dq};
 
     return clf__gemm_grouped(
-        ctx, 0, 0, rows, sh->dh, L, 1.0f, s, s_off, ld, rows * ld, vbar,
+        ctx, way, 0, 0, rows, sh->dh, L, 1.0f, s, s_off, ld, rows * ld, vbar,
         b * L * width, width, sh->kv_per_head ? sh->dh : 0, 0.0f, o,
         (b * sh->n + r0) * sh->dq, sh->dq, sh->dh, sh->heads, &g);
 }

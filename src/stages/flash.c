@@ -181,7 +181,7 @@ enum { T_Q, T_KBAR, T_VBAR, T_KT, T_S, T_O, T_PK, T_PV, T_COUNT };
 
 struct flash_timing {
     struct clf__flash_shape sh;
-    int softmax;
+    struct clf__path_ways ways;
     size_t ld;                          /* score row stride on the GEMM path */
     int way[CLF_MAX_CANDIDATES], count; /* the candidates that apply
                                            (CLF_ATTEND_* - 1) */
@@ -209,16 +209,17 @@ run_gemm_path(clf_context *ctx, const struct flash_timing *t)
     cs.block = sh->block;
     cs.kv_per_head = sh->window_per_head;
     cs.scale = sh->at.scale;
-    CLF_TRY(clf__attend_scores(ctx, &sh->at, 0, 1, 0, n, m[T_Q], m[T_KBAR],
-                               m[T_S], 0, t->ld));
+    CLF_TRY(clf__attend_scores(ctx, t->ways.score, &sh->at, 0, 1, 0, n, m[T_Q],
+                               m[T_KBAR], m[T_S], 0, t->ld));
     if (sh->block)
         CLF_TRY(clf__causal_scores(ctx, &cs, m[T_S], m[T_Q], m[T_PK], NULL));
     if (sh->causal)
         CLF_TRY(clf__mask_scores(ctx, m[T_S], 1, sh->at.heads, n, n, 0, NULL, 0,
                                  1));
-    CLF_TRY(clf__softmax_rows_variant(ctx, t->softmax, m[T_S], 0, rows, t->ld));
-    CLF_TRY(clf__attend_weigh(ctx, &sh->at, 0, 1, 0, n, m[T_S], 0, t->ld,
-                              m[T_VBAR], m[T_O]));
+    CLF_TRY(clf__softmax_rows_variant(ctx, t->ways.softmax, m[T_S], 0, rows,
+                                      t->ld));
+    CLF_TRY(clf__attend_weigh(ctx, t->ways.weigh, &sh->at, 0, 1, 0, n, m[T_S],
+                              0, t->ld, m[T_VBAR], m[T_O]));
     return sh->block ? clf__causal_apply(ctx, &cs, m[T_O], m[T_S], m[T_PV]) : 0;
 }
 
@@ -293,7 +294,7 @@ time_ways(clf_context *ctx, const char *bucket, struct flash_timing *t,
  * groups fit the device and d_h fits its tiles). */
 static void
 timing_shape(clf_context *ctx, const struct clf__flash_shape *sh, int fusable,
-             int softmax, struct flash_timing *t)
+             const struct clf__path_ways *ways, struct flash_timing *t)
 {
     const int full = sh->full;
     size_t cap = 4096;
@@ -301,7 +302,7 @@ timing_shape(clf_context *ctx, const struct clf__flash_shape *sh, int fusable,
     memset(t, 0, sizeof *t);
     t->sh = *sh;
     t->sh.at.batch = 1;
-    t->softmax = softmax;
+    t->ways = *ways;
     if (full) {
         cap = (size_t)sqrt((double)((size_t)1 << 24) / (double)sh->at.heads);
         cap = cap > 2048 ? 2048 : cap < 1 ? 1 : cap;
@@ -335,7 +336,7 @@ bucket_of(const struct clf__flash_shape *sh, char *bucket, size_t cap)
 
 int
 clf__flash_resolve(clf_context *ctx, const struct clf__flash_shape *sh,
-                   int fusable, int softmax, int *variant)
+                   int fusable, const struct clf__path_ways *ways, int *variant)
 {
     struct flash_timing t;
     char bucket[CLF_BUCKET_MAX];
@@ -352,7 +353,7 @@ clf__flash_resolve(clf_context *ctx, const struct clf__flash_shape *sh,
         if (found == 1)
             *variant = CLF_ATTEND_GEMM + best;
         if (found == 0)
-            timing_shape(ctx, sh, fusable, softmax, &t);
+            timing_shape(ctx, sh, fusable, ways, &t);
         rc = found != 0 ? found : time_ways(ctx, bucket, &t, variant);
     }
     clf__unlock(ctx);

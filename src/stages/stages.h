@@ -88,13 +88,21 @@ int clf__attend(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
 /* The GEMM path of the same steps, for `seqs` sequences from b, query
  * rows r0 to r0 + rows of each (seqs > 1: all rows): S = Q_h Kbar_h^T *
  * scale into s at s_off (sequence j, head h at s_off + (j * heads + h) *
- * rows * ld, rows of stride ld), and O_h = P_h Vbar_h. */
-int clf__attend_scores(clf_context *ctx, const struct clf__attend_shape *sh,
-                       size_t b, size_t seqs, size_t r0, size_t rows, cl_mem q,
+ * rows * ld, rows of stride ld), and O_h = P_h Vbar_h; the GEMMs in the
+ * way `way` (gemm.h), the plan's for the role (scores, weighted sum). */
+int clf__attend_scores(clf_context *ctx, int way,
+                       const struct clf__attend_shape *sh, size_t b,
+                       size_t seqs, size_t r0, size_t rows, cl_mem q,
                        cl_mem kbar, cl_mem s, size_t s_off, size_t ld);
-int clf__attend_weigh(clf_context *ctx, const struct clf__attend_shape *sh,
-                      size_t b, size_t seqs, size_t r0, size_t rows, cl_mem s,
-                      size_t s_off, size_t ld, cl_mem vbar, cl_mem o);
+int clf__attend_weigh(clf_context *ctx, int way,
+                      const struct clf__attend_shape *sh, size_t b, size_t seqs,
+                      size_t r0, size_t rows, cl_mem s, size_t s_off, size_t ld,
+                      cl_mem vbar, cl_mem o);
+/* The ways of the GEMM path's steps: its two GEMMs' (gemm.h) and the
+ * softmax variant. */
+struct clf__path_ways {
+    int score, weigh, softmax;
+};
 
 /* flash.c: streaming (online-softmax) attention in one kernel, every
  * mode.  at: as for clf__attend, L the slots (Linformer) or n (full mode);
@@ -124,12 +132,13 @@ int clf__flash(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
                cl_mem pk, cl_mem pv);
 /* The way (enum clf__attend_variant) for steps 3 to 5 of this shape in any
  * mode: pinned, forced, stored, or timed now among the ways that apply
- * (fused only where fusable, flashwg only where clf__flash_wg_applies)
- * and stored; bucketed by mode, powers of two
+ * (fused only where fusable, flashwg only where clf__flash_wg_applies;
+ * the GEMM path in `ways`) and stored; bucketed by mode, powers of two
  * of n and L, heads and dh exact.  A forced way that does not apply falls
  * back to the GEMM path. */
 int clf__flash_resolve(clf_context *ctx, const struct clf__flash_shape *sh,
-                       int fusable, int softmax, int *variant);
+                       int fusable, const struct clf__path_ways *ways,
+                       int *variant);
 
 /* flash_wg.c: the same steps in the GPU-shaped streaming kernel, work-groups
  * of clf__flash_wg_rows rows of one head and sequence, reading kbar and

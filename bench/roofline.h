@@ -89,19 +89,4 @@ long clf_bench_find_device(const clf_bench_report *r, const char *selector);
  * (NaN each when it cannot be read).  Returns 0, or -1. */
 int clf_bench_loadavg(const char *path, double out[3]);
 
-/* The device header's line of peaks ("peaks: ..."), to f. */
-void clf_bench_print_peaks(FILE *f, const clf_bench_device *d);
-
-/* Every device's rows side by side: a row per configuration (mode, n, k,
- * D, h, B), for each device its median ms (with * when noisy), GFLOP/s
- * and % of the roofline, and for each device but the baseline
- * (r->baseline) its median over the baseline's.  Prints nothing with
- * fewer than two devices. */
-void clf_bench_print_comparison(FILE *f, const clf_bench_report *r);
-
-/* A device's per-stage arithmetic intensity (FLOP/byte) and % of the
- * roofline. */
-void clf_bench_print_stage_roofline(FILE *f, const clf_bench_report *r,
-                                    size_t dev);
-
 #endif

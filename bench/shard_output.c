@@ -1,19 +1,12 @@
 /* The files of bench --shard (bench/shard.h): JSON, CSV and HTML of the
  * records bench/shard.c measured.  Nothing here measures. */
+#include "json.h"
 #include "shard.h"
 
-#include <errno.h>
-#include <jansson.h>
 #include <math.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- JSON */
-
-static json_t *
-jnum(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
 
 static const char *
 mode_name(const clf_bench_shard_row *x)
@@ -53,12 +46,13 @@ split_to_json(const clf_bench_shard_report *s, const clf_bench_shard_split *p)
     size_t i;
 
     for (i = 0; shares != NULL && i < s->hdr->ndevices; i++)
-        if (json_array_append_new(shares, jnum(p->shares[i])) != 0) {
+        if (json_array_append_new(shares, clf_bench_json_num(p->shares[i])) !=
+            0) {
             json_decref(shares);
             return NULL;
         }
-    return json_pack("{s:o, s:I, s:o}", "wall_s", jnum(p->wall_s), "devices",
-                     (json_int_t)p->devices, "shares", shares);
+    return json_pack("{s:o, s:I, s:o}", "wall_s", clf_bench_json_num(p->wall_s),
+                     "devices", (json_int_t)p->devices, "shares", shares);
 }
 
 /* Each device alone, keyed as the matrix keys its rows. */
@@ -74,8 +68,8 @@ alone_to_json(const clf_bench_shard_report *s, const clf_bench_shard_row *x)
                 a, json_pack("{s:I, s:s, s:s, s:s, s:s, s:o}", "device_index",
                              (json_int_t)i, "platform", d->platform, "device",
                              d->name, "driver", d->driver, "stable_name",
-                             d->stable_name, "wall_s", jnum(x->alone_s[i]))) !=
-            0) {
+                             d->stable_name, "wall_s",
+                             clf_bench_json_num(x->alone_s[i]))) != 0) {
             json_decref(a);
             return NULL;
         }
@@ -95,8 +89,9 @@ row_to_json(const clf_bench_shard_report *s, const clf_bench_shard_row *x)
         (json_int_t)x->batch, "status", x->ok ? "ok" : "failed", "note",
         x->note, "alone", alone_to_json(s, x), "even",
         split_to_json(s, &x->even), "weighted", split_to_json(s, &x->weighted),
-        "received_bytes", jnum(x->received_bytes), "sent_bytes",
-        jnum(x->sent_bytes), "speedup", jnum(speedup(s, x)));
+        "received_bytes", clf_bench_json_num(x->received_bytes), "sent_bytes",
+        clf_bench_json_num(x->sent_bytes), "speedup",
+        clf_bench_json_num(speedup(s, x)));
 }
 
 static json_t *
@@ -117,30 +112,21 @@ shard_to_json(const clf_bench_shard_report *s)
         return NULL;
     }
     /* json_pack takes the two arrays' references, also when it fails. */
-    root =
-        json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I}, s:o, s:s, "
-                  "s:o, s:o}",
-                  "schema", CLF_BENCH_SHARD_SCHEMA, "clinformer_version",
-                  r->version, "started", r->started, "host", r->host, "command",
-                  r->command, "settings", "repeat", (json_int_t)r->repeat,
-                  "seed", (json_int_t)r->seed, "wall_s", jnum(r->wall_s),
-                  "split_by", "positions", "devices", devs, "results", res);
+    root = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I}, s:o, s:s, "
+                     "s:o, s:o}",
+                     "schema", CLF_BENCH_SHARD_SCHEMA, "clinformer_version",
+                     r->version, "started", r->started, "host", r->host,
+                     "command", r->command, "settings", "repeat",
+                     (json_int_t)r->repeat, "seed", (json_int_t)r->seed,
+                     "wall_s", clf_bench_json_num(r->wall_s), "split_by",
+                     "positions", "devices", devs, "results", res);
     return root;
 }
 
 int
 clf_bench_shard_json_fwrite(FILE *f, const void *ctx)
 {
-    json_t *root = shard_to_json(ctx);
-    int rc;
-
-    if (root == NULL) {
-        errno = ENOMEM;
-        return -1;
-    }
-    rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-    json_decref(root);
-    return rc != 0 || fputc('\n', f) == EOF ? -1 : 0;
+    return clf_bench_json_dump(f, shard_to_json(ctx));
 }
 
 /* ----------------------------------------------------------------- CSV */

@@ -1,6 +1,6 @@
 /* The bench suite's entry point: parses the options, has bench/run.c
- * measure into a report (or reads one back), then has bench/output.c print
- * and write it. */
+ * measure into a report (or reads one back), then has the writers of
+ * bench/output.h print and write it. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "suite.h"

@@ -5,7 +5,7 @@
  * API only.
  *
  * Measuring and reporting are apart: bench/run.c measures into the records
- * of bench/results.h, bench/output.c prints and writes them, and
+ * of bench/results.h, the writers of bench/output.h print and write them, and
  * clf_bench_main (bench/suite.c) calls one, then the other.
  */
 #ifndef CLF_BENCH_SUITE_H

@@ -314,28 +314,64 @@ struct split {
     cl_mem partial;
 };
 
+/* The epilogue both the kernel and the reduction end with: C = alpha A B +
+ * beta C, plus the bias, then GELU. */
+struct epilogue {
+    float beta;
+    cl_mem c, bias;
+    cl_ulong co, cs;
+    cl_uint lc, has_bias, act;
+};
+
+static void
+epilogue_of(const struct clf__tiled_args *g, struct epilogue *e)
+{
+    e->beta = g->beta;
+    e->c = g->c;
+    e->bias = g->bias != NULL ? g->bias : g->c; /* not read */
+    e->co = g->c_off;
+    e->cs = g->c_stride;
+    e->lc = (cl_uint)g->ldc;
+    e->has_bias = g->bias != NULL;
+    e->act = g->gelu != 0;
+}
+
+/* Its 8 arguments from index first on: beta, C, C's offset, leading
+ * dimension and stride, the bias, whether there is one, GELU. */
+static int
+set_epilogue(cl_kernel kk, cl_uint first, const struct epilogue *e)
+{
+    CLF_SET_ARG(kk, first, e->beta);
+    CLF_SET_ARG(kk, first + 1, e->c);
+    CLF_SET_ARG(kk, first + 2, e->co);
+    CLF_SET_ARG(kk, first + 3, e->lc);
+    CLF_SET_ARG(kk, first + 4, e->cs);
+    CLF_SET_ARG(kk, first + 5, e->bias);
+    CLF_SET_ARG(kk, first + 6, e->has_bias);
+    CLF_SET_ARG(kk, first + 7, e->act);
+    return 0;
+}
+
 /* Sets the 25 arguments of the kernel; with a split, C is the workspace
  * (rows of N, products M * N apart) and nothing is added to it. */
 static int
 set_args(cl_kernel kk, const struct clf__tiled_args *g, const struct split *sp)
 {
     cl_uint M = (cl_uint)g->m, N = (cl_uint)g->n, K = (cl_uint)g->k;
-    cl_uint la = (cl_uint)g->lda, lb = (cl_uint)g->ldb, lc = (cl_uint)g->ldc;
+    cl_uint la = (cl_uint)g->lda, lb = (cl_uint)g->ldb;
     cl_uint ta = g->trans_a != 0, tb = g->trans_b != 0;
-    cl_uint has_bias = g->bias != NULL, act = g->gelu != 0;
     cl_ulong ao = g->a_off, as = g->a_stride, bo = g->b_off;
-    cl_ulong bs = g->b_stride, co = g->c_off, cs = g->c_stride;
-    cl_mem bias = g->bias != NULL ? g->bias : g->c; /* not read */
-    cl_mem c = g->c;
-    float beta = g->beta;
+    cl_ulong bs = g->b_stride;
+    struct epilogue e;
 
+    epilogue_of(g, &e);
     if (sp->ksplit > 1) {
-        c = sp->partial;
-        co = 0;
-        lc = N;
-        cs = (cl_ulong)g->m * g->n;
-        beta = 0.0f;
-        has_bias = act = 0;
+        e.c = sp->partial;
+        e.co = 0;
+        e.lc = N;
+        e.cs = (cl_ulong)g->m * g->n;
+        e.beta = 0.0f;
+        e.has_bias = e.act = 0;
     }
 
     CLF_SET_ARG(kk, 0, M);
@@ -352,14 +388,7 @@ set_args(cl_kernel kk, const struct clf__tiled_args *g, const struct split *sp)
     CLF_SET_ARG(kk, 11, lb);
     CLF_SET_ARG(kk, 12, bs);
     CLF_SET_ARG(kk, 13, tb);
-    CLF_SET_ARG(kk, 14, beta);
-    CLF_SET_ARG(kk, 15, c);
-    CLF_SET_ARG(kk, 16, co);
-    CLF_SET_ARG(kk, 17, lc);
-    CLF_SET_ARG(kk, 18, cs);
-    CLF_SET_ARG(kk, 19, bias);
-    CLF_SET_ARG(kk, 20, has_bias);
-    CLF_SET_ARG(kk, 21, act);
+    CLF_TRY(set_epilogue(kk, 14, &e));
     CLF_SET_ARG(kk, 22, sp->ksplit);
     CLF_SET_ARG(kk, 23, sp->kchunk);
     CLF_SET_ARG(kk, 24, sp->s_stride);
@@ -439,29 +468,20 @@ reduce(clf_context *ctx, const struct clf__tiled_args *g,
 {
     cl_kernel k = ctx->kernels[CLF_K_GEMM_TILED_REDUCE];
     cl_uint B = (cl_uint)g->batch, M = (cl_uint)g->m, N = (cl_uint)g->n;
-    cl_uint lc = (cl_uint)g->ldc, has_bias = g->bias != NULL;
-    cl_uint act = g->gelu != 0;
-    cl_ulong co = g->c_off, cs = g->c_stride;
-    cl_mem bias = g->bias != NULL ? g->bias : g->c; /* not read */
+    struct epilogue e;
 
     if (k == NULL) { /* the product ran in a tuned set's own program */
         CLF_TRY(clf_context_build(ctx));
         k = ctx->kernels[CLF_K_GEMM_TILED_REDUCE];
     }
+    epilogue_of(g, &e);
     CLF_SET_ARG(k, 0, sp->partial);
     CLF_SET_ARG(k, 1, sp->ksplit);
     CLF_SET_ARG(k, 2, sp->s_stride);
     CLF_SET_ARG(k, 3, B);
     CLF_SET_ARG(k, 4, M);
     CLF_SET_ARG(k, 5, N);
-    CLF_SET_ARG(k, 6, g->beta);
-    CLF_SET_ARG(k, 7, g->c);
-    CLF_SET_ARG(k, 8, co);
-    CLF_SET_ARG(k, 9, lc);
-    CLF_SET_ARG(k, 10, cs);
-    CLF_SET_ARG(k, 11, bias);
-    CLF_SET_ARG(k, 12, has_bias);
-    CLF_SET_ARG(k, 13, act);
+    CLF_TRY(set_epilogue(k, 6, &e));
     return clf__launch_1d(ctx, CLF_K_GEMM_TILED_REDUCE, g->batch * g->m * g->n);
 }
 

@@ -92,30 +92,6 @@ pack_values(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem vbar,
     return clf__enqueue3(ctx, CLF_K_FLASH_VALUES, g, 0, "value repack");
 }
 
-/* Arguments 13 on: the masks and the causal window. */
-static int
-set_mode_args(cl_kernel f, const struct clf__flash_shape *sh, cl_mem mask,
-              cl_mem pk, cl_mem pv, cl_mem any)
-{
-    cl_uint causal = sh->causal != 0, has = mask != NULL;
-    cl_uint c = (cl_uint)sh->c, block = (cl_uint)sh->block;
-    cl_uint dkv = (cl_uint)sh->dkv, wph = sh->window_per_head != 0;
-    /* Any valid buffer where an argument is unused. */
-    cl_mem m = mask != NULL ? mask : any, k = pk != NULL ? pk : any;
-    cl_mem v = pv != NULL ? pv : any;
-
-    CLF_SET_ARG(f, 13, causal);
-    CLF_SET_ARG(f, 14, m);
-    CLF_SET_ARG(f, 15, has);
-    CLF_SET_ARG(f, 16, c);
-    CLF_SET_ARG(f, 17, block);
-    CLF_SET_ARG(f, 18, k);
-    CLF_SET_ARG(f, 19, v);
-    CLF_SET_ARG(f, 20, dkv);
-    CLF_SET_ARG(f, 21, wph);
-    return 0;
-}
-
 static int
 flash_unlocked(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
                cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem o, cl_mem mask,
@@ -152,7 +128,7 @@ flash_unlocked(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
     CLF_SET_ARG(f, 10, heads);
     CLF_SET_ARG(f, 11, per);
     CLF_SET_ARG(f, 12, scale);
-    CLF_TRY(set_mode_args(f, sh, mask, pk, pv, q));
+    CLF_TRY(clf__flash_set_mode_args(f, 13, sh, mask, pk, pv, q));
     CLF_SET_ARG(f, 22, urows);
     g[0] = (a->n + rows - 1) / rows;
     g[1] = a->heads;

@@ -151,10 +151,10 @@ clf__flash_wg_groups(const struct clf__flash_shape *sh)
     return (sh->at.n + rows - 1) / rows * sh->at.heads * sh->at.batch;
 }
 
-/* Arguments 11 on: the masks and the causal window. */
-static int
-set_mode_args(cl_kernel f, const struct clf__flash_shape *sh, cl_mem mask,
-              cl_mem pk, cl_mem pv, cl_mem any)
+int
+clf__flash_set_mode_args(cl_kernel f, cl_uint first,
+                         const struct clf__flash_shape *sh, cl_mem mask,
+                         cl_mem pk, cl_mem pv, cl_mem any)
 {
     cl_uint causal = sh->causal != 0, has = mask != NULL;
     cl_uint c = (cl_uint)sh->c, block = (cl_uint)sh->block;
@@ -163,15 +163,15 @@ set_mode_args(cl_kernel f, const struct clf__flash_shape *sh, cl_mem mask,
     cl_mem m = mask != NULL ? mask : any, k = pk != NULL ? pk : any;
     cl_mem v = pv != NULL ? pv : any;
 
-    CLF_SET_ARG(f, 11, causal);
-    CLF_SET_ARG(f, 12, m);
-    CLF_SET_ARG(f, 13, has);
-    CLF_SET_ARG(f, 14, c);
-    CLF_SET_ARG(f, 15, block);
-    CLF_SET_ARG(f, 16, k);
-    CLF_SET_ARG(f, 17, v);
-    CLF_SET_ARG(f, 18, dkv);
-    CLF_SET_ARG(f, 19, wph);
+    CLF_SET_ARG(f, first, causal);
+    CLF_SET_ARG(f, first + 1, m);
+    CLF_SET_ARG(f, first + 2, has);
+    CLF_SET_ARG(f, first + 3, c);
+    CLF_SET_ARG(f, first + 4, block);
+    CLF_SET_ARG(f, first + 5, k);
+    CLF_SET_ARG(f, first + 6, v);
+    CLF_SET_ARG(f, first + 7, dkv);
+    CLF_SET_ARG(f, first + 8, wph);
     return 0;
 }
 
@@ -210,7 +210,7 @@ flash_wg_unlocked(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
     CLF_SET_ARG(f, 8, heads);
     CLF_SET_ARG(f, 9, per);
     CLF_SET_ARG(f, 10, scale);
-    CLF_TRY(set_mode_args(f, sh, mask, pk, pv, q));
+    CLF_TRY(clf__flash_set_mode_args(f, 11, sh, mask, pk, pv, q));
     g[0] = (a->n + geo->rows - 1) / geo->rows * local[0];
     g[1] = a->heads;
     g[2] = a->batch;

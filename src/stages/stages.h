@@ -156,6 +156,13 @@ size_t clf__flash_wg_groups(const struct clf__flash_shape *sh);
 int clf__flash_wg(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
                   cl_mem kbar, cl_mem vbar, cl_mem o, cl_mem mask, cl_mem pk,
                   cl_mem pv);
+/* The arguments both streaming kernels end with, from index first on: the
+ * causal switch, the mask (and whether there is one), the causal window
+ * (c, block, the packed K and V rows, their width, one window per head);
+ * `any` stands in for a buffer not used.  Returns 0 or a status. */
+int clf__flash_set_mode_args(cl_kernel f, cl_uint first,
+                             const struct clf__flash_shape *sh, cl_mem mask,
+                             cl_mem pk, cl_mem pv, cl_mem any);
 
 /* softmax.c: host side of the softmax kernels; rows of `cols` contiguous floats
  * starting at element `off`. */

@@ -1,733 +1,32 @@
-/* Per-device GEMM tuning.  CLBlast's built-in parameters for an unknown
- * device (PoCL's CPU device, say) can be several times slower than the best
- * ones.  clf_tune() times real layer forwards under candidate parameter sets
- * of CLBlast's Xgemm kernel (through CLBlastOverrideParameters) and of its
- * direct/indirect switch, and stores the fastest per platform, device and
- * driver in the cache directory; every context on that device applies the
- * stored choice when it is created.
- *
- * The file is plain text, one record a line:
- *   best Xgemm NAME=VALUE ...          the parameters applied
- *   best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=VALUE
- *                                      the direct/indirect switch applied
- *   tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=VALUE ms=T
- *   tried Xgemm NAME=VALUE ... ms=T    each candidate measured (resuming
- *                                      skips these)
- *   baseline ms=T                      the untuned forward
- *   best Tiled MWG=V NWG=V KWG=V MDIM=V NDIM=V VW=V
- *                                      the tiled GEMM kernel's sizes
- *                                      (gemm_tiled.c), applied per context
- *   tried Tiled ... ms=T               each set of sizes measured
- * A file without Tiled records (written before the tiled kernel) is read
- * as before, and the tiled kernel keeps its default sizes. */
+/* Per-device GEMM tuning: the search.  CLBlast's built-in parameters for
+ * an unknown device (PoCL's CPU device, say) can be several times slower
+ * than the best ones.  clf_tune() times real layer forwards under
+ * candidate parameter sets of CLBlast's Xgemm kernel (through
+ * CLBlastOverrideParameters), of its direct/indirect switch and of the
+ * tiled GEMM kernel's sizes, reports them, and stores the fastest per
+ * platform, device and driver in the cache directory as a tune file
+ * (src/tune/tune_file.c); the process's owner applies the stored choice
+ * to a context (src/tune/tune_apply.c, clf_tune_apply_process_wide). */
 #include "tune/tune.h"
 
-#include <clblast_c.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#define NPARAM CLF_TUNE_NPARAM
 #define MAX_CANDS CLF_TUNE_MAX_TRIED
-#define TUNE_FILE_MAX (1u << 20) /* a real one is a few kilobytes */
 #define MI_COUNT 5
 /* A build quicker than this came from a cache (the driver's own, such as
  * PoCL's under ~/.cache/pocl, which outlives clinformer's): it says
  * nothing about the next one, which may be a real compile. */
 #define CACHED_BUILD_S 0.25
 
-static const char *const xgemm_names[NPARAM] = {
-    "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
-    "NDIMC", "NWG",  "SA",  "SB",  "STRM",  "STRN",  "VWM", "VWN"};
-
 struct cand {
-    size_t v[NPARAM];
-};
-
-enum {
-    P_GEMMK,
-    P_KREG,
-    P_KWG,
-    P_KWI,
-    P_MDIMA,
-    P_MDIMC,
-    P_MWG,
-    P_NDIMB,
-    P_NDIMC,
-    P_NWG,
-    P_SA,
-    P_SB,
-    P_STRM,
-    P_STRN,
-    P_VWM,
-    P_VWN
+    size_t v[CLF_TUNE_NPARAM];
 };
 
 static const size_t mi_values[MI_COUNT] = {128, 256, 512, 1024, 2048};
-
-void
-clf__tune_path(const clf_device_info *info, char *buf, size_t cap)
-{
-    char dir[4096];
-    uint64_t h = 0;
-
-    clf__cache_dir(dir, sizeof dir);
-    if (dir[0] == '\0') {
-        buf[0] = '\0';
-        return;
-    }
-    h = clf__hash64(info->platform, strlen(info->platform) + 1, h);
-    h = clf__hash64(info->name, strlen(info->name) + 1, h);
-    h = clf__hash64(info->driver, strlen(info->driver) + 1, h);
-    if (snprintf(buf, cap, "%s/tune-%016llx.txt", dir, (unsigned long long)h) >=
-        (int)cap)
-        buf[0] = '\0';
-}
-
-static void
-tune_path(const clf_context *ctx, char *buf, size_t cap)
-{
-    clf__tune_path(&ctx->info, buf, cap);
-}
-
-static void
-format_cand(const struct cand *c, char *buf, size_t cap)
-{
-    size_t len = 0, i;
-
-    buf[0] = '\0';
-    for (i = 0; i < NPARAM && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s=%zu", i ? " " : "",
-                                xgemm_names[i], c->v[i]);
-}
-
-/* ---------------------------------------------------------------------
- * The tune file, read as if hostile: every line a known record, every
- * value a number in range, and the Xgemm parameters inside the constraints
- * of CLBlast's Xgemm kernel and the device's limits.  Anything else makes
- * the whole file ignored: a zero tile size divides by zero in the kernel,
- * a zero unroll factor never ends its loop, and values the kernel was not
- * written for give wrong results or make CLBlast print. */
-
-static int why_line(char *why, size_t cap, size_t line, const char *fmt, ...)
-#ifdef __GNUC__
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-static int
-why_line(char *why, size_t cap, size_t line, const char *fmt, ...)
-{
-    va_list ap;
-    int n = snprintf(why, cap, "line %zu: ", line);
-
-    if (n >= 0 && (size_t)n < cap) {
-        va_start(ap, fmt);
-        vsnprintf(why + n, cap - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
-/* A decimal number of at most max, digits only (no sign, no space). */
-static int
-parse_size_at_most(const char *s, size_t max, size_t *out)
-{
-    size_t v = 0;
-
-    if (*s == '\0')
-        return -1;
-    for (; *s != '\0'; s++) {
-        if (*s < '0' || *s > '9')
-            return -1;
-        v = v * 10 + (size_t)(*s - '0');
-        if (v > max)
-            return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-/* "ms=T": 0 (a candidate that failed) or a time from 0.001 ms (the
- * three decimals the file is written with: a smaller positive time was
- * not written here, and would win every comparison on resume) to a day. */
-static int
-parse_ms(const char *tok, double *out)
-{
-    char *end;
-    double v;
-
-    if (strncmp(tok, "ms=", 3) != 0 || tok[3] == '\0' || tok[3] == '-' ||
-        tok[3] == '+' || tok[3] == ' ')
-        return -1;
-    v = strtod(tok + 3, &end);
-    if (*end != '\0' || !isfinite(v) || (v != 0.0 && v < 1e-3) || v < 0.0 ||
-        v > 86400e3)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* The 16 "NAME=V" tokens of an Xgemm record, each name once. */
-static int
-parse_params(char *const *tok, size_t ntok, size_t *v, size_t line, char *why,
-             size_t cap)
-{
-    unsigned seen = 0;
-    size_t t, i;
-
-    if (ntok != NPARAM)
-        return why_line(why, cap, line, "%zu Xgemm parameters, not %d", ntok,
-                        NPARAM);
-    for (t = 0; t < ntok; t++) {
-        const char *eq = strchr(tok[t], '=');
-        for (i = 0; i < NPARAM && eq != NULL; i++)
-            if (strlen(xgemm_names[i]) == (size_t)(eq - tok[t]) &&
-                strncmp(tok[t], xgemm_names[i], (size_t)(eq - tok[t])) == 0)
-                break;
-        if (eq == NULL || i == NPARAM)
-            return why_line(why, cap, line, "unknown Xgemm parameter %s",
-                            tok[t]);
-        if (seen & (1u << i))
-            return why_line(why, cap, line, "%s given twice", xgemm_names[i]);
-        if (parse_size_at_most(eq + 1, 1u << 20, &v[i]) != 0)
-            return why_line(why, cap, line,
-                            "%s=%s is not a number up to "
-                            "1048576",
-                            xgemm_names[i], eq + 1);
-        seen |= 1u << i;
-    }
-    return 0;
-}
-
-static int
-is_pow2(size_t v)
-{
-    return v != 0 && (v & (v - 1)) == 0;
-}
-
-/* Ranges: the switches 0 or 1, the vector widths 1..16 and every other
- * size 1..1024, all powers of two as CLBlast's tuner only ever uses. */
-static int
-check_ranges(const size_t *v, char *why, size_t cap)
-{
-    size_t i;
-
-    for (i = 0; i < NPARAM; i++) {
-        int flag = i == P_GEMMK || i == P_SA || i == P_SB || i == P_STRM ||
-                   i == P_STRN;
-        size_t max = i == P_VWM || i == P_VWN ? 16 : 1024;
-        if (flag && v[i] > 1) {
-            snprintf(why, cap, "%s=%zu is not 0 or 1", xgemm_names[i], v[i]);
-            return -1;
-        }
-        if (!flag && (!is_pow2(v[i]) || v[i] > max)) {
-            snprintf(why, cap, "%s=%zu is not a power of two from 1 to %zu",
-                     xgemm_names[i], v[i], max);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* x must be a multiple of y * z (z = NPARAM for none): whole work per
- * work-item, whole loads per work-item, a whole unrolled loop. */
-static const struct {
-    unsigned char x, y, z;
-} multiples[] = {{P_KWG, P_KWI, NPARAM},
-                 {P_MWG, P_MDIMC, P_VWM},
-                 {P_NWG, P_NDIMC, P_VWN},
-                 {P_MWG, P_MDIMA, P_VWM},
-                 {P_NWG, P_NDIMB, P_VWN}};
-
-static int
-check_multiples(const size_t *v, char *why, size_t cap)
-{
-    size_t i, kdima, kdimb, wg = v[P_MDIMC] * v[P_NDIMC];
-
-    for (i = 0; i < sizeof multiples / sizeof multiples[0]; i++) {
-        size_t y = v[multiples[i].y], z = 1;
-        if (multiples[i].z != NPARAM)
-            z = v[multiples[i].z];
-        if (v[multiples[i].x] % (y * z) != 0) {
-            snprintf(why, cap, "%s=%zu is not a multiple of %s*%s=%zu",
-                     xgemm_names[multiples[i].x], v[multiples[i].x],
-                     xgemm_names[multiples[i].y],
-                     multiples[i].z != NPARAM ? xgemm_names[multiples[i].z]
-                                              : "1",
-                     y * z);
-            return -1;
-        }
-    }
-    /* A work-group of MDIMC*NDIMC reshaped into KDIMA x MDIMA and
-     * KDIMB x NDIMB to load the tiles. */
-    if (wg % v[P_MDIMA] != 0 || wg % v[P_NDIMB] != 0) {
-        snprintf(why, cap,
-                 "MDIMC*NDIMC=%zu is not a multiple of MDIMA and "
-                 "NDIMB",
-                 wg);
-        return -1;
-    }
-    kdima = wg / v[P_MDIMA];
-    kdimb = wg / v[P_NDIMB];
-    if (v[P_GEMMK] == 0 && (v[P_KWG] % kdima != 0 || v[P_KWG] % kdimb != 0)) {
-        snprintf(why, cap,
-                 "KWG=%zu is not a multiple of "
-                 "MDIMC*NDIMC/MDIMA=%zu and MDIMC*NDIMC/NDIMB=%zu",
-                 v[P_KWG], kdima, kdimb);
-        return -1;
-    }
-    return 0;
-}
-
-/* The kernel with 2-D register tiling (GEMMK=1). */
-static int
-check_gemmk1(const size_t *v, char *why, size_t cap)
-{
-    if (v[P_GEMMK] != 1)
-        return 0;
-    if (v[P_KREG] % v[P_VWN] != 0) {
-        snprintf(why, cap, "KREG=%zu is not a multiple of VWN=%zu", v[P_KREG],
-                 v[P_VWN]);
-        return -1;
-    }
-    if (v[P_MDIMC] != v[P_MDIMA] || v[P_NDIMC] != v[P_NDIMB]) {
-        snprintf(why, cap, "GEMMK=1 needs MDIMA=MDIMC and NDIMB=NDIMC");
-        return -1;
-    }
-    return 0;
-}
-
-/* The device: work-group size and local memory (floats of the A and B
- * tiles kept there when SA, SB). */
-static int
-check_device(const size_t *v, const struct clf__limits *lim, char *why,
-             size_t cap)
-{
-    size_t wg = v[P_MDIMC] * v[P_NDIMC];
-    size_t local =
-        4 * (v[P_SA] * v[P_KWG] * v[P_MWG] + v[P_SB] * v[P_KWG] * v[P_NWG]);
-
-    if (wg > lim->max_wg || v[P_MDIMC] > lim->max_item[0] ||
-        v[P_NDIMC] > lim->max_item[1]) {
-        snprintf(why, cap,
-                 "a work-group of MDIMC=%zu x NDIMC=%zu exceeds "
-                 "the device's %zu (%zu x %zu)",
-                 v[P_MDIMC], v[P_NDIMC], lim->max_wg, lim->max_item[0],
-                 lim->max_item[1]);
-        return -1;
-    }
-    if (local > lim->local_mem) {
-        snprintf(why, cap,
-                 "%zu bytes of local memory for SA/SB tiles exceed "
-                 "the device's %llu",
-                 local, lim->local_mem);
-        return -1;
-    }
-    return 0;
-}
-
-int
-clf__tune_check_xgemm(const size_t *v, const struct clf__limits *lim, char *why,
-                      size_t cap)
-{
-    if (check_ranges(v, why, cap) != 0 || check_multiples(v, why, cap) != 0 ||
-        check_gemmk1(v, why, cap) != 0 || check_device(v, lim, why, cap) != 0)
-        return -1;
-    return 0;
-}
-
-/* Splits a line at spaces and tabs; -1 when it has more than cap words. */
-static int
-split(char *s, char **tok, size_t cap, size_t *n)
-{
-    *n = 0;
-    for (;;) {
-        while (*s == ' ' || *s == '\t' || *s == '\r')
-            *s++ = '\0';
-        if (*s == '\0')
-            return 0;
-        if (*n == cap)
-            return -1;
-        tok[(*n)++] = s;
-        while (*s != '\0' && *s != ' ' && *s != '\t' && *s != '\r')
-            s++;
-    }
-}
-
-static int
-parse_min_indirect(const char *tok, size_t *out)
-{
-    const char *name = "XGEMM_MIN_INDIRECT_SIZE=";
-
-    if (strncmp(tok, name, strlen(name)) != 0 ||
-        parse_size_at_most(tok + strlen(name), 1u << 16, out) != 0 || *out == 0)
-        return -1;
-    return 0;
-}
-
-static int
-record_xgemm(struct clf__tune_file *tf, char **tok, size_t n, int tried,
-             size_t line, char *why, size_t cap)
-{
-    size_t *v = tried ? tf->tried[tf->ntried] : tf->best;
-
-    if (tried && tf->ntried == CLF_TUNE_MAX_TRIED)
-        return why_line(why, cap, line, "more than %d tried records",
-                        CLF_TUNE_MAX_TRIED);
-    if (!tried && tf->have_best)
-        return why_line(why, cap, line, "a second best Xgemm record");
-    if (tried && (n < 1 || parse_ms(tok[n - 1], &tf->tried_ms[tf->ntried])))
-        return why_line(why, cap, line, "no valid ms=T at the end");
-    if (parse_params(tok, n - (size_t)tried, v, line, why, cap) != 0)
-        return -1;
-    if (tried) {
-        tf->ntried++;
-        return 0;
-    }
-    tf->have_best = 1;
-    return 0;
-}
-
-/* "best Tiled NAME=V ..." or "tried Tiled NAME=V ... ms=T": the six sizes,
- * each once, numbers up to 4096 (their rules are checked after the whole
- * file is read). */
-static int
-record_tiled(struct clf__tune_file *tf, char **tok, size_t n, int tried,
-             size_t line, char *why, size_t cap)
-{
-    struct clf__tiled_cfg *c =
-        tried ? &tf->tiled_tried[tf->ntiled_tried] : &tf->tiled;
-    unsigned seen = 0;
-    size_t t, i;
-
-    if (tried && tf->ntiled_tried == CLF_TUNE_MAX_TILED)
-        return why_line(why, cap, line, "more than %d tried Tiled records",
-                        CLF_TUNE_MAX_TILED);
-    if (!tried && tf->have_tiled)
-        return why_line(why, cap, line, "a second best Tiled record");
-    if (tried &&
-        (n < 1 || parse_ms(tok[n - 1], &tf->tiled_tried_ms[tf->ntiled_tried])))
-        return why_line(why, cap, line, "no valid ms=T at the end");
-    n -= (size_t)tried;
-    if (n != CLF_TILED_NPARAM)
-        return why_line(why, cap, line, "%zu Tiled sizes, not %d", n,
-                        CLF_TILED_NPARAM);
-    for (t = 0; t < n; t++) {
-        const char *eq = strchr(tok[t], '=');
-        for (i = 0; i < CLF_TILED_NPARAM && eq != NULL; i++)
-            if (strlen(clf__tiled_names[i]) == (size_t)(eq - tok[t]) &&
-                strncmp(tok[t], clf__tiled_names[i], (size_t)(eq - tok[t])) ==
-                    0)
-                break;
-        if (eq == NULL || i == CLF_TILED_NPARAM)
-            return why_line(why, cap, line, "unknown Tiled size %s", tok[t]);
-        if (seen & (1u << i))
-            return why_line(why, cap, line, "%s given twice",
-                            clf__tiled_names[i]);
-        if (parse_size_at_most(eq + 1, 4096, &c->v[i]) != 0)
-            return why_line(why, cap, line, "%s=%s is not a number up to 4096",
-                            clf__tiled_names[i], eq + 1);
-        seen |= 1u << i;
-    }
-    if (tried)
-        tf->ntiled_tried++;
-    else
-        tf->have_tiled = 1;
-    return 0;
-}
-
-static int
-record_gemm_routine(struct clf__tune_file *tf, char **tok, size_t n, int tried,
-                    size_t line, char *why, size_t cap)
-{
-    size_t v;
-    double ms;
-
-    if (n != 1u + (size_t)tried || parse_min_indirect(tok[0], &v) != 0 ||
-        (tried && parse_ms(tok[1], &ms) != 0))
-        return why_line(why, cap, line,
-                        "not XGEMM_MIN_INDIRECT_SIZE=V (1 to "
-                        "65536)%s",
-                        tried ? " ms=T" : "");
-    if (tried)
-        return 0;
-    if (tf->min_indirect != 0)
-        return why_line(why, cap, line, "a second best GemmRoutine record");
-    tf->min_indirect = v;
-    return 0;
-}
-
-/* "baseline ms=T" (the untuned forward) or "compile ms=T" (the last
- * kernel build measured under new parameters), T > 0. */
-static int
-record_time(double *out, char **tok, size_t n, size_t line, char *why,
-            size_t cap)
-{
-    if (n != 2 || parse_ms(tok[1], out) != 0 || *out <= 0.0)
-        return why_line(why, cap, line, "not %s ms=T (T > 0)", tok[0]);
-    return 0;
-}
-
-/* One line, NUL-terminated and writable. */
-static int
-parse_line(struct clf__tune_file *tf, char *s, size_t line, char *why,
-           size_t cap)
-{
-    char *tok[NPARAM + 4];
-    size_t n;
-    int tried;
-
-    if (split(s, tok, NPARAM + 4, &n) != 0)
-        return why_line(why, cap, line, "too many fields");
-    if (n == 0 || tok[0][0] == '#')
-        return 0;
-    if (strcmp(tok[0], "baseline") == 0 || strcmp(tok[0], "compile") == 0)
-        return record_time(tok[0][0] == 'b' ? &tf->baseline_ms
-                                            : &tf->compile_ms,
-                           tok, n, line, why, cap);
-    tried = strcmp(tok[0], "tried") == 0;
-    if ((tried || strcmp(tok[0], "best") == 0) && n >= 2) {
-        if (strcmp(tok[1], "Xgemm") == 0)
-            return record_xgemm(tf, tok + 2, n - 2, tried, line, why, cap);
-        if (strcmp(tok[1], "GemmRoutine") == 0)
-            return record_gemm_routine(tf, tok + 2, n - 2, tried, line, why,
-                                       cap);
-        if (strcmp(tok[1], "Tiled") == 0)
-            return record_tiled(tf, tok + 2, n - 2, tried, line, why, cap);
-    }
-    return why_line(why, cap, line, "unknown record %s", tok[0]);
-}
-
-int
-clf__tune_parse(const char *buf, size_t len, const struct clf__limits *lim,
-                struct clf__tune_file *tf, char *why, size_t cap)
-{
-    char s[1024];
-    size_t pos = 0, line = 0;
-
-    memset(tf, 0, sizeof *tf);
-    why[0] = '\0';
-    if (len > TUNE_FILE_MAX) {
-        snprintf(why, cap, "larger than %u bytes", TUNE_FILE_MAX);
-        return -1;
-    }
-    while (pos < len) {
-        const char *nl = memchr(buf + pos, '\n', len - pos);
-        size_t n = nl != NULL ? (size_t)(nl - (buf + pos)) : len - pos;
-        line++;
-        if (n >= sizeof s || memchr(buf + pos, '\0', n) != NULL)
-            return why_line(why, cap, line, "%s",
-                            n >= sizeof s ? "longer than 1023 "
-                                            "bytes"
-                                          : "holds a NUL byte");
-        memcpy(s, buf + pos, n);
-        s[n] = '\0';
-        if (parse_line(tf, s, line, why, cap) != 0)
-            return -1;
-        pos += n + 1;
-    }
-    if (tf->have_best &&
-        clf__tune_check_xgemm(tf->best, lim, s, sizeof s) != 0) {
-        snprintf(why, cap, "best Xgemm: %s", s);
-        return -1;
-    }
-    if (tf->have_tiled && clf__tiled_check(&tf->tiled, lim, s, sizeof s) != 0) {
-        snprintf(why, cap, "best Tiled: %s", s);
-        return -1;
-    }
-    return 0;
-}
-
-/* ------------------------------------------------------------------ */
-
-static int
-apply_xgemm(clf_context *ctx, const struct cand *c)
-{
-    CLBlastStatusCode st =
-        CLBlastOverrideParameters(ctx->device, "Xgemm", CLBlastPrecisionSingle,
-                                  NPARAM, (const char **)xgemm_names, c->v);
-    if (st != CLBlastSuccess)
-        return clf__fail((int)st,
-                         "CLBlastOverrideParameters(Xgemm) failed "
-                         "(%d)",
-                         (int)st);
-    return 0;
-}
-
-static int
-apply_min_indirect(clf_context *ctx, size_t v)
-{
-    const char *name = "XGEMM_MIN_INDIRECT_SIZE";
-    CLBlastStatusCode st = CLBlastOverrideParameters(
-        ctx->device, "GemmRoutine", CLBlastPrecisionSingle, 1, &name, &v);
-    if (st != CLBlastSuccess)
-        return clf__fail((int)st,
-                         "CLBlastOverrideParameters(GemmRoutine) failed (%d)",
-                         (int)st);
-    return 0;
-}
-
-/* Reads the file whole: 1 with *buf set, 0 when there is none, -1 when it
- * cannot be trusted or read (the reason in why).  The directory must be
- * private: a file others could have planted is not read. */
-static int
-read_tune_file(const char *path, char **buf, size_t *len, char *why, size_t cap)
-{
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    struct stat st;
-
-    *buf = NULL;
-    if (lstat(path, &st) != 0)
-        return 0;
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1,
-             slash ? path : ".");
-    if (clf__dir_private(dir) != 0 ||
-        clf__file_read_cache(path, "tune file", TUNE_FILE_MAX, buf, len) != 0) {
-        snprintf(why, cap, "%s", clf_last_error());
-        return -1;
-    }
-    return 1;
-}
-
-/* Loads ctx's tune file into tf: 1 when a valid one was read, 0 when there
- * is none or it is invalid (then ignored whole, with a warning kept in the
- * context). */
-static int
-load_tune_file(clf_context *ctx, const char *path, struct clf__tune_file *tf)
-{
-    struct clf__limits lim;
-    /* Room for a whole line of the file (at most 1023 bytes) and its
-     * number, so that the text rejected is quoted whole. */
-    char why[1100];
-    size_t len = 0;
-    char *buf = NULL;
-    int rc;
-
-    memset(tf, 0, sizeof *tf);
-    if (path[0] == '\0')
-        return 0;
-    rc = read_tune_file(path, &buf, &len, why, sizeof why);
-    if (rc == 0)
-        return 0;
-    if (rc == 1) {
-        clf__device_limits(ctx, &lim);
-        rc = clf__tune_parse(buf, len, &lim, tf, why, sizeof why);
-        free(buf);
-    }
-    if (rc != 0) {
-        snprintf(ctx->warnings, sizeof ctx->warnings,
-                 "ignored the tune file %s: %s", path, why);
-        memset(tf, 0, sizeof *tf);
-        return 0;
-    }
-    return 1;
-}
-
-/* The stored sizes of the tiled kernel (this context only), else its
- * defaults; named in ctx->tuned, so kernel choices are made again. */
-static int
-apply_tiled(clf_context *ctx, const struct clf__tune_file *tf)
-{
-    struct clf__tiled_cfg d;
-    size_t len = strlen(ctx->tuned);
-
-    clf__tiled_default(&d);
-    if (!tf->have_tiled) {
-        if (memcmp(clf__tiled_state(ctx)->cfg.v, d.v, sizeof d.v) == 0)
-            return 0;
-        return clf__tiled_set(ctx, &d);
-    }
-    if (clf__tiled_set(ctx, &tf->tiled) != 0) {
-        /* The kernel of those sizes failed to build here: the defaults
-         * stay, and the reason is kept. */
-        snprintf(ctx->warnings, sizeof ctx->warnings,
-                 "kept the tiled GEMM's default sizes: %s", clf_last_error());
-        return 0;
-    }
-    if (len + 8 < sizeof ctx->tuned) {
-        snprintf(ctx->tuned + len, sizeof ctx->tuned - len, "%sTiled ",
-                 len ? "; " : "");
-        len = strlen(ctx->tuned);
-        clf__tiled_format(&tf->tiled, ctx->tuned + len,
-                          sizeof ctx->tuned - len);
-    }
-    return 0;
-}
-
-/* Applies the stored tuning of ctx's device to CLBlast, process-wide;
- * the caller holds the context lock (ctx->tuned is part of the key that
- * forwards of other threads read). */
-static int
-apply_stored_locked(clf_context *ctx)
-{
-    char path[4300];
-    const char *env = getenv("CLINFORMER_TUNE");
-    struct clf__tune_file *tf;
-    int rc = 0;
-
-    ctx->tuned[0] = '\0';
-    if (env != NULL && strcmp(env, "off") == 0)
-        return 0;
-    tf = malloc(sizeof *tf);
-    if (tf == NULL)
-        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    tune_path(ctx, path, sizeof path);
-    if (load_tune_file(ctx, path, tf) == 1 && tf->have_best) {
-        struct cand c;
-        memcpy(c.v, tf->best, sizeof c.v);
-        rc = apply_xgemm(ctx, &c);
-        if (rc == 0) {
-            memcpy(ctx->tuned, "Xgemm ", 7);
-            format_cand(&c, ctx->tuned + 6, sizeof ctx->tuned - 6);
-        }
-    }
-    if (rc == 0 && tf->min_indirect != 0 &&
-        (rc = apply_min_indirect(ctx, tf->min_indirect)) == 0) {
-        size_t len = strlen(ctx->tuned);
-        snprintf(ctx->tuned + len, sizeof ctx->tuned - len,
-                 "%sXGEMM_MIN_INDIRECT_SIZE=%zu", len ? "; " : "",
-                 tf->min_indirect);
-    }
-    if (rc == 0)
-        rc = apply_tiled(ctx, tf);
-    free(tf);
-    return rc;
-}
-
-static int
-apply_stored(clf_context *ctx)
-{
-    int rc;
-
-    clf__lock(ctx);
-    rc = apply_stored_locked(ctx);
-    clf__unlock(ctx);
-    return rc;
-}
-
-/* A new context applies nothing: CLBlast's parameter overrides hold for
- * every CLBlast user of the process on the device, so applying them is
- * left to the process's owner (clf_tune_apply_process_wide). */
-CLF_EXTERN int
-clf_tune_apply_process_wide(clf_context *ctx)
-{
-    if (ctx == NULL)
-        return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
-    return apply_stored(ctx);
-}
-
-CLF_EXTERN const char *
-clf_context_tuning(const clf_context *ctx)
-{
-    if (ctx == NULL || ctx->tuned[0] == '\0')
-        return "";
-    return ctx->tuned;
-}
 
 /* A curated grid around parameters that work on CPU and GPU OpenCL
  * runtimes; the first entries are the likeliest winners so that a short
@@ -748,18 +47,18 @@ make_candidates(struct cand *out, size_t cap, const struct clf__limits *lim)
                     for (b = 0; b < 3; b++) {
                         struct cand x;
                         memset(&x, 0, sizeof x);
-                        x.v[P_GEMMK] = 0;
-                        x.v[P_KREG] = 1;
-                        x.v[P_KWG] = kwg[e];
-                        x.v[P_KWI] = 2;
-                        x.v[P_MDIMA] = 8;
-                        x.v[P_MDIMC] = 8;
-                        x.v[P_NDIMB] = 8;
-                        x.v[P_NDIMC] = 8;
-                        x.v[P_MWG] = mwg[a];
-                        x.v[P_NWG] = nwg[b];
-                        x.v[P_VWM] = vwm[c];
-                        x.v[P_VWN] = vwn[d];
+                        x.v[CLF__XG_GEMMK] = 0;
+                        x.v[CLF__XG_KREG] = 1;
+                        x.v[CLF__XG_KWG] = kwg[e];
+                        x.v[CLF__XG_KWI] = 2;
+                        x.v[CLF__XG_MDIMA] = 8;
+                        x.v[CLF__XG_MDIMC] = 8;
+                        x.v[CLF__XG_NDIMB] = 8;
+                        x.v[CLF__XG_NDIMC] = 8;
+                        x.v[CLF__XG_MWG] = mwg[a];
+                        x.v[CLF__XG_NWG] = nwg[b];
+                        x.v[CLF__XG_VWM] = vwm[c];
+                        x.v[CLF__XG_VWN] = vwn[d];
                         if (clf__tune_check_xgemm(x.v, lim, why, sizeof why) !=
                             0)
                             continue;
@@ -986,7 +285,7 @@ tune_resume(struct run *r)
 
     if (tf == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    if (load_tune_file(r->ctx, r->path, tf) == 1) {
+    if (clf__tune_load(r->ctx, r->path, tf) == 1) {
         r->base = tf->baseline_ms / 1e3;
         r->stored_build_s = tf->compile_ms / 1e3;
         r->prev_mi = tf->min_indirect;
@@ -1094,7 +393,7 @@ time_candidate(struct run *r, const struct cand *c)
 {
     double t0 = clf__now_s(), t, build = 0.0;
 
-    if (apply_xgemm(r->ctx, c) != 0 ||
+    if (clf__tune_apply_xgemm(r->ctx, c->v) != 0 ||
         time_forward_ex(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t,
                         &build) != 0 ||
         same_output(r->ctx, r->y, r->ref, r->got, r->count) != 0)
@@ -1145,7 +444,7 @@ tune_candidates(struct run *r)
         r->tried_ms[i] = t * 1e3;
         r->done++;
         r->measured++;
-        format_cand(&r->cands[i], text, sizeof text);
+        clf__tune_format_xgemm(r->cands[i].v, text, sizeof text);
         if (t > 0.0)
             say(&r->o, "[%zu/%zu] %s: %.1f ms", r->done, r->ncand, text,
                 t * 1e3);
@@ -1173,7 +472,7 @@ tune_switch(struct run *r)
         return;
     }
     if (r->have_best)
-        apply_xgemm(r->ctx, &r->best);
+        clf__tune_apply_xgemm(r->ctx, r->best.v);
     if (time_forward_ex(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t,
                         &build) != 0)
         return;
@@ -1187,7 +486,7 @@ tune_switch(struct run *r)
         }
         t0 = clf__now_s();
         build = 0.0;
-        if (apply_min_indirect(r->ctx, mi_values[i]) != 0 ||
+        if (clf__tune_apply_min_indirect(r->ctx, mi_values[i]) != 0 ||
             time_forward_ex(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t,
                             &build) != 0 ||
             same_output(r->ctx, r->y, r->ref, r->got, r->count) != 0)
@@ -1264,111 +563,51 @@ tune_tiled(struct run *r)
     }
 }
 
-/* Text built in memory, written in one piece. */
-struct text {
-    char *p;
-    size_t len, cap;
-    int failed;
-};
-
-static void text_add(struct text *t, const char *fmt, ...)
-#ifdef __GNUC__
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
+/* Everything measured, and the winner if it beats the untuned
+ * parameters, as the records of a tune file. */
 static void
-text_add(struct text *t, const char *fmt, ...)
+file_records(const struct run *r, struct clf__tune_file *tf)
 {
-    va_list ap;
-    int n;
-
-    for (;;) {
-        va_start(ap, fmt);
-        n = t->failed ? 0 : vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (t->failed || n < 0) {
-            t->failed = 1;
-            return;
-        }
-        if ((size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        {
-            size_t cap = t->cap * 2 + (size_t)n + 1;
-            char *p = realloc(t->p, cap);
-            if (p == NULL) {
-                t->failed = 1;
-                return;
-            }
-            t->p = p;
-            t->cap = cap;
-        }
-    }
-}
-
-static void
-write_records(const struct run *r, struct text *f)
-{
-    char text[512];
     size_t i;
 
-    text_add(f, "# clinformer GEMM tuning: %s / %s / driver %s\n",
-             r->ctx->info.platform, r->ctx->info.name, r->ctx->info.driver);
-    text_add(f, "baseline ms=%.3f\n", r->base * 1e3);
-    if (r->build_s > 0.0 || r->stored_build_s > 0.0)
-        text_add(f, "compile ms=%.3f\n",
-                 (r->build_s > 0.0 ? r->build_s : r->stored_build_s) * 1e3);
-    if (r->have_best && r->best_ms < r->base * 1e3) {
-        format_cand(&r->best, text, sizeof text);
-        text_add(f, "best Xgemm %s\n", text);
-    }
-    if (r->best_mi != 0)
-        text_add(f, "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=%zu\n",
-                 r->best_mi);
+    memset(tf, 0, sizeof *tf);
+    tf->baseline_ms = r->base * 1e3;
+    tf->compile_ms = (r->build_s > 0.0 ? r->build_s : r->stored_build_s) * 1e3;
+    tf->have_best = r->have_best && r->best_ms < r->base * 1e3;
+    memcpy(tf->best, r->best.v, sizeof tf->best);
+    tf->min_indirect = r->best_mi;
     for (i = 0; i < MI_COUNT; i++)
-        if (r->mi_ms[i] >= 0.0)
-            text_add(f,
-                     "tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE=%zu "
-                     "ms=%.3f\n",
-                     mi_values[i], r->mi_ms[i]);
+        if (r->mi_ms[i] >= 0.0) {
+            tf->mi_tried[tf->nmi_tried] = mi_values[i];
+            tf->mi_tried_ms[tf->nmi_tried++] = r->mi_ms[i];
+        }
     for (i = 0; i < r->ncand; i++)
         if (r->tried_ms[i] >= 0.0) {
-            format_cand(&r->cands[i], text, sizeof text);
-            text_add(f, "tried Xgemm %s ms=%.3f\n", text, r->tried_ms[i]);
+            memcpy(tf->tried[tf->ntried], r->cands[i].v, sizeof tf->tried[0]);
+            tf->tried_ms[tf->ntried++] = r->tried_ms[i];
         }
-    if (r->tiled_best < r->ntiled) {
-        clf__tiled_format(&r->tiled[r->tiled_best], text, sizeof text);
-        text_add(f, "best Tiled %s\n", text);
-    }
+    tf->have_tiled = r->tiled_best < r->ntiled;
+    if (tf->have_tiled)
+        tf->tiled = r->tiled[r->tiled_best];
     for (i = 0; i < r->ntiled; i++)
         if (r->tiled_ms[i] >= 0.0) {
-            clf__tiled_format(&r->tiled[i], text, sizeof text);
-            text_add(f, "tried Tiled %s ms=%.3f\n", text, r->tiled_ms[i]);
+            tf->tiled_tried[tf->ntiled_tried] = r->tiled[i];
+            tf->tiled_tried_ms[tf->ntiled_tried++] = r->tiled_ms[i];
         }
 }
 
-/* Everything measured, and the winner if it beats the untuned parameters,
- * written whole to a new file that is renamed into place (see
- * clf__file_write_atomic): a reader never sees half a file, and a name
- * planted in the directory is never written through. */
+/* The tune file of this call, written whole (clf__tune_write). */
 static int
 tune_write(const struct run *r)
 {
-    struct text t = {NULL, 0, 0, 0};
+    struct clf__tune_file *tf = malloc(sizeof *tf);
     int rc;
 
-    t.p = malloc(4096);
-    t.cap = t.p != NULL ? 4096 : 0;
-    t.failed = t.p == NULL;
-    write_records(r, &t);
-    if (t.failed) {
-        free(t.p);
+    if (tf == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    }
-    rc = clf__file_write_atomic(r->path, t.p, t.len);
-    free(t.p);
+    file_records(r, tf);
+    rc = clf__tune_write(r->path, &r->ctx->info, tf);
+    free(tf);
     return rc;
 }
 
@@ -1385,7 +624,7 @@ tune_report(const struct run *r)
             base_ms, r->path);
         return;
     }
-    format_cand(&r->best, text, sizeof text);
+    clf__tune_format_xgemm(r->best.v, text, sizeof text);
     say(&r->o,
         "best: %s: %.1f ms per forward (%.2fx the untuned %.1f ms); "
         "stored in %s",
@@ -1430,7 +669,7 @@ run_init(struct run *r, clf_context *ctx)
     r->ctx = ctx;
     r->start = clf__now_s();
     r->best_ms = INFINITY;
-    tune_path(ctx, r->path, sizeof r->path);
+    clf__tune_path(&ctx->info, r->path, sizeof r->path);
     if (r->path[0] == '\0')
         return clf__fail(CLF_EIO, "no cache directory to store tuning in "
                                   "(CLINFORMER_CACHE_DIR is off and no "
@@ -1498,7 +737,7 @@ tune_steps(struct run *r)
     CLF_TRY(tune_write(r));
     tune_report(r);
     say_budget(r);
-    return apply_stored(r->ctx);
+    return clf__tune_apply_stored(r->ctx);
 }
 
 CLF_EXTERN int
@@ -1528,12 +767,4 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
     }
     run_free(r);
     return rc;
-}
-
-CLF_EXTERN const char *
-clf_context_warnings(const clf_context *ctx)
-{
-    if (ctx == NULL)
-        return "";
-    return ctx->warnings;
 }

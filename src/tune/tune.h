@@ -1,21 +1,52 @@
-/* The tune floor (src/tune): the tune file (its format and checks), its
- * application to a context and the search clinformer tune runs. */
+/* The tune floor (src/tune): the tune file, its format and checks
+ * (tune_file.c); its application to a context (tune_apply.c); the search
+ * clinformer tune runs and its report (tune.c).  Calls go search ->
+ * application -> file, never back. */
 #ifndef CLF_TUNE_H
 #define CLF_TUNE_H
 
 #include "parallel/parallel.h"
 
+/* ---------------------------------------------------- tune_file.c */
+
+#define CLF_TUNE_NPARAM 16
+#define CLF_TUNE_MAX_TRIED 256
+#define CLF_TUNE_MAX_TILED 32
+#define CLF_TUNE_MAX_MI 16
+#define CLF_TUNE_FILE_MAX (1u << 20) /* a real one is a few kilobytes */
+
+/* CLBlast's Xgemm parameters, in the order of clf__tune_xgemm_names. */
+enum {
+    CLF__XG_GEMMK,
+    CLF__XG_KREG,
+    CLF__XG_KWG,
+    CLF__XG_KWI,
+    CLF__XG_MDIMA,
+    CLF__XG_MDIMC,
+    CLF__XG_MWG,
+    CLF__XG_NDIMB,
+    CLF__XG_NDIMC,
+    CLF__XG_NWG,
+    CLF__XG_SA,
+    CLF__XG_SB,
+    CLF__XG_STRM,
+    CLF__XG_STRN,
+    CLF__XG_VWM,
+    CLF__XG_VWN
+};
+extern const char *const clf__tune_xgemm_names[CLF_TUNE_NPARAM];
+
 /* The tune file of a device in the cache directory, or "" (no directory,
  * or a path longer than cap). */
 void clf__tune_path(const clf_device_info *info, char *buf, size_t cap);
+
+/* Xgemm parameters v as "NAME=V ..." (cut at cap). */
+void clf__tune_format_xgemm(const size_t *v, char *buf, size_t cap);
+
 /* A tune file's contents.  clf__tune_parse reads len bytes of buf (not
  * NUL-terminated) as if hostile: 0 with tf filled, or -1 with the line and
  * field at fault in why; the best Xgemm parameters are checked against
  * CLBlast's constraints and lim (clf__tune_check_xgemm). */
-#define CLF_TUNE_NPARAM 16
-#define CLF_TUNE_MAX_TRIED 256
-#define CLF_TUNE_MAX_TILED 32
-
 struct clf__tune_file {
     int have_best;
     size_t best[CLF_TUNE_NPARAM];
@@ -25,6 +56,11 @@ struct clf__tune_file {
     size_t ntried;
     size_t tried[CLF_TUNE_MAX_TRIED][CLF_TUNE_NPARAM];
     double tried_ms[CLF_TUNE_MAX_TRIED];
+    /* The switch values measured: written, not kept by clf__tune_parse
+     * (a call times the switch anew). */
+    size_t nmi_tried;
+    size_t mi_tried[CLF_TUNE_MAX_MI];
+    double mi_tried_ms[CLF_TUNE_MAX_MI];
     /* The tiled GEMM's sizes (tiled.c): the best, checked against the
      * kernel's rules and the device, and those measured. */
     int have_tiled;
@@ -37,5 +73,27 @@ int clf__tune_parse(const char *buf, size_t len, const struct clf__limits *lim,
                     struct clf__tune_file *tf, char *why, size_t cap);
 int clf__tune_check_xgemm(const size_t *v, const struct clf__limits *lim,
                           char *why, size_t cap);
+
+/* Writes tf's records (under a heading naming info's device) to path,
+ * whole: a new file renamed into place.  Returns 0 or a status. */
+int clf__tune_write(const char *path, const clf_device_info *info,
+                    const struct clf__tune_file *tf);
+
+/* --------------------------------------------------- tune_apply.c */
+
+/* Hands Xgemm parameters v, or the direct/indirect switch v, to CLBlast
+ * for ctx's device (process-wide).  Return 0 or CLBlast's status. */
+int clf__tune_apply_xgemm(clf_context *ctx, const size_t *v);
+int clf__tune_apply_min_indirect(clf_context *ctx, size_t v);
+
+/* Loads the tune file at path into tf: 1 when a valid one was read, 0
+ * when there is none or it is invalid (then ignored whole, with a warning
+ * kept in ctx). */
+int clf__tune_load(clf_context *ctx, const char *path,
+                   struct clf__tune_file *tf);
+
+/* Applies the stored tuning of ctx's device (CLBlast process-wide, the
+ * tiled sizes to ctx), under the context lock.  Returns 0 or a status. */
+int clf__tune_apply_stored(clf_context *ctx);
 
 #endif /* CLF_TUNE_H */

@@ -14,8 +14,6 @@
 
 #define SET CLF_SET_ARG
 
-extern const char clf__cl_half_gemm[];
-
 /* The self-test's shapes: odd, not multiples of the kernels' 4 and 8. */
 #define ST_M 7
 #define ST_N 11
@@ -44,24 +42,6 @@ random_half(unsigned long long *state)
 
     return (uint16_t)(((r & 1) << 15) | ((9 + (r >> 1) % 7) << 10) |
                       ((r >> 8) & 0x3ff));
-}
-
-static int
-has_extension(clf_context *ctx)
-{
-    size_t len = 0;
-    char *ext;
-    int found;
-
-    if (clGetDeviceInfo(ctx->device, CL_DEVICE_EXTENSIONS, 0, NULL, &len) !=
-            CL_SUCCESS ||
-        (ext = calloc(len + 1, 1)) == NULL)
-        return 0;
-    found = clGetDeviceInfo(ctx->device, CL_DEVICE_EXTENSIONS, len, ext,
-                            NULL) == CL_SUCCESS &&
-            strstr(ext, "cl_khr_fp16") != NULL;
-    free(ext);
-    return found;
 }
 
 static void
@@ -110,26 +90,26 @@ not_offered(clf_context *ctx, struct clf__fp16_state *st, const char *why)
 static int
 build(clf_context *ctx, struct clf__fp16_state *st, char *why, size_t cap)
 {
-    const char *src = clf__cl_half_gemm;
-    cl_int err;
+    unsigned char files[CLF_KERNEL_FILES] = {0};
+    cl_int err = CL_SUCCESS;
+    size_t i;
 
     if (st->program != NULL)
         return 0;
-    st->program = clCreateProgramWithSource(ctx->context, 1, &src, NULL, &err);
-    if (st->program == NULL) {
-        snprintf(why, cap, "clCreateProgramWithSource failed (%d)", err);
+    for (i = 0; i < (size_t)CLF_KERNEL_FILES; i++)
+        files[i] = strcmp(clf__kernel_files[i], "half_gemm.cl") == 0;
+    if (clf__program_build_part(ctx, files, "-cl-std=CL1.2", &st->program) !=
+        0) {
+        snprintf(why, cap, "%s", clf_last_error());
         return -1;
     }
-    err = clBuildProgram(st->program, 1, &ctx->device, "-cl-std=CL1.2", NULL,
-                         NULL);
-    if (err == CL_SUCCESS)
-        st->nt = clCreateKernel(st->program, "clf_gemm_fp16_nt", &err);
+    st->nt = clCreateKernel(st->program, "clf_gemm_fp16_nt", &err);
     if (err == CL_SUCCESS)
         st->nn = clCreateKernel(st->program, "clf_gemm_fp16_nn", &err);
     if (err == CL_SUCCESS)
         st->sanity = clCreateKernel(st->program, "clf_fp16_sanity", &err);
     if (err != CL_SUCCESS) {
-        snprintf(why, cap, "half_gemm.cl failed to build (%d)", err);
+        snprintf(why, cap, "half_gemm.cl: clCreateKernel failed (%d)", err);
         release_state(ctx, st);
         return -1;
     }
@@ -429,7 +409,7 @@ clf__fp16_selftest(clf_context *ctx, int fault)
     if (st == NULL)
         return CLF_ENO_MEMORY;
     clf__lock(ctx);
-    if (!has_extension(ctx))
+    if (!clf__device_has_extension(ctx, "cl_khr_fp16"))
         snprintf(why, sizeof why, "the device does not report cl_khr_fp16");
     else if (build(ctx, st, why, sizeof why) == 0 &&
              run_sanity(ctx, st, why, sizeof why) == 0 &&

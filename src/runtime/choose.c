@@ -9,10 +9,6 @@
  * is a small text file read as hostile input and replaced atomically. */
 #include "runtime/runtime.h"
 
-/* The native half program (src/gemm/half_gemm.c), built apart from the
- * registry. */
-extern const char clf__cl_half_gemm[];
-
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -236,8 +232,6 @@ hash_kernels(void)
     for (i = 0; i < CLF_KERNEL_FILES; i++)
         h = clf__hash64(clf__kernel_sources[i],
                         strlen(clf__kernel_sources[i]) + 1, h);
-    /* The native half program, built apart from the registry's. */
-    h = clf__hash64(clf__cl_half_gemm, strlen(clf__cl_half_gemm) + 1, h);
     kernels_key = h;
 }
 

@@ -512,3 +512,23 @@ clf__device_limits(const clf_context *ctx, struct clf__limits *lim)
     lim->max_item[0] = items[0];
     lim->max_item[1] = items[1];
 }
+
+int
+clf__device_has_extension(clf_context *ctx, const char *name)
+{
+    size_t len = 0, n = strlen(name);
+    const char *p;
+    char *ext;
+    int has = 0;
+
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_EXTENSIONS, 0, NULL, &len) !=
+            CL_SUCCESS ||
+        (ext = calloc(len + 1, 1)) == NULL)
+        return 0;
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_EXTENSIONS, len, ext, NULL) ==
+        CL_SUCCESS)
+        for (p = strstr(ext, name); p != NULL && !has; p = strstr(p + 1, name))
+            has = (p == ext || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' ');
+    free(ext);
+    return has;
+}

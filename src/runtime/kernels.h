@@ -6,7 +6,8 @@
  *
  * The kernel enum (internal.h), the kernel names, the file names that
  * CLINFORMER_KERNEL_DIR must hold and the embedded-source table (program.c)
- * all expand this one list.  Adding a kernel file means: the .cl file, its
+ * all expand this one list (and the files built apart, below).  Adding a
+ * kernel file means: the .cl file, its
  * FILE and KERNEL lines here, its name in KERNEL_FILES in Makefile.am, and
  * the host code that calls it.  The files are concatenated in this order
  * into one program, so common.cl comes first. */
@@ -57,6 +58,17 @@
     KERNEL(FLASH_VALUES, clf_flash_values)                                     \
     FILE(flash_wg)                                                             \
     KERNEL(FLASH_WG, clf_flash_wg)
+
+/* The files built apart, each as a program of its own and only where the
+ * device reports the OpenCL extension it needs (clf__program_build_part
+ * refuses it elsewhere, naming the extension); the host file of the same
+ * stem creates its kernels.
+ *
+ *   FILE_APART(stem, extension)
+ *
+ * They follow the files above in clf__kernel_files, so that one table
+ * names every file of cl/. */
+#define CLF_KERNEL_REGISTRY_APART(FILE_APART) FILE_APART(half_gemm, cl_khr_fp16)
 
 /* Expansion helpers: a FILE or KERNEL argument that expands to nothing. */
 #define CLF_REGISTRY_SKIP_FILE(stem)

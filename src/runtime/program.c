@@ -30,14 +30,28 @@ static const char *const kernel_names[CLF_K_COUNT] = {
 #undef KERNEL_NAME
 
 #define FILE_NAME(stem) #stem ".cl",
+#define FILE_NAME_APART(stem, ext) #stem ".cl",
 const char *const clf__kernel_files[CLF_KERNEL_FILES] = {
-    CLF_KERNEL_REGISTRY(FILE_NAME, CLF_REGISTRY_SKIP_KERNEL)};
+    CLF_KERNEL_REGISTRY(FILE_NAME, CLF_REGISTRY_SKIP_KERNEL)
+        CLF_KERNEL_REGISTRY_APART(FILE_NAME_APART)};
 #undef FILE_NAME
+#undef FILE_NAME_APART
 
 #define FILE_SOURCE(stem) clf__cl_##stem,
+#define FILE_SOURCE_APART(stem, ext) clf__cl_##stem,
 const char *const clf__kernel_sources[CLF_KERNEL_FILES] = {
-    CLF_KERNEL_REGISTRY(FILE_SOURCE, CLF_REGISTRY_SKIP_KERNEL)};
+    CLF_KERNEL_REGISTRY(FILE_SOURCE, CLF_REGISTRY_SKIP_KERNEL)
+        CLF_KERNEL_REGISTRY_APART(FILE_SOURCE_APART)};
 #undef FILE_SOURCE
+#undef FILE_SOURCE_APART
+
+#define FILE_NEEDS(stem) NULL,
+#define FILE_NEEDS_APART(stem, ext) #ext,
+const char *const clf__kernel_needs[CLF_KERNEL_FILES] = {
+    CLF_KERNEL_REGISTRY(FILE_NEEDS, CLF_REGISTRY_SKIP_KERNEL)
+        CLF_KERNEL_REGISTRY_APART(FILE_NEEDS_APART)};
+#undef FILE_NEEDS
+#undef FILE_NEEDS_APART
 
 uint64_t
 clf__hash64(const void *data, size_t len, uint64_t seed)
@@ -55,7 +69,8 @@ clf__hash64(const void *data, size_t len, uint64_t seed)
 }
 
 /* Concatenates the kernel sources, from CLINFORMER_KERNEL_DIR when set:
- * all of them, or only those files[i] != 0 marks when files is not NULL. */
+ * the main program's, or only those files[i] != 0 marks when files is not
+ * NULL. */
 static int
 load_sources_of(const unsigned char *files, char **out)
 {
@@ -67,7 +82,7 @@ load_sources_of(const unsigned char *files, char **out)
     int rc = 0;
 
     for (i = 0; i < CLF_KERNEL_FILES; i++) {
-        if (files != NULL && !files[i])
+        if (files != NULL ? !files[i] : clf__kernel_needs[i] != NULL)
             continue;
         if (dir != NULL && *dir != '\0') {
             char path[4096];
@@ -87,7 +102,7 @@ load_sources_of(const unsigned char *files, char **out)
     }
     src[0] = '\0';
     for (i = 0; i < CLF_KERNEL_FILES; i++) {
-        if (files != NULL && !files[i])
+        if (files != NULL ? !files[i] : clf__kernel_needs[i] != NULL)
             continue;
         strcat(src, parts[i] ? parts[i] : embedded[i]);
         strcat(src, "\n");
@@ -456,8 +471,17 @@ clf__program_build_part(clf_context *ctx, const unsigned char *files,
     cl_program prog = NULL;
     uint64_t key;
     cl_int err;
+    size_t i;
 
     *out = NULL;
+    for (i = 0; i < (size_t)CLF_KERNEL_FILES; i++)
+        if (files[i] && clf__kernel_needs[i] != NULL &&
+            !clf__device_has_extension(ctx, clf__kernel_needs[i]))
+            return clf__fail(CLF_EUNSUPPORTED,
+                             "%s needs %s, which device \"%s\" does not "
+                             "report",
+                             clf__kernel_files[i], clf__kernel_needs[i],
+                             ctx->info.name);
     CLF_TRY(load_sources_of(files, &src));
     key = cache_key(ctx, options, src);
     clf__cache_dir(dir, sizeof dir);

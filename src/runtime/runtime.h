@@ -170,6 +170,9 @@ int clf__device_select(const clf_device_info *infos, size_t n,
  * suffix that tells duplicates apart); pure. */
 void clf__platform_short(const char *name, const char *vendor, char *buf,
                          size_t cap);
+/* Whether ctx's device reports the OpenCL extension `name` (a whole word
+ * of CL_DEVICE_EXTENSIONS); 0 when the query fails. */
+int clf__device_has_extension(clf_context *ctx, const char *name);
 /* clf__device_select over the process's devices. */
 int clf__device_find(const char *selector, struct clf__device *out);
 /* The description of a device: its entry of the process's list, or, for a
@@ -305,19 +308,31 @@ int clf__program_build_part(clf_context *ctx, const unsigned char *files,
 /* The embedded kernel sources, clf__cl_<stem> for each FILE(stem) of the
  * registry (generated from cl/ at build time). */
 #define CLF_KERNEL_SOURCE_DECL(stem) extern const char clf__cl_##stem[];
+#define CLF_KERNEL_SOURCE_DECL_APART(stem, ext)                                \
+    extern const char clf__cl_##stem[];
 CLF_KERNEL_REGISTRY(CLF_KERNEL_SOURCE_DECL, CLF_REGISTRY_SKIP_KERNEL)
+CLF_KERNEL_REGISTRY_APART(CLF_KERNEL_SOURCE_DECL_APART)
 #undef CLF_KERNEL_SOURCE_DECL
+#undef CLF_KERNEL_SOURCE_DECL_APART
 
-/* program.c: the kernel files in build order (CLINFORMER_KERNEL_DIR holds
- * files of these names) and their embedded texts. */
+/* program.c: every kernel file, those of the main program in build order
+ * (CLF_KERNEL_MAIN_FILES of them) then those built apart
+ * (CLINFORMER_KERNEL_DIR holds files of these names), their embedded
+ * texts, and the extension each needs (NULL: none, part of the main
+ * program). */
 #define CLF_KERNEL_FILE_COUNT(stem) +1
+#define CLF_KERNEL_FILE_COUNT_APART(stem, ext) +1
 enum {
-    CLF_KERNEL_FILES =
-        0 CLF_KERNEL_REGISTRY(CLF_KERNEL_FILE_COUNT, CLF_REGISTRY_SKIP_KERNEL)
+    CLF_KERNEL_MAIN_FILES =
+        0 CLF_KERNEL_REGISTRY(CLF_KERNEL_FILE_COUNT, CLF_REGISTRY_SKIP_KERNEL),
+    CLF_KERNEL_FILES = CLF_KERNEL_MAIN_FILES +
+                       0 CLF_KERNEL_REGISTRY_APART(CLF_KERNEL_FILE_COUNT_APART)
 };
 #undef CLF_KERNEL_FILE_COUNT
+#undef CLF_KERNEL_FILE_COUNT_APART
 extern const char *const clf__kernel_files[CLF_KERNEL_FILES];
 extern const char *const clf__kernel_sources[CLF_KERNEL_FILES];
+extern const char *const clf__kernel_needs[CLF_KERNEL_FILES];
 
 /* fileio.c: files read and written as if hostile. */
 int clf__file_open_read(

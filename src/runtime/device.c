@@ -512,3 +512,10 @@ clf__device_limits(const clf_context *ctx, struct clf__limits *lim)
     lim->max_item[0] = items[0];
     lim->max_item[1] = items[1];
 }
+
+size_t
+clf__loop_limit(const clf_context *ctx)
+{
+    return ci_contains(ctx->info.name, "llvmpipe") ? CLF_LLVMPIPE_LOOP_LIMIT
+                                                   : 0;
+}

@@ -3,7 +3,8 @@
  * tiled), against the streaming path (attend=flash with the blocked GEMM):
  * max |y - y_flash| <= 1e-5 * max |y_flash| over the whole output, and the
  * streaming path against the double-precision reference within the same
- * tolerance.  Two heads of 8 keep it affordable; the GEMM path's scores
+ * tolerance; the launch log shows each forced GEMM way's kernel ran.  Two
+ * heads of 8 keep it affordable; the GEMM path's scores
  * (8 x 2 x 4096 x 4096 floats, 1 GiB) pass the layer's score limit
  * (SCORE_LIMIT, 512 MiB), so its workspace holds chunks of them: asserted.
  * Where a way does not apply (fused: Linformer only; flashwg where the
@@ -30,17 +31,33 @@
 static const char *const attends[] = {"gemm", "fused", "flash", "flashwg"};
 static const char *const gemms[] = {"clblast", "blocked", "tiled"};
 
-/* One forward with the ways forced (names as CLINFORMER_KERNELS takes). */
+/* The kernel the launch log names for each GEMM way, as gemms[]. */
+static const char *const gemm_kernels[] = {"CLBlast", "clf_gemm_nn",
+                                           "clf_gemm_tiled"};
+
+/* One forward with the ways forced (names as CLINFORMER_KERNELS takes);
+ * the launch log must show the forced GEMM way's kernel. */
 static void
-forward(struct layer *l, const char *attend, const char *gemm, const float *x,
-        float *y)
+forward(struct layer *l, const char *attend, size_t g, const float *x, float *y)
 {
     clf_context *ctx = l->att->ctx;
+    size_t n, i;
+    clf_launch e;
+    int seen = 0;
 
     ck_assert_int_eq(clf_context_force_kernel(ctx, "attend", attend), 0);
-    ck_assert_int_eq(clf_context_force_kernel(ctx, "gemm", gemm), 0);
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "gemm", gemms[g]), 0);
+    ck_assert_int_eq(clf_context_record_launches(ctx, 1), 0);
     ck_assert_msg(clf_attention_forward(l->att, x, BF_B, BF_N, y) == 0,
-                  "attend=%s gemm=%s: %s", attend, gemm, clf_last_error());
+                  "attend=%s gemm=%s: %s", attend, gemms[g], clf_last_error());
+    ck_assert_int_eq(clf_context_record_launches(ctx, 0), 0);
+    ck_assert_int_eq(clf_context_launch_count(ctx, &n, NULL), 0);
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(clf_context_launch(ctx, i, &e), 0);
+        seen |= strcmp(e.kernel, gemm_kernels[g]) == 0;
+    }
+    ck_assert_msg(seen, "attend=%s gemm=%s: no %s launch", attend, gemms[g],
+                  gemm_kernels[g]);
 }
 
 START_TEST(batch_full_every_way_matches_streaming)
@@ -64,7 +81,7 @@ START_TEST(batch_full_every_way_matches_streaming)
     layer_make(&l, &d, 41000);
     tu_fill(x, count, 41001, -1.0f, 1.0f);
     ck_assert_int_eq(clf_attention_set_mode(l.att, CLF_MODE_FULL), 0);
-    forward(&l, "flash", "blocked", x, ys);
+    forward(&l, "flash", 1, x, ys);
     ck_assert_int_eq(clf__attention_last_flash(l.att), 1);
     ref_attention_ex(&l.ref, 1, x, BF_B, BF_N, NULL, 0, 0, ref);
     tu_assert_close(ys, ref, count, TOL,
@@ -76,7 +93,7 @@ START_TEST(batch_full_every_way_matches_streaming)
         for (g = 0; g < sizeof gemms / sizeof gemms[0]; g++) {
             for (i = 0; i < count; i++)
                 y[i] = NAN; /* poison: an unwritten element fails */
-            forward(&l, attends[a], gemms[g], x, y);
+            forward(&l, attends[a], g, x, y);
             snprintf(what, sizeof what,
                      "full B=%d n=%d attend=%s gemm=%s against attend=flash",
                      BF_B, BF_N, attends[a], gemms[g]);

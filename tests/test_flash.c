@@ -8,10 +8,11 @@
  * test_masks: the online softmax rescales float sums of at most a few
  * hundred terms, while an indexing or masking mistake is of order 1.
  *
- * CLINFORMER_TEST_SMALL=1 (scripts/check-runtimes.sh sets it for rusticl
- * on llvmpipe, where the layers below take hours) swaps the layers of the
- * four mode tests for the tiny ones of small_layers: still every mode,
- * mask kind and sharing, with n, k and d_h off the tiles. */
+ * CLINFORMER_TEST_SMALL=1 (for a slow implementation; rusticl on
+ * llvmpipe runs the layers below in about 20 s and no longer needs it)
+ * swaps the layers of the four mode tests for the tiny ones of
+ * small_layers: still every mode, mask kind and sharing, with n, k and d_h
+ * off the tiles. */
 #include "internal.h"
 #include "reference.h"
 #include "testutil.h"

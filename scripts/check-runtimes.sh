@@ -7,9 +7,9 @@
 #   pocl, intel-cpu  the whole `make check`, then the suites that cover
 #                    kernel choices (KERNEL_TESTS) once for every variant
 #                    forced in turn (CLINFORMER_KERNELS=softmax=scalar, ...)
-#   rusticl          Mesa's rusticl on llvmpipe, about 150x slower than
-#                    PoCL: the small-shape suites of RUSTICL_TESTS; each
-#                    suite left out is reported as skipped, with the reason
+#   rusticl          Mesa's rusticl on llvmpipe: the suites of
+#                    RUSTICL_TESTS, at their normal shapes; each suite
+#                    left out is reported as skipped, with the reason
 #
 # and ends with a table (implementation, driver version, passed, failed,
 # skipped, seconds) and a line "check-runtimes: N passed, N failed,
@@ -36,25 +36,28 @@ KERNEL_TESTS="tests/test_attention tests/test_masks tests/test_softmax \
 tests/test_gemm"
 VARIANTS="softmax=scalar softmax=vector softmax=group gemm=clblast \
 gemm=blocked gemm=tiled attend=gemm attend=fused attend=flash"
-# On llvmpipe, measured one suite at a time on a 2-core machine (seconds,
-# with the kernel binary cache warm): softmax 1.5, gemm 66, model 2.7,
-# npy 4.7, safetensors 0.2, fileio 0.1, flops 0.5, cache 26, registry 4.4,
-# discovery 2.2, attention 107, tiled 185, half 14 (compiled cold, on a loaded
-# machine).  They hold the golden example (test_golden, test_attention),
-# the PyTorch fixtures (test_model), the reference checks of every sharing
-# mode and of the fused kernel, every softmax variant and all three GEMMs
-# (the tiled one under every set of sizes the tuner searches), and flash
-# (the streaming kernel forced in every mode, with masks and sizes off its
-# tiles, at the tiny shapes of CLINFORMER_TEST_SMALL=1, which rusticl runs
-# set; its full shapes take hours there).  Left out: errors, masks, nan, choice,
-# clblast_host, tune, threads, bench (each past 100 s with most of its
-# cases still to run) and the CLI scripts (the demo's D=512 layer alone
-# takes minutes).
+# On llvmpipe, measured one suite at a time on a shared 2-core machine
+# (seconds, kernel binary cache warm): errors 3, masks 42, nan 2, choice 14,
+# fp16 3, peaks 194, roofline 2, bench_report 1, shard 43, threads 48,
+# bench 1, tune 22, flash 22, flash_wg 14; the suites of the earlier subset
+# (softmax, gemm, model, npy, safetensors, fileio, flops, cache, registry,
+# discovery, golden, attention, tiled, half, the timing and repro scripts)
+# as before.  llvmpipe ends a work-item's loops after 65535 iterations in
+# all (clf__loop_limit); the streaming kernel keeps within it, which is
+# what test_flash at its normal shapes checks there.  Left out:
+# clblast_host (the host context's reference count, which the test holds
+# exact, reads one lower on rusticl after the library's forward: rusticl
+# counts references PoCL does not; not yet explained) and the CLI and
+# shell suites (not measured on llvmpipe yet).
 RUSTICL_TESTS=${RUSTICL_TESTS:-tests/test_softmax tests/test_gemm \
 tests/test_model tests/test_npy tests/test_safetensors tests/test_fileio \
 tests/test_flops tests/test_cache tests/test_registry tests/test_discovery \
 tests/test_golden tests/test_attention tests/test_bench_timing.sh \
-tests/test_repro.sh tests/test_tiled tests/test_half tests/test_flash}
+tests/test_repro.sh tests/test_tiled tests/test_half tests/test_flash \
+tests/test_flash_wg tests/test_errors tests/test_masks tests/test_nan \
+tests/test_choice tests/test_fp16 tests/test_peaks tests/test_roofline \
+tests/test_bench_report tests/test_shard tests/test_threads tests/test_bench \
+tests/test_tune}
 # Suites left out on an implementation, where RUNTIMES_QUICK=yes (CI):
 # NAME:SUITE pairs.  Intel's compiler builds each of the many GEMM
 # parameter sets that test_tune times in seconds, so that suite alone
@@ -166,8 +169,7 @@ run_impl() { # name
         return 0
     fi
     set -- OCL_ICD_VENDORS="$dir" CLINFORMER_DEVICE="$name:0"
-    [ "$name" = rusticl ] &&
-        set -- "$@" RUSTICL_ENABLE=llvmpipe CLINFORMER_TEST_SMALL=1
+    [ "$name" = rusticl ] && set -- "$@" RUSTICL_ENABLE=llvmpipe
     version=$(driver_of "$@")
     if [ -z "$version" ]; then
         echo "check-runtimes: $name has no device: skipped" >&2
@@ -176,7 +178,7 @@ run_impl() { # name
     p=0 f=0 s=0 t0=$(date +%s)
     if [ "$name" = rusticl ]; then
         keep_tests "$name" "$(rusticl_rest)" \
-            "too slow on llvmpipe (~150x PoCL); pocl and intel-cpu run it"
+            "not in RUSTICL_TESTS (see there why); pocl and intel-cpu run it"
         run_check "$name" "$kept" "$@"
     else
         left=""

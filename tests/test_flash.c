@@ -8,10 +8,11 @@
  * test_masks: the online softmax rescales float sums of at most a few
  * hundred terms, while an indexing or masking mistake is of order 1.
  *
- * CLINFORMER_TEST_SMALL=1 (scripts/check-runtimes.sh sets it for rusticl
- * on llvmpipe, where the layers below take hours) swaps the layers of the
- * four mode tests for the tiny ones of small_layers: still every mode,
- * mask kind and sharing, with n, k and d_h off the tiles. */
+ * CLINFORMER_TEST_SMALL=1 (for a slow implementation; rusticl on
+ * llvmpipe runs the layers below in about 20 s and no longer needs it)
+ * swaps the layers of the four mode tests for the tiny ones of
+ * small_layers: still every mode, mask kind and sharing, with n, k and d_h
+ * off the tiles. */
 #include "internal.h"
 #include "reference.h"
 #include "testutil.h"
@@ -25,10 +26,12 @@
 
 enum mask_kind { NO_MASK, LENGTHS, BYTES };
 
-/* One forced-flash forward against the reference. */
+/* One forced-flash forward against the reference; flash: whether the
+ * streaming kernel is to run (else the forward falls back to the GEMM
+ * path). */
 static void
 check(struct layer *l, clf_mode mode, int causal, enum mask_kind mk, size_t B,
-      size_t n, unsigned long long seed)
+      size_t n, unsigned long long seed, int flash)
 {
     const size_t D = l->desc.d_model, count = B * n * D;
     float *x = tu_malloc(count * sizeof *x), *y = tu_malloc(count * sizeof *y);
@@ -58,7 +61,7 @@ check(struct layer *l, clf_mode mode, int causal, enum mask_kind mk, size_t B,
     clf__attention_set_attend(l->att, CLF_ATTEND_FLASH);
     ck_assert_msg(clf_attention_forward_ex(l->att, x, B, n, y, &o) == 0,
                   "forward: %s", clf_last_error());
-    ck_assert_int_eq(clf__attention_last_flash(l->att), 1);
+    ck_assert_int_eq(clf__attention_last_flash(l->att), flash);
     ref_attention_ex(&l->ref, mode == CLF_MODE_FULL, x, B, n,
                      mk == NO_MASK ? NULL : mask, causal, l->desc.causal_block,
                      ref);
@@ -162,10 +165,10 @@ every_layer(clf_mode mode, int causal, unsigned long long seed)
         for (mk = NO_MASK; mk <= BYTES; mk++) {
             l.att->ctx->flash_blocks = mk == LENGTHS ? CLF_FLASH_BLOCKS : 0;
             check(&l, mode, causal, (enum mask_kind)mk, 3, table[i].N,
-                  seed + 10 * i + (unsigned long long)mk);
+                  seed + 10 * i + (unsigned long long)mk, 1);
             l.att->ctx->flash_blocks = 1;
             check(&l, mode, causal, (enum mask_kind)mk, 1, table[i].N - 7,
-                  seed + 10 * i + 5 + (unsigned long long)mk);
+                  seed + 10 * i + 5 + (unsigned long long)mk, 1);
             l.att->ctx->flash_blocks = 0;
         }
         layer_free(&l);
@@ -196,26 +199,117 @@ START_TEST(flash_causal_linformer_matches_reference)
 }
 END_TEST
 
-/* The rows per work-item: half the most blocks below CLF_FLASH_LONG_KEYS
- * keys, the most from there on; a pinned count wins, one out of range is
- * ignored. */
+/* A streaming shape of L keys (full mode, one head) and head width dh. */
+static struct clf__flash_shape
+keys_shape(size_t L, size_t dh)
+{
+    struct clf__flash_shape sh;
+
+    memset(&sh, 0, sizeof sh);
+    sh.at.batch = 1;
+    sh.at.heads = 1;
+    sh.at.n = sh.at.L = L;
+    sh.at.dh = sh.at.dq = dh;
+    sh.full = 1;
+    return sh;
+}
+
+/* clf__flash_blocks on a device without a loop limit: half the most
+ * blocks below CLF_FLASH_LONG_KEYS keys, the most from there on; a pinned
+ * count wins, one out of range is ignored. */
+static void
+check_block_rule(clf_context *ctx)
+{
+    struct clf__flash_shape one = keys_shape(1, 8);
+    struct clf__flash_shape below = keys_shape(CLF_FLASH_LONG_KEYS - 1, 8);
+    struct clf__flash_shape at = keys_shape(CLF_FLASH_LONG_KEYS, 8);
+
+    ck_assert_uint_eq(clf__flash_blocks(ctx, &one), CLF_FLASH_BLOCKS / 2);
+    ck_assert_uint_eq(clf__flash_blocks(ctx, &below), CLF_FLASH_BLOCKS / 2);
+    ck_assert_uint_eq(clf__flash_blocks(ctx, &at), CLF_FLASH_BLOCKS);
+    ctx->flash_blocks = 1;
+    ck_assert_uint_eq(clf__flash_blocks(ctx, &at), 1);
+    ctx->flash_blocks = CLF_FLASH_BLOCKS + 1;
+    ck_assert_uint_eq(clf__flash_blocks(ctx, &one), CLF_FLASH_BLOCKS / 2);
+    ctx->flash_blocks = 0;
+}
+
+/* On a device that ends a work-item's loops after CLF_LLVMPIPE_LOOP_LIMIT
+ * iterations: the rule where the loops are short (one key, pinned counts
+ * too), fewer blocks for 150 keys of d_h 10 (at six the kernel ran 64995
+ * of the 65535 on llvmpipe), none for 8192 keys of d_h 64. */
+static void
+check_block_budget(clf_context *ctx)
+{
+    struct clf__flash_shape one = keys_shape(1, 8), mid = keys_shape(150, 10);
+    struct clf__flash_shape at = keys_shape(CLF_FLASH_LONG_KEYS, 64);
+    size_t b;
+
+    ck_assert_uint_eq(clf__loop_limit(ctx), CLF_LLVMPIPE_LOOP_LIMIT);
+    ck_assert_uint_eq(clf__flash_blocks(ctx, &one), CLF_FLASH_BLOCKS / 2);
+    ctx->flash_blocks = CLF_FLASH_BLOCKS;
+    ck_assert_uint_eq(clf__flash_blocks(ctx, &one), CLF_FLASH_BLOCKS);
+    b = clf__flash_blocks(ctx, &mid);
+    ck_assert_msg(b >= 1 && b < CLF_FLASH_BLOCKS / 2, "%zu blocks", b);
+    ctx->flash_blocks = 0;
+    ck_assert_uint_eq(clf__flash_blocks(ctx, &mid), b);
+    ck_assert_uint_eq(clf__flash_blocks(ctx, &at), 0);
+}
+
+/* The rows per work-item by the rule of this device (its own loop limit,
+ * if any), then by both rules on the same context described once as a
+ * device without a limit and once as llvmpipe. */
 START_TEST(flash_blocks_by_key_count)
 {
     struct layer l;
     clf_context *ctx;
+    char name[sizeof ctx->info.name];
 
     make_layer(&l, 0, 4500);
     ctx = l.att->ctx;
-    ck_assert_uint_eq(clf__flash_blocks(ctx, 1), CLF_FLASH_BLOCKS / 2);
-    ck_assert_uint_eq(clf__flash_blocks(ctx, CLF_FLASH_LONG_KEYS - 1),
-                      CLF_FLASH_BLOCKS / 2);
-    ck_assert_uint_eq(clf__flash_blocks(ctx, CLF_FLASH_LONG_KEYS),
-                      CLF_FLASH_BLOCKS);
-    ctx->flash_blocks = 1;
-    ck_assert_uint_eq(clf__flash_blocks(ctx, CLF_FLASH_LONG_KEYS), 1);
-    ctx->flash_blocks = CLF_FLASH_BLOCKS + 1;
-    ck_assert_uint_eq(clf__flash_blocks(ctx, 1), CLF_FLASH_BLOCKS / 2);
+    ctx->flash_blocks = 0; /* whatever an earlier failed case left */
+    memcpy(name, ctx->info.name, sizeof name);
+    if (clf__loop_limit(ctx) == 0)
+        check_block_rule(ctx);
+    else
+        check_block_budget(ctx);
+    snprintf(ctx->info.name, sizeof ctx->info.name, "a device");
+    check_block_rule(ctx);
+    snprintf(ctx->info.name, sizeof ctx->info.name, "llvmpipe (described)");
+    check_block_budget(ctx);
+    memcpy(ctx->info.name, name, sizeof name);
     ctx->flash_blocks = 0;
+    layer_free(&l);
+}
+END_TEST
+
+/* Forced where llvmpipe would end its loops early (1024 keys of d_h 64:
+ * not even one block of rows fits), the forward takes the GEMM path and
+ * matches the reference; described as a device without a limit, the
+ * streaming kernel runs. */
+START_TEST(flash_over_loop_limit_takes_gemm_path)
+{
+    struct layer l;
+    clf_attention_desc d;
+    char name[sizeof l.att->ctx->info.name];
+    clf_context *ctx;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = 64;
+    d.heads = 1;
+    d.max_seq_len = 1024;
+    d.k = 32;
+    d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
+    layer_make(&l, &d, 4600);
+    ctx = l.att->ctx;
+    ctx->flash_blocks = 0;
+    memcpy(name, ctx->info.name, sizeof name);
+    snprintf(ctx->info.name, sizeof ctx->info.name, "llvmpipe (described)");
+    check(&l, CLF_MODE_FULL, 0, NO_MASK, 1, 1024, 4601, 0);
+    snprintf(ctx->info.name, sizeof ctx->info.name, "a device");
+    if (strstr(name, "llvmpipe") == NULL)
+        check(&l, CLF_MODE_FULL, 0, NO_MASK, 1, 1024, 4602, 1);
+    memcpy(ctx->info.name, name, sizeof name);
     layer_free(&l);
 }
 END_TEST
@@ -228,10 +322,10 @@ START_TEST(flash_short_sequences)
 
     make_layer(&l, 0, 5000);
     for (causal = 0; causal < 2; causal++) {
-        check(&l, CLF_MODE_FULL, causal, NO_MASK, 2, 1, 5001);
-        check(&l, CLF_MODE_LINFORMER, causal, NO_MASK, 2, 1, 5002);
-        check(&l, CLF_MODE_FULL, causal, LENGTHS, 3, 5, 5003);
-        check(&l, CLF_MODE_LINFORMER, causal, BYTES, 3, 31, 5004);
+        check(&l, CLF_MODE_FULL, causal, NO_MASK, 2, 1, 5001, 1);
+        check(&l, CLF_MODE_LINFORMER, causal, NO_MASK, 2, 1, 5002, 1);
+        check(&l, CLF_MODE_FULL, causal, LENGTHS, 3, 5, 5003, 1);
+        check(&l, CLF_MODE_LINFORMER, causal, BYTES, 3, 31, 5004, 1);
     }
     layer_free(&l);
 }
@@ -406,6 +500,7 @@ suite(void)
     tcase_add_test(tc, flash_causal_full_matches_reference);
     tcase_add_test(tc, flash_causal_linformer_matches_reference);
     tcase_add_test(tc, flash_blocks_by_key_count);
+    tcase_add_test(tc, flash_over_loop_limit_takes_gemm_path);
     tcase_add_test(tc, flash_short_sequences);
     tcase_add_test(tc, flash_golden_example);
     tcase_add_test(tc, flash_full_mode_holds_no_scores);

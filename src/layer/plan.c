@@ -280,11 +280,12 @@ clf__plan_flash_shape(const clf_attention *a, const struct plan *p,
 
 /* Steps 3 to 5: the GEMM path, the fused kernel (where fusable) or a
  * streaming kernel, forced by a test or resolved (the GEMM path timed with
- * the plan's ways of its steps); a forced work-group kernel that does not
- * apply (d_h too wide, groups too large for the device) leaves the GEMM
- * path.  The streaming kernels need no score buffer and no chunks: their
- * workspaces are the queries, keys, values, outputs and (clf_flash) the
- * keys transposed, O(n d) in every mode. */
+ * the plan's ways of its steps); a forced streaming kernel that does not
+ * apply (flashwg: d_h too wide, groups too large for the device; flash:
+ * loops past the device's limit) leaves the GEMM path.  The streaming
+ * kernels need no score buffer and no chunks: their workspaces are the
+ * queries, keys, values, outputs and (clf_flash) the keys transposed,
+ * O(n d) in every mode. */
 static int
 plan_attend(const clf_attention *a, struct plan *p)
 {
@@ -297,7 +298,7 @@ plan_attend(const clf_attention *a, struct plan *p)
     if (way == CLF_ATTEND_UNDECIDED)
         CLF_TRY(clf__flash_resolve(a->ctx, &sh, p->fusable, &ways, &way));
     p->fused = p->fusable && way == CLF_ATTEND_FUSED;
-    p->flash = way == CLF_ATTEND_FLASH;
+    p->flash = way == CLF_ATTEND_FLASH && clf__flash_blocks(a->ctx, &sh) > 0;
     p->flash_wg =
         way == CLF_ATTEND_FLASHWG && clf__flash_wg_applies(a->ctx, &sh);
     if (!p->flash && !p->flash_wg)

@@ -532,3 +532,10 @@ clf__device_has_extension(clf_context *ctx, const char *name)
     free(ext);
     return has;
 }
+
+size_t
+clf__loop_limit(const clf_context *ctx)
+{
+    return ci_contains(ctx->info.name, "llvmpipe") ? CLF_LLVMPIPE_LOOP_LIMIT
+                                                   : 0;
+}

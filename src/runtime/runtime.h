@@ -198,6 +198,16 @@ struct clf__limits {
 /* device.c: the limits of ctx's device that sizes are checked against; a
  * failed query leaves max_wg 0, which no size fits. */
 void clf__device_limits(const clf_context *ctx, struct clf__limits *lim);
+/* device.c: loop iterations one work-item of a kernel may run in all, its
+ * loops together, before the device ends them early and silently; 0 where
+ * there is no such limit.  Mesa's llvmpipe (rusticl's CPU device) counts
+ * every loop's iterations of a work-item against one budget of 65535
+ * (LP_MAX_TGSI_LOOP_ITERATIONS in its gallivm): past it each loop runs its
+ * body once more and exits, so a kernel longer than that gives wrong
+ * results there.  Kernels whose loops grow with the shape check their
+ * count against it (clf__flash_blocks). */
+#define CLF_LLVMPIPE_LOOP_LIMIT 65535
+size_t clf__loop_limit(const clf_context *ctx);
 
 /* choose.c: timing kernels that compute the same thing.  A buffer of
  * `floats` values of order one (NULL and *rc set on failure); and

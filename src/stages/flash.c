@@ -52,16 +52,50 @@ clf__flash_kt_floats(const struct clf__flash_shape *sh)
     return 2 * keys_floats(&sh->at);
 }
 
+/* Loop iterations one work-item of clf_flash runs with `blocks` blocks of
+ * rows, the loops of cl/flash.cl counted as llvmpipe counts them (each run
+ * of a loop costs its iterations plus one; both sides of a branch run):
+ * per tile and block of rows the scores (4 passes over dh), the rows'
+ * online update and the weighted sum (per 16 columns and per column of the
+ * tail, a pass over the tile's keys); per row the zeroing, the
+ * normalisation and (causal Linformer) the exact window of up to `block`
+ * positions.  Against rusticl on llvmpipe (a probe loop after the kernel
+ * read the iterations left) it came within -4% and +8% of the count. */
+static size_t
+flash_trips(const struct clf__flash_shape *sh, size_t blocks)
+{
+    const size_t fr = CLF_FLASH_ROWS, rows = fr * blocks, dh = sh->at.dh;
+    const size_t L = sh->at.L, t = (L + 63) / 64, v = dh / 16, c = dh % 16;
+    const size_t tile = 8 + (5 + 4 * (15 + 8 * dh)) + (7 + 31 * fr) + 1;
+    const size_t weigh = t * (v + c + 2) + v * (14 * t + (L + t) + 7 * L) +
+                         c * (7 * t + fr * (L + t));
+    const size_t nw = (sh->block + 63) / 64;
+    const size_t window =
+        sh->block ? nw + 1 + nw * (2 * dh + 3) + sh->block * (2 * dh + 2) : 0;
+
+    return 2 * fr * CLF_FLASH_BLOCKS + 1 + 2 * (rows + 1 + rows * (dh + 1)) +
+           67 * t + blocks * (t * tile + weigh) + rows * window;
+}
+
 /* More rows share each key tile when there are many keys: a head's keys
  * and values then outgrow the caches, and every pass over them costs more
  * (bench/RESULTS.md section 12.4: at n = 16384 twelve blocks ran the
- * kernel 1.1-1.4x faster than six, at n = 4096 about 0.9x). */
+ * kernel 1.1-1.4x faster than six, at n = 4096 about 0.9x).  Where the
+ * device ends loops early (clf__loop_limit), as many blocks as keep
+ * flash_trips within 85% of its limit (the margin covers the count's
+ * error), and 0 where not even one does. */
 size_t
-clf__flash_blocks(const clf_context *ctx, size_t L)
+clf__flash_blocks(const clf_context *ctx, const struct clf__flash_shape *sh)
 {
+    const size_t limit = clf__loop_limit(ctx) / 100 * 85;
+    size_t blocks = sh->at.L >= CLF_FLASH_LONG_KEYS ? CLF_FLASH_BLOCKS
+                                                    : CLF_FLASH_BLOCKS / 2;
+
     if (ctx->flash_blocks > 0 && ctx->flash_blocks <= CLF_FLASH_BLOCKS)
-        return (size_t)ctx->flash_blocks;
-    return L >= CLF_FLASH_LONG_KEYS ? CLF_FLASH_BLOCKS : CLF_FLASH_BLOCKS / 2;
+        blocks = (size_t)ctx->flash_blocks;
+    while (limit > 0 && blocks > 0 && flash_trips(sh, blocks) > limit)
+        blocks--;
+    return blocks;
 }
 
 /* Values (or slots) repacked after the keys in kt, lp rows of dh floats
@@ -105,12 +139,17 @@ flash_unlocked(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
     cl_ulong v_off = keys_floats(a);
     cl_uint heads = (cl_uint)a->heads, per = a->kv_per_head != 0;
     float scale = a->scale;
-    const size_t rows = CLF_FLASH_ROWS * clf__flash_blocks(ctx, a->L);
+    const size_t rows = CLF_FLASH_ROWS * clf__flash_blocks(ctx, sh);
     cl_uint urows = (cl_uint)rows;
     size_t g[3];
 
     if (a->n == 0 || a->batch == 0)
         return 0;
+    if (rows == 0)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "streaming attention: %zu keys of d_h %zu take more "
+                         "loop iterations a work-item than %s allows",
+                         a->L, a->dh, ctx->info.name);
     if (a->L > 0) {
         CLF_TRY(transpose_keys(ctx, a, kbar, kt));
         CLF_TRY(pack_values(ctx, a, vbar, kt));
@@ -291,7 +330,8 @@ timing_shape(clf_context *ctx, const struct clf__flash_shape *sh, int fusable,
     t->way[t->count++] = CLF_ATTEND_GEMM - 1;
     if (fusable)
         t->way[t->count++] = CLF_ATTEND_FUSED - 1;
-    t->way[t->count++] = CLF_ATTEND_FLASH - 1;
+    if (clf__flash_blocks(ctx, &t->sh) > 0)
+        t->way[t->count++] = CLF_ATTEND_FLASH - 1;
     if (clf__flash_wg_applies(ctx, sh))
         t->way[t->count++] = CLF_ATTEND_FLASHWG - 1;
 }
@@ -336,6 +376,7 @@ clf__flash_resolve(clf_context *ctx, const struct clf__flash_shape *sh,
     /* Forced (or stored) where it does not apply. */
     if (rc >= 0 &&
         ((*variant == CLF_ATTEND_FUSED && !fusable) ||
+         (*variant == CLF_ATTEND_FLASH && clf__flash_blocks(ctx, sh) == 0) ||
          (*variant == CLF_ATTEND_FLASHWG && !clf__flash_wg_applies(ctx, sh))))
         *variant = CLF_ATTEND_GEMM;
     return rc < 0 ? rc : 0;

@@ -122,11 +122,15 @@ struct clf__flash_shape {
 };
 size_t clf__flash_kt_floats(const struct clf__flash_shape *sh);
 /* Blocks of CLF_FLASH_ROWS query rows each work-item of the streaming
- * kernel takes for L keys or slots: CLF_FLASH_BLOCKS from
- * CLF_FLASH_LONG_KEYS keys on, half as many below (ctx->flash_blocks,
- * when set, instead). */
+ * kernel takes for this shape: CLF_FLASH_BLOCKS from CLF_FLASH_LONG_KEYS
+ * keys (or slots) on, half as many below (ctx->flash_blocks, when set,
+ * instead); where the device ends loops early (clf__loop_limit), fewer,
+ * so that a work-item's loops stay within its limit, and 0 where not even
+ * one block does: the kernel then does not apply (clf__flash fails with
+ * CLF_EUNSUPPORTED, clf__flash_resolve takes the GEMM path). */
 #define CLF_FLASH_LONG_KEYS 8192
-size_t clf__flash_blocks(const clf_context *ctx, size_t L);
+size_t clf__flash_blocks(const clf_context *ctx,
+                         const struct clf__flash_shape *sh);
 int clf__flash(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
                cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem o, cl_mem mask,
                cl_mem pk, cl_mem pv);
@@ -134,8 +138,8 @@ int clf__flash(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
  * mode: pinned, forced, stored, or timed now among the ways that apply
  * (fused only where fusable, flashwg only where clf__flash_wg_applies;
  * the GEMM path in `ways`) and stored; bucketed by mode, powers of two
- * of n and L, heads and dh exact.  A forced way that does not apply falls
- * back to the GEMM path. */
+ * of n and L, heads and dh exact.  A forced way that does not apply
+ * (flash: clf__flash_blocks 0) falls back to the GEMM path. */
 int clf__flash_resolve(clf_context *ctx, const struct clf__flash_shape *sh,
                        int fusable, const struct clf__path_ways *ways,
                        int *variant);

@@ -6,7 +6,9 @@
 #
 #   pocl, intel-cpu  the whole `make check`, then the suites that cover
 #                    kernel choices (KERNEL_TESTS) once for every variant
-#                    forced in turn (CLINFORMER_KERNELS=softmax=scalar, ...)
+#                    forced in turn (CLINFORMER_KERNELS=softmax=scalar, ...),
+#                    these with the kernels the first run built
+#                    (TEST_CACHE=keep)
 #   rusticl          Mesa's rusticl on llvmpipe: the suites of
 #                    RUSTICL_TESTS, at their normal shapes; each suite
 #                    left out is reported as skipped, with the reason
@@ -194,7 +196,7 @@ run_impl() { # name
         if [ "${RUNTIMES_VARIANTS:-yes}" != no ]; then
             for v in $VARIANTS; do
                 run_check "$name-$(echo "$v" | tr '=' '-')" "$KERNEL_TESTS" "$@" \
-                    CLINFORMER_KERNELS="$v"
+                    CLINFORMER_KERNELS="$v" TEST_CACHE=keep
             done
         fi
     fi

@@ -30,7 +30,7 @@ drop_dir(void)
 {
     tu_clear_dir(dir);
     rmdir(dir);
-    unsetenv("CLINFORMER_CACHE_DIR");
+    tu_cache_dir_restore();
 }
 
 /* The path of the one store in dir, or "". */

@@ -487,7 +487,7 @@ START_TEST(kernel_build_failure_keeps_log)
     alarm(0);
     clf_context_destroy(ctx);
     unsetenv("CLINFORMER_KERNEL_DIR");
-    unsetenv("CLINFORMER_CACHE_DIR");
+    tu_cache_dir_restore();
     for (i = 0; i < (size_t)CLF_KERNEL_FILES; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         remove(path);

@@ -130,7 +130,7 @@ START_TEST(registry_kernel_dir_loads_the_source_tree)
     setenv("CLINFORMER_CACHE_DIR", "off", 1);
     build_and_run();
     unsetenv("CLINFORMER_KERNEL_DIR");
-    unsetenv("CLINFORMER_CACHE_DIR");
+    tu_cache_dir_restore();
 }
 END_TEST
 
@@ -162,7 +162,7 @@ START_TEST(registry_params_reach_the_kernels)
     setenv("CLINFORMER_CACHE_DIR", "off", 1);
     build_and_run();
     unsetenv("CLINFORMER_KERNEL_DIR");
-    unsetenv("CLINFORMER_CACHE_DIR");
+    tu_cache_dir_restore();
     tu_clear_dir(dir);
     rmdir(dir);
 }

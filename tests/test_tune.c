@@ -1,6 +1,17 @@
 /* GEMM tuning: stores what it measured, resumes, and a context created
  * afterwards applies the choice and still computes the right numbers.  Runs
- * in a temporary cache directory with a tiny layer and a short budget. */
+ * in a temporary cache directory with a tiny layer and a short budget.
+ *
+ * Every Xgemm candidate and every setting of CLBlast's direct/indirect
+ * switch the search measures is a new build of CLBlast's GEMM program (a
+ * dozen kernels, about 15 s on PoCL from an empty cache; the whole space
+ * took ten minutes here).  So the search runs on a narrowed space
+ * (clf__tune_in): the grid's first two Xgemm candidates (enough for the
+ * second call to measure one more than the first) and the switch's first
+ * setting, on a one-head layer whose GEMMs are all single (no strided
+ * batched program to build besides).  Every step of the search still
+ * runs.  CLF_TEST_TUNE_SPACE=full searches the whole space through
+ * clf_tune() itself (make check-slow, tests/slow/test_tune_full.sh). */
 #include "internal.h"
 #include "testutil.h"
 
@@ -12,6 +23,25 @@
 #include <unistd.h>
 
 static char dir[] = "/tmp/clf-tune-XXXXXX";
+static int full_space; /* CLF_TEST_TUNE_SPACE=full */
+static const struct clf__tune_space narrow = {2, 1};
+
+/* The switch's settings a call measures: all five, or the narrowed
+ * space's. */
+static int
+switch_settings(void)
+{
+    return full_space ? 5 : (int)narrow.switches;
+}
+
+/* The search on the suite's context, over the space in use. */
+static int
+tune(const clf_tune_opts *o)
+{
+    if (full_space)
+        return clf_tune(tu_context(), o);
+    return clf__tune_in(tu_context(), o, &narrow);
+}
 
 /* Counts lines starting with prefix in the directory's tune file. */
 static int
@@ -46,11 +76,11 @@ small(void)
 
     memset(&o, 0, sizeof o);
     o.d_model = 32;
-    o.heads = 2;
+    o.heads = 1; /* with B = 1, every GEMM a single one */
     o.k = 8;
     o.seq_len = 48;
     o.budget_s = 3600.0;  /* ample: the baseline, one candidate per call */
-    o.max_candidates = 1; /* and the switch's five settings */
+    o.max_candidates = 1; /* and the switch's settings */
     return o;
 }
 
@@ -59,14 +89,14 @@ START_TEST(tune_stores_and_resumes)
     clf_tune_opts o = small();
     int tried;
 
-    ck_assert_msg(clf_tune(tu_context(), &o) == 0, "%s", clf_last_error());
+    ck_assert_msg(tune(&o) == 0, "%s", clf_last_error());
     ck_assert_int_eq(count_lines("baseline ms="), 1);
     tried = count_lines("tried Xgemm ");
     ck_assert_int_ge(tried, 1);
     ck_assert_int_eq(count_lines("tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE="),
-                     5);
+                     switch_settings());
     /* A second call keeps what was measured and adds to it. */
-    ck_assert_msg(clf_tune(tu_context(), &o) == 0, "%s", clf_last_error());
+    ck_assert_msg(tune(&o) == 0, "%s", clf_last_error());
     ck_assert_int_eq(count_lines("baseline ms="), 1);
     ck_assert_int_gt(count_lines("tried Xgemm "), tried);
     /* The context's GEMM and attention choices were made against the old
@@ -365,7 +395,7 @@ START_TEST(tune_picks_valid_tiled_sizes)
     size_t len = 0, nspace;
     clf_tune_opts o = small();
 
-    ck_assert_msg(clf_tune(tu_context(), &o) == 0, "%s", clf_last_error());
+    ck_assert_msg(tune(&o) == 0, "%s", clf_last_error());
     device_limits(tu_context(), &lim);
     nspace = clf__tiled_space(space, CLF_TUNE_MAX_TILED, &lim);
     ck_assert_int_eq(count_lines("best Tiled "), 1);
@@ -594,7 +624,7 @@ START_TEST(tune_write_does_not_follow_planted_links)
     snprintf(l2, sizeof l2, "%s.tmp-%ld-0", path, (long)getpid());
     ck_assert_int_eq(symlink(victim, l1), 0);
     ck_assert_int_eq(symlink(victim, l2), 0);
-    ck_assert_msg(clf_tune(tu_context(), &o) == 0, "%s", clf_last_error());
+    ck_assert_msg(tune(&o) == 0, "%s", clf_last_error());
     unlink(l1);
     unlink(l2);
     f = fopen(victim, "rb");
@@ -659,6 +689,8 @@ main(void)
         return 1;
     }
     setenv("CLINFORMER_CACHE_DIR", dir, 1);
+    full_space = getenv("CLF_TEST_TUNE_SPACE") != NULL &&
+                 strcmp(getenv("CLF_TEST_TUNE_SPACE"), "full") == 0;
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, tune_stores_and_resumes);
     tcase_add_test(tc, tune_picks_valid_tiled_sizes);

@@ -11,6 +11,7 @@
 
 static clf_context *shared_ctx;
 static int tried;
+static char *start_cache_dir; /* CLINFORMER_CACHE_DIR when tu_run began */
 
 clf_context *
 tu_context(void)
@@ -23,9 +24,19 @@ tu_context(void)
     return shared_ctx;
 }
 
+void
+tu_cache_dir_restore(void)
+{
+    if (start_cache_dir != NULL)
+        setenv("CLINFORMER_CACHE_DIR", start_cache_dir, 1);
+    else
+        unsetenv("CLINFORMER_CACHE_DIR");
+}
+
 int
 tu_run(Suite *s, int needs_device)
 {
+    const char *cache;
     SRunner *sr;
     int failed;
 
@@ -40,6 +51,8 @@ tu_run(Suite *s, int needs_device)
         printf("1..0 # SKIP no OpenCL device: %s\n", clf_last_error());
         return 0;
     }
+    cache = getenv("CLINFORMER_CACHE_DIR");
+    start_cache_dir = cache != NULL ? strdup(cache) : NULL;
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_set_tap(sr, "-");
@@ -48,6 +61,8 @@ tu_run(Suite *s, int needs_device)
     srunner_free(sr);
     clf_context_destroy(shared_ctx);
     shared_ctx = NULL;
+    free(start_cache_dir);
+    start_cache_dir = NULL;
     return failed == 0 ? 0 : 1;
 }
 

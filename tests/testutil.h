@@ -14,6 +14,11 @@
  * OpenCL drivers do not survive fork).  NULL when there is no device. */
 clf_context *tu_context(void);
 
+/* Puts back the CLINFORMER_CACHE_DIR the suite started with (make check
+ * gives every suite of a run one cache directory, tests/cache), or none,
+ * after a test pointed it elsewhere. */
+void tu_cache_dir_restore(void);
+
 /* Runs the suite with TAP on stdout and no forking.  With no OpenCL device
  * it reports the whole suite as skipped, unless CLINFORMER_REQUIRE_DEVICE=1
  * (set in CI), where that is a failure.  Returns the process exit code. */

@@ -170,6 +170,7 @@ struct run {
     struct cand cands[MAX_CANDS];
     double tried_ms[MAX_CANDS]; /* -1: not measured, 0: failed */
     size_t ncand, done, measured;
+    size_t nmi; /* the switch settings searched: the first nmi of mi_values */
     double start, step_max; /* step_max: the longest step's forwards */
     double build_s;         /* the longest build under new parameters in this
                                call; 0: none yet */
@@ -431,7 +432,7 @@ tune_candidates(struct run *r)
             return;
         /* Room for this one's build and forwards, and the later steps'
          * forwards (each of those checks its own build when it comes). */
-        if (!may_build(r, 2.0 + MI_COUNT + (double)r->ntiled)) {
+        if (!may_build(r, 2.0 + (double)r->nmi + (double)r->ntiled)) {
             r->skipped = r->ncand - r->done;
             say(&r->o,
                 "budget reached after %zu of %zu candidates (a kernel "
@@ -468,7 +469,7 @@ tune_switch(struct run *r)
 
     /* The best may come from an earlier call: then it is built anew. */
     if (!may_build(r, 1.0)) {
-        r->mi_skipped = MI_COUNT;
+        r->mi_skipped = r->nmi;
         return;
     }
     if (r->have_best)
@@ -479,9 +480,9 @@ tune_switch(struct run *r)
     step_end_built(r, t0, build);
     now_ms = t * 1e3;
     say(&r->o, "direct/indirect switch as it stands: %.1f ms", now_ms);
-    for (i = 0; i < MI_COUNT; i++) {
+    for (i = 0; i < r->nmi; i++) {
         if (!may_build(r, 1.0)) {
-            r->mi_skipped = MI_COUNT - i;
+            r->mi_skipped = r->nmi - i;
             break;
         }
         t0 = clf__now_s();
@@ -660,8 +661,15 @@ run_free(struct run *r)
     free(r);
 }
 
+/* The first `want` of n (all of them when want is 0). */
+static size_t
+first_of(size_t n, size_t want)
+{
+    return want != 0 && want < n ? want : n;
+}
+
 static int
-run_init(struct run *r, clf_context *ctx)
+run_init(struct run *r, clf_context *ctx, const struct clf__tune_space *space)
 {
     struct clf__limits lim;
     size_t i;
@@ -675,7 +683,9 @@ run_init(struct run *r, clf_context *ctx)
                                   "(CLINFORMER_CACHE_DIR is off and no "
                                   "HOME)");
     clf__device_limits(ctx, &lim);
-    r->ncand = make_candidates(r->cands, MAX_CANDS, &lim);
+    r->ncand = first_of(make_candidates(r->cands, MAX_CANDS, &lim),
+                        space != NULL ? space->xgemm : 0);
+    r->nmi = first_of(MI_COUNT, space != NULL ? space->switches : 0);
     for (i = 0; i < MAX_CANDS; i++)
         r->tried_ms[i] = -1.0;
     r->ntiled = clf__tiled_space(r->tiled, CLF_TUNE_MAX_TILED, &lim);
@@ -740,8 +750,9 @@ tune_steps(struct run *r)
     return clf__tune_apply_stored(r->ctx);
 }
 
-CLF_EXTERN int
-clf_tune(clf_context *ctx, const clf_tune_opts *opts)
+int
+clf__tune_in(clf_context *ctx, const clf_tune_opts *opts,
+             const struct clf__tune_space *space)
 {
     struct run *r;
     int rc;
@@ -753,18 +764,24 @@ clf_tune(clf_context *ctx, const clf_tune_opts *opts)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     rc = tune_opts(opts, &r->o, &r->count);
     if (rc == 0)
-        rc = run_init(r, ctx);
+        rc = run_init(r, ctx, space);
     if (rc == 0)
         rc = tune_steps(r);
     if (rc == 1) {
         say(&r->o, "budget of %.3g s reached before anything was measured",
             r->o.budget_s);
         r->skipped = r->ncand - r->done;
-        r->mi_skipped = MI_COUNT;
+        r->mi_skipped = r->nmi;
         r->tiled_skipped = r->ntiled;
         say_budget(r);
         rc = 0;
     }
     run_free(r);
     return rc;
+}
+
+CLF_EXTERN int
+clf_tune(clf_context *ctx, const clf_tune_opts *opts)
+{
+    return clf__tune_in(ctx, opts, NULL);
 }

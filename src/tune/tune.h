@@ -96,4 +96,16 @@ int clf__tune_load(clf_context *ctx, const char *path,
  * tiled sizes to ctx), under the context lock.  Returns 0 or a status. */
 int clf__tune_apply_stored(clf_context *ctx);
 
+/* How much of the search space a call considers: the first xgemm
+ * candidates of the Xgemm grid and the first `switches` settings of
+ * XGEMM_MIN_INDIRECT_SIZE (0: all of them).  Each is a new build of
+ * CLBlast's GEMM programs (a dozen kernels, about 15 s on PoCL), so
+ * tests/test_tune.c narrows the space; clf_tune() searches all of it
+ * (clf__tune_in with a NULL space). */
+struct clf__tune_space {
+    size_t xgemm, switches;
+};
+int clf__tune_in(clf_context *ctx, const clf_tune_opts *opts,
+                 const struct clf__tune_space *space);
+
 #endif /* CLF_TUNE_H */

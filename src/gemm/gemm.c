@@ -47,22 +47,19 @@ release_state(clf_context *ctx, void *state)
 
 static const char state_key = 0;
 
+static void
+init_state(clf_context *ctx, void *state)
+{
+    struct clf__gemm_state *st = state;
+
+    st->cols64 = prefers_float16(ctx->device);
+}
+
 struct clf__gemm_state *
 clf__gemm_state(clf_context *ctx)
 {
-    struct clf__gemm_state *st = clf__feature_find(ctx, &state_key);
-
-    if (st != NULL)
-        return st;
-    clf__lock(ctx);
-    st = clf__feature_find(ctx, &state_key);
-    if (st == NULL) {
-        st = clf__feature(ctx, &state_key, sizeof *st, release_state);
-        if (st != NULL)
-            st->cols64 = prefers_float16(ctx->device);
-    }
-    clf__unlock(ctx);
-    return st;
+    return clf__feature(ctx, &state_key, sizeof(struct clf__gemm_state),
+                        init_state, release_state);
 }
 
 /* The state, or CLF_ENO_MEMORY from the caller (clf__feature set the

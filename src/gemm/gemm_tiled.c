@@ -183,22 +183,20 @@ release_state(clf_context *ctx, void *state)
 
 static const char state_key = 0;
 
+static void
+init_state(clf_context *ctx, void *state)
+{
+    struct clf__tiled_state *st = state;
+
+    (void)ctx;
+    clf__tiled_default(&st->cfg);
+}
+
 struct clf__tiled_state *
 clf__tiled_state(clf_context *ctx)
 {
-    struct clf__tiled_state *st = clf__feature_find(ctx, &state_key);
-
-    if (st != NULL)
-        return st;
-    clf__lock(ctx);
-    st = clf__feature_find(ctx, &state_key);
-    if (st == NULL) {
-        st = clf__feature(ctx, &state_key, sizeof *st, release_state);
-        if (st != NULL)
-            clf__tiled_default(&st->cfg);
-    }
-    clf__unlock(ctx);
-    return st;
+    return clf__feature(ctx, &state_key, sizeof(struct clf__tiled_state),
+                        init_state, release_state);
 }
 
 /* The program and kernel for a set other than the defaults. */

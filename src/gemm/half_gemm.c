@@ -67,11 +67,8 @@ static const char state_key = 0;
 struct clf__fp16_state *
 clf__fp16_state(clf_context *ctx)
 {
-    struct clf__fp16_state *st = clf__feature_find(ctx, &state_key);
-
-    return st != NULL
-               ? st
-               : clf__feature(ctx, &state_key, sizeof *st, release_state);
+    return clf__feature(ctx, &state_key, sizeof(struct clf__fp16_state), NULL,
+                        release_state);
 }
 
 /* Not offered: the reason kept, and the half-weight way listed as

@@ -208,11 +208,8 @@ static const char state_key = 0;
 static struct half_state *
 half_state(clf_context *ctx)
 {
-    struct half_state *st = clf__feature_find(ctx, &state_key);
-
-    return st != NULL
-               ? st
-               : clf__feature(ctx, &state_key, sizeof *st, release_state);
+    return clf__feature(ctx, &state_key, sizeof(struct half_state), NULL,
+                        release_state);
 }
 
 /* Grows slot s of the context to at least `floats`. */

@@ -227,7 +227,7 @@ clf__feature_find(const clf_context *ctx, const void *key)
 
 void *
 clf__feature(clf_context *ctx, const void *key, size_t size,
-             clf__feature_release_fn release)
+             clf__feature_init_fn init, clf__feature_release_fn release)
 {
     struct clf__feature *f;
     void *state;
@@ -251,6 +251,8 @@ clf__feature(clf_context *ctx, const void *key, size_t size,
         f->release = release;
         f->next = ctx->features;
         ctx->features = f;
+        if (init != NULL)
+            init(ctx, state);
     }
     clf__unlock(ctx);
     return state;

@@ -66,10 +66,13 @@ struct clf__launch_log; /* launches.c */
  * the tiled kernel's program, the half slots ...), in a list the runtime
  * knows only as keys: clf__feature returns the state of the module whose
  * key (the address of one of its static objects) is given, made zeroed
- * with `size` bytes on first use, and clf_context_destroy hands it to
+ * with `size` bytes and handed to `init` on first use, and
+ * clf_context_destroy hands it to
  * `release` before it frees it, latest made first.  NULL when memory runs
  * out (an error is set).  Takes the context lock. */
 typedef void (*clf__feature_release_fn)(clf_context *ctx, void *state);
+/* Fills a state just made (zeroed), under the lock; NULL for none. */
+typedef void (*clf__feature_init_fn)(clf_context *ctx, void *state);
 struct clf__feature {
     const void *key;
     void *state;
@@ -77,7 +80,7 @@ struct clf__feature {
     struct clf__feature *next;
 };
 void *clf__feature(clf_context *ctx, const void *key, size_t size,
-                   clf__feature_release_fn release);
+                   clf__feature_init_fn init, clf__feature_release_fn release);
 /* The state if made, else NULL; never makes it. */
 void *clf__feature_find(const clf_context *ctx, const void *key);
 

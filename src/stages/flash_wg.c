@@ -106,7 +106,7 @@ kernel_of(clf_context *ctx, const struct fw_geom *g, size_t *wg)
         *wg = ctx->kernel_wg[CLF_K_FLASH_WG];
         return ctx->kernels[CLF_K_FLASH_WG];
     }
-    st = clf__feature(ctx, &state_key, sizeof *st, release_state);
+    st = clf__feature(ctx, &state_key, sizeof *st, NULL, release_state);
     if (st == NULL || st->failed)
         return NULL;
     if (st->kernel == NULL && build_wide(ctx, st) != 0) {

@@ -48,6 +48,68 @@ clf_causal_scores(__global float *s, const uint ld,
     }
 }
 
+/* The same scores, a work-group a tile of CLF_CAUSAL_TILE queries x
+ * CLF_CAUSAL_TILE window positions of one block of one (sequence, head)
+ * (GPUs): all queries of a block share its window, so the tile's keys are
+ * staged in local memory, T columns of the head at a time, and read by
+ * the tile's T queries from there; neighbouring work-items write
+ * neighbouring window columns.  Tiles wholly after their queries are
+ * -INFINITY without a load.  Global (T tiles, T tiles blocks, batch heads)
+ * with tiles = ceil(block / T), local (T, T, 1).  The sum over the head's
+ * columns runs in the same order as clf_causal_scores'. */
+#define T CLF_CAUSAL_TILE
+__kernel void
+clf_causal_scores_wg(__global float *s, const uint ld,
+                     __global const float *q, const uint dq,
+                     __global const float *kp, const uint dkv,
+                     const uint batch, const uint heads, const uint n,
+                     const uint dh, const uint k, const uint c,
+                     const uint block, const uint kv_per_head,
+                     const float scale, __global const uchar *mask,
+                     const uint has_mask, const uint block0)
+{
+    __local float qs[T][T + 1], ks[T][T + 1];
+    const uint lx = get_local_id(0), ly = get_local_id(1);
+    const uint tiles = (block + T - 1) / T;
+    const uint wt = get_group_id(0), g1 = get_group_id(1);
+    const uint m = g1 / tiles, qt = g1 - m * tiles;
+    const size_t bh = get_global_id(2);
+    const size_t b = bh / heads, h = bh - b * heads;
+    const size_t hk = kv_per_head ? h : 0;
+    const uint first = m * block;
+    const uint qi = qt * T + ly, wi = wt * T + lx; /* within the block */
+    const uint t = first + qi, pos = first + wi;
+    const uint kr = first + wt * T + ly; /* the key row this item loads */
+    const int query = qi < block && t < n;
+    const int seen = wi < block && pos <= t && pos < n &&
+                     (!has_mask || mask[b * n + pos]);
+    __global float *row = s + (bh * n + t) * ld;
+    __global const float *qrow = q + (b * n + t) * dq + h * dh;
+    __global const float *krow = kp + (b * n + kr) * dkv + hk * dh;
+    const int load_k = wt * T + ly < block && kr < n;
+    float acc = 0.0f;
+
+    if (wt <= qt) /* whole group: the tile holds positions up to a query */
+        for (uint e0 = 0; e0 < dh; e0 += T) {
+            const uint e = e0 + lx;
+            qs[ly][lx] = query && e < dh ? qrow[e] : 0.0f;
+            ks[ly][lx] = load_k && e < dh ? krow[e] : 0.0f;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            const uint top = dh - e0 < T ? dh - e0 : T;
+            for (uint j = 0; j < top; j++)
+                acc += qs[ly][j] * ks[lx][j];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+    if (!query)
+        return;
+    if (wi < block)
+        row[k + wi] = seen ? acc * scale : -INFINITY;
+    if (wt == 0)
+        for (uint j = (m + block0) * c + lx; j < k; j += T)
+            row[j] = -INFINITY;
+}
+#undef T
+
 /* One (sequence, query, head, channel) per work-item: adds the window part
  * of the weighted sum, sum over the window of p * V, to o. */
 __kernel void

@@ -37,26 +37,3 @@ clf_masked_rowsum(__global const float *e, const uint rows, const uint n,
         acc += m[j] ? row[j] : 0.0f;
     out[gid] = acc;
 }
-
-/* Full-mode scores, (batch, heads, rows, n) for query rows row0.. of each
- * sequence: -INFINITY where the key is padding (has_mask; the mask of
- * sequence b starts at mask_off + b*n) or lies after the query (causal).
- * Global size (n rounded up, batch * heads * rows): a work-item a score,
- * the key along dimension 0 so that neighbours write neighbours, and the
- * row's indices from two 32-bit divisions a work-item (the host keeps
- * batch * heads * rows within 32 bits). */
-__kernel void
-clf_mask_scores(__global float *s, const uint batch, const uint heads,
-                const uint rows, const uint n, const uint row0,
-                __global const uchar *mask, const ulong mask_off,
-                const uint has_mask, const uint causal)
-{
-    const uint j = (uint)get_global_id(0);
-    const uint row = (uint)get_global_id(1); /* (b, h, i) */
-    if (j >= n || row >= batch * heads * rows)
-        return;
-    const uint i = row0 + row % rows;
-    const uint b = row / (heads * rows);
-    if ((causal && j > i) || (has_mask && !mask[mask_off + (size_t)b * n + j]))
-        s[(size_t)row * n + j] = -INFINITY;
-}

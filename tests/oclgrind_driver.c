@@ -61,7 +61,8 @@ fill(float *a, size_t n, unsigned seed)
     }
 }
 
-/* mask_rows (copy and in place), masked_rowsum and mask_scores. */
+/* mask_rows (copy and in place), masked_rowsum and the masks folded into
+ * the softmax. */
 static void
 check_masks(clf_context *ctx)
 {
@@ -69,13 +70,14 @@ check_masks(clf_context *ctx)
     const unsigned char mbytes[B * N] = {1, 1, 0, 1, 0, 0, 1, 1, 1, 1};
     float src[B * N * COLS], dst[B * N * COLS], e[ROWS * LD], rs[B * ROWS];
     float sc[B * H * N * N];
+    double sref[B * H * N * N];
     cl_mem ms, md, mm, me, mr, msc;
     cl_int err;
-    size_t i, b, r, j;
+    size_t i, b, r, j, chunk;
+    int v;
 
     fill(src, B * N * COLS, 11);
     fill(e, ROWS * LD, 12);
-    fill(sc, B * H * N * N, 13);
     memset(dst, 0, sizeof dst);
     ms = upload(ctx, src, B * N * COLS);
     md = upload(ctx, dst, B * N * COLS);
@@ -83,7 +85,6 @@ check_masks(clf_context *ctx)
                         sizeof mbytes, (void *)mbytes, &err);
     me = upload(ctx, e, ROWS * LD);
     mr = upload(ctx, rs, B * ROWS);
-    msc = upload(ctx, sc, B * H * N * N);
     clf__mask_rows(ctx, ms, 0, md, 0, B * N, COLS, mm);
     download(ctx, md, dst, B * N * COLS);
     for (i = 0; i < B * N * COLS; i++)
@@ -100,54 +101,91 @@ check_masks(clf_context *ctx)
                 acc += mbytes[b * N + j] ? e[r * LD + j] : 0.0f;
             expect(fabsf(acc - rs[b * ROWS + r]) < 1e-5f, "masked_rowsum");
         }
-    /* rows 2..4 of sequence 1 alone, then the whole batch */
-    clf__mask_scores(ctx, msc, 1, H, 3, N, 2, mm, N, 1);
-    download(ctx, msc, sc, B * H * N * N);
-    for (i = 0; i < H * 3 * N; i++) {
-        size_t jj = i % N, ii = 2 + (i / N) % 3;
-        int masked = jj > ii || !mbytes[N + jj];
-        expect(masked == (sc[i] == -INFINITY), "mask_scores chunk");
-    }
-    fill(sc, B * H * N * N, 13);
-    clReleaseMemObject(msc);
-    msc = upload(ctx, sc, B * H * N * N);
-    clf__mask_scores(ctx, msc, B, H, N, N, 0, mm, 0, 1);
-    download(ctx, msc, sc, B * H * N * N);
-    for (i = 0; i < B * H * N * N; i++) {
-        size_t jj = i % N, ii = (i / N) % N, bb = i / (H * N * N);
-        int masked = jj > ii || !mbytes[bb * N + jj];
-        expect(masked == (sc[i] == -INFINITY), "mask_scores");
-    }
+    /* the folded masks in every softmax variant: rows 2..4 of sequence 1
+     * alone, then the whole batch */
+    for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++)
+        for (chunk = 0; chunk < 2; chunk++) {
+            const struct clf__score_mask m = {
+                mm, chunk ? N : 0, H, chunk ? 3 : N, chunk ? 2 : 0, 1};
+            const size_t rows = chunk ? H * 3 : B * H * N;
+            fill(sc, B * H * N * N, 13);
+            ref_softmax_masked(sc, rows, N, mbytes + m.mask_off, H, m.chunk,
+                               m.row0, 1, sref);
+            msc = upload(ctx, sc, B * H * N * N);
+            clf__softmax_masked(ctx, v, msc, rows, N, &m);
+            download(ctx, msc, sc, B * H * N * N);
+            for (i = 0; i < rows * N; i++)
+                expect(fabs(sc[i] - sref[i]) < 1e-6 &&
+                           (sref[i] != 0.0 || sc[i] == 0.0f),
+                       "softmax with folded masks");
+            clReleaseMemObject(msc);
+        }
     clReleaseMemObject(ms);
     clReleaseMemObject(md);
     clReleaseMemObject(mm);
     clReleaseMemObject(me);
     clReleaseMemObject(mr);
-    clReleaseMemObject(msc);
 }
 
-/* causal_scores and causal_apply on a partial last block, with padding. */
+/* The scores check_causal's kernels must write (its shape). */
+enum { CB = 2, CH = 2, CN = 7, CDH = 3, CK = 4, CC = 2, CBLK = 3 };
+enum { CLD = CK + CBLK };
+
+static void
+expect_window(const float *s, const float *q, const float *kv,
+              const unsigned char *mbytes)
+{
+    size_t b, h, t, j, e;
+
+    for (b = 0; b < CB; b++)
+        for (h = 0; h < CH; h++)
+            for (t = 0; t < CN; t++) {
+                const float *row = s + ((b * CH + h) * CN + t) * CLD;
+                size_t m = t / CBLK;
+                for (j = m * CC; j < CK; j++)
+                    expect(row[j] == -INFINITY, "causal_scores slots");
+                for (j = 0; j < CBLK; j++) {
+                    size_t pos = m * CBLK + j;
+                    float want = -INFINITY;
+                    if (pos <= t && mbytes[b * CN + pos]) {
+                        float acc = 0.0f;
+                        for (e = 0; e < CDH; e++)
+                            acc += q[(b * CN + t) * CH * CDH + h * CDH + e] *
+                                   kv[(b * CN + pos) * CDH + e];
+                        want = acc * 0.5f;
+                    }
+                    expect(want == -INFINITY
+                               ? row[CK + j] == -INFINITY
+                               : fabsf(row[CK + j] - want) < 1e-5f,
+                           "causal_scores window");
+                }
+            }
+}
+
+/* causal_scores (both kernels) and causal_apply on a partial last block,
+ * with padding. */
 static void
 check_causal(clf_context *ctx)
 {
-    enum { B = 2, H = 2, N = 7, DH = 3, K = 4, C = 2, BLK = 3, LD = K + BLK };
+    enum { B = CB, H = CH, N = CN, DH = CDH, K = CK, C = CC, BLK = CBLK };
+    enum { LD = CLD };
     const unsigned char mbytes[B * N] = {1, 1, 1, 1, 1, 1, 1,
                                          1, 0, 1, 1, 1, 0, 0};
     float q[B * N * H * DH], kv[B * N * DH], s[B * H * N * LD];
-    float o[B * N * H * DH], o0[B * N * H * DH];
+    float s0[B * H * N * LD], o[B * N * H * DH], o0[B * N * H * DH];
     struct clf__causal_shape sh;
-    cl_mem mq, mk, ms, mo, mm;
+    cl_mem mq, mk, ms = NULL, mo, mm;
     cl_int err;
     size_t b, h, t, j, e;
+    int g;
 
     fill(q, sizeof q / sizeof q[0], 21);
     fill(kv, sizeof kv / sizeof kv[0], 22);
-    fill(s, sizeof s / sizeof s[0], 23);
+    fill(s0, sizeof s0 / sizeof s0[0], 23);
     fill(o, sizeof o / sizeof o[0], 24);
     memcpy(o0, o, sizeof o);
     mq = upload(ctx, q, sizeof q / sizeof q[0]);
     mk = upload(ctx, kv, sizeof kv / sizeof kv[0]);
-    ms = upload(ctx, s, sizeof s / sizeof s[0]);
     mo = upload(ctx, o, sizeof o / sizeof o[0]);
     mm = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                         sizeof mbytes, (void *)mbytes, &err);
@@ -163,30 +201,15 @@ check_causal(clf_context *ctx)
     sh.block = BLK;
     sh.kv_per_head = 0;
     sh.scale = 0.5f;
-    clf__causal_scores(ctx, &sh, ms, mq, mk, mm);
-    download(ctx, ms, s, sizeof s / sizeof s[0]);
-    for (b = 0; b < B; b++)
-        for (h = 0; h < H; h++)
-            for (t = 0; t < N; t++) {
-                const float *row = s + ((b * H + h) * N + t) * LD;
-                size_t m = t / BLK;
-                for (j = m * C; j < K; j++)
-                    expect(row[j] == -INFINITY, "causal_scores slots");
-                for (j = 0; j < BLK; j++) {
-                    size_t pos = m * BLK + j;
-                    float want = -INFINITY;
-                    if (pos <= t && mbytes[b * N + pos]) {
-                        float acc = 0.0f;
-                        for (e = 0; e < DH; e++)
-                            acc += q[(b * N + t) * H * DH + h * DH + e] *
-                                   kv[(b * N + pos) * DH + e];
-                        want = acc * 0.5f;
-                    }
-                    expect(want == -INFINITY ? row[K + j] == -INFINITY
-                                             : fabsf(row[K + j] - want) < 1e-5f,
-                           "causal_scores window");
-                }
-            }
+    for (g = 0; g < 2; g++) {
+        if (ms != NULL)
+            clReleaseMemObject(ms);
+        ms = upload(ctx, s0, sizeof s0 / sizeof s0[0]);
+        sh.group = g;
+        clf__causal_scores(ctx, &sh, ms, mq, mk, mm);
+        download(ctx, ms, s, sizeof s / sizeof s[0]);
+        expect_window(s, q, kv, mbytes);
+    }
     /* Give the window columns finite weights, then apply. */
     for (j = 0; j < sizeof s / sizeof s[0]; j++)
         if (s[j] == -INFINITY)

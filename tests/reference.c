@@ -40,6 +40,35 @@ ref_softmax(const float *s, size_t rows, size_t cols, double *out)
     }
 }
 
+void
+ref_softmax_masked(const float *s, size_t rows, size_t cols,
+                   const unsigned char *mask, size_t heads, size_t chunk,
+                   size_t row0, int causal, double *out)
+{
+    size_t r, j;
+
+    for (r = 0; r < rows; r++) {
+        const size_t seq = r / (heads * chunk);
+        const size_t i = row0 + r % (heads * chunk) % chunk;
+        const float *row = s + r * cols;
+        double m = -INFINITY, sum = 0.0;
+        for (j = 0; j < cols; j++) {
+            const int seen = (!causal || j <= i) &&
+                             (mask == NULL || mask[seq * cols + j] != 0);
+            out[r * cols + j] = seen ? row[j] : -INFINITY;
+            if (out[r * cols + j] > m)
+                m = out[r * cols + j];
+        }
+        for (j = 0; j < cols; j++) {
+            const double v = out[r * cols + j];
+            out[r * cols + j] = m == -INFINITY ? 0.0 : exp(v - m);
+            sum += out[r * cols + j];
+        }
+        for (j = 0; j < cols && sum > 0.0; j++)
+            out[r * cols + j] /= sum;
+    }
+}
+
 /* The state of one reference attention call: its mode, the batch row's
  * mask, and the work buffers of one batch row. */
 typedef struct ref_run {

@@ -31,6 +31,13 @@ void ref_attention_ex(const ref_layer *l, int full, const float *x, size_t B,
 
 /* Row softmax in double, for kernel tests. */
 void ref_softmax(const float *s, size_t rows, size_t cols, double *out);
+/* The same with full mode's masks: row r is query row0 + r % chunk of
+ * sequence r / (heads * chunk); key j is seen where mask (batch x cols
+ * bytes, NULL: none) holds it and, with causal, j <= the query.  Unseen keys
+ * get 0; a row that sees none is zeros. */
+void ref_softmax_masked(const float *s, size_t rows, size_t cols,
+                        const unsigned char *mask, size_t heads, size_t chunk,
+                        size_t row0, int causal, double *out);
 
 /* C = act(alpha op(A) op(B) + beta C0 (+ bias[column])), row-major,
  * batched with element strides; act the exact GELU when gelu.  c and mag

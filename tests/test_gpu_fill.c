@@ -150,8 +150,8 @@ tiled_flops(clf_context *ctx, int mode, int flash, const clf_launch *e)
 }
 
 /* The FLOPs of the stages (clf_stage) a kernel other than the tiled GEMM
- * does on this path: the streaming kernel steps 3 to 5, the softmax and
- * the masks the softmax stage; others (bias, transposes, the causal
+ * does on this path: the streaming kernel steps 3 to 5, the softmax (the
+ * masks folded in) the softmax stage; others (bias, transposes, the causal
  * window's) none counted: their work-items speak for them. */
 static double
 kernel_flops(const char *k, const struct path *p, const double st[])
@@ -165,8 +165,7 @@ kernel_flops(const char *k, const struct path *p, const double st[])
     if (strcmp(k, "clf_gemm_nn") == 0)
         return st[CLF_STAGE_PROJECTION] + st[CLF_STAGE_COMPRESSION] +
                st[CLF_STAGE_OUTPUT];
-    if (strcmp(k, "clf_softmax_rows_wg") == 0 ||
-        strcmp(k, "clf_mask_scores") == 0)
+    if (strcmp(k, "clf_softmax_rows_wg") == 0)
         return st[CLF_STAGE_SOFTMAX];
     return 0.0;
 }

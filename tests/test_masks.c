@@ -330,6 +330,54 @@ START_TEST(causal_variants_match_reference)
 }
 END_TEST
 
+/* The GEMM path with each softmax kernel forced, the masks folded into it
+ * and, with the work-group one, the causal window scored by work-groups:
+ * heads of 19 columns (a partial 16-column slice), blocks of 20 (a partial
+ * 16 x 16 tile), n not a multiple of the block, padding by lengths and by
+ * bytes, in Linformer, causal Linformer, full and causal full mode. */
+START_TEST(masks_with_each_softmax_on_gemm_path)
+{
+    static const char *const names[] = {"scalar", "vector", "group"};
+    const unsigned lens[2] = {45, 23};
+    unsigned char bytes[2 * 45];
+    clf_forward_opts o;
+    clf_attention_desc d = desc_of(CLF_SHARE_HEADWISE, 45, 6, 20);
+    struct layer l;
+    size_t i;
+    int v, c;
+
+    for (i = 0; i < sizeof bytes; i++)
+        bytes[i] = i % 7 != 3;
+    d.d_model = 57; /* 3 heads of 19 */
+    layer_make(&l, &d, 70);
+    clf__attention_set_attend(l.att, CLF_ATTEND_GEMM);
+    for (v = 0; v < 3; v++) {
+        ck_assert_int_eq(
+            clf_context_force_kernel(l.att->ctx, "softmax", names[v]), 0);
+        for (c = 0; c < 2; c++) {
+            memset(&o, 0, sizeof o);
+            o.causal = c;
+            o.lengths = lens;
+            ck_assert_int_eq(clf_context_record_launches(l.att->ctx, 1), 0);
+            check(&l, CLF_MODE_LINFORMER, 2, 45, &o, 71);
+            ck_assert_int_eq(clf_context_record_launches(l.att->ctx, 0), 0);
+            ck_assert_int_eq(tu_launched(l.att->ctx, "clf_causal_scores_wg"),
+                             c && v == CLF_SOFTMAX_GROUP);
+            ck_assert_int_eq(tu_launched(l.att->ctx, "clf_causal_scores"),
+                             c && v != CLF_SOFTMAX_GROUP);
+            check(&l, CLF_MODE_FULL, 2, 45, &o, 72);
+            o.lengths = NULL;
+            o.key_mask = bytes;
+            check(&l, CLF_MODE_LINFORMER, 2, 37, &o, 73);
+            check(&l, CLF_MODE_FULL, 2, 37, &o, 74);
+        }
+        ck_assert_int_eq(clf__attention_last_fused(l.att), 0);
+    }
+    ck_assert_int_eq(clf_context_force_kernel(l.att->ctx, "softmax", NULL), 0);
+    layer_free(&l);
+}
+END_TEST
+
 /* Changing every input after t must leave outputs up to t unchanged, bit
  * for bit, for many t, several b and n not multiples of b. */
 START_TEST(causal_lookahead_is_bit_exact)
@@ -610,6 +658,7 @@ suite(void)
     tcase_add_test(tc, padding_with_each_attention_way);
     tcase_add_test(tc, causal_matches_reference);
     tcase_add_test(tc, causal_variants_match_reference);
+    tcase_add_test(tc, masks_with_each_softmax_on_gemm_path);
     tcase_add_test(tc, causal_lookahead_is_bit_exact);
     tcase_add_test(tc, lookahead_fails_without_causal);
     tcase_add_test(tc, masks_reject_bad_input);

@@ -152,6 +152,80 @@ START_TEST(softmax_rows_sum_to_one)
 }
 END_TEST
 
+/* Full mode's masks folded into every variant: B sequences of heads x
+ * chunk rows over N keys, the queries row0.. of each, with a padding mask
+ * (the last sequence all padding), the causal triangle, both and neither.
+ * The masked keys hold NaN and huge values in the buffer: the softmax must
+ * not read them (probability exactly 0), and the seen keys match the
+ * double-precision reference within TOL. */
+static void
+check_folded(int variant, const unsigned char *mask, int causal, size_t row0,
+             size_t chunk)
+{
+    enum { B = 3, H = 2, N = 37 };
+    const size_t rows = B * H * chunk;
+    clf_context *ctx = tu_context();
+    float *in = tu_malloc(rows * N * sizeof *in);
+    double *ref = tu_malloc(rows * N * sizeof *ref);
+    const struct clf__score_mask m0 = {NULL, 0, H, chunk, row0, causal};
+    struct clf__score_mask m = m0;
+    cl_mem sm, mm = NULL;
+    size_t i;
+    int k = 0;
+    cl_int err;
+
+    tu_fill(in, rows * N, 77 + (unsigned)variant, -4.0f, 4.0f);
+    ref_softmax_masked(in, rows, N, mask, H, chunk, row0, causal, ref);
+    for (i = 0; i < rows * N; i++)
+        if (ref[i] == 0.0) /* unseen: garbage the kernel must not read */
+            in[i] = (k++ & 1) ? NAN : 1e30f;
+    sm = tu_upload(ctx, in, rows * N);
+    if (mask != NULL) {
+        mm = clCreateBuffer(ctx->context,
+                            CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, B * N + 5,
+                            (void *)(mask - 5), &err);
+        ck_assert_int_eq(err, CL_SUCCESS);
+        m.mask = mm;
+        m.mask_off = 5;
+    }
+    ck_assert_int_eq(clf__softmax_masked(ctx, variant, sm, rows, N, &m), 0);
+    tu_download(ctx, sm, in, rows * N);
+    for (i = 0; i < rows * N; i++)
+        ck_assert_msg(ref[i] == 0.0 ? in[i] == 0.0f
+                                    : fabs(in[i] - ref[i]) <= TOL,
+                      "variant %d, mask %d, causal %d, row0 %zu: element "
+                      "%zu: %.9g vs reference %.9g",
+                      variant, mask != NULL, causal, row0, i, in[i], ref[i]);
+    clReleaseMemObject(sm);
+    if (mm != NULL)
+        clReleaseMemObject(mm);
+    free(in);
+    free(ref);
+}
+
+START_TEST(softmax_folds_masks)
+{
+    enum { B = 3, N = 37 };
+    unsigned char bytes[5 + B * N];
+    size_t j;
+    int v, c;
+
+    memset(bytes, 0, sizeof bytes);
+    for (j = 0; j < N; j++) {
+        bytes[5 + j] = j % 3 != 1; /* scattered padding */
+        bytes[5 + N + j] = j < 20; /* a length of 20 */
+        bytes[5 + 2 * N + j] = 0;  /* nothing to see: zeros */
+    }
+    ck_assert_int_eq(clf_context_build(tu_context()), 0);
+    for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++)
+        for (c = 0; c < 2; c++) {
+            check_folded(v, bytes + 5, c, 0, N);
+            check_folded(v, bytes + 5, c, 11, 7); /* a chunk of rows */
+            check_folded(v, NULL, c, 30, 7);      /* the triangle or none */
+        }
+}
+END_TEST
+
 /* With nothing stored and nothing forced, a plan times every variant on
  * its shape and keeps the fastest; forced by CLINFORMER_KERNELS, it takes
  * the forced one without timing. */
@@ -202,6 +276,7 @@ suite(void)
     tcase_add_test(tc, softmax_huge_logits_are_stable);
     tcase_add_test(tc, softmax_masked_row_is_zero);
     tcase_add_test(tc, softmax_rows_sum_to_one);
+    tcase_add_test(tc, softmax_folds_masks);
     tcase_add_test(tc, softmax_variant_is_chosen_by_timing);
     suite_add_tcase(s, tc);
     return s;

@@ -414,3 +414,18 @@ tu_check_half_fixture(const char *dir, const char *name, double tol_ref,
     clf_array_free(&x);
     clf_array_free(&y);
 }
+
+int
+tu_launched(clf_context *ctx, const char *kernel)
+{
+    size_t n, i;
+    clf_launch e;
+    int seen = 0;
+
+    ck_assert_int_eq(clf_context_launch_count(ctx, &n, NULL), 0);
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(clf_context_launch(ctx, i, &e), 0);
+        seen |= strcmp(e.kernel, kernel) == 0;
+    }
+    return seen;
+}

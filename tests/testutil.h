@@ -107,6 +107,9 @@ void tu_lengths_mask(unsigned char *mask, const unsigned *lengths, size_t B,
 /* Forwards x (two sequences of n) through l in both modes, plain and
  * causal, with the second sequence all padding (key_mask): fails the test
  * unless every output is finite and the second sequence's are zero. */
+/* Whether the context's launch log (clf_context_record_launches) holds a
+ * launch of the kernel named `kernel` ("CLBlast" for CLBlast's GEMMs). */
+int tu_launched(clf_context *ctx, const char *kernel);
 void tu_check_padded_sequence_zero(struct layer *l, const float *x, size_t n);
 
 /* The worked example of the design as a layer on tu_context(): q = 1,

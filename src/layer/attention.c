@@ -345,6 +345,7 @@ causal_shape(const clf_attention *a, const struct plan *p,
     sh->block = a->desc.causal_block;
     sh->kv_per_head = a->hkv > 1;
     sh->scale = (float)(1.0 / sqrt((double)a->dh));
+    sh->group = p->softmax == CLF_SOFTMAX_GROUP;
 }
 
 /* The weights of one side: W_k and E (value 0), or W_v and F (value 1; E
@@ -412,6 +413,28 @@ keys_values(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff)
                          WS_RSF, vbar, p->xf_is_xe);
 }
 
+/* Step 4 on one pass's scores; in full mode with the padding mask and the
+ * causal triangle folded in (the scores buffer still holds the masked
+ * keys' raw scores; the softmax reads them as -INFINITY). */
+static int
+softmax_pass(clf_attention *a, const struct plan *p, size_t b, size_t nb,
+             size_t r0, size_t rows)
+{
+    struct clf__score_mask m;
+
+    if (p->linformer || !(p->masked || p->causal))
+        return clf__softmax_rows_variant(a->ctx, p->softmax, a->ws[WS_S].mem, 0,
+                                         nb * a->hq * rows, p->ld);
+    m.mask = p->mask;
+    m.mask_off = b * p->n;
+    m.heads = a->hq;
+    m.chunk = rows;
+    m.row0 = r0;
+    m.causal = p->causal;
+    return clf__softmax_masked(a->ctx, p->softmax, a->ws[WS_S].mem,
+                               nb * a->hq * rows, p->ld, &m);
+}
+
 /* Steps 3 to 5 in passes of p->seqs sequences by p->chunk query rows, the
  * numbers the score workspace was sized from: the whole batch in one pass
  * (all sequences in one batched GEMM: B = 128k short sequences cost one
@@ -434,11 +457,7 @@ attend_passes(clf_attention *a, const struct plan *p,
             TRY(clf__attend_scores(a->ctx, p->gemm[CLF_ROLE_SCORE], sh, b, nb,
                                    r0, rows, q, kbar, s, 0, ld));
             TRY(mark(a, CLF_STAGE_SOFTMAX));
-            if (!p->linformer && (p->masked || p->causal))
-                TRY(clf__mask_scores(a->ctx, s, nb, a->hq, rows, n, r0, p->mask,
-                                     b * n, p->causal));
-            TRY(clf__softmax_rows_variant(a->ctx, p->softmax, s, 0,
-                                          nb * a->hq * rows, ld));
+            TRY(softmax_pass(a, p, b, nb, r0, rows));
             TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
             TRY(clf__attend_weigh(a->ctx, p->gemm[CLF_ROLE_WEIGH], sh, b, nb,
                                   r0, rows, s, 0, ld, vbar, o));

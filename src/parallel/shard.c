@@ -349,17 +349,21 @@ attend_full(struct shard_fw *s, cl_mem gmask)
     cl_mem kf = a->ws[WS_KBAR].mem;
     cl_mem vf = s->p.v_is_k ? kf : a->ws[WS_VBAR].mem;
     struct clf__attend_shape sh;
+    struct clf__score_mask m;
     size_t b;
 
     attend_shape(s, s->n, &sh);
+    m.mask = gmask;
+    m.heads = a->hq;
+    m.chunk = s->nl;
+    m.row0 = s->b0;
+    m.causal = s->p.causal;
     for (b = 0; b < s->B; b++) {
         TRY(clf__attend_scores(s->ctx, s->gemm[CLF_ROLE_SCORE], &sh, b, 1, 0,
                                s->nl, q, kf, sc, 0, s->n));
-        if (gmask != NULL || s->p.causal)
-            TRY(clf__mask_scores(s->ctx, sc, 1, a->hq, s->nl, s->n, s->b0,
-                                 gmask, b * s->n, s->p.causal));
-        TRY(clf__softmax_rows_variant(s->ctx, s->softmax, sc, 0, a->hq * s->nl,
-                                      s->n));
+        m.mask_off = b * s->n;
+        TRY(clf__softmax_masked(s->ctx, s->softmax, sc, a->hq * s->nl, s->n,
+                                &m));
         TRY(clf__attend_weigh(s->ctx, s->gemm[CLF_ROLE_WEIGH], &sh, b, 1, 0,
                               s->nl, sc, 0, s->n, vf, o));
     }
@@ -396,6 +400,7 @@ attend_slots(struct shard_fw *s)
         cs.block0 = s->b0 / cs.block;
         cs.kv_per_head = a->hkv > 1;
         cs.scale = sh.scale;
+        cs.group = s->softmax == CLF_SOFTMAX_GROUP;
         TRY(clf__causal_scores(s->ctx, &cs, sc, q, a->ws[WS_XE].mem, s->lmask));
     }
     TRY(clf__softmax_rows_variant(s->ctx, s->softmax, sc, 0,

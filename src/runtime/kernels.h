@@ -26,9 +26,9 @@
     FILE(mask)                                                                 \
     KERNEL(MASK_ROWS, clf_mask_rows)                                           \
     KERNEL(MASKED_ROWSUM, clf_masked_rowsum)                                   \
-    KERNEL(MASK_SCORES, clf_mask_scores)                                       \
     FILE(causal)                                                               \
     KERNEL(CAUSAL_SCORES, clf_causal_scores)                                   \
+    KERNEL(CAUSAL_SCORES_WG, clf_causal_scores_wg)                             \
     KERNEL(CAUSAL_APPLY, clf_causal_apply)                                     \
     FILE(encoder)                                                              \
     KERNEL(LAYERNORM, clf_layernorm)                                           \

@@ -2,11 +2,11 @@
  * causal Linformer. */
 #include "stages/stages.h"
 
+/* The arguments of both window kernels. */
 static int
-causal_scores_unlocked(clf_context *ctx, const struct clf__causal_shape *sh,
-                       cl_mem s, cl_mem q, cl_mem kp, cl_mem mask)
+set_score_args(cl_kernel k, const struct clf__causal_shape *sh, cl_mem s,
+               cl_mem q, cl_mem kp, cl_mem mask)
 {
-    cl_kernel k = ctx->kernels[CLF_K_CAUSAL_SCORES];
     cl_uint ld = (cl_uint)(sh->k + sh->block), dq = (cl_uint)sh->dq,
             dkv = (cl_uint)sh->dkv, b = (cl_uint)sh->batch,
             h = (cl_uint)sh->heads, n = (cl_uint)sh->n, dh = (cl_uint)sh->dh,
@@ -34,8 +34,50 @@ causal_scores_unlocked(clf_context *ctx, const struct clf__causal_shape *sh,
     CLF_SET_ARG(k, 15, m);
     CLF_SET_ARG(k, 16, has);
     CLF_SET_ARG(k, 17, b0);
-    return clf__launch_1d(ctx, CLF_K_CAUSAL_SCORES,
-                          sh->batch * sh->heads * sh->n);
+    return 0;
+}
+
+/* Whether the device runs the work-group kernel's T x T groups. */
+static int
+group_fits(const clf_context *ctx)
+{
+    const size_t tile = CLF_CAUSAL_TILE;
+    struct clf__limits lim;
+
+    clf__device_limits(ctx, &lim);
+    return ctx->kernel_wg[CLF_K_CAUSAL_SCORES_WG] >= tile * tile &&
+           lim.max_item[0] >= tile && lim.max_item[1] >= tile;
+}
+
+static int
+causal_scores_unlocked(clf_context *ctx, const struct clf__causal_shape *sh,
+                       cl_mem s, cl_mem q, cl_mem kp, cl_mem mask)
+{
+    const size_t tile = CLF_CAUSAL_TILE;
+    const size_t tiles = (sh->block + tile - 1) / tile;
+    const size_t blocks = (sh->n + sh->block - 1) / sh->block;
+    size_t g[3], l[3] = {CLF_CAUSAL_TILE, CLF_CAUSAL_TILE, 1};
+    cl_int err;
+
+    if (sh->batch == 0 || sh->heads == 0 || sh->n == 0)
+        return 0;
+    if (!sh->group || !group_fits(ctx)) {
+        CLF_TRY(set_score_args(ctx->kernels[CLF_K_CAUSAL_SCORES], sh, s, q, kp,
+                               mask));
+        return clf__launch_1d(ctx, CLF_K_CAUSAL_SCORES,
+                              sh->batch * sh->heads * sh->n);
+    }
+    CLF_TRY(set_score_args(ctx->kernels[CLF_K_CAUSAL_SCORES_WG], sh, s, q, kp,
+                           mask));
+    g[0] = tiles * tile;
+    g[1] = tiles * tile * blocks;
+    g[2] = sh->batch * sh->heads;
+    err = clf__enqueue_nd(ctx, ctx->kernels[CLF_K_CAUSAL_SCORES_WG], 3, g, l);
+    if (err != CL_SUCCESS)
+        return clf__fail(
+            err, "causal_scores: enqueue of %zu work-groups failed (%d)",
+            tiles * tiles * blocks * g[2], err);
+    return 0;
 }
 
 /* Kernel arguments are shared by the context's threads: set and enqueue

@@ -224,15 +224,19 @@ run_gemm_path(clf_context *ctx, const struct flash_timing *t)
     cs.block = sh->block;
     cs.kv_per_head = sh->window_per_head;
     cs.scale = sh->at.scale;
+    cs.group = t->ways.softmax == CLF_SOFTMAX_GROUP;
     CLF_TRY(clf__attend_scores(ctx, t->ways.score, &sh->at, 0, 1, 0, n, m[T_Q],
                                m[T_KBAR], m[T_S], 0, t->ld));
     if (sh->block)
         CLF_TRY(clf__causal_scores(ctx, &cs, m[T_S], m[T_Q], m[T_PK], NULL));
-    if (sh->causal)
-        CLF_TRY(clf__mask_scores(ctx, m[T_S], 1, sh->at.heads, n, n, 0, NULL, 0,
-                                 1));
-    CLF_TRY(clf__softmax_rows_variant(ctx, t->ways.softmax, m[T_S], 0, rows,
-                                      t->ld));
+    if (sh->causal) {
+        const struct clf__score_mask tri = {NULL, 0, sh->at.heads, n, 0, 1};
+        CLF_TRY(clf__softmax_masked(ctx, t->ways.softmax, m[T_S], rows, t->ld,
+                                    &tri));
+    } else {
+        CLF_TRY(clf__softmax_rows_variant(ctx, t->ways.softmax, m[T_S], 0, rows,
+                                          t->ld));
+    }
     CLF_TRY(clf__attend_weigh(ctx, t->ways.weigh, &sh->at, 0, 1, 0, n, m[T_S],
                               0, t->ld, m[T_VBAR], m[T_O]));
     return sh->block ? clf__causal_apply(ctx, &cs, m[T_O], m[T_S], m[T_PV]) : 0;

@@ -63,55 +63,6 @@ clf__masked_rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
     return rc;
 }
 
-static int
-mask_scores_unlocked(clf_context *ctx, cl_mem s, size_t batch, size_t heads,
-                     size_t rows, size_t n, size_t row0, cl_mem mask,
-                     size_t mask_off, int causal)
-{
-    cl_kernel k = ctx->kernels[CLF_K_MASK_SCORES];
-    cl_uint b = (cl_uint)batch, h = (cl_uint)heads, r = (cl_uint)rows,
-            nn = (cl_uint)n, r0 = (cl_uint)row0, has = mask != NULL,
-            c = causal != 0;
-    cl_ulong mo = mask_off;
-    cl_mem m = mask != NULL ? mask : s; /* any valid buffer when unused */
-    size_t g[3] = {1, 1, 1};
-
-    if (n == 0 || batch == 0 || heads == 0 || rows == 0)
-        return 0;
-    if (n > 0xffffffffu || batch * heads * rows > 0xffffffffu)
-        return clf__fail(CLF_ETOO_LARGE,
-                         "mask_scores: %zu x %zu x %zu rows of %zu scores "
-                         "pass 32-bit indices",
-                         batch, heads, rows, n);
-    CLF_SET_ARG(k, 0, s);
-    CLF_SET_ARG(k, 1, b);
-    CLF_SET_ARG(k, 2, h);
-    CLF_SET_ARG(k, 3, r);
-    CLF_SET_ARG(k, 4, nn);
-    CLF_SET_ARG(k, 5, r0);
-    CLF_SET_ARG(k, 6, m);
-    CLF_SET_ARG(k, 7, mo);
-    CLF_SET_ARG(k, 8, has);
-    CLF_SET_ARG(k, 9, c);
-    g[0] = n;
-    g[1] = batch * heads * rows;
-    return clf__enqueue3(ctx, CLF_K_MASK_SCORES, g, 1, "mask_scores");
-}
-
-int
-clf__mask_scores(clf_context *ctx, cl_mem s, size_t batch, size_t heads,
-                 size_t rows, size_t n, size_t row0, cl_mem mask,
-                 size_t mask_off, int causal)
-{
-    int rc;
-
-    clf__lock(ctx);
-    rc = mask_scores_unlocked(ctx, s, batch, heads, rows, n, row0, mask,
-                              mask_off, causal);
-    clf__unlock(ctx);
-    return rc;
-}
-
 int
 clf__mask_build(unsigned char *mask, size_t batch, size_t n,
                 const unsigned *lengths, const unsigned char *key_mask)

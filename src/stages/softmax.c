@@ -11,26 +11,64 @@
 static const enum clf__kernel_id kernel_of[CLF_SOFTMAX_VARIANTS] = {
     CLF_K_SOFTMAX_ROWS, CLF_K_SOFTMAX_VEC, CLF_K_SOFTMAX_WG};
 
+/* The arguments after the row shape: the folded masks, or none. */
 static int
-softmax_rows_variant_unlocked(clf_context *ctx, int variant, cl_mem s,
-                              size_t off, size_t rows, size_t cols)
+set_mask_args(cl_kernel k, cl_mem s, const struct clf__score_mask *m)
+{
+    const struct clf__score_mask none = {NULL, 0, 1, 1, 0, 0};
+    const struct clf__score_mask *x = m != NULL ? m : &none;
+    cl_mem mask = x->mask != NULL ? x->mask : s; /* any valid buffer */
+    cl_ulong mo = x->mask_off;
+    cl_uint has = x->mask != NULL, causal = x->causal != 0,
+            seq_rows = (cl_uint)(x->heads * x->chunk),
+            chunk = (cl_uint)x->chunk, row0 = (cl_uint)x->row0;
+
+    CLF_SET_ARG(k, 4, mask);
+    CLF_SET_ARG(k, 5, mo);
+    CLF_SET_ARG(k, 6, has);
+    CLF_SET_ARG(k, 7, causal);
+    CLF_SET_ARG(k, 8, seq_rows);
+    CLF_SET_ARG(k, 9, chunk);
+    CLF_SET_ARG(k, 10, row0);
+    return 0;
+}
+
+/* The kernels index rows and keys with 32 bits. */
+static int
+check_shape(size_t rows, size_t cols, const struct clf__score_mask *m)
+{
+    const size_t lim = 0xffffffffu;
+
+    if (rows > lim || cols > lim ||
+        (m != NULL && (m->heads == 0 || m->chunk == 0 ||
+                       m->heads > lim / m->chunk || m->row0 > lim - m->chunk)))
+        return clf__fail(CLF_ETOO_LARGE,
+                         "softmax: %zu rows of %zu scores pass 32-bit indices",
+                         rows, cols);
+    return 0;
+}
+
+static int
+softmax_unlocked(clf_context *ctx, int variant, cl_mem s, size_t off,
+                 size_t rows, size_t cols, const struct clf__score_mask *m)
 {
     enum clf__kernel_id id = kernel_of[variant];
     cl_kernel k = ctx->kernels[id];
     cl_ulong o = off;
     cl_uint r = (cl_uint)rows, c = (cl_uint)cols;
-    cl_int err;
 
     if (rows == 0)
         return 0;
-    if ((err = clSetKernelArg(k, 0, sizeof s, &s)) != CL_SUCCESS ||
-        (err = clSetKernelArg(k, 1, sizeof o, &o)) != CL_SUCCESS ||
-        (err = clSetKernelArg(k, 2, sizeof r, &r)) != CL_SUCCESS ||
-        (err = clSetKernelArg(k, 3, sizeof c, &c)) != CL_SUCCESS)
-        return clf__fail(err, "softmax: clSetKernelArg failed (%d)", err);
+    CLF_TRY(check_shape(rows, cols, m));
+    CLF_SET_ARG(k, 0, s);
+    CLF_SET_ARG(k, 1, o);
+    CLF_SET_ARG(k, 2, r);
+    CLF_SET_ARG(k, 3, c);
+    CLF_TRY(set_mask_args(k, s, m));
     if (variant == CLF_SOFTMAX_GROUP) {
         /* A power-of-two group, no wider than the row needs. */
         size_t local = 1, global;
+        cl_int err;
         while (local * 2 <= ctx->kernel_wg[id] && local * 2 <= CLF_SOFTMAX_WG &&
                local < cols)
             local *= 2;
@@ -53,7 +91,19 @@ clf__softmax_rows_variant(clf_context *ctx, int variant, cl_mem s, size_t off,
     int rc;
 
     clf__lock(ctx);
-    rc = softmax_rows_variant_unlocked(ctx, variant, s, off, rows, cols);
+    rc = softmax_unlocked(ctx, variant, s, off, rows, cols, NULL);
+    clf__unlock(ctx);
+    return rc;
+}
+
+int
+clf__softmax_masked(clf_context *ctx, int variant, cl_mem s, size_t rows,
+                    size_t cols, const struct clf__score_mask *m)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = softmax_unlocked(ctx, variant, s, 0, rows, cols, m);
     clf__unlock(ctx);
     return rc;
 }

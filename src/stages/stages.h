@@ -45,9 +45,6 @@ int clf__mask_rows(clf_context *ctx, cl_mem src, size_t src_off, cl_mem dst,
                    size_t dst_off, size_t rows, size_t cols, cl_mem mask);
 int clf__masked_rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n,
                        size_t ld, size_t batch, cl_mem mask, cl_mem out);
-int clf__mask_scores(clf_context *ctx, cl_mem s, size_t batch, size_t heads,
-                     size_t rows, size_t n, size_t row0, cl_mem mask,
-                     size_t mask_off, int causal);
 
 /* encoder.c: host side of the encoder kernels. */
 int clf__layernorm(clf_context *ctx, cl_mem x, size_t x_off, cl_mem y,
@@ -64,6 +61,10 @@ struct clf__causal_shape {
     size_t block0; /* a shard's first block (its t counts from there) */
     int kv_per_head;
     float scale;
+    int group; /* the window scores by work-groups (clf_causal_scores_wg),
+                  where the device runs groups of CLF_CAUSAL_TILE^2; the
+                  forward asks for them where its softmax is the
+                  work-group one */
 };
 int clf__causal_scores(clf_context *ctx, const struct clf__causal_shape *sh,
                        cl_mem s, cl_mem q, cl_mem kp, cl_mem mask);
@@ -174,6 +175,18 @@ int clf__softmax_rows(clf_context *ctx, cl_mem s, size_t off, size_t rows,
                       size_t cols);
 int clf__softmax_rows_variant(clf_context *ctx, int variant, cl_mem s,
                               size_t off, size_t rows, size_t cols);
+/* Full mode's masks folded into the softmax: the scores of `rows` rows of n
+ * = cols keys from element 0, heads * chunk rows a sequence, the queries
+ * row0 .. row0 + chunk - 1 of each.  Keys that mask (batch x n bytes, NULL:
+ * none; sequence 0's at mask_off) marks as padding, and with causal the
+ * keys after the query, get probability 0 whatever the scores hold. */
+struct clf__score_mask {
+    cl_mem mask;
+    size_t mask_off, heads, chunk, row0;
+    int causal;
+};
+int clf__softmax_masked(clf_context *ctx, int variant, cl_mem s, size_t rows,
+                        size_t cols, const struct clf__score_mask *m);
 /* The variant for rows x cols scores: forced, stored, or timed now on that
  * shape and stored (choose.c); bucketed by powers of two of rows and cols. */
 int clf__softmax_resolve(clf_context *ctx, size_t rows, size_t cols,

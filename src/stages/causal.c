@@ -37,9 +37,8 @@ set_score_args(cl_kernel k, const struct clf__causal_shape *sh, cl_mem s,
     return 0;
 }
 
-/* Whether the device runs the work-group kernel's T x T groups. */
-static int
-group_fits(const clf_context *ctx)
+int
+clf__causal_group_fits(const clf_context *ctx)
 {
     const size_t tile = CLF_CAUSAL_TILE;
     struct clf__limits lim;
@@ -61,7 +60,7 @@ causal_scores_unlocked(clf_context *ctx, const struct clf__causal_shape *sh,
 
     if (sh->batch == 0 || sh->heads == 0 || sh->n == 0)
         return 0;
-    if (!sh->group || !group_fits(ctx)) {
+    if (!sh->group || !clf__causal_group_fits(ctx)) {
         CLF_TRY(set_score_args(ctx->kernels[CLF_K_CAUSAL_SCORES], sh, s, q, kp,
                                mask));
         return clf__launch_1d(ctx, CLF_K_CAUSAL_SCORES,

@@ -66,6 +66,10 @@ struct clf__causal_shape {
                   forward asks for them where its softmax is the
                   work-group one */
 };
+/* Whether the device runs clf_causal_scores_wg's groups of
+ * CLF_CAUSAL_TILE x CLF_CAUSAL_TILE (its kernel's work-group limit and
+ * the device's item limits per dimension). */
+int clf__causal_group_fits(const clf_context *ctx);
 int clf__causal_scores(clf_context *ctx, const struct clf__causal_shape *sh,
                        cl_mem s, cl_mem q, cl_mem kp, cl_mem mask);
 int clf__causal_apply(clf_context *ctx, const struct clf__causal_shape *sh,

@@ -222,7 +222,8 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
  * of CLBlast's Xgemm kernel, of its XgemmDirect kernel (the single-kernel
  * GEMM CLBlast runs below its switch; timed with the switch set so that
  * every GEMM of the forward runs it, against CLBlast's own XgemmDirect
- * parameters timed so) and of its switch between direct and indirect
+ * parameters timed so, a set kept only when more than 3% faster) and of
+ * its switch between direct and indirect
  * GEMM (CLBlastOverrideParameters) and stores the fastest, keyed by
  * platform, device and driver, in the cache directory
  * (see clf_context_build).  No context applies it implicitly: the owner

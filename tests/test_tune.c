@@ -106,8 +106,8 @@ small(void)
     o.heads = 1; /* with B = 1, every GEMM a single one */
     o.k = 8;
     o.seq_len = 48;
-    o.budget_s = 3600.0;  /* ample: the baseline, one candidate per call */
-    o.max_candidates = 1; /* and the switch's settings */
+    o.budget_s = 3600.0;  /* ample: the baselines, one Xgemm candidate and */
+    o.max_candidates = 1; /* one XgemmDirect set per call, the switch's */
     return o;
 }
 

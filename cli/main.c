@@ -69,11 +69,12 @@ const struct cli_command cli_commands[] = {
      "for --budget seconds (default 120) and store the\n"
      "fastest for this device; later clinformer runs\n"
      "apply them; rerun to resume\n",
-     "Time CLBlast GEMM parameters, then the tiled GEMM kernel's tile and\n"
-     "vector sizes (a few sets valid for the device), on real forwards of one\n"
-     "layer for --budget seconds and store the fastest for this device; every\n"
-     "later context on it applies them.  Rerun to resume where the last run\n"
-     "stopped.\n",
+     "Time CLBlast GEMM parameters (its Xgemm kernel's, its XgemmDirect\n"
+     "kernel's with every GEMM direct, its direct/indirect switch), then the\n"
+     "tiled GEMM kernel's tile and vector sizes (a few sets valid for the\n"
+     "device), on real forwards of one layer for --budget seconds and store\n"
+     "the fastest for this device; every later context on it applies them.\n"
+     "Rerun to resume where the last run stopped.\n",
      cli_tune_options, 0, cli_tune_main},
     {"help", "[COMMAND]", "show this text, or a command's options\n",
      "Show the commands, or the options of COMMAND.\n", no_options, 0,

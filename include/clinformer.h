@@ -219,7 +219,11 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
 /* GEMM tuning per device.  CLBlast's default parameters for a device it
  * does not know can be several times slower than good ones.  clf_tune()
  * times real forwards of the given layer shape under candidate parameters
- * of CLBlast's Xgemm kernel and of its switch between direct and indirect
+ * of CLBlast's Xgemm kernel, of its XgemmDirect kernel (the single-kernel
+ * GEMM CLBlast runs below its switch; timed with the switch set so that
+ * every GEMM of the forward runs it, against CLBlast's own XgemmDirect
+ * parameters timed so, a set kept only when more than 3% faster) and of
+ * its switch between direct and indirect
  * GEMM (CLBlastOverrideParameters) and stores the fastest, keyed by
  * platform, device and driver, in the cache directory
  * (see clf_context_build).  No context applies it implicitly: the owner
@@ -231,8 +235,9 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
  * them.  Every candidate's output is checked against the output of the
  * parameters in force.  Tuning is explicit, never automatic.  The budget bounds
  * the whole call, compilation included: the clock is read before every step,
- * and a step under new parameters (an Xgemm candidate, a switch setting, a
- * tiled set: each a kernel to build) starts only while the longest step's
+ * and a step under new parameters (an Xgemm candidate, an XgemmDirect set,
+ * a switch setting, a tiled set: each a kernel to build) starts only while
+ * the longest step's
  * forwards so far plus one kernel build still fit.  A build is timed apart
  * from the forwards; the estimate is the longest measured in the call (a
  * build under 0.25 s came from a cache and does not count), else the one
@@ -241,28 +246,30 @@ CLF_EXTERN int clf_context_build(clf_context *ctx);
  * takes longer than that estimate; the reference forward that every call
  * needs (the layer's kernels and CLBlast's defaults) always runs.
  * Candidates stop early enough to leave room for the forwards of the
- * switch's five settings; a later call resumes where it stopped, and a
- * budget too small for any step measures nothing and returns 0.  The
- * progress ends with a line saying how many candidates, switch settings
- * and tiled sets were tried and how many were skipped for the budget.  A stored
- * file that fails validation (see clf_tune_apply_process_wide) is not resumed
- * from but replaced.  A device never tuned runs with CLBlast's defaults.  The
- * timed forwards run every GEMM through CLBlast; the stored kernel choices are
- * keyed by the tuning in force, so that afterwards the context times its kernel
- * choices again at its next forward, the tuned CLBlast against clinformer's own
- * GEMM kernels among them, and keeps the faster (clf_context_kernel_choices).
- * The same call times clinformer's tiled GEMM kernel under a few tile and
- * vector sizes valid for the device (every GEMM of the forward through it, its
- * output checked) and stores the fastest; applying the stored tuning builds the
- * tiled kernel with those sizes for that context only (not process-wide),
- * and clf_context_tuning() names them ("Tiled MWG=..."). */
+ * later steps and the builds of XgemmDirect's baseline and next set; a later
+ * call resumes where it stopped, and a budget too small for any step measures
+ * nothing and returns 0.  The progress ends with a line saying how many
+ * candidates, XgemmDirect sets, switch settings and tiled sets were tried and
+ * how many were skipped for the budget.  A stored file that fails validation
+ * (see clf_tune_apply_process_wide) is not resumed from but replaced.  A device
+ * never tuned runs with CLBlast's defaults.  The timed forwards run every GEMM
+ * through CLBlast; the stored kernel choices are keyed by the tuning in force,
+ * so that afterwards the context times its kernel choices again at its next
+ * forward, the tuned CLBlast against clinformer's own GEMM kernels among them,
+ * and keeps the faster (clf_context_kernel_choices). The same call times
+ * clinformer's tiled GEMM kernel under a few tile and vector sizes valid for
+ * the device (every GEMM of the forward through it, its output checked) and
+ * stores the fastest; applying the stored tuning builds the tiled kernel with
+ * those sizes for that context only (not process-wide), and
+ * clf_context_tuning() names them ("Tiled MWG=..."). */
 typedef struct clf_tune_opts {
     size_t d_model, heads, k, seq_len; /* the layer to time; 0 = 512, 8,
                                           256, 2048 */
     double budget_s;                   /* seconds; 0 = 120 */
     void (*progress)(const char *line, void *user); /* or NULL */
     void *user;
-    size_t max_candidates; /* new Xgemm candidates per call; 0 = no limit */
+    size_t max_candidates; /* new Xgemm candidates per call, and new
+                              XgemmDirect sets; 0 = no limit */
 } clf_tune_opts;
 
 /* Errors: CLF_ENULL_ARGUMENT, CLF_ESIZE_OVERFLOW (seq_len * d_model floats
@@ -279,13 +286,13 @@ CLF_EXTERN int clf_tune(clf_context *ctx, const clf_tune_opts *opts);
  * user is clinformer); a library embedding clinformer should not call it.
  * Nothing calls it implicitly.  CLINFORMER_TUNE=off makes it apply nothing.
  * The file is validated first, as if hostile: every record known, every
- * value a number in range, the Xgemm parameters within the constraints of
- * CLBlast's Xgemm kernel (nonzero powers of two, tile sizes multiples of
- * work-group size times vector width, ...) and the device's work-group and
- * local memory limits, and the tiled GEMM's sizes (powers of two within
- * the kernel's rules and the device's limits).  An invalid file is ignored
- * as a whole: nothing is applied and clf_context_warnings() says why.  The
- * tiled GEMM's stored sizes apply to ctx alone (their kernel is built for
+ * value a number in range, the Xgemm and XgemmDirect parameters within the
+ * constraints of CLBlast's kernels (nonzero powers of two, tile sizes
+ * multiples of work-group size times vector width, ...) and the device's
+ * work-group and local memory limits, and the tiled GEMM's sizes (powers of two
+ * within the kernel's rules and the device's limits).  An invalid file is
+ * ignored as a whole: nothing is applied and clf_context_warnings() says why.
+ * The tiled GEMM's stored sizes apply to ctx alone (their kernel is built for
  * it); without them it keeps its defaults.  Returns 0 also when nothing
  * is stored or the file was ignored (clf_context_tuning() then returns "");
  * errors: CLF_ENULL_ARGUMENT, CLF_ENO_MEMORY, CLBlast codes. */

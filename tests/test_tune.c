@@ -6,16 +6,19 @@
  * switch the search measures is a new build of CLBlast's GEMM program (a
  * dozen kernels, about 15 s on PoCL from an empty cache; the whole space
  * took ten minutes here).  So the search runs on a narrowed space
- * (clf__tune_in): the grid's first two Xgemm candidates (enough for the
- * second call to measure one more than the first) and the switch's first
- * setting, on a one-head layer whose GEMMs are all single (no strided
+ * (clf__tune_in): the grid's first two Xgemm candidates and first two
+ * XgemmDirect sets (enough for the second call to measure one more of
+ * each than the first) and the switch's first setting, on a one-head
+ * layer whose GEMMs are all single (no strided
  * batched program to build besides).  Every step of the search still
  * runs.  CLF_TEST_TUNE_SPACE=full searches the whole space through
- * clf_tune() itself (make check-slow, tests/slow/test_tune_full.sh). */
+ * clf_tune() itself, and measures the whole XgemmDirect grid in one call
+ * (make check-slow, tests/slow/test_tune_full.sh). */
 #include "internal.h"
 #include "testutil.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +27,19 @@
 
 static char dir[] = "/tmp/clf-tune-XXXXXX";
 static int full_space; /* CLF_TEST_TUNE_SPACE=full */
-static const struct clf__tune_space narrow = {2, 1};
+static const struct clf__tune_space narrow = {2, 1, 2};
+
+/* The progress lines of the last tune() call, joined. */
+static char progress_text[65536];
+
+static void
+collect(const char *line, void *user)
+{
+    size_t len = strlen(progress_text);
+
+    (void)user;
+    snprintf(progress_text + len, sizeof progress_text - len, "%s\n", line);
+}
 
 /* The switch's settings a call measures: all five, or the narrowed
  * space's. */
@@ -38,9 +53,21 @@ switch_settings(void)
 static int
 tune(const clf_tune_opts *o)
 {
+    clf_tune_opts with = *o;
+
+    progress_text[0] = '\0';
+    with.progress = collect;
     if (full_space)
-        return clf_tune(tu_context(), o);
-    return clf__tune_in(tu_context(), o, &narrow);
+        return clf_tune(tu_context(), &with);
+    return clf__tune_in(tu_context(), &with, &narrow);
+}
+
+/* Whether the last call's progress holds text. */
+static void
+assert_said(const char *text)
+{
+    ck_assert_msg(strstr(progress_text, text) != NULL,
+                  "progress lacks \"%s\":\n%s", text, progress_text);
 }
 
 /* Counts lines starting with prefix in the directory's tune file. */
@@ -79,8 +106,8 @@ small(void)
     o.heads = 1; /* with B = 1, every GEMM a single one */
     o.k = 8;
     o.seq_len = 48;
-    o.budget_s = 3600.0;  /* ample: the baseline, one candidate per call */
-    o.max_candidates = 1; /* and the switch's settings */
+    o.budget_s = 3600.0;  /* ample: the baselines, one Xgemm candidate and */
+    o.max_candidates = 1; /* one XgemmDirect set per call, the switch's */
     return o;
 }
 
@@ -95,14 +122,59 @@ START_TEST(tune_stores_and_resumes)
     ck_assert_int_ge(tried, 1);
     ck_assert_int_eq(count_lines("tried GemmRoutine XGEMM_MIN_INDIRECT_SIZE="),
                      switch_settings());
+    /* XgemmDirect: CLBlast's own set and one of the grid (max_candidates),
+     * every GEMM direct, reported and counted. */
+    ck_assert_int_eq(count_lines("baseline XgemmDirect ms="), 1);
+    ck_assert_int_eq(count_lines("tried XgemmDirect WGD="), 1);
+    assert_said("XgemmDirect: CLBlast's own set, every GEMM direct: ");
+    assert_said("XgemmDirect [1/");
+    assert_said("; XgemmDirect sets: 1 of ");
+    ck_assert_msg(strstr(progress_text, "XgemmDirect: best WGD=") != NULL ||
+                      strstr(progress_text, "XgemmDirect: no set beat") != NULL,
+                  "no XgemmDirect verdict:\n%s", progress_text);
     /* A second call keeps what was measured and adds to it. */
     ck_assert_msg(tune(&o) == 0, "%s", clf_last_error());
     ck_assert_int_eq(count_lines("baseline ms="), 1);
     ck_assert_int_gt(count_lines("tried Xgemm "), tried);
+    ck_assert_int_eq(count_lines("baseline XgemmDirect ms="), 1);
+    ck_assert_int_eq(count_lines("tried XgemmDirect WGD="), 2);
+    /* the stored baseline resumed, not measured again */
+    assert_said("XgemmDirect: CLBlast's own set, every GEMM direct (stored): ");
+    assert_said("XgemmDirect [2/");
+    assert_said("; XgemmDirect sets: 2 of ");
     /* The context's GEMM and attention choices were made against the old
      * parameters: they are made again at its next forward. */
     ck_assert_int_eq(tu_context()->gemm_variant, CLF_GEMM_UNDECIDED);
     ck_assert_int_eq(tu_context()->attend_variant, CLF_ATTEND_UNDECIDED);
+}
+END_TEST
+
+/* The whole XgemmDirect grid (CLF_TEST_TUNE_SPACE=full only, one build of
+ * CLBlast's GEMM program a set): every set valid for the device measured
+ * in one call, none skipped, each stored, every output checked by the
+ * tuner (a set that failed or computed wrong results is stored as
+ * ms=0). */
+START_TEST(tune_full_direct_grid)
+{
+    static const struct clf__tune_space direct_all = {1, 1, 0};
+    clf_tune_opts o = small();
+    const char *p;
+    size_t tried = 0, of = 0, skipped = 1;
+
+    o.max_candidates = 0;
+    o.progress = collect;
+    progress_text[0] = '\0';
+    ck_assert_msg(clf__tune_in(tu_context(), &o, &direct_all) == 0, "%s",
+                  clf_last_error());
+    p = strstr(progress_text, "; XgemmDirect sets: ");
+    ck_assert_msg(p != NULL &&
+                      sscanf(p, "; XgemmDirect sets: %zu of %zu tried, %zu",
+                             &tried, &of, &skipped) == 3,
+                  "%s", progress_text);
+    ck_assert_uint_ge(of, 2);
+    ck_assert_uint_eq(tried, of);
+    ck_assert_uint_eq(skipped, 0);
+    ck_assert_int_eq(count_lines("tried XgemmDirect WGD="), (int)of);
 }
 END_TEST
 
@@ -124,6 +196,7 @@ START_TEST(tune_choice_keeps_results_right)
     ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
     t = clf_context_tuning(ctx);
     ck_assert_msg(t[0] == '\0' || strncmp(t, "Xgemm ", 6) == 0 ||
+                      strncmp(t, "XgemmDirect ", 12) == 0 ||
                       strncmp(t, "XGEMM_MIN_INDIRECT_SIZE=", 24) == 0 ||
                       strncmp(t, "Tiled ", 6) == 0,
                   "tuning \"%s\"", t);
@@ -671,6 +744,275 @@ START_TEST(tune_tiny_budget_returns_quickly)
 }
 END_TEST
 
+/* A valid XgemmDirect set (the grid's first) as the text of a record. */
+static const char *const good_direct =
+    "WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 VWMD=4 VWND=4 PADA=1 "
+    "PADB=1";
+
+/* XgemmDirect records: every class of bad value or record is refused
+ * naming the line and the field; what clf__tune_write writes parses back
+ * field for field. */
+START_TEST(tune_file_direct_records)
+{
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+         "VWMD=4 VWND=4 PADA=1\n",
+         "line 1: 9 XgemmDirect parameters, not 10"},
+        {"best XgemmDirect WGD=48 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+         "VWMD=4 VWND=4 PADA=1 PADB=1\n",
+         "best XgemmDirect: WGD=48 is not a power of two"},
+        {"best XgemmDirect WGD=0 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+         "VWMD=4 VWND=4 PADA=1 PADB=1\n",
+         "WGD=0 is not a power of two"},
+        {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+         "VWMD=4 VWND=4 PADA=2 PADB=1\n",
+         "PADA=2 is not 0 or 1"},
+        {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+         "VWMD=32 VWND=4 PADA=1 PADB=1\n",
+         "VWMD=32 is not a power of two from 1 to 16"},
+        {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=64 "
+         "VWMD=4 VWND=4 PADA=1 PADB=1\n",
+         "WGD=32 is not a multiple of KWID*1=64"},
+        {"best XgemmDirect WGD=16 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+         "VWMD=4 VWND=1 PADA=1 PADB=1\n",
+         "WGD=16 is not a multiple of MDIMCD*VWMD=32"},
+        {"best XgemmDirect WGD=16 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+         "VWMD=1 VWND=4 PADA=1 PADB=1\n",
+         "WGD=16 is not a multiple of NDIMCD*VWND=32"},
+        {"best XgemmDirect WGD=8 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+         "VWMD=2 VWND=1 PADA=1 PADB=1\n",
+         "WGD=8 is not a multiple of MDIMCD*VWMD=16"},
+        {"best XgemmDirect WGD=32 MDIMCD=2 NDIMCD=2 MDIMAD=8 NDIMBD=2 KWID=2 "
+         "VWMD=1 VWND=1 PADA=1 PADB=1\n",
+         "MDIMCD*NDIMCD=4 is not a multiple of MDIMAD and NDIMBD"},
+        {"best XgemmDirect WGD=8 MDIMCD=8 NDIMCD=8 MDIMAD=1 NDIMBD=8 KWID=2 "
+         "VWMD=1 VWND=1 PADA=1 PADB=1\n",
+         "WGD=8 is not a multiple of MDIMCD*NDIMCD/MDIMAD=64"},
+        {"best XgemmDirect WGD=32 MDIMCD=32 NDIMCD=32 MDIMAD=32 NDIMBD=32 "
+         "KWID=2 VWMD=1 VWND=1 PADA=1 PADB=1\n",
+         "a work-group of MDIMCD=32 x NDIMCD=32 exceeds"},
+        {"best XgemmDirect WGD=128 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+         "VWMD=4 VWND=4 PADA=1 PADB=1\n",
+         "132096 bytes of local memory"},
+        {"best XgemmDirect WGD=32 WGD=32 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+         "VWMD=4 VWND=4 PADA=1 PADB=1\n",
+         "WGD given twice"},
+        {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+         "VWMD=4 VWND=4 PADA=1 XYZ=1\n",
+         "unknown XgemmDirect parameter XYZ=1"},
+        {"best XgemmDirect WGD=-32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+         "VWMD=4 VWND=4 PADA=1 PADB=1\n",
+         "WGD=-32 is not a number"},
+        {"# a comment\ntried XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 "
+         "NDIMBD=8 KWID=2 VWMD=4 VWND=4 PADA=1 PADB=1\n",
+         "line 2: no valid ms=T"},
+        {"tried XgemmDirect WGD=32 ms=1\n", "1 XgemmDirect parameters"},
+        {"baseline XgemmDirect ms=0\n", "line 1: not baseline XgemmDirect"},
+        {"baseline XgemmDirect ms=x\n", "not baseline XgemmDirect ms=T"},
+        {"baseline XgemmDirect ms=1\nbaseline XgemmDirect ms=2\n",
+         "line 2: a second baseline XgemmDirect record"},
+        {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+         "VWMD=4 VWND=4 PADA=1 PADB=1\n"
+         "best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+         "VWMD=4 VWND=4 PADA=1 PADB=1\n",
+         "line 2: a second best XgemmDirect record"},
+    };
+    static struct clf__tune_file tf, back;
+    char why[400], path[600], *text = NULL;
+    size_t i, len = 0;
+
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(parse(bad[i].text, why, sizeof why) == -1, "accepted %s",
+                      bad[i].text);
+        ck_assert_msg(strstr(why, bad[i].why) != NULL, "%s: why \"%s\"",
+                      bad[i].text, why);
+    }
+    /* Written by clf__tune_write, read back the same. */
+    memset(&tf, 0, sizeof tf);
+    tf.baseline_ms = 40.5;
+    tf.direct_baseline_ms = 31.25;
+    tf.have_direct = 1;
+    memcpy(tf.direct, (size_t[]){64, 16, 8, 16, 8, 4, 4, 8, 0, 0},
+           sizeof tf.direct);
+    tf.ndirect_tried = 2;
+    memcpy(tf.direct_tried[0], tf.direct, sizeof tf.direct);
+    tf.direct_tried_ms[0] = 12.125;
+    memcpy(tf.direct_tried[1], (size_t[]){32, 8, 8, 8, 8, 2, 4, 4, 1, 1},
+           sizeof tf.direct);
+    tf.direct_tried_ms[1] = 0.0; /* failed */
+    snprintf(path, sizeof path, "%s/roundtrip.txt", dir);
+    ck_assert_int_eq(clf__tune_write(path, &tu_context()->info, &tf), 0);
+    ck_assert_int_eq(
+        clf__file_read_all(path, "tune file", 1 << 20, &text, &len), 0);
+    unlink(path);
+    ck_assert_msg(clf__tune_parse(text, len, &limits, &back, why, sizeof why) ==
+                      0,
+                  "%s", why);
+    ck_assert_ptr_nonnull(strstr(text, "best XgemmDirect WGD=64 MDIMCD=16 "));
+    free(text);
+    ck_assert_int_eq(back.have_direct, 1);
+    ck_assert(memcmp(back.direct, tf.direct, sizeof tf.direct) == 0);
+    ck_assert_double_eq_tol(back.direct_baseline_ms, 31.25, 1e-9);
+    ck_assert_uint_eq(back.ndirect_tried, 2);
+    ck_assert(memcmp(back.direct_tried, tf.direct_tried,
+                     2 * sizeof tf.direct_tried[0]) == 0);
+    ck_assert_double_eq_tol(back.direct_tried_ms[0], 12.125, 1e-9);
+    ck_assert_double_eq_tol(back.direct_tried_ms[1], 0.0, 1e-9);
+    ck_assert_int_eq(back.have_best, 0);
+    ck_assert_int_eq(back.have_tiled, 0);
+}
+END_TEST
+
+/* A stored file with a bad XgemmDirect line is ignored whole, and the
+ * warning names the file, the line and the field. */
+START_TEST(tune_bad_direct_line_is_ignored_with_a_warning)
+{
+    char path[4300];
+    clf_context *ctx = NULL;
+    const char *w;
+
+    tu_clear_dir(dir);
+    write_tune_file("baseline ms=5\n"
+                    "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=128\n"
+                    "tried XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 "
+                    "NDIMBD=8 KWID=2 VWMD=4 VWND=4 PADA=1 PADB=1 ms=1e-9\n");
+    clf__tune_path(&tu_context()->info, path, sizeof path);
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
+    ck_assert_str_eq(clf_context_tuning(ctx), "");
+    w = clf_context_warnings(ctx);
+    ck_assert_msg(strstr(w, path) != NULL &&
+                      strstr(w, "line 3: no valid ms=T") != NULL,
+                  "warning \"%s\"", w);
+    clf_context_destroy(ctx);
+    tu_clear_dir(dir);
+}
+END_TEST
+
+/* The largest error of y against ref, relative to ref's largest
+ * magnitude; NaN counts as infinite. */
+static double
+rel_error(const float *y, const double *ref, size_t count)
+{
+    double scale = 1e-30, err = 0.0;
+    size_t i;
+
+    for (i = 0; i < count; i++) {
+        double d = fabs((double)y[i] - ref[i]);
+        if (fabs(ref[i]) > scale)
+            scale = fabs(ref[i]);
+        if (!(d <= err))
+            err = isnan(d) ? INFINITY : d;
+    }
+    return err / scale;
+}
+
+/* A one-batch forward of a small layer with every GEMM through CLBlast
+ * (as the tuner times them): its error against the reference, or
+ * INFINITY when the forward failed. */
+static double
+clblast_forward_error(unsigned long long seed)
+{
+    clf_attention_desc d;
+    struct layer l;
+    float x[40 * 32], y[40 * 32];
+    double ref[40 * 32], err = INFINITY;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = 32;
+    d.heads = 2;
+    d.max_seq_len = 48;
+    d.k = 8;
+    d.bias_k = d.bias_out = 1;
+    layer_make(&l, &d, seed);
+    tu_fill(x, 40 * 32, seed + 1, -1.0f, 1.0f);
+    ck_assert_int_eq(clf_context_force_kernel(tu_context(), "gemm", "clblast"),
+                     0);
+    ck_assert_int_eq(clf_context_force_kernel(tu_context(), "attend", "gemm"),
+                     0);
+    if (clf_attention_forward(l.att, x, 1, 40, y) == 0) {
+        ref_attention(&l.ref, 0, x, 1, 40, ref);
+        err = rel_error(y, ref, 40 * 32);
+    }
+    ck_assert_int_eq(clf_context_force_kernel(tu_context(), "gemm", NULL), 0);
+    ck_assert_int_eq(clf_context_force_kernel(tu_context(), "attend", NULL), 0);
+    layer_free(&l);
+    return err;
+}
+
+/* What the tuner relies on: with XGEMM_MIN_INDIRECT_SIZE at 65536 (as it
+ * times XgemmDirect) the GEMMs of a forward run XgemmDirect, and with it
+ * at 1 they do not.  A set outside the kernel's constraints (WGD=8 with
+ * vectors of 2 along MDIMAD=8: no work-item loads A's tile), refused by
+ * the checks but accepted by CLBlast, spoils the forward under the first
+ * switch and not under the second. */
+START_TEST(tune_direct_switch_runs_xgemm_direct)
+{
+    static const size_t odd[CLF_TUNE_NDIRECT] = {8, 8, 8, 8, 8, 2, 2, 1, 1, 1};
+    static const size_t ok[CLF_TUNE_NDIRECT] = {32, 8, 8, 8, 8, 2, 4, 4, 1, 1};
+    struct clf__limits lim;
+    char why[400];
+    double err;
+
+    device_limits(tu_context(), &lim);
+    ck_assert_int_eq(clf__tune_check_direct(odd, &lim, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "WGD=8 is not a multiple of "
+                                      "MDIMCD*VWMD=16"));
+    ck_assert_int_eq(clf__tune_check_direct(ok, &lim, why, sizeof why), 0);
+    ck_assert_int_eq(clf__tune_apply_direct(tu_context(), odd), 0);
+    ck_assert_int_eq(clf__tune_apply_min_indirect(tu_context(), 65536), 0);
+    err = clblast_forward_error(31);
+    ck_assert_msg(err > 1e-3, "every GEMM direct under a broken set: error %g",
+                  err);
+    ck_assert_int_eq(clf__tune_apply_min_indirect(tu_context(), 1), 0);
+    err = clblast_forward_error(31);
+    ck_assert_msg(err <= 1e-5, "every GEMM indirect: error %g", err);
+    /* A valid set, every GEMM direct: right again (and left in force for
+     * what runs after this test in the process). */
+    ck_assert_int_eq(clf__tune_apply_direct(tu_context(), ok), 0);
+    ck_assert_int_eq(clf__tune_apply_min_indirect(tu_context(), 65536), 0);
+    err = clblast_forward_error(33);
+    ck_assert_msg(err <= 1e-5, "every GEMM direct, valid set: error %g", err);
+}
+END_TEST
+
+/* A stored XgemmDirect set is applied (CLBlast accepts it), named in the
+ * context's tuning, and a forward whose every GEMM runs it (the stored
+ * switch at 65536) matches the reference. */
+START_TEST(tune_stored_direct_set_is_applied)
+{
+    char text[1024];
+    clf_context *ctx = NULL;
+    const char *t;
+    double err;
+
+    tu_clear_dir(dir);
+    snprintf(text, sizeof text,
+             "baseline ms=5\n"
+             "best GemmRoutine XGEMM_MIN_INDIRECT_SIZE=65536\n"
+             "baseline XgemmDirect ms=4\n"
+             "best XgemmDirect %s\n",
+             good_direct);
+    write_tune_file(text);
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
+    t = clf_context_tuning(ctx);
+    ck_assert_msg(strstr(t, "XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 "
+                            "NDIMBD=8 KWID=2 VWMD=4 VWND=4 PADA=1 "
+                            "PADB=1") != NULL &&
+                      strstr(t, "XGEMM_MIN_INDIRECT_SIZE=65536") != NULL,
+                  "tuning \"%s\", warnings \"%s\"", t,
+                  clf_context_warnings(ctx));
+    clf_context_destroy(ctx);
+    ck_assert_int_eq(clf_tune_apply_process_wide(tu_context()), 0);
+    err = clblast_forward_error(35);
+    ck_assert_msg(err <= 1e-5, "forward under the stored set: error %g", err);
+    tu_clear_dir(dir);
+}
+END_TEST
+
 static void
 clear_dir(void)
 {
@@ -698,6 +1040,8 @@ main(void)
     tcase_add_test(tc, tune_needs_a_cache_directory);
     tcase_add_test(tc, tune_tiny_budget_returns_quickly);
     tcase_add_test(tc, tune_write_does_not_follow_planted_links);
+    if (full_space)
+        tcase_add_test(tc, tune_full_direct_grid);
     suite_add_tcase(s, tc);
     /* What a stored file may hold, and the checks before any work. */
     tc = tcase_create("tune_file");
@@ -711,6 +1055,15 @@ main(void)
     tcase_add_test(tc, tune_size_overflow_is_refused);
     tcase_add_test(tc, tune_file_in_shared_directory_is_ignored);
     tcase_add_test(tc, tune_file_symlink_is_ignored_with_a_warning);
+    tcase_add_test(tc, tune_file_direct_records);
+    tcase_add_test(tc, tune_bad_direct_line_is_ignored_with_a_warning);
+    suite_add_tcase(s, tc);
+    /* XgemmDirect against the device: each a build of CLBlast's GEMM
+     * program (after the searches: these leave overrides in force). */
+    tc = tcase_create("direct");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, tune_direct_switch_runs_xgemm_direct);
+    tcase_add_test(tc, tune_stored_direct_set_is_applied);
     suite_add_tcase(s, tc);
     rc = tu_run(s, 1);
     clear_dir();

@@ -2,8 +2,9 @@
  * an unknown device (PoCL's CPU device, say) can be several times slower
  * than the best ones.  clf_tune() times real layer forwards under
  * candidate parameter sets of CLBlast's Xgemm kernel (through
- * CLBlastOverrideParameters), of its direct/indirect switch and of the
- * tiled GEMM kernel's sizes, reports them, and stores the fastest per
+ * CLBlastOverrideParameters), of its XgemmDirect kernel, of its
+ * direct/indirect switch and of the tiled GEMM kernel's sizes, reports
+ * them, and stores the fastest per
  * platform, device and driver in the cache directory as a tune file
  * (src/tune/tune_file.c); the process's owner applies the stored choice
  * to a context (src/tune/tune_apply.c, clf_tune_apply_process_wide). */
@@ -22,8 +23,17 @@
  * nothing about the next one, which may be a real compile. */
 #define CACHED_BUILD_S 0.25
 
+/* XGEMM_MIN_INDIRECT_SIZE above every GEMM of a layer: CLBlast runs
+ * XgemmDirect for m*n*k < 65536^3 (2.8e14), the most the tune file
+ * stores. */
+#define ALL_DIRECT 65536
+
 struct cand {
     size_t v[CLF_TUNE_NPARAM];
+};
+
+struct dcand {
+    size_t v[CLF_TUNE_NDIRECT];
 };
 
 static const size_t mi_values[MI_COUNT] = {128, 256, 512, 1024, 2048};
@@ -65,6 +75,36 @@ make_candidates(struct cand *out, size_t cap, const struct clf__limits *lim)
                         if (n < cap)
                             out[n++] = x;
                     }
+    return n;
+}
+
+/* XgemmDirect's sets (WGD, MDIMCD, NDIMCD, MDIMAD, NDIMBD, KWID, VWMD,
+ * VWND, PADA, PADB), curated from the sets CLBlast's database holds for
+ * CPUs and GPUs, likeliest first so that a short budget still tries good
+ * ones: 32 x 32 and 64 x 64 tiles of 8 x 8 groups with vectors of 4 or 2
+ * (CPUs; the 64 x 64 tiles unpadded, 32 KiB of local memory), then
+ * 16 x 16 groups (GPUs), unequal groups and reshaped loads, narrow
+ * vectors and small tiles.  Those outside CLBlast's constraints or the
+ * device's limits are left out (clf__tune_check_direct). */
+static const size_t direct_grid[][CLF_TUNE_NDIRECT] = {
+    {32, 8, 8, 8, 8, 2, 4, 4, 1, 1},     {64, 8, 8, 8, 8, 8, 4, 4, 0, 0},
+    {32, 8, 8, 8, 8, 2, 2, 2, 1, 1},     {64, 8, 8, 8, 8, 2, 2, 2, 0, 0},
+    {32, 8, 8, 8, 8, 8, 4, 4, 1, 1},     {64, 8, 8, 8, 8, 8, 8, 4, 0, 0},
+    {32, 16, 16, 16, 16, 2, 2, 2, 1, 1}, {64, 16, 16, 16, 16, 2, 4, 4, 0, 0},
+    {32, 8, 16, 8, 16, 2, 4, 2, 1, 1},   {64, 16, 8, 16, 8, 4, 4, 8, 0, 0},
+    {32, 8, 8, 16, 16, 2, 2, 2, 1, 1},   {16, 8, 8, 8, 8, 2, 2, 2, 1, 1},
+    {64, 8, 8, 8, 8, 2, 1, 1, 0, 0},     {32, 16, 16, 16, 16, 2, 1, 1, 1, 1},
+    {16, 16, 16, 16, 16, 2, 1, 1, 1, 1}, {16, 8, 8, 8, 8, 2, 1, 1, 1, 1}};
+
+static size_t
+make_direct(struct dcand *out, size_t cap, const struct clf__limits *lim)
+{
+    char why[256];
+    size_t n = 0, i;
+
+    for (i = 0; i < sizeof direct_grid / sizeof direct_grid[0] && n < cap; i++)
+        if (clf__tune_check_direct(direct_grid[i], lim, why, sizeof why) == 0)
+            memcpy(out[n++].v, direct_grid[i], sizeof out[0].v);
     return n;
 }
 
@@ -189,6 +229,12 @@ struct run {
     size_t ntiled, tiled_best;           /* tiled_best: ntiled for none */
     int forced; /* the context's GEMM and attention choices overridden */
     int was_gemm, was_attend; /* what they were pinned to before */
+    struct dcand dcands[CLF_TUNE_MAX_DIRECT]; /* the XgemmDirect grid */
+    double direct_ms[CLF_TUNE_MAX_DIRECT];    /* -1: not measured, 0: failed */
+    size_t ndirect, direct_done, direct_measured, direct_skipped;
+    size_t direct_best; /* ndirect: none */
+    double direct_base; /* ms, CLBlast's own XgemmDirect set; 0: unknown */
+    int all_direct;     /* the switch left at ALL_DIRECT by tune_direct */
 };
 
 /* Whether a step expected to take the longest step so far, `reserve`
@@ -219,13 +265,33 @@ build_estimate(const struct run *r)
     return r->setup_build_s > guess ? r->setup_build_s : guess;
 }
 
-/* may_start for a step under new parameters: one build besides. */
+/* may_start for a step under new parameters: `builds` builds besides. */
+static int
+may_build_n(const struct run *r, double builds, double reserve)
+{
+    return clf__now_s() - r->start + builds * build_estimate(r) +
+               reserve * r->step_max <=
+           r->o.budget_s;
+}
+
 static int
 may_build(const struct run *r, double reserve)
 {
-    return clf__now_s() - r->start + build_estimate(r) +
-               reserve * r->step_max <=
-           r->o.budget_s;
+    return may_build_n(r, 1.0, reserve);
+}
+
+/* The builds the XgemmDirect step needs to get on: its baseline while
+ * none is stored, and its next set while one is not measured. */
+static double
+direct_builds_due(const struct run *r)
+{
+    double n = r->ndirect != 0 && r->direct_base <= 0.0 ? 1.0 : 0.0;
+    size_t i;
+
+    for (i = 0; i < r->ndirect; i++)
+        if (r->direct_ms[i] < 0.0)
+            return n + 1.0;
+    return n;
 }
 
 /* Ends a step begun at t0 whose kernel build took `build` of its time
@@ -276,6 +342,20 @@ tune_opts(const clf_tune_opts *in, clf_tune_opts *o, size_t *count)
     return 0;
 }
 
+/* The XgemmDirect baseline and sets a valid stored file holds. */
+static void
+resume_direct(struct run *r, const struct clf__tune_file *tf)
+{
+    size_t i, j;
+
+    r->direct_base = tf->direct_baseline_ms;
+    for (j = 0; j < tf->ndirect_tried; j++)
+        for (i = 0; i < r->ndirect; i++)
+            if (memcmp(tf->direct_tried[j], r->dcands[i].v,
+                       sizeof r->dcands[i].v) == 0)
+                r->direct_ms[i] = tf->direct_tried_ms[j];
+}
+
 /* Resume: the untuned time, the switch value and the candidates already
  * measured, from a valid stored file. */
 static int
@@ -290,6 +370,7 @@ tune_resume(struct run *r)
         r->base = tf->baseline_ms / 1e3;
         r->stored_build_s = tf->compile_ms / 1e3;
         r->prev_mi = tf->min_indirect;
+        resume_direct(r, tf);
         for (j = 0; j < tf->ntried; j++)
             for (i = 0; i < r->ncand; i++)
                 if (memcmp(tf->tried[j], r->cands[i].v, sizeof r->cands[i].v) ==
@@ -431,8 +512,13 @@ tune_candidates(struct run *r)
         if (r->o.max_candidates != 0 && r->measured == r->o.max_candidates)
             return;
         /* Room for this one's build and forwards, and the later steps'
-         * forwards (each of those checks its own build when it comes). */
-        if (!may_build(r, 2.0 + (double)r->nmi + (double)r->ntiled)) {
+         * forwards (XgemmDirect's baseline and next set, the switch's
+         * settings, the tiled sets); of their builds, XgemmDirect's (the
+         * others check theirs when they come), so that a call whose budget
+         * holds them gets on with both grids. */
+        if (!may_build_n(r, 1.0 + direct_builds_due(r),
+                         2.0 + (r->ndirect != 0 ? 2.0 : 0.0) + (double)r->nmi +
+                             (double)r->ntiled)) {
             r->skipped = r->ncand - r->done;
             say(&r->o,
                 "budget reached after %zu of %zu candidates (a kernel "
@@ -456,30 +542,206 @@ tune_candidates(struct run *r)
     }
 }
 
-/* CLBlast's switch between its direct GEMM kernel and the indirect one
- * (pad, transpose, Xgemm), with the chosen Xgemm parameters in place.  An
- * override cannot be undone within a process, so the configuration as it
- * stands is timed first and a value is kept only when it beats that by
- * more than 3% (a value stored earlier stays otherwise). */
-static void
-tune_switch(struct run *r)
+/* The largest GEMM of the timed layer, as m*n*k, below ALL_DIRECT^3: a
+ * projection (n x D by D x D), a compression (k x n by n x D) or a head's
+ * product (at most n x n by n x D/h), each at most n*D*max(n, D). */
+static int
+all_direct_fits(const struct run *r)
 {
-    double t, now_ms, t0 = clf__now_s(), build = 0.0;
+    double n = (double)r->o.seq_len, d = (double)r->o.d_model;
+    double lim = (double)ALL_DIRECT;
+
+    return n * d * (n > d ? n : d) < lim * lim * lim;
+}
+
+/* One XgemmDirect set with every GEMM direct: 0 when CLBlast refused it,
+ * the forward failed or computed wrong results. */
+static double
+time_direct(struct run *r, const size_t *v)
+{
+    double t0 = clf__now_s(), t, build = 0.0;
+
+    if ((v != NULL && clf__tune_apply_direct(r->ctx, v) != 0) ||
+        time_forward_ex(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t,
+                        &build) != 0 ||
+        same_output(r->ctx, r->y, r->ref, r->got, r->count) != 0)
+        t = 0.0;
+    step_end_built(r, t0, build);
+    return t;
+}
+
+/* The switch at ALL_DIRECT, and CLBlast's own XgemmDirect set timed so
+ * (stored by an earlier call, or measured now, while no XgemmDirect set
+ * was applied in this process); -1 when the step cannot go on. */
+static int
+direct_baseline(struct run *r)
+{
+    double t;
+
+    if (!may_build(r, 2.0 + (double)r->nmi))
+        return -1;
+    if (r->direct_base <= 0.0 && strstr(r->ctx->tuned, "XgemmDirect") != NULL) {
+        say(&r->o,
+            "XgemmDirect: skipped: this context applies a stored set "
+            "but its file lacks CLBlast's own set's time; remove %s "
+            "and tune again",
+            r->path);
+        return -1;
+    }
+    if (clf__tune_apply_min_indirect(r->ctx, ALL_DIRECT) != 0)
+        return -1;
+    r->all_direct = 1;
+    if (r->direct_base > 0.0) {
+        say(&r->o,
+            "XgemmDirect: CLBlast's own set, every GEMM direct (stored): "
+            "%.1f ms",
+            r->direct_base);
+        return 0;
+    }
+    t = time_direct(r, NULL);
+    if (t <= 0.0) {
+        say(&r->o, "XgemmDirect: CLBlast's own set, every GEMM direct, "
+                   "failed or computed wrong results");
+        return -1;
+    }
+    r->direct_base = t * 1e3;
+    say(&r->o, "XgemmDirect: CLBlast's own set, every GEMM direct: %.1f ms",
+        r->direct_base);
+    return 0;
+}
+
+/* Whether the fastest XgemmDirect set beats CLBlast's own by more than 3%
+ * (as a switch setting must): an override cannot be undone within a
+ * process, and a smaller gain is within the noise of forwards on a shared
+ * CPU. */
+static int
+direct_wins(const struct run *r)
+{
+    return r->direct_best < r->ndirect && r->direct_base > 0.0 &&
+           r->direct_ms[r->direct_best] < 0.97 * r->direct_base;
+}
+
+static void
+note_direct(struct run *r, size_t i)
+{
+    if (r->direct_ms[i] > 0.0 &&
+        (r->direct_best == r->ndirect ||
+         r->direct_ms[i] < r->direct_ms[r->direct_best]))
+        r->direct_best = i;
+}
+
+/* CLBlast's XgemmDirect kernel, the one it runs for a GEMM below its
+ * switch (m*n*k < XGEMM_MIN_INDIRECT_SIZE^3), which on a device it does
+ * not know may be every GEMM of the layer.  Timed with the switch at
+ * ALL_DIRECT, above every GEMM of the layer, so that every GEMM of the
+ * timed forwards runs XgemmDirect whatever the device's default switch
+ * (tests/test_tune.c checks it: under that switch a set outside the
+ * kernel's constraints changes the forward's output, under a low one it
+ * does not); the Xgemm parameters play no part.  CLBlast's own set first
+ * (what a set must beat to be stored), then the grid's sets not measured
+ * yet while the budget lasts.  The fastest stays applied for the steps
+ * after this one. */
+/* Set i of the grid, when not measured yet: 1 when the call's limit or
+ * the budget stops the step before it. */
+static int
+direct_set(struct run *r, size_t i)
+{
+    char text[256];
+    double t;
+
+    if (r->direct_ms[i] < 0.0 && r->o.max_candidates != 0 &&
+        r->direct_measured == r->o.max_candidates)
+        return 1;
+    if (r->direct_ms[i] < 0.0 && !may_build(r, 2.0 + (double)r->nmi)) {
+        r->direct_skipped = r->ndirect - r->direct_done;
+        say(&r->o,
+            "XgemmDirect: budget reached after %zu of %zu sets; run again "
+            "with a larger --budget to continue",
+            r->direct_done, r->ndirect);
+        return 1;
+    }
+    if (r->direct_ms[i] < 0.0) {
+        t = time_direct(r, r->dcands[i].v);
+        r->direct_ms[i] = t * 1e3;
+        r->direct_measured++;
+        clf__tune_format_direct(r->dcands[i].v, text, sizeof text);
+        say(&r->o, "XgemmDirect [%zu/%zu] %s: %s%.1f", r->direct_done + 1,
+            r->ndirect, text, t > 0.0 ? "ms " : "failed or wrong results ",
+            t * 1e3);
+    }
+    r->direct_done++;
+    note_direct(r, i);
+    return 0;
+}
+
+static void
+tune_direct(struct run *r)
+{
     size_t i;
+
+    /* What earlier calls measured counts, whether or not this one can go
+     * on. */
+    for (i = 0; i < r->ndirect; i++)
+        note_direct(r, i);
+    if (r->ndirect != 0 && !all_direct_fits(r))
+        say(&r->o,
+            "XgemmDirect: skipped: a GEMM of this layer is not below "
+            "XGEMM_MIN_INDIRECT_SIZE=%d cubed",
+            ALL_DIRECT);
+    if (r->ndirect == 0 || !all_direct_fits(r) || direct_baseline(r) != 0) {
+        for (i = 0; i < r->ndirect; i++)
+            r->direct_done += r->direct_ms[i] >= 0.0;
+        r->direct_skipped = r->ndirect - r->direct_done;
+        return;
+    }
+    for (i = 0; i < r->ndirect && direct_set(r, i) == 0; i++)
+        ;
+    if (r->direct_best < r->ndirect)
+        (void)clf__tune_apply_direct(r->ctx, r->dcands[r->direct_best].v);
+}
+
+/* The switch's configuration as it stands (see tune_switch), timed:
+ * milliseconds, or 0 when the budget or the forward stopped the step. */
+static double
+switch_standing(struct run *r)
+{
+    double t, t0 = clf__now_s(), build = 0.0;
 
     /* The best may come from an earlier call: then it is built anew. */
     if (!may_build(r, 1.0)) {
         r->mi_skipped = r->nmi;
-        return;
+        return 0.0;
     }
     if (r->have_best)
         clf__tune_apply_xgemm(r->ctx, r->best.v);
+    if (r->all_direct && r->prev_mi != 0)
+        clf__tune_apply_min_indirect(r->ctx, r->prev_mi);
     if (time_forward_ex(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t,
                         &build) != 0)
-        return;
+        return 0.0;
     step_end_built(r, t0, build);
-    now_ms = t * 1e3;
-    say(&r->o, "direct/indirect switch as it stands: %.1f ms", now_ms);
+    say(&r->o, "direct/indirect switch as it stands%s: %.1f ms",
+        r->all_direct && r->prev_mi == 0 ? " (every GEMM direct)" : "",
+        t * 1e3);
+    return t * 1e3;
+}
+
+/* CLBlast's switch between its direct GEMM kernel and the indirect one
+ * (pad, transpose, Xgemm), with the chosen Xgemm and XgemmDirect
+ * parameters in place.  An override cannot be undone within a process, so
+ * the configuration as it stands is timed first and a value is kept only
+ * when it beats that by more than 3% (a value stored earlier stays
+ * otherwise).  As it stands: the stored switch if there is one; else, when
+ * tune_direct moved the switch (CLBlast's default cannot be set back),
+ * every GEMM direct; else CLBlast's default. */
+static void
+tune_switch(struct run *r)
+{
+    double t, now_ms = switch_standing(r), t0, build;
+    size_t i;
+
+    if (now_ms <= 0.0)
+        return;
     for (i = 0; i < r->nmi; i++) {
         if (!may_build(r, 1.0)) {
             r->mi_skipped = r->nmi - i;
@@ -564,6 +826,25 @@ tune_tiled(struct run *r)
     }
 }
 
+/* XgemmDirect: its baseline, the sets measured, and the fastest when it
+ * beats CLBlast's own set (direct_wins). */
+static void
+direct_records(const struct run *r, struct clf__tune_file *tf)
+{
+    size_t i;
+
+    tf->direct_baseline_ms = r->direct_base;
+    tf->have_direct = direct_wins(r);
+    if (tf->have_direct)
+        memcpy(tf->direct, r->dcands[r->direct_best].v, sizeof tf->direct);
+    for (i = 0; i < r->ndirect; i++)
+        if (r->direct_ms[i] >= 0.0) {
+            memcpy(tf->direct_tried[tf->ndirect_tried], r->dcands[i].v,
+                   sizeof tf->direct_tried[0]);
+            tf->direct_tried_ms[tf->ndirect_tried++] = r->direct_ms[i];
+        }
+}
+
 /* Everything measured, and the winner if it beats the untuned
  * parameters, as the records of a tune file. */
 static void
@@ -595,6 +876,7 @@ file_records(const struct run *r, struct clf__tune_file *tf)
             tf->tiled_tried[tf->ntiled_tried] = r->tiled[i];
             tf->tiled_tried_ms[tf->ntiled_tried++] = r->tiled_ms[i];
         }
+    direct_records(r, tf);
 }
 
 /* The tune file of this call, written whole (clf__tune_write). */
@@ -612,12 +894,37 @@ tune_write(const struct run *r)
     return rc;
 }
 
+/* XgemmDirect's winner against CLBlast's own set, both with every GEMM
+ * direct. */
+static void
+report_direct(const struct run *r)
+{
+    char text[256];
+    double ms;
+
+    if (r->direct_best == r->ndirect || r->direct_base <= 0.0)
+        return;
+    ms = r->direct_ms[r->direct_best];
+    clf__tune_format_direct(r->dcands[r->direct_best].v, text, sizeof text);
+    if (direct_wins(r))
+        say(&r->o,
+            "XgemmDirect: best %s: %.1f ms per forward with every GEMM direct "
+            "(%.2fx CLBlast's own set's %.1f ms); stored",
+            text, ms, r->direct_base / ms, r->direct_base);
+    else
+        say(&r->o,
+            "XgemmDirect: no set beat CLBlast's own by more than 3%% (%.1f "
+            "ms with every GEMM direct; the fastest, %s, took %.1f ms)",
+            r->direct_base, text, ms);
+}
+
 static void
 tune_report(const struct run *r)
 {
     char text[512];
     double base_ms = r->base * 1e3;
 
+    report_direct(r);
     if (!(r->have_best && r->best_ms < base_ms)) {
         say(&r->o,
             "no candidate beat the current parameters (%.1f ms); "
@@ -688,6 +995,11 @@ run_init(struct run *r, clf_context *ctx, const struct clf__tune_space *space)
     r->nmi = first_of(MI_COUNT, space != NULL ? space->switches : 0);
     for (i = 0; i < MAX_CANDS; i++)
         r->tried_ms[i] = -1.0;
+    r->ndirect = first_of(make_direct(r->dcands, CLF_TUNE_MAX_DIRECT, &lim),
+                          space != NULL ? space->direct : 0);
+    r->direct_best = r->ndirect;
+    for (i = 0; i < CLF_TUNE_MAX_DIRECT; i++)
+        r->direct_ms[i] = -1.0;
     r->ntiled = clf__tiled_space(r->tiled, CLF_TUNE_MAX_TILED, &lim);
     r->tiled_best = r->ntiled;
     for (i = 0; i < CLF_TUNE_MAX_TILED; i++)
@@ -704,12 +1016,12 @@ say_budget(const struct run *r)
 {
     say(&r->o,
         "budget: %.1f s of %.3g s; candidates: %zu of %zu tried, %zu "
-        "skipped for the budget; switch settings: %zu tried, %zu skipped; "
-        "tiled sets: %zu tried, %zu skipped (a kernel build estimated at "
-        "%.1f s)",
+        "skipped for the budget; XgemmDirect sets: %zu of %zu tried, %zu "
+        "skipped; switch settings: %zu tried, %zu skipped; tiled sets: %zu "
+        "tried, %zu skipped (a kernel build estimated at %.1f s)",
         clf__now_s() - r->start, r->o.budget_s, r->done, r->ncand, r->skipped,
-        r->mi_tried, r->mi_skipped, r->tiled_tried, r->tiled_skipped,
-        build_estimate(r));
+        r->direct_done, r->ndirect, r->direct_skipped, r->mi_tried,
+        r->mi_skipped, r->tiled_tried, r->tiled_skipped, build_estimate(r));
 }
 
 /* The steps in order; 1 when the budget ran out before anything was
@@ -740,6 +1052,7 @@ tune_steps(struct run *r)
     if (rc != 0)
         return rc;
     tune_candidates(r);
+    tune_direct(r);
     tune_switch(r);
     tune_tiled(r);
     if (r->best_mi == 0 && r->prev_mi != 0)
@@ -772,6 +1085,7 @@ clf__tune_in(clf_context *ctx, const clf_tune_opts *opts,
             r->o.budget_s);
         r->skipped = r->ncand - r->done;
         r->mi_skipped = r->nmi;
+        r->direct_skipped = r->ndirect;
         r->tiled_skipped = r->ntiled;
         say_budget(r);
         rc = 0;

@@ -13,6 +13,8 @@
 #define CLF_TUNE_MAX_TRIED 256
 #define CLF_TUNE_MAX_TILED 32
 #define CLF_TUNE_MAX_MI 16
+#define CLF_TUNE_NDIRECT 10
+#define CLF_TUNE_MAX_DIRECT 64
 #define CLF_TUNE_FILE_MAX (1u << 20) /* a real one is a few kilobytes */
 
 /* CLBlast's Xgemm parameters, in the order of clf__tune_xgemm_names. */
@@ -36,17 +38,40 @@ enum {
 };
 extern const char *const clf__tune_xgemm_names[CLF_TUNE_NPARAM];
 
+/* CLBlast's XgemmDirect parameters (the single-kernel GEMM CLBlast runs
+ * below XGEMM_MIN_INDIRECT_SIZE), in the order of clf__tune_direct_names:
+ * the square tile WGD, the work-group MDIMCD x NDIMCD, the reshaped
+ * work-group that loads the A and B tiles (MDIMAD, NDIMBD), the unroll
+ * factor KWID, the vector widths VWMD, VWND and the local rows' padding
+ * PADA, PADB. */
+enum {
+    CLF__XD_WGD,
+    CLF__XD_MDIMCD,
+    CLF__XD_NDIMCD,
+    CLF__XD_MDIMAD,
+    CLF__XD_NDIMBD,
+    CLF__XD_KWID,
+    CLF__XD_VWMD,
+    CLF__XD_VWND,
+    CLF__XD_PADA,
+    CLF__XD_PADB
+};
+extern const char *const clf__tune_direct_names[CLF_TUNE_NDIRECT];
+
 /* The tune file of a device in the cache directory, or "" (no directory,
  * or a path longer than cap). */
 void clf__tune_path(const clf_device_info *info, char *buf, size_t cap);
 
-/* Xgemm parameters v as "NAME=V ..." (cut at cap). */
+/* Xgemm parameters v, or XgemmDirect parameters, as "NAME=V ..." (cut at
+ * cap). */
 void clf__tune_format_xgemm(const size_t *v, char *buf, size_t cap);
+void clf__tune_format_direct(const size_t *v, char *buf, size_t cap);
 
 /* A tune file's contents.  clf__tune_parse reads len bytes of buf (not
  * NUL-terminated) as if hostile: 0 with tf filled, or -1 with the line and
- * field at fault in why; the best Xgemm parameters are checked against
- * CLBlast's constraints and lim (clf__tune_check_xgemm). */
+ * field at fault in why; the best Xgemm and XgemmDirect parameters are
+ * checked against CLBlast's constraints and lim (clf__tune_check_xgemm,
+ * clf__tune_check_direct). */
 struct clf__tune_file {
     int have_best;
     size_t best[CLF_TUNE_NPARAM];
@@ -68,11 +93,21 @@ struct clf__tune_file {
     size_t ntiled_tried;
     struct clf__tiled_cfg tiled_tried[CLF_TUNE_MAX_TILED];
     double tiled_tried_ms[CLF_TUNE_MAX_TILED];
+    /* XgemmDirect: the best, the forward under CLBlast's own parameters
+     * with every GEMM direct (0: none stored), and the sets measured so. */
+    int have_direct;
+    size_t direct[CLF_TUNE_NDIRECT];
+    double direct_baseline_ms;
+    size_t ndirect_tried;
+    size_t direct_tried[CLF_TUNE_MAX_DIRECT][CLF_TUNE_NDIRECT];
+    double direct_tried_ms[CLF_TUNE_MAX_DIRECT];
 };
 int clf__tune_parse(const char *buf, size_t len, const struct clf__limits *lim,
                     struct clf__tune_file *tf, char *why, size_t cap);
 int clf__tune_check_xgemm(const size_t *v, const struct clf__limits *lim,
                           char *why, size_t cap);
+int clf__tune_check_direct(const size_t *v, const struct clf__limits *lim,
+                           char *why, size_t cap);
 
 /* Writes tf's records (under a heading naming info's device) to path,
  * whole: a new file renamed into place.  Returns 0 or a status. */
@@ -81,9 +116,12 @@ int clf__tune_write(const char *path, const clf_device_info *info,
 
 /* --------------------------------------------------- tune_apply.c */
 
-/* Hands Xgemm parameters v, or the direct/indirect switch v, to CLBlast
- * for ctx's device (process-wide).  Return 0 or CLBlast's status. */
+/* Hands Xgemm parameters v, XgemmDirect parameters v, or the
+ * direct/indirect switch v, to CLBlast for ctx's device (process-wide).
+ * Return 0 or CLBlast's status.  CLBlast checks only that every parameter
+ * is named: the values are the caller's to check. */
 int clf__tune_apply_xgemm(clf_context *ctx, const size_t *v);
+int clf__tune_apply_direct(clf_context *ctx, const size_t *v);
 int clf__tune_apply_min_indirect(clf_context *ctx, size_t v);
 
 /* Loads the tune file at path into tf: 1 when a valid one was read, 0
@@ -97,13 +135,14 @@ int clf__tune_load(clf_context *ctx, const char *path,
 int clf__tune_apply_stored(clf_context *ctx);
 
 /* How much of the search space a call considers: the first xgemm
- * candidates of the Xgemm grid and the first `switches` settings of
- * XGEMM_MIN_INDIRECT_SIZE (0: all of them).  Each is a new build of
+ * candidates of the Xgemm grid, the first `switches` settings of
+ * XGEMM_MIN_INDIRECT_SIZE and the first `direct` candidates of the
+ * XgemmDirect grid (0: all of them).  Each is a new build of
  * CLBlast's GEMM programs (a dozen kernels, about 15 s on PoCL), so
  * tests/test_tune.c narrows the space; clf_tune() searches all of it
  * (clf__tune_in with a NULL space). */
 struct clf__tune_space {
-    size_t xgemm, switches;
+    size_t xgemm, switches, direct;
 };
 int clf__tune_in(clf_context *ctx, const clf_tune_opts *opts,
                  const struct clf__tune_space *space);

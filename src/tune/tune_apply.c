@@ -1,6 +1,7 @@
 /* The stored tuning applied (src/tune/tune.h): the tune file of a
- * context's device read (src/tune/tune_file.c) and its Xgemm parameters
- * and direct/indirect switch handed to CLBlast, process-wide, and its
+ * context's device read (src/tune/tune_file.c) and its Xgemm and
+ * XgemmDirect parameters and direct/indirect switch handed to CLBlast,
+ * process-wide, and its
  * tiled GEMM sizes set on the context; what was applied, and why a file
  * was ignored, as the context reports them. */
 #include "tune/tune.h"
@@ -21,6 +22,19 @@ clf__tune_apply_xgemm(clf_context *ctx, const size_t *v)
         return clf__fail((int)st,
                          "CLBlastOverrideParameters(Xgemm) failed "
                          "(%d)",
+                         (int)st);
+    return 0;
+}
+
+int
+clf__tune_apply_direct(clf_context *ctx, const size_t *v)
+{
+    CLBlastStatusCode st = CLBlastOverrideParameters(
+        ctx->device, "XgemmDirect", CLBlastPrecisionSingle, CLF_TUNE_NDIRECT,
+        (const char **)clf__tune_direct_names, v);
+    if (st != CLBlastSuccess)
+        return clf__fail((int)st,
+                         "CLBlastOverrideParameters(XgemmDirect) failed (%d)",
                          (int)st);
     return 0;
 }
@@ -152,6 +166,15 @@ apply_stored_locked(clf_context *ctx)
             clf__tune_format_xgemm(tf->best, ctx->tuned + 6,
                                    sizeof ctx->tuned - 6);
         }
+    }
+    if (rc == 0 && tf->have_direct &&
+        (rc = clf__tune_apply_direct(ctx, tf->direct)) == 0) {
+        size_t len = strlen(ctx->tuned);
+        snprintf(ctx->tuned + len, sizeof ctx->tuned - len, "%sXgemmDirect ",
+                 len ? "; " : "");
+        len = strlen(ctx->tuned);
+        clf__tune_format_direct(tf->direct, ctx->tuned + len,
+                                sizeof ctx->tuned - len);
     }
     if (rc == 0 && tf->min_indirect != 0 &&
         (rc = clf__tune_apply_min_indirect(ctx, tf->min_indirect)) == 0) {

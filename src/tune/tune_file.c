@@ -16,8 +16,14 @@
  *                                      the tiled GEMM kernel's sizes
  *                                      (gemm_tiled.c), applied per context
  *   tried Tiled ... ms=T               each set of sizes measured
- * A file without Tiled records (written before the tiled kernel) is read
- * as before, and the tiled kernel keeps its default sizes. */
+ *   best XgemmDirect NAME=VALUE ...    the parameters of CLBlast's direct
+ *                                      GEMM kernel applied
+ *   tried XgemmDirect NAME=VALUE ... ms=T
+ *                                      each set measured, every GEMM direct
+ *   baseline XgemmDirect ms=T          CLBlast's own XgemmDirect
+ *                                      parameters, every GEMM direct
+ * A file without Tiled or XgemmDirect records (written before those were
+ * searched) is read as before, and those keep their defaults. */
 #include "tune/tune.h"
 
 #include <math.h>
@@ -29,6 +35,10 @@
 const char *const clf__tune_xgemm_names[CLF_TUNE_NPARAM] = {
     "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
     "NDIMC", "NWG",  "SA",  "SB",  "STRM",  "STRN",  "VWM", "VWN"};
+
+const char *const clf__tune_direct_names[CLF_TUNE_NDIRECT] = {
+    "WGD",  "MDIMCD", "NDIMCD", "MDIMAD", "NDIMBD",
+    "KWID", "VWMD",   "VWND",   "PADA",   "PADB"};
 
 void
 clf__tune_path(const clf_device_info *info, char *buf, size_t cap)
@@ -49,15 +59,28 @@ clf__tune_path(const clf_device_info *info, char *buf, size_t cap)
         buf[0] = '\0';
 }
 
-void
-clf__tune_format_xgemm(const size_t *v, char *buf, size_t cap)
+static void
+format_named(const char *const *names, size_t count, const size_t *v, char *buf,
+             size_t cap)
 {
     size_t len = 0, i;
 
     buf[0] = '\0';
-    for (i = 0; i < CLF_TUNE_NPARAM && len < cap; i++)
+    for (i = 0; i < count && len < cap; i++)
         len += (size_t)snprintf(buf + len, cap - len, "%s%s=%zu", i ? " " : "",
-                                clf__tune_xgemm_names[i], v[i]);
+                                names[i], v[i]);
+}
+
+void
+clf__tune_format_xgemm(const size_t *v, char *buf, size_t cap)
+{
+    format_named(clf__tune_xgemm_names, CLF_TUNE_NPARAM, v, buf, cap);
+}
+
+void
+clf__tune_format_direct(const size_t *v, char *buf, size_t cap)
+{
+    format_named(clf__tune_direct_names, CLF_TUNE_NDIRECT, v, buf, cap);
 }
 
 /* ---------------------------------------------------------------------
@@ -313,6 +336,130 @@ clf__tune_check_xgemm(const size_t *v, const struct clf__limits *lim, char *why,
     return 0;
 }
 
+/* ---------------------------------------------------------------------
+ * XgemmDirect, after CLBlast's kernel (xgemm_direct_part1.opencl) and the
+ * constraints of its tuner (src/tuning/kernels/xgemm_direct.hpp): a
+ * work-group of MDIMCD x NDIMCD computes a WGD x WGD tile of C, each
+ * work-item WGD/MDIMCD x WGD/NDIMCD of it in vectors of VWMD (A, C) and
+ * VWND (B); the group, reshaped MDIMAD x KDIMAD (KDIMAD =
+ * MDIMCD*NDIMCD/MDIMAD) and NDIMBD x KDIMBD, loads WGD x WGD tiles of A
+ * and B into local memory, their rows padded by PADA and PADB floats; the
+ * loop over a tile's k is unrolled by KWID.  A size that breaks these
+ * leaves part of a tile unloaded (wrong results) or divides by zero. */
+
+/* Ranges: PADA, PADB 0 or 1 (what CLBlast's tuner tries), the vector
+ * widths 1..16 (the kernel's vector types), every other size 1..1024, all
+ * powers of two. */
+static int
+check_direct_ranges(const size_t *v, char *why, size_t cap)
+{
+    size_t i;
+
+    for (i = 0; i < CLF_TUNE_NDIRECT; i++) {
+        int flag = i == CLF__XD_PADA || i == CLF__XD_PADB;
+        size_t max = i == CLF__XD_VWMD || i == CLF__XD_VWND ? 16 : 1024;
+        if (flag && v[i] > 1) {
+            snprintf(why, cap, "%s=%zu is not 0 or 1",
+                     clf__tune_direct_names[i], v[i]);
+            return -1;
+        }
+        if (!flag && (!is_pow2(v[i]) || v[i] > max)) {
+            snprintf(why, cap, "%s=%zu is not a power of two from 1 to %zu",
+                     clf__tune_direct_names[i], v[i], max);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* WGD must be a multiple of y * z (z = CLF_TUNE_NDIRECT for none): a whole
+ * unrolled loop, whole work per work-item, whole loads per work-item. */
+static const struct {
+    unsigned char y, z;
+} direct_multiples[] = {{CLF__XD_KWID, CLF_TUNE_NDIRECT},
+                        {CLF__XD_MDIMCD, CLF__XD_VWMD},
+                        {CLF__XD_NDIMCD, CLF__XD_VWND},
+                        {CLF__XD_MDIMAD, CLF__XD_VWMD},
+                        {CLF__XD_NDIMBD, CLF__XD_VWND}};
+
+static int
+check_direct_multiples(const size_t *v, char *why, size_t cap)
+{
+    size_t i, wgd = v[CLF__XD_WGD], wg = v[CLF__XD_MDIMCD] * v[CLF__XD_NDIMCD];
+
+    for (i = 0; i < sizeof direct_multiples / sizeof direct_multiples[0]; i++) {
+        size_t y = v[direct_multiples[i].y], z = 1;
+        if (direct_multiples[i].z != CLF_TUNE_NDIRECT)
+            z = v[direct_multiples[i].z];
+        if (wgd % (y * z) != 0) {
+            snprintf(why, cap, "WGD=%zu is not a multiple of %s*%s=%zu", wgd,
+                     clf__tune_direct_names[direct_multiples[i].y],
+                     direct_multiples[i].z != CLF_TUNE_NDIRECT
+                         ? clf__tune_direct_names[direct_multiples[i].z]
+                         : "1",
+                     y * z);
+            return -1;
+        }
+    }
+    /* The group reshaped KDIMAD x MDIMAD and KDIMBD x NDIMBD: KDIMAD and
+     * KDIMBD whole, nonzero, and dividing the tile. */
+    if (wg % v[CLF__XD_MDIMAD] != 0 || wg % v[CLF__XD_NDIMBD] != 0) {
+        snprintf(why, cap,
+                 "MDIMCD*NDIMCD=%zu is not a multiple of MDIMAD and "
+                 "NDIMBD",
+                 wg);
+        return -1;
+    }
+    if (wgd % (wg / v[CLF__XD_MDIMAD]) != 0 ||
+        wgd % (wg / v[CLF__XD_NDIMBD]) != 0) {
+        snprintf(why, cap,
+                 "WGD=%zu is not a multiple of MDIMCD*NDIMCD/MDIMAD=%zu and "
+                 "MDIMCD*NDIMCD/NDIMBD=%zu",
+                 wgd, wg / v[CLF__XD_MDIMAD], wg / v[CLF__XD_NDIMBD]);
+        return -1;
+    }
+    return 0;
+}
+
+/* The device: the work-group, and the two padded tiles in local memory. */
+static int
+check_direct_device(const size_t *v, const struct clf__limits *lim, char *why,
+                    size_t cap)
+{
+    size_t wgd = v[CLF__XD_WGD];
+    size_t local = 4 * wgd * (2 * wgd + v[CLF__XD_PADA] + v[CLF__XD_PADB]);
+
+    if (v[CLF__XD_MDIMCD] * v[CLF__XD_NDIMCD] > lim->max_wg ||
+        v[CLF__XD_MDIMCD] > lim->max_item[0] ||
+        v[CLF__XD_NDIMCD] > lim->max_item[1]) {
+        snprintf(why, cap,
+                 "a work-group of MDIMCD=%zu x NDIMCD=%zu exceeds the "
+                 "device's %zu (%zu x %zu)",
+                 v[CLF__XD_MDIMCD], v[CLF__XD_NDIMCD], lim->max_wg,
+                 lim->max_item[0], lim->max_item[1]);
+        return -1;
+    }
+    if (local > lim->local_mem) {
+        snprintf(why, cap,
+                 "%zu bytes of local memory for the WGD=%zu tiles exceed the "
+                 "device's %llu",
+                 local, wgd, lim->local_mem);
+        return -1;
+    }
+    return 0;
+}
+
+int
+clf__tune_check_direct(const size_t *v, const struct clf__limits *lim,
+                       char *why, size_t cap)
+{
+    if (check_direct_ranges(v, why, cap) != 0 ||
+        check_direct_multiples(v, why, cap) != 0 ||
+        check_direct_device(v, lim, why, cap) != 0)
+        return -1;
+    return 0;
+}
+
 /* Splits a line at spaces and tabs; -1 when it has more than cap words. */
 static int
 split(char *s, char **tok, size_t cap, size_t *n)
@@ -362,6 +509,42 @@ record_xgemm(struct clf__tune_file *tf, char **tok, size_t n, int tried,
         return 0;
     }
     tf->have_best = 1;
+    return 0;
+}
+
+/* "best XgemmDirect NAME=V ..." or "tried XgemmDirect NAME=V ... ms=T":
+ * the ten parameters, each once, numbers up to 2^20 (their constraints
+ * are checked after the whole file is read). */
+static int
+record_direct(struct clf__tune_file *tf, char **tok, size_t n, int tried,
+              size_t line, char *why, size_t cap)
+{
+    size_t *v = tried ? tf->direct_tried[tf->ndirect_tried] : tf->direct;
+    unsigned seen = 0;
+    size_t t;
+
+    if (tried && tf->ndirect_tried == CLF_TUNE_MAX_DIRECT)
+        return why_line(why, cap, line,
+                        "more than %d tried XgemmDirect records",
+                        CLF_TUNE_MAX_DIRECT);
+    if (!tried && tf->have_direct)
+        return why_line(why, cap, line, "a second best XgemmDirect record");
+    if (tried && (n < 1 || parse_ms(tok[n - 1],
+                                    &tf->direct_tried_ms[tf->ndirect_tried])))
+        return why_line(why, cap, line, "no valid ms=T at the end");
+    n -= (size_t)tried;
+    if (n != CLF_TUNE_NDIRECT)
+        return why_line(why, cap, line, "%zu XgemmDirect parameters, not %d", n,
+                        CLF_TUNE_NDIRECT);
+    for (t = 0; t < n; t++)
+        if (parse_named(tok[t], clf__tune_direct_names, CLF_TUNE_NDIRECT,
+                        "XgemmDirect parameter", (size_t)1 << 20, v, &seen,
+                        line, why, cap) != 0)
+            return -1;
+    if (tried)
+        tf->ndirect_tried++;
+    else
+        tf->have_direct = 1;
     return 0;
 }
 
@@ -421,14 +604,27 @@ record_gemm_routine(struct clf__tune_file *tf, char **tok, size_t n, int tried,
     return 0;
 }
 
-/* "baseline ms=T" (the untuned forward) or "compile ms=T" (the last
- * kernel build measured under new parameters), T > 0. */
+/* "baseline ms=T" (the untuned forward), "compile ms=T" (the last kernel
+ * build measured under new parameters) or "baseline XgemmDirect ms=T"
+ * (CLBlast's own XgemmDirect parameters, every GEMM direct), T > 0, each
+ * once. */
 static int
-record_time(double *out, char **tok, size_t n, size_t line, char *why,
-            size_t cap)
+record_time(struct clf__tune_file *tf, char **tok, size_t n, size_t line,
+            char *why, size_t cap)
 {
-    if (n != 2 || parse_ms(tok[1], out) != 0 || *out <= 0.0)
-        return why_line(why, cap, line, "not %s ms=T (T > 0)", tok[0]);
+    int direct =
+        n == 3 && tok[0][0] == 'b' && strcmp(tok[1], "XgemmDirect") == 0;
+    double *out = direct             ? &tf->direct_baseline_ms
+                  : tok[0][0] == 'b' ? &tf->baseline_ms
+                                     : &tf->compile_ms;
+    const char *what = direct ? "baseline XgemmDirect" : tok[0];
+
+    if (*out > 0.0)
+        return why_line(why, cap, line, "a second %s record", what);
+    if ((n != 2 && !direct) || parse_ms(tok[n - 1], out) != 0 || *out <= 0.0) {
+        *out = 0.0;
+        return why_line(why, cap, line, "not %s ms=T (T > 0)", what);
+    }
     return 0;
 }
 
@@ -446,9 +642,7 @@ parse_line(struct clf__tune_file *tf, char *s, size_t line, char *why,
     if (n == 0 || tok[0][0] == '#')
         return 0;
     if (strcmp(tok[0], "baseline") == 0 || strcmp(tok[0], "compile") == 0)
-        return record_time(tok[0][0] == 'b' ? &tf->baseline_ms
-                                            : &tf->compile_ms,
-                           tok, n, line, why, cap);
+        return record_time(tf, tok, n, line, why, cap);
     tried = strcmp(tok[0], "tried") == 0;
     if ((tried || strcmp(tok[0], "best") == 0) && n >= 2) {
         if (strcmp(tok[1], "Xgemm") == 0)
@@ -458,6 +652,8 @@ parse_line(struct clf__tune_file *tf, char *s, size_t line, char *why,
                                        cap);
         if (strcmp(tok[1], "Tiled") == 0)
             return record_tiled(tf, tok + 2, n - 2, tried, line, why, cap);
+        if (strcmp(tok[1], "XgemmDirect") == 0)
+            return record_direct(tf, tok + 2, n - 2, tried, line, why, cap);
     }
     return why_line(why, cap, line, "unknown record %s", tok[0]);
 }
@@ -497,6 +693,11 @@ clf__tune_parse(const char *buf, size_t len, const struct clf__limits *lim,
     }
     if (tf->have_tiled && clf__tiled_check(&tf->tiled, lim, s, sizeof s) != 0) {
         snprintf(why, cap, "best Tiled: %s", s);
+        return -1;
+    }
+    if (tf->have_direct &&
+        clf__tune_check_direct(tf->direct, lim, s, sizeof s) != 0) {
+        snprintf(why, cap, "best XgemmDirect: %s", s);
         return -1;
     }
     return 0;
@@ -581,6 +782,17 @@ write_records(const clf_device_info *info, const struct clf__tune_file *tf,
     for (i = 0; i < tf->ntiled_tried; i++) {
         clf__tiled_format(&tf->tiled_tried[i], text, sizeof text);
         text_add(f, "tried Tiled %s ms=%.3f\n", text, tf->tiled_tried_ms[i]);
+    }
+    if (tf->direct_baseline_ms > 0.0)
+        text_add(f, "baseline XgemmDirect ms=%.3f\n", tf->direct_baseline_ms);
+    if (tf->have_direct) {
+        clf__tune_format_direct(tf->direct, text, sizeof text);
+        text_add(f, "best XgemmDirect %s\n", text);
+    }
+    for (i = 0; i < tf->ndirect_tried; i++) {
+        clf__tune_format_direct(tf->direct_tried[i], text, sizeof text);
+        text_add(f, "tried XgemmDirect %s ms=%.3f\n", text,
+                 tf->direct_tried_ms[i]);
     }
 }
 

@@ -1,6 +1,6 @@
-/* libFuzzer target: the tune file parser and the checks of the Xgemm
- * parameters, over arbitrary bytes.  Whatever the input, the parser must
- * return 0 or -1 with a terminated reason, and what it accepts must pass
+/* libFuzzer target: the tune file parser and the checks of the Xgemm and
+ * XgemmDirect parameters, over arbitrary bytes.  Whatever the input, the parser
+ * must return 0 or -1 with a terminated reason, and what it accepts must pass
  * the parameter checks on their own. */
 #include "internal.h"
 
@@ -26,7 +26,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (tf.have_best &&
             clf__tune_check_xgemm(tf.best, &lim, why, sizeof why) != 0)
             abort();
-        if (tf.ntried > CLF_TUNE_MAX_TRIED)
+        if (tf.ntried > CLF_TUNE_MAX_TRIED ||
+            tf.ndirect_tried > CLF_TUNE_MAX_DIRECT)
+            abort();
+        if (tf.have_direct &&
+            clf__tune_check_direct(tf.direct, &lim, why, sizeof why) != 0)
             abort();
     } else if (memchr(why, '\0', sizeof why) == NULL || why[0] == '\0') {
         abort();

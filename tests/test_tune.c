@@ -11,9 +11,10 @@
  * each than the first) and the switch's first setting, on a one-head
  * layer whose GEMMs are all single (no strided
  * batched program to build besides).  Every step of the search still
- * runs.  CLF_TEST_TUNE_SPACE=full searches the whole space through
- * clf_tune() itself, and measures the whole XgemmDirect grid in one call
- * (make check-slow, tests/slow/test_tune_full.sh). */
+ * runs.  CLF_TEST_TUNE_SPACE=full searches every Xgemm candidate and
+ * switch setting and the first four XgemmDirect sets (make check-slow,
+ * tests/slow/test_tune_full.sh); CLF_TEST_TUNE_DIRECT_GRID=1 also measures
+ * the whole XgemmDirect grid in one call (about twenty minutes on PoCL). */
 #include "internal.h"
 #include "testutil.h"
 
@@ -28,6 +29,12 @@
 static char dir[] = "/tmp/clf-tune-XXXXXX";
 static int full_space; /* CLF_TEST_TUNE_SPACE=full */
 static const struct clf__tune_space narrow = {2, 1, 2};
+/* CLF_TEST_TUNE_SPACE=full: every Xgemm candidate and switch setting, the
+ * first four XgemmDirect sets (each a build of CLBlast's program: the
+ * whole grid in every test took CI's slow part from 4 to 25 minutes);
+ * CLF_TEST_TUNE_DIRECT_GRID=1 adds tune_full_direct_grid, the whole grid
+ * in one call. */
+static const struct clf__tune_space full = {0, 0, 4};
 
 /* The progress lines of the last tune() call, joined. */
 static char progress_text[65536];
@@ -57,9 +64,7 @@ tune(const clf_tune_opts *o)
 
     progress_text[0] = '\0';
     with.progress = collect;
-    if (full_space)
-        return clf_tune(tu_context(), &with);
-    return clf__tune_in(tu_context(), &with, &narrow);
+    return clf__tune_in(tu_context(), &with, full_space ? &full : &narrow);
 }
 
 /* Whether the last call's progress holds text. */
@@ -149,7 +154,30 @@ START_TEST(tune_stores_and_resumes)
 }
 END_TEST
 
-/* The whole XgemmDirect grid (CLF_TEST_TUNE_SPACE=full only, one build of
+/* Every set of the XgemmDirect grid keeps CLBlast's constraints: under
+ * limits every set fits (work-groups of 1024, 64 KiB of local memory)
+ * the checker refuses none, so only a device's own limits drop sets.
+ * (Whether CLBlast builds each one is what tune_full_direct_grid runs.) */
+START_TEST(tune_direct_grid_keeps_constraints)
+{
+    struct clf__limits lim;
+    char why[256];
+    const size_t *v;
+    size_t i;
+
+    memset(&lim, 0, sizeof lim);
+    lim.max_wg = 1024;
+    lim.max_item[0] = lim.max_item[1] = 1024;
+    lim.local_mem = 65536;
+    for (i = 0; (v = clf__tune_direct_set(i)) != NULL; i++)
+        ck_assert_msg(clf__tune_check_direct(v, &lim, why, sizeof why) == 0,
+                      "XgemmDirect set %zu: %s", i, why);
+    ck_assert_uint_ge(i, 8);
+    ck_assert_uint_le(i, CLF_TUNE_MAX_DIRECT);
+}
+END_TEST
+
+/* The whole XgemmDirect grid (CLF_TEST_TUNE_DIRECT_GRID=1 only, one build of
  * CLBlast's GEMM program a set): every set valid for the device measured
  * in one call, none skipped, each stored, every output checked by the
  * tuner (a set that failed or computed wrong results is stored as
@@ -1040,7 +1068,8 @@ main(void)
     tcase_add_test(tc, tune_needs_a_cache_directory);
     tcase_add_test(tc, tune_tiny_budget_returns_quickly);
     tcase_add_test(tc, tune_write_does_not_follow_planted_links);
-    if (full_space)
+    if (getenv("CLF_TEST_TUNE_DIRECT_GRID") != NULL &&
+        strcmp(getenv("CLF_TEST_TUNE_DIRECT_GRID"), "1") == 0)
         tcase_add_test(tc, tune_full_direct_grid);
     suite_add_tcase(s, tc);
     /* What a stored file may hold, and the checks before any work. */
@@ -1048,6 +1077,7 @@ main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, tune_file_rejects_bad_values);
     tcase_add_test(tc, tune_file_rejects_bad_records);
+    tcase_add_test(tc, tune_direct_grid_keeps_constraints);
     tcase_add_test(tc, tune_file_parses_what_is_written);
     tcase_add_test(tc, tune_file_tiled_records);
     tcase_add_test(tc, tune_bad_tiled_sizes_are_ignored);

@@ -96,6 +96,13 @@ static const size_t direct_grid[][CLF_TUNE_NDIRECT] = {
     {64, 8, 8, 8, 8, 2, 1, 1, 0, 0},     {32, 16, 16, 16, 16, 2, 1, 1, 1, 1},
     {16, 16, 16, 16, 16, 2, 1, 1, 1, 1}, {16, 8, 8, 8, 8, 2, 1, 1, 1, 1}};
 
+const size_t *
+clf__tune_direct_set(size_t i)
+{
+    return i < sizeof direct_grid / sizeof direct_grid[0] ? direct_grid[i]
+                                                          : NULL;
+}
+
 static size_t
 make_direct(struct dcand *out, size_t cap, const struct clf__limits *lim)
 {

@@ -106,6 +106,9 @@ int clf__tune_parse(const char *buf, size_t len, const struct clf__limits *lim,
                     struct clf__tune_file *tf, char *why, size_t cap);
 int clf__tune_check_xgemm(const size_t *v, const struct clf__limits *lim,
                           char *why, size_t cap);
+/* Set i of the tuner's XgemmDirect grid (CLF_TUNE_NDIRECT values in
+ * clf__tune_direct_names' order), NULL past its end. */
+const size_t *clf__tune_direct_set(size_t i);
 int clf__tune_check_direct(const size_t *v, const struct clf__limits *lim,
                            char *why, size_t cap);
 

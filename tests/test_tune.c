@@ -1025,7 +1025,8 @@ START_TEST(tune_stored_direct_set_is_applied)
              good_direct);
     write_tune_file(text);
     ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
-    ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
+    ck_assert_msg(clf_tune_apply_process_wide(ctx) == 0, "%s",
+                  clf_last_error());
     t = clf_context_tuning(ctx);
     ck_assert_msg(strstr(t, "XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 "
                             "NDIMBD=8 KWID=2 VWMD=4 VWND=4 PADA=1 "
@@ -1034,7 +1035,8 @@ START_TEST(tune_stored_direct_set_is_applied)
                   "tuning \"%s\", warnings \"%s\"", t,
                   clf_context_warnings(ctx));
     clf_context_destroy(ctx);
-    ck_assert_int_eq(clf_tune_apply_process_wide(tu_context()), 0);
+    ck_assert_msg(clf_tune_apply_process_wide(tu_context()) == 0, "%s",
+                  clf_last_error());
     err = clblast_forward_error(35);
     ck_assert_msg(err <= 1e-5, "forward under the stored set: error %g", err);
     tu_clear_dir(dir);

@@ -172,6 +172,8 @@ extern const char *const clf__tiled_names[CLF_TILED_NPARAM];
  * Checked against the device first; the context keeps its sizes on
  * failure.  Takes the context lock. */
 int clf__tiled_set(clf_context *ctx, const struct clf__tiled_cfg *cfg);
+/* Back to the default sizes a new context starts with, unchecked. */
+int clf__tiled_reset(clf_context *ctx);
 /* Whether the tiled kernel takes the shape (32-bit sizes). */
 int clf__tiled_fits(size_t m, size_t n, size_t k, size_t lda, size_t ldb,
                     size_t ldc);

@@ -296,6 +296,24 @@ clf__tiled_set(clf_context *ctx, const struct clf__tiled_cfg *cfg)
     return rc;
 }
 
+/* Back to the sizes a new context starts with, checked no more than a new
+ * context's are: a device whose limits refuse them (rusticl on llvmpipe
+ * takes 32 items a group, the defaults 64) starts with them too. */
+int
+clf__tiled_reset(clf_context *ctx)
+{
+    struct clf__tiled_state *st;
+
+    clf__lock(ctx);
+    st = clf__tiled_state(ctx);
+    if (st != NULL) {
+        drop_programs(st);
+        clf__tiled_default(&st->cfg);
+    }
+    clf__unlock(ctx);
+    return st != NULL ? 0 : CLF_ENO_MEMORY;
+}
+
 int
 clf__tiled_fits(size_t m, size_t n, size_t k, size_t lda, size_t ldb,
                 size_t ldc)

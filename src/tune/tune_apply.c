@@ -122,7 +122,7 @@ apply_tiled(clf_context *ctx, const struct clf__tune_file *tf)
     if (!tf->have_tiled) {
         if (memcmp(clf__tiled_state(ctx)->cfg.v, d.v, sizeof d.v) == 0)
             return 0;
-        return clf__tiled_set(ctx, &d);
+        return clf__tiled_reset(ctx);
     }
     if (clf__tiled_set(ctx, &tf->tiled) != 0) {
         /* The kernel of those sizes failed to build here: the defaults

@@ -75,20 +75,24 @@ softmax_row(__global float *row, const uint cols, const struct row_view *v,
         row[j] *= inv;
 }
 
+/* A kernel of one row per work-item over a row function: the masked
+ * rows through its hiding form, the others through its plain loads. */
+#define ROW_PER_ITEM(name, row_fn)                                           \
+    __kernel void name(ROW_ARGS)                                             \
+    {                                                                        \
+        const size_t r = get_global_id(0);                                   \
+        if (r >= rows)                                                       \
+            return;                                                          \
+        const struct row_view v = ROW_VIEW(r);                               \
+        __global float *row = s + off + r * (size_t)cols;                    \
+        if (has_mask || v.lim < cols)                                        \
+            row_fn(row, cols, &v, 1);                                        \
+        else                                                                 \
+            row_fn(row, cols, &v, 0);                                        \
+    }
+
 /* One row per work-item; rows of cols contiguous floats from off. */
-__kernel void
-clf_softmax_rows(ROW_ARGS)
-{
-    const size_t r = get_global_id(0);
-    if (r >= rows)
-        return;
-    const struct row_view v = ROW_VIEW(r);
-    __global float *row = s + off + r * (size_t)cols;
-    if (has_mask || v.lim < cols)
-        softmax_row(row, cols, &v, 1);
-    else
-        softmax_row(row, cols, &v, 0);
-}
+ROW_PER_ITEM(clf_softmax_rows, softmax_row)
 
 /* One row per work-item, eight independent lanes at a time: on CPU
  * runtimes, where the work-items of a group run as a loop, eight
@@ -159,19 +163,7 @@ softmax_row_vec(__global float *row, const uint cols, const struct row_view *v,
         row[j] *= inv;
 }
 
-__kernel void
-clf_softmax_rows_vec(ROW_ARGS)
-{
-    const size_t r = get_global_id(0);
-    if (r >= rows)
-        return;
-    const struct row_view v = ROW_VIEW(r);
-    __global float *row = s + off + r * (size_t)cols;
-    if (has_mask || v.lim < cols)
-        softmax_row_vec(row, cols, &v, 1);
-    else
-        softmax_row_vec(row, cols, &v, 0);
-}
+ROW_PER_ITEM(clf_softmax_rows_vec, softmax_row_vec)
 
 /* One work-group per row (GPUs): the group strides along the row, so that
  * neighbouring work-items read and write neighbouring scores, and reduces

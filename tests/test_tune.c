@@ -334,13 +334,30 @@ START_TEST(tune_file_rejects_bad_values)
 }
 END_TEST
 
+/* A record the parser must refuse, and words its reason must hold. */
+struct bad_record {
+    const char *text, *why;
+};
+
+static void
+expect_refused(const struct bad_record *bad, size_t n)
+{
+    char why[400];
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        ck_assert_msg(parse(bad[i].text, why, sizeof why) == -1, "accepted %s",
+                      bad[i].text);
+        ck_assert_msg(strstr(why, bad[i].why) != NULL, "%s: why \"%s\"",
+                      bad[i].text, why);
+    }
+}
+
 /* Divisibility of the reshaped loads, the register-tiled kernel's rules,
  * local memory, and the records themselves. */
 START_TEST(tune_file_rejects_bad_records)
 {
-    static const struct {
-        const char *text, *why;
-    } bad[] = {
+    static const struct bad_record bad[] = {
         {"best Xgemm GEMMK=0 KREG=1 KWG=16 KWI=2 MDIMA=8 MDIMC=16 MWG=64 "
          "NDIMB=8 NDIMC=16 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=1 VWN=1\n",
          "KWG=16 is not a multiple of MDIMC*NDIMC/MDIMA=32"},
@@ -383,14 +400,8 @@ START_TEST(tune_file_rejects_bad_records)
          "line 2: a second best GemmRoutine"},
     };
     char why[400], line[1100];
-    size_t i;
 
-    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_msg(parse(bad[i].text, why, sizeof why) == -1, "accepted %s",
-                      bad[i].text);
-        ck_assert_msg(strstr(why, bad[i].why) != NULL, "%s: why \"%s\"",
-                      bad[i].text, why);
-    }
+    expect_refused(bad, sizeof bad / sizeof bad[0]);
     memset(line, 'x', sizeof line);
     line[sizeof line - 1] = '\0';
     ck_assert_int_eq(parse(line, why, sizeof why), -1);
@@ -778,86 +789,85 @@ static const char *const good_direct =
     "PADB=1";
 
 /* XgemmDirect records: every class of bad value or record is refused
- * naming the line and the field; what clf__tune_write writes parses back
- * field for field. */
-START_TEST(tune_file_direct_records)
+ * naming the line and the field. */
+static const struct bad_record bad_direct[] = {
+    {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+     "VWMD=4 VWND=4 PADA=1\n",
+     "line 1: 9 XgemmDirect parameters, not 10"},
+    {"best XgemmDirect WGD=48 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+     "VWMD=4 VWND=4 PADA=1 PADB=1\n",
+     "best XgemmDirect: WGD=48 is not a power of two"},
+    {"best XgemmDirect WGD=0 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+     "VWMD=4 VWND=4 PADA=1 PADB=1\n",
+     "WGD=0 is not a power of two"},
+    {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+     "VWMD=4 VWND=4 PADA=2 PADB=1\n",
+     "PADA=2 is not 0 or 1"},
+    {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+     "VWMD=32 VWND=4 PADA=1 PADB=1\n",
+     "VWMD=32 is not a power of two from 1 to 16"},
+    {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=64 "
+     "VWMD=4 VWND=4 PADA=1 PADB=1\n",
+     "WGD=32 is not a multiple of KWID*1=64"},
+    {"best XgemmDirect WGD=16 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+     "VWMD=4 VWND=1 PADA=1 PADB=1\n",
+     "WGD=16 is not a multiple of MDIMCD*VWMD=32"},
+    {"best XgemmDirect WGD=16 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+     "VWMD=1 VWND=4 PADA=1 PADB=1\n",
+     "WGD=16 is not a multiple of NDIMCD*VWND=32"},
+    {"best XgemmDirect WGD=8 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+     "VWMD=2 VWND=1 PADA=1 PADB=1\n",
+     "WGD=8 is not a multiple of MDIMCD*VWMD=16"},
+    {"best XgemmDirect WGD=32 MDIMCD=2 NDIMCD=2 MDIMAD=8 NDIMBD=2 KWID=2 "
+     "VWMD=1 VWND=1 PADA=1 PADB=1\n",
+     "MDIMCD*NDIMCD=4 is not a multiple of MDIMAD and NDIMBD"},
+    {"best XgemmDirect WGD=8 MDIMCD=8 NDIMCD=8 MDIMAD=1 NDIMBD=8 KWID=2 "
+     "VWMD=1 VWND=1 PADA=1 PADB=1\n",
+     "WGD=8 is not a multiple of MDIMCD*NDIMCD/MDIMAD=64"},
+    {"best XgemmDirect WGD=32 MDIMCD=32 NDIMCD=32 MDIMAD=32 NDIMBD=32 "
+     "KWID=2 VWMD=1 VWND=1 PADA=1 PADB=1\n",
+     "a work-group of MDIMCD=32 x NDIMCD=32 exceeds"},
+    {"best XgemmDirect WGD=128 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+     "VWMD=4 VWND=4 PADA=1 PADB=1\n",
+     "132096 bytes of local memory"},
+    {"best XgemmDirect WGD=32 WGD=32 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+     "VWMD=4 VWND=4 PADA=1 PADB=1\n",
+     "WGD given twice"},
+    {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+     "VWMD=4 VWND=4 PADA=1 XYZ=1\n",
+     "unknown XgemmDirect parameter XYZ=1"},
+    {"best XgemmDirect WGD=-32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+     "VWMD=4 VWND=4 PADA=1 PADB=1\n",
+     "WGD=-32 is not a number"},
+    {"# a comment\ntried XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 "
+     "NDIMBD=8 KWID=2 VWMD=4 VWND=4 PADA=1 PADB=1\n",
+     "line 2: no valid ms=T"},
+    {"tried XgemmDirect WGD=32 ms=1\n", "1 XgemmDirect parameters"},
+    {"baseline XgemmDirect ms=0\n", "line 1: not baseline XgemmDirect"},
+    {"baseline XgemmDirect ms=x\n", "not baseline XgemmDirect ms=T"},
+    {"baseline XgemmDirect ms=1\nbaseline XgemmDirect ms=2\n",
+     "line 2: a second baseline XgemmDirect record"},
+    {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+     "VWMD=4 VWND=4 PADA=1 PADB=1\n"
+     "best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
+     "VWMD=4 VWND=4 PADA=1 PADB=1\n",
+     "line 2: a second best XgemmDirect record"},
+};
+
+START_TEST(tune_file_refuses_bad_direct_records)
 {
-    static const struct {
-        const char *text, *why;
-    } bad[] = {
-        {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
-         "VWMD=4 VWND=4 PADA=1\n",
-         "line 1: 9 XgemmDirect parameters, not 10"},
-        {"best XgemmDirect WGD=48 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
-         "VWMD=4 VWND=4 PADA=1 PADB=1\n",
-         "best XgemmDirect: WGD=48 is not a power of two"},
-        {"best XgemmDirect WGD=0 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
-         "VWMD=4 VWND=4 PADA=1 PADB=1\n",
-         "WGD=0 is not a power of two"},
-        {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
-         "VWMD=4 VWND=4 PADA=2 PADB=1\n",
-         "PADA=2 is not 0 or 1"},
-        {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
-         "VWMD=32 VWND=4 PADA=1 PADB=1\n",
-         "VWMD=32 is not a power of two from 1 to 16"},
-        {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=64 "
-         "VWMD=4 VWND=4 PADA=1 PADB=1\n",
-         "WGD=32 is not a multiple of KWID*1=64"},
-        {"best XgemmDirect WGD=16 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
-         "VWMD=4 VWND=1 PADA=1 PADB=1\n",
-         "WGD=16 is not a multiple of MDIMCD*VWMD=32"},
-        {"best XgemmDirect WGD=16 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
-         "VWMD=1 VWND=4 PADA=1 PADB=1\n",
-         "WGD=16 is not a multiple of NDIMCD*VWND=32"},
-        {"best XgemmDirect WGD=8 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
-         "VWMD=2 VWND=1 PADA=1 PADB=1\n",
-         "WGD=8 is not a multiple of MDIMCD*VWMD=16"},
-        {"best XgemmDirect WGD=32 MDIMCD=2 NDIMCD=2 MDIMAD=8 NDIMBD=2 KWID=2 "
-         "VWMD=1 VWND=1 PADA=1 PADB=1\n",
-         "MDIMCD*NDIMCD=4 is not a multiple of MDIMAD and NDIMBD"},
-        {"best XgemmDirect WGD=8 MDIMCD=8 NDIMCD=8 MDIMAD=1 NDIMBD=8 KWID=2 "
-         "VWMD=1 VWND=1 PADA=1 PADB=1\n",
-         "WGD=8 is not a multiple of MDIMCD*NDIMCD/MDIMAD=64"},
-        {"best XgemmDirect WGD=32 MDIMCD=32 NDIMCD=32 MDIMAD=32 NDIMBD=32 "
-         "KWID=2 VWMD=1 VWND=1 PADA=1 PADB=1\n",
-         "a work-group of MDIMCD=32 x NDIMCD=32 exceeds"},
-        {"best XgemmDirect WGD=128 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
-         "VWMD=4 VWND=4 PADA=1 PADB=1\n",
-         "132096 bytes of local memory"},
-        {"best XgemmDirect WGD=32 WGD=32 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
-         "VWMD=4 VWND=4 PADA=1 PADB=1\n",
-         "WGD given twice"},
-        {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
-         "VWMD=4 VWND=4 PADA=1 XYZ=1\n",
-         "unknown XgemmDirect parameter XYZ=1"},
-        {"best XgemmDirect WGD=-32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
-         "VWMD=4 VWND=4 PADA=1 PADB=1\n",
-         "WGD=-32 is not a number"},
-        {"# a comment\ntried XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 "
-         "NDIMBD=8 KWID=2 VWMD=4 VWND=4 PADA=1 PADB=1\n",
-         "line 2: no valid ms=T"},
-        {"tried XgemmDirect WGD=32 ms=1\n", "1 XgemmDirect parameters"},
-        {"baseline XgemmDirect ms=0\n", "line 1: not baseline XgemmDirect"},
-        {"baseline XgemmDirect ms=x\n", "not baseline XgemmDirect ms=T"},
-        {"baseline XgemmDirect ms=1\nbaseline XgemmDirect ms=2\n",
-         "line 2: a second baseline XgemmDirect record"},
-        {"best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
-         "VWMD=4 VWND=4 PADA=1 PADB=1\n"
-         "best XgemmDirect WGD=32 MDIMCD=8 NDIMCD=8 MDIMAD=8 NDIMBD=8 KWID=2 "
-         "VWMD=4 VWND=4 PADA=1 PADB=1\n",
-         "line 2: a second best XgemmDirect record"},
-    };
+    expect_refused(bad_direct, sizeof bad_direct / sizeof bad_direct[0]);
+}
+END_TEST
+
+/* What clf__tune_write writes of XgemmDirect parses back field for
+ * field. */
+START_TEST(tune_file_direct_records_round_trip)
+{
     static struct clf__tune_file tf, back;
     char why[400], path[600], *text = NULL;
-    size_t i, len = 0;
+    size_t len = 0;
 
-    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_msg(parse(bad[i].text, why, sizeof why) == -1, "accepted %s",
-                      bad[i].text);
-        ck_assert_msg(strstr(why, bad[i].why) != NULL, "%s: why \"%s\"",
-                      bad[i].text, why);
-    }
-    /* Written by clf__tune_write, read back the same. */
     memset(&tf, 0, sizeof tf);
     tf.baseline_ms = 40.5;
     tf.direct_baseline_ms = 31.25;
@@ -1087,7 +1097,8 @@ main(void)
     tcase_add_test(tc, tune_size_overflow_is_refused);
     tcase_add_test(tc, tune_file_in_shared_directory_is_ignored);
     tcase_add_test(tc, tune_file_symlink_is_ignored_with_a_warning);
-    tcase_add_test(tc, tune_file_direct_records);
+    tcase_add_test(tc, tune_file_refuses_bad_direct_records);
+    tcase_add_test(tc, tune_file_direct_records_round_trip);
     tcase_add_test(tc, tune_bad_direct_line_is_ignored_with_a_warning);
     suite_add_tcase(s, tc);
     /* XgemmDirect against the device: each a build of CLBlast's GEMM

@@ -90,11 +90,16 @@ soname=$(objdump -p "$lib" | awk '$1 == "SONAME" { print $2 }')
 
 # The test programs that need an OpenCL device: those whose suite runs on
 # the suite's device (tu_run(..., 1)), takes tu_context() or makes contexts
-# of its own.
+# of its own.  Left out: test_gpu_fill, which checks the launch geometry
+# at a pretended compute-unit count against the offline gfx90a table that
+# only a source tree makes (CI's slow part runs it there); no device's
+# behaviour shows in it.
+KIT_LEFT_OUT="test_gpu_fill"
 tests=""
 for c in "$src"/tests/test_*.c; do
     grep -Eq 'tu_run\(.*, *1\)|tu_context\(\)|clf_context_create' "$c" || continue
     t=$(basename "$c" .c)
+    case " $KIT_LEFT_OUT " in *" $t "*) continue ;; esac
     [ -e "$build/tests/$t" ] ||
         die "no built $build/tests/$t: run make check TESTS= first (it needs Check)"
     r=$(real_prog "$build/tests/$t") || die "no program behind $build/tests/$t"

@@ -535,6 +535,31 @@ assert_listed(clf_context *ctx, const char *want)
                   clf_context_kernel_choices(ctx));
 }
 
+/* A choice found again for an earlier shape is listed with that shape's
+ * times, not with those of the slot's last timing (another shape): the
+ * listing once said "clblast (timed A: clblast 0.08 ms, tiled 0.05 ms)"
+ * with B's times beside A's winner. */
+START_TEST(choice_listing_shows_the_found_entry_times)
+{
+    clf_context *a = NULL;
+    const double ms_a[3] = {1.0, 2.0, 3.0}, ms_b[3] = {6.0, 5.0, 4.0};
+    int w = -1;
+
+    fresh_dir();
+    ck_assert_int_eq(clf_context_create(&a, NULL), 0);
+    clf__lock(a);
+    clf__choice_record(a, CLF_KIND_SOFTMAX, "r64.c8", 0, ms_a);
+    clf__choice_record(a, CLF_KIND_SOFTMAX, "r128.c8", 2, ms_b);
+    ck_assert_int_eq(clf__choice_lookup(a, CLF_KIND_SOFTMAX, "r64.c8", &w), 1);
+    ck_assert_int_eq(w, 0);
+    clf__unlock(a);
+    assert_listed(a, "softmax: scalar (timed r64.c8: scalar 1.00 ms, "
+                     "vector 2.00 ms, group 3.00 ms)");
+    clf_context_destroy(a);
+    drop_dir();
+}
+END_TEST
+
 /* Two roles of one forward take different ways: the projections the
  * blocked kernel, the compression and the weighted sum the tiled one, the
  * scores CLBlast, each as its own bucket says; the output stays the
@@ -733,6 +758,7 @@ suite(void)
     tcase_add_test(tc, choice_roles_of_a_forward_take_their_own_ways);
     tcase_add_test(tc, choice_feed_forward_takes_its_own_way);
     tcase_add_test(tc, choice_every_role_is_listed);
+    tcase_add_test(tc, choice_listing_shows_the_found_entry_times);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -531,7 +531,7 @@ clf__choice_lookup(clf_context *ctx, int slot, const char *bucket, int *winner)
 {
     const int kind = slots[slot].kind;
     struct clf__choice_entry *e;
-    int c;
+    int c, i;
 
     CLF_TRY(env_forced(kind, &c));
     if (c < 0)
@@ -554,6 +554,10 @@ clf__choice_lookup(clf_context *ctx, int slot, const char *bucket, int *winner)
     ctx->last_source[slot] = e->source;
     ctx->last_why[slot] = NULL;
     snprintf(ctx->last_bucket[slot], CLF_BUCKET_MAX, "%s", bucket);
+    /* the times shown with it are this entry's, not those of the slot's
+     * last timing (another bucket) */
+    for (i = 0; i < CLF_MAX_CANDIDATES; i++)
+        ctx->last_ms[slot][i] = e->ms[i];
     return 1;
 }
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # scripts/device-check.sh [--dry-run] [OUTDIR]: clinformer on the GPU of a
-# Linux machine with no package registry, within 8 minutes, from the device
+# Linux machine with no package registry, within 9 minutes, from the device
 # kit (make device-bundle) or from a built source tree.
 #
 # Steps, each with its status and time: the kit's shared objects; the

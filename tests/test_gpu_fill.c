@@ -24,7 +24,9 @@
  * driver picks the work-group, as many as groups of 256 items make) and
  * 32768 work-items, and the kernel must fit gfx90a offline (no scratch, at
  * least 4 waves per SIMD) in the table scripts/gpu-shape.sh --out writes
- * (CLF_GPU_SHAPE_TABLE, else the script is run here for gfx90a).  Without
+ * (CLF_GPU_SHAPE_TABLE, else the script is run here for gfx90a), and sm_90
+ * too where the table has it (no spill or stack, at most 48 KiB of local
+ * memory, at least 25% occupancy; CI's slow part gives both).  Without
  * the script (a device kit carries none) or without clang-15 and libclc-15
  * the test skips and says which, also under CLINFORMER_REQUIRE_DEVICE=1:
  * neither is a missing device.  A program that does not compile fails.
@@ -266,12 +268,16 @@ run_forward(struct layer *l, const struct path *p, int mode, const float *x,
 }
 
 /* The offline compile facts: "yes", "no" or NULL (not in the table) for
- * kernel k on gfx90a, from the tab-separated table of gpu-shape.sh --out
- * (target, program, kernel, vgprs, agprs, scratch, lds, occupancy, fit). */
+ * kernel k on gfx90a and on sm_90, from the tab-separated table of
+ * gpu-shape.sh --out (target, program, kernel, registers, agprs, scratch,
+ * local, occupancy, fit, work-group size).  A table with sm_90 rows is
+ * held on both targets. */
 struct shape_table {
-    char kernel[64][64];
-    int fit[64];
+    char kernel[128][64];
+    int nv[128]; /* the row is sm_90's, else gfx90a's */
+    int fit[128];
     size_t count;
+    int has_nv;
 };
 
 static int
@@ -283,11 +289,13 @@ load_table(const char *path, struct shape_table *t)
     memset(t, 0, sizeof *t);
     if (f == NULL)
         return -1;
-    while (fgets(line, sizeof line, f) != NULL && t->count < 64)
+    while (fgets(line, sizeof line, f) != NULL && t->count < 128)
         if (sscanf(line, "%31s %31s %63s %*s %*s %*s %*s %*s %7s", target, prog,
                    kernel, fit) == 4 &&
-            strcmp(target, "gfx90a") == 0) {
+            (strcmp(target, "gfx90a") == 0 || strcmp(target, "sm_90") == 0)) {
             snprintf(t->kernel[t->count], sizeof t->kernel[0], "%s", kernel);
+            t->nv[t->count] = strcmp(target, "sm_90") == 0;
+            t->has_nv |= t->nv[t->count];
             t->fit[t->count++] = strcmp(fit, "yes") == 0;
         }
     fclose(f);
@@ -295,14 +303,20 @@ load_table(const char *path, struct shape_table *t)
 }
 
 static const int *
-table_fit(const struct shape_table *t, const char *kernel)
+table_fit(const struct shape_table *t, const char *kernel, int nv)
 {
     size_t i;
 
     for (i = 0; i < t->count; i++)
-        if (strcmp(t->kernel[i], kernel) == 0)
+        if (t->nv[i] == nv && strcmp(t->kernel[i], kernel) == 0)
             return &t->fit[i];
     return NULL;
+}
+
+static const char *
+fit_word(const int *c)
+{
+    return c == NULL ? "?" : *c ? "fit" : "no";
 }
 
 /* The table: CLF_GPU_SHAPE_TABLE when set, else gpu-shape.sh run now for
@@ -434,7 +448,7 @@ judge(const struct path *p, int mode, const struct forward_use *u,
 
     for (i = 0; i < u->count; i++) {
         const char *k = u->e[i].kernel;
-        const int *c = table_fit(t, k);
+        const int *c = table_fit(t, k, 0), *cn = table_fit(t, k, 1);
         const struct unfit *f;
         int meets;
 
@@ -448,14 +462,13 @@ judge(const struct path *p, int mode, const struct forward_use *u,
                    groups_of(&u->e[i]), u->e[i].items, 100.0 * MIN_SHARE);
         if (j < i || !carried(u, k, &share, &groups, &items, &launch))
             continue; /* seen, or carrying under MIN_SHARE */
-        meets = launch && c != NULL && *c;
+        meets = launch && c != NULL && *c &&
+                (!t->has_nv || (cn != NULL && *cn));
         f = listed(p, mode, k, &at);
         printf("# %-8s %-17s %-22s share %5.1f%% groups %8zu items %9zu "
-               "gfx90a %-3s -> %s%s\n",
+               "gfx90a %-3s sm_90 %-3s -> %s%s\n",
                p->name, mode_names[mode], k, 100.0 * share, groups, items,
-               c == NULL ? "?"
-               : *c      ? "fit"
-                         : "no",
+               fit_word(c), t->has_nv ? fit_word(cn) : "-",
                meets ? "meets" : "misses", f != NULL ? " (listed unfit)" : "");
         if (f != NULL)
             used[at] = 1;
@@ -466,7 +479,8 @@ judge(const struct path *p, int mode, const struct forward_use *u,
             bad++;
         } else if (!meets && f == NULL) {
             printf("# %s %s: %s misses the target (>= %d groups, >= %d "
-                   "items, gfx90a fit) and is not listed\n",
+                   "items, gfx90a fit, and sm_90 fit where the table has "
+                   "it) and is not listed\n",
                    p->name, mode_names[mode], k, MIN_GROUPS, MIN_ITEMS);
             bad++;
         }

@@ -184,13 +184,20 @@ void
 layer_make(struct layer *l, const clf_attention_desc *d,
            unsigned long long seed)
 {
+    layer_make_on(l, tu_context(), d, seed);
+}
+
+void
+layer_make_on(struct layer *l, clf_context *ctx, const clf_attention_desc *d,
+              unsigned long long seed)
+{
     size_t count;
     float amp;
     int i, rc;
 
     memset(l, 0, sizeof *l);
     l->desc = *d;
-    rc = clf_attention_create(&l->att, tu_context(), d);
+    rc = clf_attention_create(&l->att, ctx, d);
     ck_assert_msg(rc == 0, "create: %s", clf_last_error());
     for (i = 0; i < CLF_WEIGHT_COUNT; i++) {
         if (clf_attention_weight_size(l->att, (clf_weight)i, &count) != 0)

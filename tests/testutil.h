@@ -91,6 +91,9 @@ struct layer {
 
 void layer_make(struct layer *l, const clf_attention_desc *d,
                 unsigned long long seed);
+/* The same on a context of the caller's. */
+void layer_make_on(struct layer *l, clf_context *ctx,
+                   const clf_attention_desc *d, unsigned long long seed);
 void layer_free(struct layer *l);
 
 /* Resolves the GEMM way of an m x n x k product as a fresh process

@@ -343,7 +343,8 @@ half_or_tiled(clf_context *ctx, int way, const struct clf__tiled_args *g,
         return 1;
     }
     if (variant_of(ctx, way) != CLF_GEMM_TILED ||
-        !clf__tiled_fits(g->m, g->n, g->k, g->lda, g->ldb, g->ldc))
+        !clf__tiled_fits(g->m, g->n, g->k, g->lda, g->ldb, g->ldc) ||
+        !clf__tiled_usable(ctx))
         return 0;
     if ((st = clf__gemm_state(ctx)) == NULL) {
         *rc = CLF_ENO_MEMORY;
@@ -575,12 +576,13 @@ struct gemm_timing {
 /* Whether variant v (CLF_GEMM_* - 1) runs the timed shape itself, rather
  * than falling back to CLBlast. */
 static int
-applies(int v, const struct clf__tiled_args *g)
+applies(clf_context *ctx, int v, const struct clf__tiled_args *g)
 {
     if (v == CLF_GEMM_BLOCKED - 1)
         return blocked_fits(0, g->m, g->n, g->k, 0.0f, g->lda, g->ldb, g->ldc);
     if (v == CLF_GEMM_TILED - 1)
-        return clf__tiled_fits(g->m, g->n, g->k, g->lda, g->ldb, g->ldc);
+        return clf__tiled_fits(g->m, g->n, g->k, g->lda, g->ldb, g->ldc) &&
+               clf__tiled_usable(ctx);
     return 1;
 }
 
@@ -590,7 +592,7 @@ run_gemm(clf_context *ctx, int variant, void *user)
     const struct gemm_timing *t = user;
     const struct clf__tiled_args *g = &t->g;
 
-    if (!applies(variant, g))
+    if (!applies(ctx, variant, g))
         return CLF_EUNSUPPORTED; /* not timed (0 ms below) */
     return gemm_batched_unlocked(
         ctx, CLF_GEMM_CLBLAST + variant, 0, g->trans_b, g->m, g->n, g->k, 1.0f,
@@ -645,7 +647,7 @@ time_gemm(clf_context *ctx, int role, const char *bucket, size_t m, size_t n,
     if (rc != 0 || best < 0)
         return rc != 0 ? rc : best;
     for (i = 0; i < count; i++)
-        if (!applies(i, &t.g))
+        if (!applies(ctx, i, &t.g))
             ms[i] = 0.0;
     clf__choice_record(ctx, roles[role].slot, bucket, best, ms);
     *variant = CLF_GEMM_CLBLAST + best;

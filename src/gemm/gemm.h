@@ -36,10 +36,18 @@ struct clf__tiled_state {
     size_t partial_cap; /* floats */
     size_t split;
     size_t calls;
+    int usable; /* clf__tiled_usable's answer; -1 until asked */
 };
 /* ctx's, made with the default sizes on first use; NULL when memory runs
  * out (an error is set). */
 struct clf__tiled_state *clf__tiled_state(clf_context *ctx);
+/* Whether the tiled kernel of ctx's current sizes can run on its device
+ * (ctx locked): its NDIM x MDIM work-group within the kernel's
+ * CL_KERNEL_WORK_GROUP_SIZE and its local tiles within the device's local
+ * memory, both as CLINFORMER_LIMITS may lower them.  Where it cannot, the
+ * way is not offered (not timed; forced, the GEMM falls back), rather than
+ * failing at the launch. */
+int clf__tiled_usable(clf_context *ctx);
 
 /* Who runs a GEMM. */
 enum clf__gemm_variant {

@@ -190,6 +190,7 @@ init_state(clf_context *ctx, void *state)
 
     (void)ctx;
     clf__tiled_default(&st->cfg);
+    st->usable = -1;
 }
 
 struct clf__tiled_state *
@@ -236,10 +237,8 @@ kernel_fits(clf_context *ctx, cl_kernel kernel,
     size_t wg = ctx->kernel_wg[CLF_K_GEMM_TILED];
     size_t need = cfg->v[CLF_TILED_P_MDIM] * cfg->v[CLF_TILED_P_NDIM];
 
-    if (kernel != NULL &&
-        clGetKernelWorkGroupInfo(kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
-                                 sizeof wg, &wg, NULL) != CL_SUCCESS)
-        wg = 0;
+    if (kernel != NULL)
+        wg = clf__kernel_wg(ctx, kernel);
     if (wg >= need)
         return 0;
     snprintf(why, cap,
@@ -282,7 +281,26 @@ set_locked(clf_context *ctx, const struct clf__tiled_cfg *cfg)
     st->program = prog;
     st->kernel = kernel;
     st->cfg = *cfg;
+    st->usable = -1;
     return 0;
+}
+
+int
+clf__tiled_usable(clf_context *ctx)
+{
+    struct clf__tiled_state *st = clf__tiled_state(ctx);
+    struct clf__limits lim;
+    char why[256];
+
+    if (st == NULL)
+        return 0;
+    if (st->usable < 0) {
+        clf__device_limits(ctx, &lim);
+        st->usable = clf_context_build(ctx) == 0 &&
+                     clf__tiled_check(&st->cfg, &lim, why, sizeof why) == 0 &&
+                     kernel_fits(ctx, st->kernel, &st->cfg, why, sizeof why) == 0;
+    }
+    return st->usable;
 }
 
 int
@@ -309,6 +327,7 @@ clf__tiled_reset(clf_context *ctx)
     if (st != NULL) {
         drop_programs(st);
         clf__tiled_default(&st->cfg);
+        st->usable = -1;
     }
     clf__unlock(ctx);
     return st != NULL ? 0 : CLF_ENO_MEMORY;

@@ -88,6 +88,10 @@ clf_context_create_ex(clf_context **out, const char *selector, unsigned flags)
     ctx->platform = dev.platform;
     ctx->device = dev.device;
     ctx->info = dev.info;
+    rc = clf__caps_from_env(&ctx->caps);
+    if (rc != 0)
+        goto fail;
+    clf__caps_apply(ctx);
     props[0] = CL_CONTEXT_PLATFORM;
     props[1] = (cl_context_properties)ctx->platform;
     props[2] = 0;
@@ -201,10 +205,13 @@ clf_context_adopt(clf_context **out, cl_context context, cl_device_id device,
     ctx->device = device;
     clf__device_describe(platform, device, &ctx->info);
     rc = check_version(&ctx->info);
+    if (rc == 0)
+        rc = clf__caps_from_env(&ctx->caps);
     if (rc != 0) {
         clf_context_destroy(ctx);
         return rc;
     }
+    clf__caps_apply(ctx);
     clRetainContext(context);
     ctx->context = context;
     clRetainCommandQueue(queue);

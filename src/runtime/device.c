@@ -2,6 +2,7 @@
 #include "runtime/runtime.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -497,6 +498,83 @@ clf_devices_list(clf_device_info *infos, size_t cap, size_t *count)
     return 0;
 }
 
+/* One "name=value" of CLINFORMER_LIMITS: 0, or -1 when it is not one. */
+static int
+cap_item(struct clf__caps *caps, const char *item, size_t len)
+{
+    char buf[64], *end;
+    unsigned long long v;
+
+    if (len == 0 || len >= sizeof buf)
+        return -1;
+    memcpy(buf, item, len);
+    buf[len] = '\0';
+    if (strncmp(buf, "fp16=", 5) == 0) {
+        if (strcmp(buf + 5, "0") != 0)
+            return -1;
+        caps->no_fp16 = 1;
+        return 0;
+    }
+    end = strchr(buf, '=');
+    if (end == NULL || !isdigit((unsigned char)end[1]))
+        return -1;
+    errno = 0;
+    v = strtoull(end + 1, &end, 10);
+    if (*end != '\0' || errno != 0 || v == 0)
+        return -1;
+    if (strncmp(buf, "wg=", 3) == 0)
+        caps->wg = (size_t)v;
+    else if (strncmp(buf, "local=", 6) == 0)
+        caps->local_mem = v;
+    else
+        return -1;
+    return 0;
+}
+
+int
+clf__caps_from_env(struct clf__caps *caps)
+{
+    const char *v = getenv("CLINFORMER_LIMITS"), *p, *comma;
+
+    memset(caps, 0, sizeof *caps);
+    if (v == NULL || v[0] == '\0')
+        return 0;
+    for (p = v;; p = comma + 1) {
+        comma = strchr(p, ',');
+        if (cap_item(caps, p, comma ? (size_t)(comma - p) : strlen(p)) != 0)
+            return clf__fail(CLF_EINVALID_ARGUMENT,
+                             "CLINFORMER_LIMITS=\"%s\": expected a comma "
+                             "list of wg=N, local=BYTES (N, BYTES > 0) and "
+                             "fp16=0",
+                             v);
+        if (comma == NULL)
+            return 0;
+    }
+}
+
+void
+clf__caps_apply(clf_context *ctx)
+{
+    if (ctx->caps.local_mem != 0 && ctx->caps.local_mem < ctx->info.local_mem)
+        ctx->info.local_mem = ctx->caps.local_mem;
+    if (ctx->caps.no_fp16)
+        ctx->info.fp16 = 0;
+}
+
+size_t
+clf__kernel_wg(const clf_context *ctx, cl_kernel k)
+{
+    size_t wg = 0;
+
+    if (k == NULL ||
+        clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                 sizeof wg, &wg, NULL) != CL_SUCCESS)
+        return 0;
+    if (ctx->caps.wg != 0 && wg > ctx->caps.wg)
+        wg = ctx->caps.wg;
+    return wg;
+}
+
 void
 clf__device_limits(const clf_context *ctx, struct clf__limits *lim)
 {
@@ -511,6 +589,8 @@ clf__device_limits(const clf_context *ctx, struct clf__limits *lim)
         lim->max_wg = 0; /* nothing fits: nothing is applied */
     lim->max_item[0] = items[0];
     lim->max_item[1] = items[1];
+    if (ctx->caps.wg != 0 && lim->max_wg > ctx->caps.wg)
+        lim->max_wg = ctx->caps.wg;
 }
 
 int
@@ -521,6 +601,8 @@ clf__device_has_extension(clf_context *ctx, const char *name)
     char *ext;
     int has = 0;
 
+    if (ctx->caps.no_fp16 && strcmp(name, "cl_khr_fp16") == 0)
+        return 0; /* CLINFORMER_LIMITS */
     if (clGetDeviceInfo(ctx->device, CL_DEVICE_EXTENSIONS, 0, NULL, &len) !=
             CL_SUCCESS ||
         (ext = calloc(len + 1, 1)) == NULL)

@@ -300,11 +300,8 @@ create_kernels(clf_context *ctx)
         if (ctx->kernels[i] == NULL)
             return clf__fail(err, "kernel %s: clCreateKernel failed (%d)",
                              kernel_names[i], err);
-        if (clGetKernelWorkGroupInfo(ctx->kernels[i], ctx->device,
-                                     CL_KERNEL_WORK_GROUP_SIZE,
-                                     sizeof ctx->kernel_wg[i],
-                                     &ctx->kernel_wg[i], NULL) != CL_SUCCESS ||
-            ctx->kernel_wg[i] == 0)
+        ctx->kernel_wg[i] = clf__kernel_wg(ctx, ctx->kernels[i]);
+        if (ctx->kernel_wg[i] == 0)
             ctx->kernel_wg[i] = 1;
         if (clGetKernelWorkGroupInfo(
                 ctx->kernels[i], ctx->device,

@@ -84,6 +84,22 @@ void *clf__feature(clf_context *ctx, const void *key, size_t size,
 /* The state if made, else NULL; never makes it. */
 void *clf__feature_find(const clf_context *ctx, const void *key);
 
+/* device.c: limits lowered below the device's own, from CLINFORMER_LIMITS
+ * ("wg=N,local=BYTES,fp16=0", any of them, read when a context is made):
+ * every kernel's CL_KERNEL_WORK_GROUP_SIZE and the device's maximum
+ * work-group at most wg, its local memory at most local bytes, and no
+ * cl_khr_fp16.  They let a CPU device run the code paths of a smaller GPU
+ * (NVIDIA's driver: no cl_khr_fp16, 48 KiB of local memory, and fewer
+ * work-items for a kernel with many registers).  0: not lowered. */
+struct clf__caps {
+    size_t wg;
+    unsigned long long local_mem;
+    int no_fp16;
+};
+/* Parses CLINFORMER_LIMITS into caps (zeroed when unset); a clear error
+ * naming the variable on a bad value. */
+int clf__caps_from_env(struct clf__caps *caps);
+
 struct clf_context {
     cl_platform_id platform;
     cl_device_id device;
@@ -93,6 +109,7 @@ struct clf_context {
     cl_program program;
     cl_kernel kernels[CLF_K_COUNT];
     size_t kernel_wg[CLF_K_COUNT];       /* CL_KERNEL_WORK_GROUP_SIZE */
+    struct clf__caps caps;               /* CLINFORMER_LIMITS */
     size_t kernel_multiple[CLF_K_COUNT]; /* preferred multiple */
     char *build_log;
     clf_context_stats stats;
@@ -201,6 +218,11 @@ struct clf__limits {
 /* device.c: the limits of ctx's device that sizes are checked against; a
  * failed query leaves max_wg 0, which no size fits. */
 void clf__device_limits(const clf_context *ctx, struct clf__limits *lim);
+/* device.c: CL_KERNEL_WORK_GROUP_SIZE of kernel k on ctx's device, within
+ * CLINFORMER_LIMITS's wg; 0 when the query fails. */
+size_t clf__kernel_wg(const clf_context *ctx, cl_kernel k);
+/* device.c: applies ctx->caps to ctx->info (local memory, fp16). */
+void clf__caps_apply(clf_context *ctx);
 /* device.c: loop iterations one work-item of a kernel may run in all, its
  * loops together, before the device ends them early and silently; 0 where
  * there is no such limit.  Mesa's llvmpipe (rusticl's CPU device) counts

@@ -87,10 +87,7 @@ build_wide(clf_context *ctx, struct fw_state *st)
                          "kernel clf_flash_wg (d_h <= %zu): "
                          "clCreateKernel failed (%d)",
                          wide.dh, err);
-    if (clGetKernelWorkGroupInfo(st->kernel, ctx->device,
-                                 CL_KERNEL_WORK_GROUP_SIZE, sizeof st->wg,
-                                 &st->wg, NULL) != CL_SUCCESS)
-        st->wg = 0;
+    st->wg = clf__kernel_wg(ctx, st->kernel);
     return 0;
 }
 

@@ -11,8 +11,10 @@ struct devices_opts {
 
 const struct cli_option cli_devices_options[] = {
     {"kernels", CLI_FLAG, offsetof(struct devices_opts, kernels), NULL,
-     "also list each device's stored kernel choices (a\n"
-     "context is created on every device to read them)",
+     "also list each device's GEMM tuning (its tune\n"
+     "file's, the parameters shipped for it, or CLBlast's\n"
+     "defaults) and stored kernel choices (a context is\n"
+     "created on every device to read them)",
      1, 0, NULL},
     {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
 
@@ -32,6 +34,12 @@ list_kernel_choices(const clf_device_info *d)
         clf_context_destroy(ctx);
         return;
     }
+    /* this process owns its CLBlast: applying the device's tuning here
+     * only reads it */
+    if (clf_tune_apply_process_wide(ctx) == 0)
+        printf("    GEMM tuning: %s\n", clf_context_tuning(ctx)[0]
+                                           ? clf_context_tuning(ctx)
+                                           : "CLBlast defaults");
     printf("    kernel choices stored: %zu\n", count);
     for (i = 0; i < count; i++)
         if (clf_context_kernel_choice(ctx, i, &c) == 0) {

@@ -1053,6 +1053,98 @@ START_TEST(tune_stored_direct_set_is_applied)
 }
 END_TEST
 
+/* The GEMM parameters shipped for devices CLBlast's database lacks: each
+ * entry is found for its exact platform, device and driver only, passes
+ * the tune file's checks, and, applied to this suite's device where its
+ * limits allow (CLBlast builds a valid set on any device), gives a
+ * forward matching the reference with every GEMM through Xgemm. */
+START_TEST(tune_shipped_entries_are_sound)
+{
+    const struct clf__tune_shipped *s;
+    struct clf__tune_file tf;
+    struct clf__limits lim;
+    clf_device_info info;
+    char why[1100];
+    size_t i;
+    double err;
+
+    device_limits(tu_context(), &lim);
+    for (i = 0; (s = clf__tune_shipped_at(i)) != NULL; i++) {
+        memset(&info, 0, sizeof info);
+        snprintf(info.platform, sizeof info.platform, "%s", s->platform);
+        snprintf(info.name, sizeof info.name, "%s", s->device);
+        snprintf(info.driver, sizeof info.driver, "%s", s->driver);
+        ck_assert_ptr_eq(clf__tune_shipped_for(&info), s);
+        snprintf(info.driver, sizeof info.driver, "%s.1", s->driver);
+        ck_assert_ptr_null(clf__tune_shipped_for(&info));
+        ck_assert_msg(s->source != NULL && s->source[0] != '\0',
+                      "entry %zu names no measurement", i);
+        ck_assert_msg(clf__tune_parse(s->record, strlen(s->record), &limits,
+                                      &tf, why, sizeof why) == 0 &&
+                          tf.have_best,
+                      "entry %zu (%s): %s", i, s->device, why);
+        if (clf__tune_check_xgemm(tf.best, &lim, why, sizeof why) != 0) {
+            printf("# %s's set is past this device's limits: %s\n",
+                   s->device, why);
+            continue;
+        }
+        ck_assert_int_eq(clf__tune_apply_xgemm(tu_context(), tf.best), 0);
+        ck_assert_int_eq(clf__tune_apply_min_indirect(tu_context(), 1), 0);
+        err = clblast_forward_error(41 + i);
+        ck_assert_msg(err <= 1e-5, "%s's set: error %g", s->device, err);
+    }
+    ck_assert_uint_gt(i, 0);
+}
+END_TEST
+
+/* A context whose device matches a shipped entry and has no tune file of
+ * its own applies the entry and says so; with a tune file of its own,
+ * that file wins, and an invalid one is not replaced by the entry. */
+START_TEST(tune_shipped_entry_is_applied_without_a_tune_file)
+{
+    const struct clf__tune_shipped *s = clf__tune_shipped_at(0);
+    clf_context *ctx = NULL;
+    const char *t;
+    char path[4300];
+    FILE *f;
+
+    ck_assert_ptr_nonnull(s);
+    tu_clear_dir(dir);
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    snprintf(ctx->info.platform, sizeof ctx->info.platform, "%s", s->platform);
+    snprintf(ctx->info.name, sizeof ctx->info.name, "%s", s->device);
+    snprintf(ctx->info.driver, sizeof ctx->info.driver, "%s", s->driver);
+    ck_assert_msg(clf_tune_apply_process_wide(ctx) == 0, "%s",
+                  clf_last_error());
+    t = clf_context_tuning(ctx);
+    ck_assert_msg(strncmp(t, s->record + 5, 30) == 0 &&
+                      strstr(t, "(shipped for this device)") != NULL,
+                  "tuning \"%s\"", t);
+    /* a tune file of its own: that one, not the entry */
+    clf__tune_path(&ctx->info, path, sizeof path);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "baseline ms=5\nbest Xgemm %s\n", good_params);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
+    t = clf_context_tuning(ctx);
+    ck_assert_msg(strstr(t, "shipped") == NULL && t[0] != '\0', "tuning \"%s\"",
+                  t);
+    /* an invalid one: ignored with a warning, and nothing stands in */
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("best Xgemm GEMMK=7\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(clf_tune_apply_process_wide(ctx), 0);
+    ck_assert_str_eq(clf_context_tuning(ctx), "");
+    ck_assert_ptr_nonnull(strstr(clf_context_warnings(ctx), "ignored"));
+    clf_context_destroy(ctx);
+    tu_clear_dir(dir);
+    /* the suite's device back under its own (absent) file */
+    ck_assert_int_eq(clf_tune_apply_process_wide(tu_context()), 0);
+}
+END_TEST
+
 static void
 clear_dir(void)
 {
@@ -1107,6 +1199,8 @@ main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, tune_direct_switch_runs_xgemm_direct);
     tcase_add_test(tc, tune_stored_direct_set_is_applied);
+    tcase_add_test(tc, tune_shipped_entries_are_sound);
+    tcase_add_test(tc, tune_shipped_entry_is_applied_without_a_tune_file);
     suite_add_tcase(s, tc);
     rc = tu_run(s, 1);
     clear_dir();

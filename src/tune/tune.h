@@ -104,6 +104,19 @@ struct clf__tune_file {
 };
 int clf__tune_parse(const char *buf, size_t len, const struct clf__limits *lim,
                     struct clf__tune_file *tf, char *why, size_t cap);
+
+/* tune_shipped.c: the GEMM parameters shipped for a device CLBlast's
+ * database lacks, as tune file text measured on it by clinformer tune;
+ * applied where the device has no tune file of its own. */
+struct clf__tune_shipped {
+    const char *platform, *device, *driver; /* matched exactly */
+    const char *record;                     /* tune file lines */
+    const char *source;                     /* the run that measured it */
+};
+/* Entry i, NULL past the end. */
+const struct clf__tune_shipped *clf__tune_shipped_at(size_t i);
+/* The entry of info's device, or NULL. */
+const struct clf__tune_shipped *clf__tune_shipped_for(const clf_device_info *info);
 int clf__tune_check_xgemm(const size_t *v, const struct clf__limits *lim,
                           char *why, size_t cap);
 /* Set i of the tuner's XgemmDirect grid (CLF_TUNE_NDIRECT values in

@@ -141,6 +141,40 @@ apply_tiled(clf_context *ctx, const struct clf__tune_file *tf)
     return 0;
 }
 
+/* Whether the device has a tune file of its own (valid or not: an invalid
+ * one is ignored with a warning, and the shipped entry does not stand in
+ * for it). */
+static int
+user_file(const char *path)
+{
+    struct stat st;
+
+    return path[0] != '\0' && lstat(path, &st) == 0;
+}
+
+/* The shipped entry of ctx's device into tf: 1 when there is one and it
+ * passes the tune file's checks on this device. */
+static int
+load_shipped(clf_context *ctx, struct clf__tune_file *tf)
+{
+    const struct clf__tune_shipped *s = clf__tune_shipped_for(&ctx->info);
+    struct clf__limits lim;
+    char why[1100];
+
+    if (s == NULL)
+        return 0;
+    clf__device_limits(ctx, &lim);
+    if (clf__tune_parse(s->record, strlen(s->record), &lim, tf, why,
+                        sizeof why) != 0) {
+        snprintf(ctx->warnings, sizeof ctx->warnings,
+                 "ignored the GEMM parameters shipped for this device: %s",
+                 why);
+        memset(tf, 0, sizeof *tf);
+        return 0;
+    }
+    return 1;
+}
+
 /* Applies the stored tuning of ctx's device to CLBlast, process-wide;
  * the caller holds the context lock (ctx->tuned is part of the key that
  * forwards of other threads read). */
@@ -148,9 +182,9 @@ static int
 apply_stored_locked(clf_context *ctx)
 {
     char path[4300];
-    const char *env = getenv("CLINFORMER_TUNE");
+    const char *env = getenv("CLINFORMER_TUNE"), *note = "";
     struct clf__tune_file *tf;
-    int rc = 0;
+    int rc = 0, shipped = 0;
 
     ctx->tuned[0] = '\0';
     if (env != NULL && strcmp(env, "off") == 0)
@@ -159,7 +193,11 @@ apply_stored_locked(clf_context *ctx)
     if (tf == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     clf__tune_path(&ctx->info, path, sizeof path);
-    if (clf__tune_load(ctx, path, tf) == 1 && tf->have_best) {
+    if (clf__tune_load(ctx, path, tf) == 0 && !user_file(path))
+        shipped = load_shipped(ctx, tf);
+    if ((tf->have_best || tf->have_direct) && shipped)
+        note = " (shipped for this device)";
+    if (tf->have_best) {
         rc = clf__tune_apply_xgemm(ctx, tf->best);
         if (rc == 0) {
             memcpy(ctx->tuned, "Xgemm ", 7);
@@ -185,6 +223,9 @@ apply_stored_locked(clf_context *ctx)
     }
     if (rc == 0)
         rc = apply_tiled(ctx, tf);
+    if (rc == 0 && note[0] != '\0' &&
+        strlen(ctx->tuned) + strlen(note) < sizeof ctx->tuned)
+        strcat(ctx->tuned, note);
     free(tf);
     return rc;
 }

@@ -175,16 +175,49 @@ load_shipped(clf_context *ctx, struct clf__tune_file *tf)
     return 1;
 }
 
-/* Applies the stored tuning of ctx's device to CLBlast, process-wide;
- * the caller holds the context lock (ctx->tuned is part of the key that
- * forwards of other threads read). */
+/* Hands tf's CLBlast records (Xgemm, XgemmDirect, the switch) to CLBlast
+ * and names them in ctx->tuned. */
+static int
+apply_clblast(clf_context *ctx, const struct clf__tune_file *tf)
+{
+    size_t len;
+    int rc = 0;
+
+    if (tf->have_best && (rc = clf__tune_apply_xgemm(ctx, tf->best)) == 0) {
+        memcpy(ctx->tuned, "Xgemm ", 7);
+        clf__tune_format_xgemm(tf->best, ctx->tuned + 6, sizeof ctx->tuned - 6);
+    }
+    if (rc == 0 && tf->have_direct &&
+        (rc = clf__tune_apply_direct(ctx, tf->direct)) == 0) {
+        len = strlen(ctx->tuned);
+        snprintf(ctx->tuned + len, sizeof ctx->tuned - len, "%sXgemmDirect ",
+                 len ? "; " : "");
+        len = strlen(ctx->tuned);
+        clf__tune_format_direct(tf->direct, ctx->tuned + len,
+                                sizeof ctx->tuned - len);
+    }
+    if (rc == 0 && tf->min_indirect != 0 &&
+        (rc = clf__tune_apply_min_indirect(ctx, tf->min_indirect)) == 0) {
+        len = strlen(ctx->tuned);
+        snprintf(ctx->tuned + len, sizeof ctx->tuned - len,
+                 "%sXGEMM_MIN_INDIRECT_SIZE=%zu", len ? "; " : "",
+                 tf->min_indirect);
+    }
+    return rc;
+}
+
+/* Applies the stored tuning of ctx's device to CLBlast, process-wide (its
+ * tune file, else the parameters shipped for it); the caller holds the
+ * context lock (ctx->tuned is part of the key that forwards of other
+ * threads read). */
 static int
 apply_stored_locked(clf_context *ctx)
 {
+    static const char note[] = " (shipped for this device)";
     char path[4300];
-    const char *env = getenv("CLINFORMER_TUNE"), *note = "";
+    const char *env = getenv("CLINFORMER_TUNE");
     struct clf__tune_file *tf;
-    int rc = 0, shipped = 0;
+    int rc, shipped = 0;
 
     ctx->tuned[0] = '\0';
     if (env != NULL && strcmp(env, "off") == 0)
@@ -195,36 +228,11 @@ apply_stored_locked(clf_context *ctx)
     clf__tune_path(&ctx->info, path, sizeof path);
     if (clf__tune_load(ctx, path, tf) == 0 && !user_file(path))
         shipped = load_shipped(ctx, tf);
-    if ((tf->have_best || tf->have_direct) && shipped)
-        note = " (shipped for this device)";
-    if (tf->have_best) {
-        rc = clf__tune_apply_xgemm(ctx, tf->best);
-        if (rc == 0) {
-            memcpy(ctx->tuned, "Xgemm ", 7);
-            clf__tune_format_xgemm(tf->best, ctx->tuned + 6,
-                                   sizeof ctx->tuned - 6);
-        }
-    }
-    if (rc == 0 && tf->have_direct &&
-        (rc = clf__tune_apply_direct(ctx, tf->direct)) == 0) {
-        size_t len = strlen(ctx->tuned);
-        snprintf(ctx->tuned + len, sizeof ctx->tuned - len, "%sXgemmDirect ",
-                 len ? "; " : "");
-        len = strlen(ctx->tuned);
-        clf__tune_format_direct(tf->direct, ctx->tuned + len,
-                                sizeof ctx->tuned - len);
-    }
-    if (rc == 0 && tf->min_indirect != 0 &&
-        (rc = clf__tune_apply_min_indirect(ctx, tf->min_indirect)) == 0) {
-        size_t len = strlen(ctx->tuned);
-        snprintf(ctx->tuned + len, sizeof ctx->tuned - len,
-                 "%sXGEMM_MIN_INDIRECT_SIZE=%zu", len ? "; " : "",
-                 tf->min_indirect);
-    }
+    rc = apply_clblast(ctx, tf);
     if (rc == 0)
         rc = apply_tiled(ctx, tf);
-    if (rc == 0 && note[0] != '\0' &&
-        strlen(ctx->tuned) + strlen(note) < sizeof ctx->tuned)
+    if (rc == 0 && shipped && ctx->tuned[0] != '\0' &&
+        strlen(ctx->tuned) + sizeof note <= sizeof ctx->tuned)
         strcat(ctx->tuned, note);
     free(tf);
     return rc;

@@ -1,6 +1,7 @@
 /* clinformer run: a trained model on a .npy input, written to a .npy. */
 #include "cli.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,8 +41,9 @@ const struct cli_option cli_run_options[] = {
      "sequence, each 1..n; not with --mask",
      0, 0, NULL},
     {"mask", CLI_PATH, RO(mask), "FILE",
-     "(B, n) .npy key mask, nonzero = real position; (n)\n"
-     "when the input has no batch axis; not with --lengths",
+     "(B, n) .npy key mask (bool, uint8, int32, int64 or\n"
+     "float32), nonzero = real position; (n) when the\n"
+     "input has no batch axis; not with --lengths",
      0, 0, NULL},
     {"causal", CLI_FLAG, RO(causal), NULL,
      "causal mode (Linformer needs --block)", 1, 0, NULL},
@@ -287,6 +289,14 @@ load_mask(struct run_state *s)
                 a->ndim == 1 ? ",)" : ")", s->B, s->n);
         return CLI_ERROR;
     }
+    for (i = 0; a->data != NULL && i < count; i++)
+        if (isnan(a->data[i])) {
+            fprintf(stderr,
+                    "clinformer run: --mask %s: element %zu is NaN: a "
+                    "position is real (nonzero) or padding (0)\n",
+                    s->o->mask, i);
+            return CLI_ERROR;
+        }
     s->mbytes = malloc(count);
     if (s->mbytes == NULL)
         return CLI_ERROR;

@@ -1032,7 +1032,8 @@ CLF_EXTERN int clf_model_forward_mpi(clf_model *m, const float *x,
 /* ------------------------------------------------------- files: .npy */
 
 /* An n-dimensional array read from a NumPy .npy file.  Exactly one of data
- * (float32 files) and ids (int32 or int64 files, widened) is non-NULL; both
+ * (float32 files) and ids (int32, int64, uint8 or bool files, widened;
+ * bools as 0 and 1) is non-NULL; both
  * are owned by the array: free with clf_array_free(). */
 typedef struct clf_array {
     float *data;
@@ -1043,8 +1044,9 @@ typedef struct clf_array {
 } clf_array;
 
 /* Reads a version 1, 2 or 3 .npy file holding little-endian '<f4', '<i4'
- * or '<i8' in C order.  Anything else is an error naming the field: a
- * bad magic or header (CLF_EFORMAT), another dtype or Fortran order
+ * or '<i8', or '|u1' or '|b1', in C order.  Anything else is an error
+ * naming the field: a bad magic or header (CLF_EFORMAT), another dtype or
+ * Fortran order
  * (CLF_EDTYPE), a shape that overflows (CLF_ESIZE_OVERFLOW), a file shorter
  * or longer than its header says (CLF_EFORMAT), an unreadable file
  * (CLF_EIO).  On failure *out is left empty. */

@@ -33,7 +33,7 @@ X="$data/lucidrains_encoder_x.npy" # (2, 10, 16)
 Y="$data/lucidrains_encoder_y.npy"
 commands="devices demo check-lookahead run compare tune help version"
 
-echo "1..70"
+echo "1..72"
 # Options.
 check cli_unknown_option_names_option_and_command \
     fails 2 "clinformer demo: unknown or ambiguous option --bogus" demo --bogus
@@ -174,6 +174,42 @@ check cli_mask_of_wrong_shape_writes_nothing test ! -e "$tmp/m.npy"
 check cli_mask_of_ones_matches_no_mask sh -c "'$cli' run --weights '$W' \
     --input '$X' --output '$tmp/m.npy' --mask '$tmp/mask_2x10.npy' \
     >'$out' 2>'$err' && '$cli' compare '$tmp/m.npy' '$Y' >>'$out' 2>>'$err'"
+
+# Masks as NumPy writes key-mask bytes and bools: the same output as the
+# int64 mask of the same positions (the first sequence padded after 7).
+for d in '|u1:\001:\000' '|b1:\001:\000' \
+    '<i8:\001\000\000\000\000\000\000\000:\000\000\000\000\000\000\000\000'; do
+    descr=${d%%:*}
+    rest=${d#*:}
+    one=${rest%%:*}
+    zero=${rest#*:}
+    f="$tmp/mask_$(echo "$descr" | tr -d '|<').npy"
+    mknpy "$f" "(2, 10)" 0 "$descr"
+    i=0
+    while [ $i -lt 20 ]; do
+        if [ $i -ge 7 ] && [ $i -lt 10 ]; then printf "$zero"; else printf "$one"; fi
+        i=$((i + 1))
+    done >>"$f"
+done
+check cli_mask_bytes_and_bools_match_int64 sh -c "
+    for m in u1 b1 i8; do '$cli' run --weights '$W' --input '$X' \
+        --output \"$tmp/m_\$m.npy\" --mask \"$tmp/mask_\$m.npy\" || exit 1; done \
+        >'$out' 2>'$err' &&
+    '$cli' compare '$tmp/m_u1.npy' '$tmp/m_i8.npy' --tol 0 >>'$out' 2>>'$err' &&
+    '$cli' compare '$tmp/m_b1.npy' '$tmp/m_i8.npy' --tol 0 >>'$out' 2>>'$err' &&
+    ! '$cli' compare '$tmp/m_i8.npy' '$Y' >>'$out' 2>>'$err'"
+
+# A float mask holding NaN says neither real nor padding: refused, naming
+# the element, and nothing written.
+mknpy "$tmp/mask_nan.npy" "(2, 10)" 0 '<f4'
+i=0
+while [ $i -lt 20 ]; do
+    if [ $i -eq 14 ]; then printf '\000\000\300\177'; else printf '\000\000\200\077'; fi
+    i=$((i + 1))
+done >>"$tmp/mask_nan.npy"
+check cli_mask_nan_is_refused sh -c "! '$cli' run --weights '$W' --input '$X' \
+    --output '$tmp/m_nan.npy' --mask '$tmp/mask_nan.npy' >'$out' 2>'$err' &&
+    grep -q 'element 14 is NaN' '$err' && test ! -e '$tmp/m_nan.npy'"
 
 # Strict loading: a tensor the layout does not use is an error naming it;
 # --non-strict skips it, lists it, and the output is unchanged.

@@ -358,6 +358,39 @@ START_TEST(npy_load_widens_int32)
 }
 END_TEST
 
+/* uint8 and bool arrays (key masks as NumPy writes them) widen to ids;
+ * bools read as 0 and 1 whatever nonzero byte the file holds. */
+START_TEST(npy_load_widens_bytes_and_bools)
+{
+    const unsigned char data[5] = {0, 1, 2, 255, 7};
+    const long long want_u1[5] = {0, 1, 2, 255, 7}, want_b1[5] = {0, 1, 1, 1, 1};
+    unsigned char buf[256];
+    clf_array a;
+    size_t i, n;
+
+    n = build(buf, 1,
+              "{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }",
+              data, sizeof data);
+    ck_assert_int_eq(clf_npy_load(write_file("u1.npy", buf, n), &a), 0);
+    ck_assert_ptr_null(a.data);
+    ck_assert_ptr_nonnull(a.ids);
+    ck_assert_uint_eq(a.count, 5);
+    for (i = 0; i < 5; i++)
+        ck_assert_int_eq(a.ids[i], want_u1[i]);
+    clf_array_free(&a);
+    n = build(buf, 1,
+              "{'descr': '|b1', 'fortran_order': False, 'shape': (1, 5), }",
+              data, sizeof data);
+    ck_assert_int_eq(clf_npy_load(write_file("b1.npy", buf, n), &a), 0);
+    ck_assert_uint_eq(a.ndim, 2);
+    for (i = 0; i < 5; i++)
+        ck_assert_int_eq(a.ids[i], want_b1[i]);
+    clf_array_free(&a);
+    unlink(path_of("u1.npy"));
+    unlink(path_of("b1.npy"));
+}
+END_TEST
+
 START_TEST(npy_load_reads_int64)
 {
     const long long want[4] = {LLONG_MIN, -1, LLONG_MAX, 0x0123456789abcdefLL};
@@ -570,9 +603,9 @@ START_TEST(npy_load_rejects_other_dtypes)
     expect_dict_fail("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), "
                      "}",
                      8, CLF_EDTYPE, "'<f8'");
-    expect_dict_fail("{'descr': '|u1', 'fortran_order': False, 'shape': (1,), "
+    expect_dict_fail("{'descr': '|i1', 'fortran_order': False, 'shape': (1,), "
                      "}",
-                     1, CLF_EDTYPE, "'|u1'");
+                     1, CLF_EDTYPE, "'|i1'");
     expect_dict_fail("{'descr': '<f2', 'fortran_order': False, 'shape': (1,), "
                      "}",
                      2, CLF_EDTYPE, "'<f2'");
@@ -904,6 +937,7 @@ main(void)
     tcase_add_test(tc, npy_load_reads_every_version);
     tcase_add_test(tc, npy_load_widens_int32);
     tcase_add_test(tc, npy_load_reads_int64);
+    tcase_add_test(tc, npy_load_widens_bytes_and_bools);
     tcase_add_test(tc, npy_load_reads_0d_and_empty);
     tcase_add_test(tc, npy_load_accepts_header_variants);
     tcase_add_test(tc, npy_load_rejects_bad_magic);

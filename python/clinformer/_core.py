@@ -348,6 +348,12 @@ class _Forward:
                 raise_for(ShapeError, "CLF_ESHAPE_MISMATCH",
                           "key_mask has shape %s; expected %s"
                           % (_shape_text(arr.shape), _shape_text(want)))
+            if arr.dtype.kind == "f" and np.isnan(arr).any():
+                at = tuple(int(i) for i in np.argwhere(np.isnan(arr))[0])
+                raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
+                          "key_mask holds NaN at %s: a position is real "
+                          "(nonzero) or padding (0), not undecided"
+                          % (at,))
             m = np.ascontiguousarray(arr != 0, dtype=np.uint8)
             keep.append(m)
             opts.key_mask = ffi.cast("const unsigned char *",

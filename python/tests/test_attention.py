@@ -83,6 +83,15 @@ def test_attention_lengths_equal_key_mask(ctx, rng):
     assert np.array_equal(att(x, key_mask=mask), y)
 
 
+def test_attention_key_mask_nan_is_refused(ctx, rng):
+    att, desc = make(ctx)
+    x = rng.standard_normal((2, 20, 32)).astype(np.float32)
+    mask = np.ones((2, 20), np.float32)
+    mask[1, 3] = np.nan
+    with pytest.raises(clinformer.InvalidArgumentError, match=r"NaN at \(1, 3\)"):
+        att(x, key_mask=mask)
+
+
 def test_attention_key_mask_holes(ctx, rng):
     att, desc = make(ctx, mode="full")
     x = rng.standard_normal((2, 16, 32)).astype(np.float32)

@@ -37,7 +37,7 @@
 
 #define TRY CLF_TRY
 
-enum npy_kind { NPY_F4, NPY_I4, NPY_I8 };
+enum npy_kind { NPY_F4, NPY_I4, NPY_I8, NPY_U1, NPY_B1 };
 
 struct npy_header {
     enum npy_kind kind;
@@ -201,7 +201,7 @@ parse_value(struct cursor *c, const char *path, const char *key, size_t klen,
         if (c->p < c->end && (*c->p == '[' || *c->p == '{'))
             return clf__fail(CLF_EDTYPE,
                              "%s: header 'descr' is a structured dtype; "
-                             "only '<f4', '<i4' and '<i8' are supported",
+                             "only '<f4', '<i4', '<i8', '|u1' and '|b1' are supported",
                              path);
         if (parse_string(c, &s, &len) != 0)
             return clf__fail(CLF_EFORMAT, "%s: header 'descr' is not a string",
@@ -216,6 +216,12 @@ parse_value(struct cursor *c, const char *path, const char *key, size_t klen,
         } else if (word_is(s, len, "<i8")) {
             h->kind = NPY_I8;
             h->itemsize = 8;
+        } else if (word_is(s, len, "|u1")) {
+            h->kind = NPY_U1;
+            h->itemsize = 1;
+        } else if (word_is(s, len, "|b1")) {
+            h->kind = NPY_B1;
+            h->itemsize = 1;
         } else {
             h->itemsize = 0; /* reported once the whole header parses */
         }
@@ -267,7 +273,7 @@ header_complete(const struct npy_header *h, const char *path)
     if (h->itemsize == 0)
         return clf__fail(CLF_EDTYPE,
                          "%s: header 'descr' '%s' is not supported; only "
-                         "'<f4', '<i4' and '<i8' are",
+                         "'<f4', '<i4', '<i8', '|u1' and '|b1' are",
                          path, h->descr);
     if (h->fortran)
         return clf__fail(CLF_EDTYPE,
@@ -384,6 +390,10 @@ convert(void *buf, size_t count, enum npy_kind kind)
                 v = (long long)u;
             dst[i] = v;
         }
+    } else if (kind == NPY_U1 || kind == NPY_B1) {
+        long long *dst = buf; /* backwards, as below */
+        for (i = count; i-- > 0;)
+            dst[i] = kind == NPY_B1 ? raw[i] != 0 : (long long)raw[i];
     } else {
         long long *dst = buf;
         for (i = count; i-- > 0;) {

@@ -114,12 +114,22 @@ def _choice(name, value, table):
     return table[value]
 
 
+def _cstr(what, raw):
+    """raw (bytes) for a C string: an embedded NUL would cut it short
+    there, so that a different name than given reached the library."""
+    if b"\0" in raw:
+        raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
+                  "%s holds a NUL character at offset %d"
+                  % (what, raw.index(b"\0")))
+    return raw
+
+
 def _precision(value):
     if not isinstance(value, str):
         raise_for(InvalidArgumentError, "CLF_EBAD_ENUM",
                   "precision must be a string (\"float\" or \"half\")")
     out = ffi.new("clf_precision *")
-    check(lib.clf_precision_parse(value.encode(), out))
+    check(lib.clf_precision_parse(_cstr("precision", value.encode()), out))
     return out[0]
 
 
@@ -138,7 +148,8 @@ class Context:
             raise_for(DTypeError, "CLF_EDTYPE",
                       "selector must be a string or None, not %s"
                       % type(selector).__name__)
-        sel = ffi.NULL if selector is None else selector.encode()
+        sel = (ffi.NULL if selector is None
+               else _cstr("selector", selector.encode()))
         flags = lib.CLF_CONTEXT_PROFILING if profiling else 0
         out = ffi.new("clf_context **")
         self._ptr = ffi.NULL
@@ -654,13 +665,14 @@ class Model(_Forward):
             raise_for(DTypeError, "CLF_EDTYPE",
                       "path must be a str or os.PathLike, not %s"
                       % type(path).__name__)
+        _cstr("path", fspath)
         opts = ffi.new("clf_model_opts *")
         if not isinstance(layout, str):
             raise_for(InvalidArgumentError, "CLF_EBAD_ENUM",
                       "layout must be a string, one of %s"
                       % ", ".join(LAYOUTS))
         lay = ffi.new("clf_layout *")
-        check(lib.clf_layout_parse(layout.encode(), lay))
+        check(lib.clf_layout_parse(_cstr("layout", layout.encode()), lay))
         opts.layout = lay[0]
         opts.heads = 0 if heads is None else _size("heads", heads)
         opts.causal_block = _size("causal_block", causal_block, 0)

@@ -263,6 +263,17 @@ def test_error_context_manager_closes(ctx):
     assert c.closed
 
 
+def test_error_nul_in_names_is_refused(ctx):
+    # Cut at the NUL, these named another file and another device.
+    path = str(DATA / "lucidrains_encoder.safetensors")
+    with pytest.raises(InvalidArgumentError, match="path holds a NUL"):
+        clinformer.Model.load(ctx, path + "\x00junk")
+    with pytest.raises(InvalidArgumentError, match="selector holds a NUL"):
+        clinformer.Context("pocl:0\x00x")
+    with pytest.raises(InvalidArgumentError, match="layout holds a NUL"):
+        clinformer.Model.load(ctx, path, layout="auto\x00x")
+
+
 def test_error_model_missing_file(ctx, tmp_path):
     with pytest.raises(FileError) as e:
         clinformer.Model.load(ctx, tmp_path / "none.safetensors")

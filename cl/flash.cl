@@ -142,13 +142,18 @@ fl_scores(float16 x[FL_R][4], __global const float *const qr[FL_R],
 }
 
 /* acc[r] (columns of out[r], the first nr rows) = alpha[r] acc[r] +
- * sum over j < cnt of p[r][j] v_j, v_j = v + j * dh: 16 columns at a
- * time (registers, as fl_scores), then one at a time. */
+ * sum over j < cnt[r] of p[r][j] v_j, v_j = v + j * dh: 16 columns at a
+ * time (registers, as fl_scores), then one at a time.  Row r weighs only
+ * the cnt[r] <= cnt[nr - 1] keys it sees (a causal row's limit falls
+ * inside the tile): a key after its limit is skipped, not weighed by its
+ * 0, since 0 v_j is NaN where v_j is NaN or infinite.  The keys all the
+ * rows see (the first cnt[0]) run without the test. */
 static void
 fl_weigh(__global float *const out[FL_R], const int nr, const float *alpha,
-         const float p[FL_R][FL_T], __global const float *v, const uint cnt,
-         const uint dh)
+         const float p[FL_R][FL_T], __global const float *v,
+         const uint cnt[FL_R], const uint dh)
 {
+    const uint all = cnt[0], most = cnt[nr - 1];
     uint c0 = 0;
     for (; c0 + 16 <= dh; c0 += 16) {
         float16 y[FL_R];
@@ -156,11 +161,19 @@ fl_weigh(__global float *const out[FL_R], const int nr, const float *alpha,
         for (int r = 0; r < FL_R; r++)
             y[r] = r < nr ? vload16(0, out[r] + c0) * alpha[r] : 0.0f;
         __global const float *vj = v + c0;
-        for (uint j = 0; j < cnt; j++, vj += dh) {
+        uint j = 0;
+        for (; j < all; j++, vj += dh) {
             const float16 v0 = vload16(0, vj);
 #pragma unroll
             for (int r = 0; r < FL_R; r++)
                 y[r] = fma(p[r][j], v0, y[r]);
+        }
+        for (; j < most; j++, vj += dh) {
+            const float16 v0 = vload16(0, vj);
+#pragma unroll
+            for (int r = 0; r < FL_R; r++)
+                if (j < cnt[r])
+                    y[r] = fma(p[r][j], v0, y[r]);
         }
 #pragma unroll
         for (int r = 0; r < FL_R; r++)
@@ -170,7 +183,7 @@ fl_weigh(__global float *const out[FL_R], const int nr, const float *alpha,
     for (; c0 < dh; c0++)
         for (int r = 0; r < nr; r++) {
             float y = out[r][c0] * alpha[r];
-            for (uint j = 0; j < cnt; j++)
+            for (uint j = 0; j < cnt[r]; j++)
                 y = fma(p[r][j], v[j * dh + c0], y);
             out[r][c0] = y;
         }
@@ -257,14 +270,18 @@ fl_tile(__global const float *q, __global float *o, const uint ldq,
     __global const float *qr[FL_R];
     __global float *out[FL_R];
     float alpha[FL_R], p[FL_R][FL_T];
+    uint seen[FL_R];
     float16 x[FL_R][4];
     /* Rows past nr repeat the last row, weigh nothing and are not
-     * stored. */
+     * stored.  seen[r]: the tile's keys row r sees, rising with r. */
 #pragma unroll
     for (int r = 0; r < FL_R; r++) {
         const size_t t = rb + (uint)min(r, nr - 1);
         qr[r] = q + t * ldq;
         out[r] = o + t * ldq;
+        seen[r] = lim[min(r, nr - 1)] > j0
+                      ? min(cnt, lim[min(r, nr - 1)] - j0)
+                      : 0;
     }
     for (int r = nr; r < FL_R; r++)
         for (int j = 0; j < FL_T; j++)
@@ -275,7 +292,7 @@ fl_tile(__global const float *q, __global float *o, const uint ldq,
         alpha[r] = r < nr ? fl_row(x[r], j0, lim[r], keep, whole, scale, &m[r], &l[r],
                                    p[r])
                           : 0.0f;
-    fl_weigh(out, nr, alpha, p, vb + (size_t)j0 * dh, cnt, dh);
+    fl_weigh(out, nr, alpha, p, vb + (size_t)j0 * dh, seen, dh);
 }
 
 /* Rows r0 .. r0 + rows - 1 (r0 = rows * global id 0) of head

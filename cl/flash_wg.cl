@@ -142,16 +142,22 @@ fw_update(float sc[FW_K], float *m, float *l)
     return alpha;
 }
 
-/* acc = alpha acc + sum_j p_j v_j over the tile's values in vl. */
+/* acc = alpha acc + sum_j p_j v_j over the tile's values in vl, key
+ * j0 + j taking part only from lo up to hi (the row's own keys or window):
+ * the others' p_j is 0, but 0 v_j is NaN where v_j, a value after the
+ * row or in another block, is NaN or infinite, so they are skipped. */
 static void
 fw_weigh(float acc[FW_C], const float alpha, const float p[FW_K],
-         __local const float *vl, const uint c0)
+         __local const float *vl, const uint c0, const uint j0,
+         const uint lo, const uint hi)
 {
 #pragma unroll
     for (int i = 0; i < FW_C; i++)
         acc[i] *= alpha;
 #pragma unroll
-    for (int j = 0; j < FW_K; j++)
+    for (int j = 0; j < FW_K; j++) {
+        if (j0 + (uint)j < lo || j0 + (uint)j >= hi)
+            continue;
 #pragma unroll
         for (int i = 0; i < FW_C; i += 4) {
             const float4 v4 = vload4(0, vl + j * FW_DH + c0 + i);
@@ -160,6 +166,7 @@ fw_weigh(float acc[FW_C], const float alpha, const float p[FW_K],
             acc[i + 2] = fma(p[j], v4.z, acc[i + 2]);
             acc[i + 3] = fma(p[j], v4.w, acc[i + 3]);
         }
+    }
 }
 
 /* Masks the scores of one step: a tile of keys j0 .. (past the row's
@@ -253,7 +260,8 @@ clf_flash_wg(__global const float *q, const uint ldq,
         /* Tiles that every row sees whole skip the masking. */
         if (win || j0 + FW_K > first || key_mask)
             fw_mask(sc, win, j0, lim, ws, tc, mb, key_mask, has_mask);
-        fw_weigh(acc, fw_update(sc, &m, &l), sc, vl, c0);
+        fw_weigh(acc, fw_update(sc, &m, &l), sc, vl, c0, j0, win ? ws : 0,
+                 win ? tc + 1 : lim);
     }
     if (t >= n)
         return;

@@ -120,9 +120,25 @@ struct audited {
     clf_group_attention *ga;
 };
 
+/* The attention ways the audit runs in turn on one device: each that can
+ * run the mode (a way forced where it does not apply falls back to the
+ * GEMM path, which is audited anyway).  CLINFORMER_KERNELS naming an
+ * attention way wins over forcing: then that way alone. */
+static const char *const ways[] = {"gemm", "flash", "flashwg", "fused"};
+
+static size_t
+way_count(const struct lookahead_opts *o, const struct audited *l)
+{
+    const char *env = getenv("CLINFORMER_KERNELS");
+
+    if (l->ga != NULL || (env != NULL && strstr(env, "attend=") != NULL))
+        return 0; /* the way already chosen, audited once */
+    return !o->causal && !o->full ? 4 : 3;
+}
+
 static int
-audit(const struct audited *l, const struct lookahead_opts *o, const float *x,
-      const size_t *pos)
+audit_way(const struct audited *l, const struct lookahead_opts *o,
+          const float *x, const size_t *pos, const char *way)
 {
     clf_forward_opts fo;
     clf_lookahead_result r;
@@ -130,6 +146,9 @@ audit(const struct audited *l, const struct lookahead_opts *o, const float *x,
 
     memset(&fo, 0, sizeof fo);
     fo.causal = o->causal;
+    if (way != NULL &&
+        (rc = clf_context_force_kernel(l->ctx, "attend", way)) != 0)
+        return cli_fail(l->ctx, "forcing the attention way", rc);
     rc = l->ga != NULL
              ? clf_group_attention_check_lookahead(l->ga, x, o->seq_len, &fo,
                                                    pos, o->positions,
@@ -142,14 +161,34 @@ audit(const struct audited *l, const struct lookahead_opts *o, const float *x,
         cli_print_split(l->g);
     if (!r.passed) {
         printf("FAIL: changing the inputs after t=%zu moved the output at "
-               "position %zu (max change at positions <= t: %.6g)\n",
-               r.t, r.moved, r.change);
+               "position %zu (max change at positions <= t: %.6g)%s%s\n",
+               r.t, r.moved, r.change, way ? ", attention way " : "",
+               way ? way : "");
         return CLI_DIFFER;
     }
     printf("PASS: for each of %zu positions t, changing every input after t "
-           "left the outputs at positions 0..t unchanged, bit for bit\n",
-           r.checked);
+           "(to random values, NaN, +inf, -inf, values near 1e30) left the "
+           "outputs at positions 0..t unchanged, bit for bit%s%s\n",
+           r.checked, way ? ", attention way " : "", way ? way : "");
     return 0;
+}
+
+/* The audit under each attention way, stopping at the first that fails;
+ * the context's forced way lifted after. */
+static int
+audit(const struct audited *l, const struct lookahead_opts *o, const float *x,
+      const size_t *pos)
+{
+    const size_t count = way_count(o, l);
+    size_t w;
+    int rc = 0;
+
+    if (count == 0)
+        return audit_way(l, o, x, pos, NULL);
+    for (w = 0; w < count && rc == 0; w++)
+        rc = audit_way(l, o, x, pos, ways[w]);
+    clf_context_force_kernel(l->ctx, "attend", NULL);
+    return rc;
 }
 
 /* Random input and the positions, spread from 0 to seq_len - 1; then the

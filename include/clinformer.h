@@ -656,10 +656,13 @@ CLF_EXTERN int clf_attention_forward_cl_ex(clf_attention *att, cl_mem x,
                                            const clf_forward_opts *opts);
 
 /* The look-ahead audit: for each query position t in positions, replaces
- * every input row after t with fresh random values (from seed) and checks
- * that the outputs at positions 0..t are unchanged, bit for bit.  One
- * sequence (batch 1) of seq_len rows from x, with the layer's current mode
- * and the given options (a key_mask, if any, is left as given).  On return
+ * every input row after t with fresh random values (from seed), then with
+ * NaN, +inf, -inf and huge finite values (of order 1e30) in turn, and
+ * checks each time that the outputs at positions 0..t are unchanged, bit
+ * for bit (a future value weighed by 0 rather than skipped shows only
+ * there: 0 x NaN and 0 x inf are NaN).  One sequence (batch 1) of seq_len
+ * rows from x, with the layer's current mode and the given options (a
+ * key_mask, if any, is left as given).  On return
  * result->passed is 1 when nothing moved; otherwise result->t is the first
  * perturbation point that moved an output, result->moved the first output
  * position that changed and result->change the largest absolute change at

@@ -457,6 +457,53 @@ START_TEST(lookahead_fails_without_causal)
 }
 END_TEST
 
+/* A forward whose every output adds 0 x the last position's input (user:
+ * nonzero), as the causal GEMM path and streaming kernels once weighed
+ * the keys after a row by p = 0: a random, or any finite, value there
+ * adds +-0 and leaves the earlier outputs' bits alone, so only the
+ * audit's NaN and inf perturbations can see it (0 x NaN = 0 x inf = NaN).
+ * Rows of 4 floats. */
+static int
+zero_weighted_forward(void *user, const float *x, size_t n, float *y,
+                      const clf_forward_opts *opts)
+{
+    volatile float weight = 0.0f; /* not folded away */
+    const int leak = *(const int *)user;
+    size_t t, c;
+
+    (void)opts;
+    for (t = 0; t < n; t++)
+        for (c = 0; c < 4; c++)
+            y[t * 4 + c] = 2.0f * x[t * 4 + c] +
+                           (leak ? weight * x[(n - 1) * 4 + c] : 0.0f);
+    return 0;
+}
+
+/* The audit catches a future value weighed by 0 (NaN and inf after t),
+ * and passes the same forward without that term. */
+START_TEST(lookahead_catches_zero_weighted_future)
+{
+    const size_t n = 9, positions[3] = {0, 4, 7};
+    float x[9 * 4];
+    clf_lookahead_result r;
+    int leak;
+
+    tu_fill(x, n * 4, 83, 0.5f, 1.0f); /* no zeros: 2x + 0 is 2x */
+    for (leak = 0; leak < 2; leak++) {
+        ck_assert_int_eq(clf__lookahead_run(zero_weighted_forward, &leak, 4, x,
+                                            n, NULL, positions, 3, 84, &r),
+                         0);
+        ck_assert_int_eq(r.passed, !leak);
+        ck_assert_uint_eq(r.checked, leak ? 1 : 3);
+        if (!leak)
+            continue;
+        ck_assert_uint_eq(r.t, 0);
+        ck_assert_uint_eq(r.moved, 0);
+        ck_assert(isnan(r.change));
+    }
+}
+END_TEST
+
 START_TEST(masks_reject_bad_input)
 {
     clf_attention_desc d = desc_of(CLF_SHARE_HEADWISE, 20, 8, 5);
@@ -666,6 +713,7 @@ suite(void)
     tcase_add_test(tc, masks_with_each_softmax_on_gemm_path);
     tcase_add_test(tc, causal_lookahead_is_bit_exact);
     tcase_add_test(tc, lookahead_fails_without_causal);
+    tcase_add_test(tc, lookahead_catches_zero_weighted_future);
     tcase_add_test(tc, masks_reject_bad_input);
     tcase_add_test(tc, masks_on_cl_mem_path);
     tcase_add_test(tc, chunked_scores_match_reference);

@@ -2,7 +2,7 @@
  * probabilities for that row, through every softmax kernel and through both
  * ways attention over the slots runs (GEMM path, with each softmax kernel,
  * the fused and the streaming kernel).  Fully masked rows (all -inf) still give
- * zeros. */
+ * zeros.  In the causal modes a NaN or inf reaches no earlier output. */
 #include "internal.h"
 #include "testutil.h"
 
@@ -185,6 +185,139 @@ START_TEST(nan_weight_gives_nan_rows)
 }
 END_TEST
 
+/* A non-finite input at position p reaches no output before p, in either
+ * causal mode, under every way attention and its GEMMs run: the outputs at
+ * 0..p-1 stay finite and bit-identical to those of the same input with a
+ * finite value at p.  Masked and future terms are skipped, never multiplied
+ * by zero (0 x NaN and 0 x inf are NaN).  The last position, and one inside
+ * the sequence whose block the slots of later blocks compress. */
+static const char *const causal_ways[] = {
+    "attend=gemm,gemm=clblast,softmax=scalar",
+    "attend=gemm,gemm=clblast,softmax=vector",
+    "attend=gemm,gemm=clblast,softmax=group",
+    "attend=gemm,gemm=blocked,softmax=scalar",
+    "attend=gemm,gemm=blocked,softmax=vector",
+    "attend=gemm,gemm=blocked,softmax=group",
+    "attend=gemm,gemm=tiled,softmax=scalar",
+    "attend=gemm,gemm=tiled,softmax=vector",
+    "attend=gemm,gemm=tiled,softmax=group",
+    "attend=flash,gemm=clblast",
+    "attend=flash,gemm=blocked",
+    "attend=flash,gemm=tiled",
+    "attend=flashwg,gemm=clblast",
+    "attend=flashwg,gemm=blocked",
+    "attend=flashwg,gemm=tiled"};
+#define CAUSAL_WAYS (sizeof causal_ways / sizeof causal_ways[0])
+
+/* Forwards x (one sequence of n) with value v at feature 3 of position p
+ * and checks rows 0..p-1 against base bit for bit, and finite. */
+static void
+causal_perturbed(struct layer *l, clf_mode mode, const float *x, size_t n,
+                 size_t p, float v, const float *base, const char *way)
+{
+    const size_t D = l->desc.d_model, count = n * D;
+    float *xp = tu_malloc(count * sizeof *xp);
+    float *y = tu_malloc(count * sizeof *y);
+    clf_forward_opts o;
+    size_t i;
+    int rc;
+
+    memcpy(xp, x, count * sizeof *xp);
+    xp[p * D + 3] = v;
+    for (i = 0; i < count; i++)
+        y[i] = POISON;
+    memset(&o, 0, sizeof o);
+    o.causal = 1;
+    rc = clf_attention_forward_ex(l->att, xp, 1, n, y, &o);
+    ck_assert_msg(rc == 0, "%s: %s", way, clf_last_error());
+    for (i = 0; i < p * D; i++)
+        ck_assert_msg(isfinite(y[i]) && memcmp(&y[i], &base[i], sizeof *y) == 0,
+                      "%s, %s mode, n %zu, %g at %zu: y[%zu][%zu] = %g, "
+                      "finite input gives %g",
+                      way, mode == CLF_MODE_FULL ? "causal full" : "causal", n,
+                      (double)v, p, i / D, i % D, (double)y[i],
+                      (double)base[i]);
+    /* The perturbation did arrive: the output at p reads its own input. */
+    if (isnan(v))
+        for (i = p * D; i < (p + 1) * D; i++)
+            ck_assert_msg(isnan(y[i]), "%s: y[%zu][%zu] = %g", way, p,
+                          i - p * D, (double)y[i]);
+    free(xp);
+    free(y);
+}
+
+static void
+causal_future_case(struct layer *l, clf_mode mode, size_t n, const char *way,
+                   unsigned long long seed)
+{
+    const size_t D = l->desc.d_model, count = n * D;
+    const size_t at[2] = {n - 1, n / 2 + 1};
+    float *x = tu_malloc(count * sizeof *x);
+    float *base = tu_malloc(count * sizeof *base);
+    clf_forward_opts o;
+    size_t i;
+    int rc, a, f;
+
+    tu_fill(x, count, seed, -1.0f, 1.0f);
+    ck_assert_int_eq(clf_attention_set_mode(l->att, mode), 0);
+    memset(&o, 0, sizeof o);
+    o.causal = 1;
+    for (a = 0; a < 2; a++) {
+        for (i = 0; i < count; i++)
+            base[i] = POISON;
+        rc = clf_attention_forward_ex(l->att, x, 1, n, base, &o);
+        ck_assert_msg(rc == 0, "%s: %s", way, clf_last_error());
+        /* The way asked for is the way that ran. */
+        f = strstr(way, "attend=flashwg") != NULL;
+        ck_assert_int_eq(clf__attention_last_flash_wg(l->att), f);
+        ck_assert_int_eq(clf__attention_last_flash(l->att),
+                         strstr(way, "attend=flash,") != NULL);
+        causal_perturbed(l, mode, x, n, at[a], NAN, base, way);
+        causal_perturbed(l, mode, x, n, at[a], INFINITY, base, way);
+        causal_perturbed(l, mode, x, n, at[a], -INFINITY, base, way);
+    }
+    free(x);
+    free(base);
+}
+
+/* d_model 16, 2 heads, k 4, blocks of 3 at n = N = 12; n = 130 with
+ * N = 130, blocks of 13, k 20 (2 slots a block). */
+START_TEST(nan_causal_future_never_reaches_the_past)
+{
+    static const size_t shapes[][4] = {{12, 4, 3, 12}, {130, 20, 13, 130}};
+    char *was = getenv("CLINFORMER_KERNELS");
+    size_t s, w;
+
+    was = was != NULL ? strdup(was) : NULL;
+    for (s = 0; s < 2; s++) {
+        clf_attention_desc d;
+        struct layer l;
+
+        memset(&d, 0, sizeof d);
+        d.d_model = 16;
+        d.heads = 2;
+        d.max_seq_len = shapes[s][0];
+        d.k = shapes[s][1];
+        d.causal_block = shapes[s][2];
+        d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
+        layer_make(&l, &d, 510 + s);
+        for (w = 0; w < CAUSAL_WAYS; w++) {
+            setenv("CLINFORMER_KERNELS", causal_ways[w], 1);
+            causal_future_case(&l, CLF_MODE_LINFORMER, shapes[s][3],
+                               causal_ways[w], 520 + w);
+            causal_future_case(&l, CLF_MODE_FULL, shapes[s][3], causal_ways[w],
+                               540 + w);
+        }
+        layer_free(&l);
+    }
+    if (was != NULL)
+        setenv("CLINFORMER_KERNELS", was, 1);
+    else
+        unsetenv("CLINFORMER_KERNELS");
+    free(was);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -195,6 +328,7 @@ suite(void)
     tcase_add_test(tc, nan_softmax_row_becomes_nan);
     tcase_add_test(tc, nan_input_row_gives_nan_rows);
     tcase_add_test(tc, nan_weight_gives_nan_rows);
+    tcase_add_test(tc, nan_causal_future_never_reaches_the_past);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -448,7 +448,16 @@ attend_passes(clf_attention *a, const struct plan *p,
     cl_mem kbar = a->ws[WS_KBAR].mem;
     const size_t n = p->n, ld = p->ld;
     size_t b, nb, r0, rows;
+    struct clf__weigh_causal cz, *czp = NULL;
 
+    if (p->causal) {
+        memset(&cz, 0, sizeof cz);
+        cz.vf = a->ws[WS_VF].mem;
+        cz.first = a->ws[WS_VNF].mem;
+        czp = &cz;
+        TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
+        TRY(clf__attend_finite(a->ctx, sh, vbar, cz.vf, cz.first));
+    }
     for (b = 0; b < p->B; b += nb) {
         nb = p->B - b < p->seqs ? p->B - b : p->seqs;
         for (r0 = 0; r0 < n; r0 += rows) {
@@ -460,7 +469,7 @@ attend_passes(clf_attention *a, const struct plan *p,
             TRY(softmax_pass(a, p, b, nb, r0, rows));
             TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
             TRY(clf__attend_weigh(a->ctx, p->gemm[CLF_ROLE_WEIGH], sh, b, nb,
-                                  r0, rows, s, 0, ld, vbar, o));
+                                  r0, rows, s, 0, ld, vbar, o, czp));
         }
     }
     return 0;
@@ -478,8 +487,14 @@ attend_causal(clf_attention *a, const struct plan *p,
     cl_mem kbar = a->ws[WS_KBAR].mem;
     const size_t n = p->n, ld = p->ld, hq = a->hq;
     struct clf__causal_shape cs;
+    struct clf__weigh_causal cz;
 
     causal_shape(a, p, &cs);
+    memset(&cz, 0, sizeof cz);
+    cz.vf = a->ws[WS_VF].mem;
+    cz.first = a->ws[WS_VNF].mem;
+    cz.c = p->c;
+    cz.block = a->desc.causal_block;
     TRY(mark(a, CLF_STAGE_SCORES));
     TRY(clf__attend_scores(ctx, p->gemm[CLF_ROLE_SCORE], sh, 0, p->B, 0, n, q,
                            kbar, s, 0, ld));
@@ -487,8 +502,9 @@ attend_causal(clf_attention *a, const struct plan *p,
     TRY(mark(a, CLF_STAGE_SOFTMAX));
     TRY(clf__softmax_rows_variant(ctx, p->softmax, s, 0, p->B * hq * n, ld));
     TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
+    TRY(clf__attend_finite(ctx, sh, vbar, cz.vf, cz.first));
     TRY(clf__attend_weigh(ctx, p->gemm[CLF_ROLE_WEIGH], sh, 0, p->B, 0, n, s, 0,
-                          ld, vbar, o));
+                          ld, vbar, o, &cz));
     cs.c = 0;
     cs.scale = 0.0f;
     return clf__causal_apply(ctx, &cs, o, s,

@@ -38,6 +38,8 @@ enum ws_id {
     WS_XM,   /* input with padding rows zeroed */
     WS_MASK, /* batch x n mask bytes (capacity counted in floats) */
     WS_KT,   /* compressed keys transposed, for the fused kernel */
+    WS_VF,   /* values, non-finite entries 0: a causal weighted sum's */
+    WS_VNF,  /* per column of those, its first non-finite row (ints) */
     WS_COUNT
 };
 

@@ -77,16 +77,48 @@ record_change(const float *y0, const float *y1, size_t t, size_t D,
         }
 }
 
+/* The perturbations of the inputs after t, in turn: random values, then
+ * NaN, +inf, -inf and huge finite values.  A kernel that weighs a future
+ * value by 0 instead of skipping it passes the first (0 x v = 0) but not
+ * the non-finite ones (0 x NaN and 0 x inf are NaN); huge values catch a
+ * future term whose weight is tiny rather than 0, and an overflow. */
+enum { RANDOM, NOT_A_NUMBER, PLUS_INF, MINUS_INF, HUGE_VALUES, KINDS };
+
+static void
+perturb(float *xp, size_t from, size_t count, int kind,
+        unsigned long long *state)
+{
+    size_t i;
+
+    for (i = from; i < count; i++) {
+        double r;
+        switch (kind) {
+        case NOT_A_NUMBER:
+            xp[i] = NAN;
+            break;
+        case PLUS_INF:
+            xp[i] = INFINITY;
+            break;
+        case MINUS_INF:
+            xp[i] = -INFINITY;
+            break;
+        default:
+            r = (double)(clf__splitmix64(state) >> 11) * 0x1.0p-51 - 2.0;
+            xp[i] = (float)(kind == HUGE_VALUES ? r * 1e30 : r);
+        }
+    }
+}
+
 int
 clf__lookahead_run(clf__lookahead_fn forward, void *user, size_t D,
                    const float *x, size_t seq_len, const clf_forward_opts *opts,
                    const size_t *positions, size_t npositions,
                    unsigned long long seed, clf_lookahead_result *result)
 {
-    unsigned long long state = seed;
-    size_t count = 0, i, p;
+    unsigned long long state = seed, huge = seed ^ 0x9e3779b97f4a7c15ULL;
+    size_t count = 0, p;
     float *y0 = NULL, *y1 = NULL, *xp = NULL;
-    int rc;
+    int rc, kind;
 
     CLF_TRY(check_args(x, D, seq_len, positions, npositions, result, &count));
     memset(result, 0, sizeof *result);
@@ -101,21 +133,23 @@ clf__lookahead_run(clf__lookahead_fn forward, void *user, size_t D,
     if (rc != 0)
         goto done;
     result->passed = 1;
-    for (p = 0; p < npositions; p++) {
+    for (p = 0; p < npositions && result->passed; p++) {
         size_t t = positions[p];
-        memcpy(xp, x, count * sizeof *xp);
-        for (i = (t + 1) * D; i < count; i++)
-            xp[i] =
-                (float)((double)(clf__splitmix64(&state) >> 11) * 0x1.0p-51 -
-                        2.0);
-        rc = forward(user, xp, seq_len, y1, opts);
-        if (rc != 0)
-            goto done;
-        result->checked++;
-        if (memcmp(y0, y1, (t + 1) * D * sizeof *y0) != 0) {
-            record_change(y0, y1, t, D, result);
-            break;
+        for (kind = 0; kind < KINDS; kind++) {
+            memcpy(xp, x, count * sizeof *xp);
+            /* The random values draw from the seed's stream as they always
+             * have; the huge ones from a stream of their own. */
+            perturb(xp, (t + 1) * D, count, kind,
+                    kind == HUGE_VALUES ? &huge : &state);
+            rc = forward(user, xp, seq_len, y1, opts);
+            if (rc != 0)
+                goto done;
+            if (memcmp(y0, y1, (t + 1) * D * sizeof *y0) != 0) {
+                record_change(y0, y1, t, D, result);
+                break;
+            }
         }
+        result->checked++;
     }
 done:
     free(y0);

@@ -28,7 +28,9 @@ const char *const clf__ws_names[WS_COUNT] = {"input staging",
                                              "rowsum(F)",
                                              "masked input",
                                              "mask",
-                                             "transposed keys"};
+                                             "transposed keys",
+                                             "finite values",
+                                             "non-finite rows"};
 
 /* The shape and mode against the layer. */
 static int
@@ -278,6 +280,19 @@ clf__plan_flash_shape(const clf_attention *a, const struct plan *p,
     }
 }
 
+/* The GEMM path in a causal mode weighs every key or slot of a row,
+ * those after its limit by 0: the values with their non-finite entries
+ * zeroed and, per column, the first row holding one (stages.h,
+ * clf__weigh_causal). */
+static void
+plan_finite(const clf_attention *a, struct plan *p)
+{
+    if (!p->causal || p->fused)
+        return;
+    p->need[WS_VF] = p->B * p->L * p->hc * a->dh;
+    p->need[WS_VNF] = p->B * p->hc * a->dh;
+}
+
 /* Steps 3 to 5: the GEMM path, the fused kernel (where fusable) or a
  * streaming kernel, forced by a test or resolved (the GEMM path timed with
  * the plan's ways of its steps); a forced streaming kernel that does not
@@ -301,8 +316,10 @@ plan_attend(const clf_attention *a, struct plan *p)
     p->flash = way == CLF_ATTEND_FLASH && clf__flash_blocks(a->ctx, &sh) > 0;
     p->flash_wg =
         way == CLF_ATTEND_FLASHWG && clf__flash_wg_applies(a->ctx, &sh);
-    if (!p->flash && !p->flash_wg)
-        return 0;
+    if (!p->flash && !p->flash_wg) {
+        plan_finite(a, p);
+        return plan_limits(a, p);
+    }
     p->chunk = p->n;
     p->seqs = p->B;
     p->need[WS_S] = 0;

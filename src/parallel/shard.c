@@ -350,9 +350,18 @@ attend_full(struct shard_fw *s, cl_mem gmask)
     cl_mem vf = s->p.v_is_k ? kf : a->ws[WS_VBAR].mem;
     struct clf__attend_shape sh;
     struct clf__score_mask m;
+    struct clf__weigh_causal cz, *czp = NULL;
     size_t b;
 
     attend_shape(s, s->n, &sh);
+    if (s->p.causal) {
+        memset(&cz, 0, sizeof cz);
+        cz.vf = a->ws[WS_VF].mem;
+        cz.first = a->ws[WS_VNF].mem;
+        cz.row0 = s->b0;
+        czp = &cz;
+        TRY(clf__attend_finite(s->ctx, &sh, vf, cz.vf, cz.first));
+    }
     m.mask = gmask;
     m.heads = a->hq;
     m.chunk = s->nl;
@@ -365,7 +374,7 @@ attend_full(struct shard_fw *s, cl_mem gmask)
         TRY(clf__softmax_masked(s->ctx, s->softmax, sc, a->hq * s->nl, s->n,
                                 &m));
         TRY(clf__attend_weigh(s->ctx, s->gemm[CLF_ROLE_WEIGH], &sh, b, 1, 0,
-                              s->nl, sc, 0, s->n, vf, o));
+                              s->nl, sc, 0, s->n, vf, o, czp));
     }
     return 0;
 }
@@ -382,6 +391,7 @@ attend_slots(struct shard_fw *s)
     const size_t ld = s->p.ld;
     struct clf__attend_shape sh;
     struct clf__causal_shape cs;
+    struct clf__weigh_causal cz;
 
     attend_shape(s, a->k, &sh);
     TRY(clf__attend_scores(s->ctx, s->gemm[CLF_ROLE_SCORE], &sh, 0, s->B, 0,
@@ -405,10 +415,18 @@ attend_slots(struct shard_fw *s)
     }
     TRY(clf__softmax_rows_variant(s->ctx, s->softmax, sc, 0,
                                   s->B * a->hq * s->nl, ld));
-    TRY(clf__attend_weigh(s->ctx, s->gemm[CLF_ROLE_WEIGH], &sh, 0, s->B, 0,
-                          s->nl, sc, 0, ld, vbar, o));
     if (!s->p.causal)
-        return 0;
+        return clf__attend_weigh(s->ctx, s->gemm[CLF_ROLE_WEIGH], &sh, 0, s->B,
+                                 0, s->nl, sc, 0, ld, vbar, o, NULL);
+    memset(&cz, 0, sizeof cz);
+    cz.vf = a->ws[WS_VF].mem;
+    cz.first = a->ws[WS_VNF].mem;
+    cz.row0 = s->b0;
+    cz.c = s->p.c;
+    cz.block = a->desc.causal_block;
+    TRY(clf__attend_finite(s->ctx, &sh, vbar, cz.vf, cz.first));
+    TRY(clf__attend_weigh(s->ctx, s->gemm[CLF_ROLE_WEIGH], &sh, 0, s->B, 0,
+                          s->nl, sc, 0, ld, vbar, o, &cz));
     cs.c = 0;
     cs.scale = 0.0f;
     return clf__causal_apply(s->ctx, &cs, o, sc,
@@ -445,6 +463,9 @@ workspaces(struct shard_fw *s)
     TRY(ensure(a, WS_VBAR, B * slots));
     TRY(ensure(a, WS_S, sc));
     TRY(ensure(a, WS_MASK, (B * nl + 3) / 4));
+    /* A causal weighted sum's values without their non-finite entries. */
+    TRY(ensure(a, WS_VF, s->p.causal ? B * slots : 1));
+    TRY(ensure(a, WS_VNF, s->p.causal ? B * s->width : 1));
     return ensure(a, WS_XM, s->gm != NULL ? (B * s->n + 3) / 4 : 1);
 }
 

@@ -37,6 +37,8 @@
     FILE(attend)                                                               \
     KERNEL(KV_TRANSPOSE, clf_kv_transpose)                                     \
     KERNEL(ATTEND, clf_attend)                                                 \
+    KERNEL(FINITE_VALUES, clf_finite_values)                                   \
+    KERNEL(WEIGH_NONFINITE, clf_weigh_nonfinite)                               \
     FILE(gemm)                                                                 \
     KERNEL(GEMM_NN, clf_gemm_nn)                                               \
     KERNEL(TRANSPOSE, clf_transpose)                                           \

@@ -98,18 +98,114 @@ clf__attend_scores(clf_context *ctx, int way,
                              0.0f, s, s_off, ld, rows * ld, sh->heads, &g);
 }
 
+/* The values of a causal weighted sum as its GEMM reads them
+ * (clf_finite_values in cl/attend.cl): first filled with L, then vf and
+ * first written. */
+static int
+finite_values_unlocked(clf_context *ctx, const struct clf__attend_shape *sh,
+                       cl_mem vbar, cl_mem vf, cl_mem first)
+{
+    const size_t hc = sh->kv_per_head ? sh->heads : 1;
+    const size_t width = hc * sh->dh;
+    cl_kernel k = ctx->kernels[CLF_K_FINITE_VALUES];
+    cl_uint L = (cl_uint)sh->L, w = (cl_uint)width, b = (cl_uint)sh->batch;
+    cl_int none = (cl_int)sh->L, err;
+
+    if (sh->batch == 0 || sh->L == 0)
+        return 0;
+    err = clEnqueueFillBuffer(ctx->queue, first, &none, sizeof none, 0,
+                              sh->batch * width * sizeof none, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "clearing the non-finite rows failed (%d)", err);
+    CLF_SET_ARG(k, 0, vbar);
+    CLF_SET_ARG(k, 1, L);
+    CLF_SET_ARG(k, 2, w);
+    CLF_SET_ARG(k, 3, b);
+    CLF_SET_ARG(k, 4, vf);
+    CLF_SET_ARG(k, 5, first);
+    return clf__launch_1d(ctx, CLF_K_FINITE_VALUES, sh->batch * sh->L * width);
+}
+
+/* Kernel arguments are shared by the context's threads: set and enqueue
+ * under its lock. */
+int
+clf__attend_finite(clf_context *ctx, const struct clf__attend_shape *sh,
+                   cl_mem vbar, cl_mem vf, cl_mem first)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = finite_values_unlocked(ctx, sh, vbar, vf, first);
+    clf__unlock(ctx);
+    return rc;
+}
+
+/* The terms of the non-finite values each causal row sees, added to the
+ * GEMM's sums over vf (clf_weigh_nonfinite). */
+static int
+weigh_nonfinite_unlocked(clf_context *ctx, const struct clf__attend_shape *sh,
+                         size_t b, size_t seqs, size_t r0, size_t rows,
+                         cl_mem s, size_t s_off, size_t ld, cl_mem vbar,
+                         cl_mem o, const struct clf__weigh_causal *cz)
+{
+    const size_t hc = sh->kv_per_head ? sh->heads : 1;
+    const size_t width = hc * sh->dh;
+    cl_kernel k = ctx->kernels[CLF_K_WEIGH_NONFINITE];
+    cl_ulong ooff = (cl_ulong)((b * sh->n + r0) * sh->dq), soff = s_off,
+             voff = (cl_ulong)(b * sh->L * width), foff = (cl_ulong)(b * width);
+    cl_uint dq = (cl_uint)sh->dq, n = (cl_uint)sh->n, ldu = (cl_uint)ld,
+            ru = (cl_uint)rows, su = (cl_uint)seqs, h = (cl_uint)sh->heads,
+            L = (cl_uint)sh->L, w = (cl_uint)width, dh = (cl_uint)sh->dh,
+            kvh = sh->kv_per_head != 0, row0 = (cl_uint)(cz->row0 + r0),
+            c = (cl_uint)cz->c, blk = (cl_uint)cz->block;
+
+    CLF_SET_ARG(k, 0, o);
+    CLF_SET_ARG(k, 1, ooff);
+    CLF_SET_ARG(k, 2, dq);
+    CLF_SET_ARG(k, 3, n);
+    CLF_SET_ARG(k, 4, s);
+    CLF_SET_ARG(k, 5, soff);
+    CLF_SET_ARG(k, 6, ldu);
+    CLF_SET_ARG(k, 7, ru);
+    CLF_SET_ARG(k, 8, su);
+    CLF_SET_ARG(k, 9, h);
+    CLF_SET_ARG(k, 10, vbar);
+    CLF_SET_ARG(k, 11, voff);
+    CLF_SET_ARG(k, 12, L);
+    CLF_SET_ARG(k, 13, w);
+    CLF_SET_ARG(k, 14, dh);
+    CLF_SET_ARG(k, 15, kvh);
+    CLF_SET_ARG(k, 16, cz->first);
+    CLF_SET_ARG(k, 17, foff);
+    CLF_SET_ARG(k, 18, row0);
+    CLF_SET_ARG(k, 19, c);
+    CLF_SET_ARG(k, 20, blk);
+    return clf__launch_1d(ctx, CLF_K_WEIGH_NONFINITE,
+                          seqs * sh->heads * rows * sh->dh);
+}
+
 int
 clf__attend_weigh(clf_context *ctx, int way, const struct clf__attend_shape *sh,
                   size_t b, size_t seqs, size_t r0, size_t rows, cl_mem s,
-                  size_t s_off, size_t ld, cl_mem vbar, cl_mem o)
+                  size_t s_off, size_t ld, cl_mem vbar, cl_mem o,
+                  const struct clf__weigh_causal *cz)
 {
     const size_t hc = sh->kv_per_head ? sh->heads : 1;
     const size_t width = hc * sh->dh, L = sh->L;
     const struct clf__gemm_group g = {seqs, sh->heads * rows * ld, L * width,
                                       sh->n * sh->dq};
+    int rc;
 
-    return clf__gemm_grouped(
-        ctx, way, 0, 0, rows, sh->dh, L, 1.0f, s, s_off, ld, rows * ld, vbar,
-        b * L * width, width, sh->kv_per_head ? sh->dh : 0, 0.0f, o,
-        (b * sh->n + r0) * sh->dq, sh->dq, sh->dh, sh->heads, &g);
+    CLF_TRY(clf__gemm_grouped(
+        ctx, way, 0, 0, rows, sh->dh, L, 1.0f, s, s_off, ld, rows * ld,
+        cz != NULL ? cz->vf : vbar, b * L * width, width,
+        sh->kv_per_head ? sh->dh : 0, 0.0f, o, (b * sh->n + r0) * sh->dq,
+        sh->dq, sh->dh, sh->heads, &g));
+    if (cz == NULL || seqs == 0 || rows == 0)
+        return 0;
+    clf__lock(ctx);
+    rc = weigh_nonfinite_unlocked(ctx, sh, b, seqs, r0, rows, s, s_off, ld,
+                                  vbar, o, cz);
+    clf__unlock(ctx);
+    return rc;
 }

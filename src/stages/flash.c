@@ -192,7 +192,7 @@ clf__flash(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
 
 /* ------------------------------------------------------------ the choice */
 
-enum { T_Q, T_KBAR, T_VBAR, T_KT, T_S, T_O, T_PK, T_PV, T_COUNT };
+enum { T_Q, T_KBAR, T_VBAR, T_KT, T_S, T_O, T_PK, T_PV, T_VF, T_NF, T_COUNT };
 
 struct flash_timing {
     struct clf__flash_shape sh;
@@ -211,6 +211,7 @@ run_gemm_path(clf_context *ctx, const struct flash_timing *t)
     const size_t n = sh->at.n, rows = sh->at.heads * n;
     const cl_mem *m = t->m;
     struct clf__causal_shape cs;
+    struct clf__weigh_causal cz, *czp = NULL;
 
     memset(&cs, 0, sizeof cs);
     cs.batch = 1;
@@ -237,8 +238,17 @@ run_gemm_path(clf_context *ctx, const struct flash_timing *t)
         CLF_TRY(clf__softmax_rows_variant(ctx, t->ways.softmax, m[T_S], 0, rows,
                                           t->ld));
     }
+    if (sh->causal || sh->block) {
+        memset(&cz, 0, sizeof cz);
+        cz.vf = m[T_VF];
+        cz.first = m[T_NF];
+        cz.c = sh->c;
+        cz.block = sh->block;
+        CLF_TRY(clf__attend_finite(ctx, &sh->at, m[T_VBAR], cz.vf, cz.first));
+        czp = &cz;
+    }
     CLF_TRY(clf__attend_weigh(ctx, t->ways.weigh, &sh->at, 0, 1, 0, n, m[T_S],
-                              0, t->ld, m[T_VBAR], m[T_O]));
+                              0, t->ld, m[T_VBAR], m[T_O], czp));
     return sh->block ? clf__causal_apply(ctx, &cs, m[T_O], m[T_S], m[T_PV]) : 0;
 }
 
@@ -279,6 +289,8 @@ timing_sizes(const struct flash_timing *t, size_t sizes[T_COUNT])
     if (t->count > 1 && t->way[1] == CLF_ATTEND_FUSED - 1 && fused > sizes[T_S])
         sizes[T_S] = fused;
     sizes[T_PK] = sizes[T_PV] = t->sh.block ? a->n * t->sh.dkv : 1;
+    sizes[T_VF] = t->sh.causal || t->sh.block ? sizes[T_VBAR] : 1;
+    sizes[T_NF] = t->sh.causal || t->sh.block ? hc * a->dh : 1;
 }
 
 static int

@@ -99,10 +99,26 @@ int clf__attend_scores(clf_context *ctx, int way,
                        const struct clf__attend_shape *sh, size_t b,
                        size_t seqs, size_t r0, size_t rows, cl_mem q,
                        cl_mem kbar, cl_mem s, size_t s_off, size_t ld);
+/* A causal weighted sum's rows see only the keys (or slots) up to their
+ * limit; the others' p is 0, but 0 x NaN and 0 x inf are NaN, so the GEMM
+ * reads vf (vbar with its non-finite values 0, from clf__attend_finite)
+ * and a kernel adds each row's terms of the non-finite values it sees.
+ * Row r of a pass is the query at position row0 + r0 + r, which sees
+ * that position + 1 keys (block 0: causal full mode) or position / block
+ * * c slots (causal Linformer).  first: batch * (kv_per_head ? heads :
+ * 1) * dh ints. */
+struct clf__weigh_causal {
+    cl_mem vf, first;
+    size_t row0, c, block;
+};
+int clf__attend_finite(clf_context *ctx, const struct clf__attend_shape *sh,
+                       cl_mem vbar, cl_mem vf, cl_mem first);
+/* cz: NULL where every row sees every key or slot (no causal limit). */
 int clf__attend_weigh(clf_context *ctx, int way,
                       const struct clf__attend_shape *sh, size_t b, size_t seqs,
                       size_t r0, size_t rows, cl_mem s, size_t s_off, size_t ld,
-                      cl_mem vbar, cl_mem o);
+                      cl_mem vbar, cl_mem o,
+                      const struct clf__weigh_causal *cz);
 /* The ways of the GEMM path's steps: its two GEMMs' (gemm.h) and the
  * softmax variant. */
 struct clf__path_ways {

@@ -158,6 +158,17 @@ clf_attend(__global const float *q, const uint ldq,
     }
 }
 
+/* p[i] = v for i < count: the first non-finite rows reset before
+ * clf_finite_values (a kernel, so that every device and simulator sees
+ * the buffer written as any kernel output). */
+__kernel void
+clf_fill_int(__global int *p, const int v, const uint count)
+{
+    const size_t gid = get_global_id(0);
+    if (gid < count)
+        p[gid] = v;
+}
+
 /* The weighted sum of a causal row through a GEMM (P V over all L keys or
  * slots) reads every value: those after the row's limit with p = 0, and
  * 0 x NaN and 0 x inf are NaN.  So the GEMM reads vf, v with each

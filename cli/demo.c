@@ -38,8 +38,8 @@ list_kernel_choices(const clf_device_info *d)
      * only reads it */
     if (clf_tune_apply_process_wide(ctx) == 0)
         printf("    GEMM tuning: %s\n", clf_context_tuning(ctx)[0]
-                                           ? clf_context_tuning(ctx)
-                                           : "CLBlast defaults");
+                                            ? clf_context_tuning(ctx)
+                                            : "CLBlast defaults");
     printf("    kernel choices stored: %zu\n", count);
     for (i = 0; i < count; i++)
         if (clf_context_kernel_choice(ctx, i, &c) == 0) {

@@ -462,8 +462,8 @@ judge(const struct path *p, int mode, const struct forward_use *u,
                    groups_of(&u->e[i]), u->e[i].items, 100.0 * MIN_SHARE);
         if (j < i || !carried(u, k, &share, &groups, &items, &launch))
             continue; /* seen, or carrying under MIN_SHARE */
-        meets = launch && c != NULL && *c &&
-                (!t->has_nv || (cn != NULL && *cn));
+        meets =
+            launch && c != NULL && *c && (!t->has_nv || (cn != NULL && *cn));
         f = listed(p, mode, k, &at);
         printf("# %-8s %-17s %-22s share %5.1f%% groups %8zu items %9zu "
                "gfx90a %-3s sm_90 %-3s -> %s%s\n",

@@ -23,13 +23,14 @@
 
 struct limit_case {
     const char *limits;
-    size_t max_items;       /* a launch's work-group at most; 0: any */
-    const char *absent[4];  /* kernels that must not run under it */
+    size_t max_items;      /* a launch's work-group at most; 0: any */
+    const char *absent[4]; /* kernels that must not run under it */
 };
 
 static const struct limit_case cases[] = {
     {"wg=64", 64, {"clf_flash_wg", "clf_causal_scores_wg", NULL}},
-    {"wg=32", 32,
+    {"wg=32",
+     32,
      {"clf_flash_wg", "clf_causal_scores_wg", "clf_gemm_tiled", NULL}},
     {"local=49152", 0, {NULL}},
     {"local=8192", 0, {"clf_flash_wg", "clf_gemm_tiled", NULL}},
@@ -71,8 +72,8 @@ check_launches(clf_context *ctx, const struct limit_case *c, const char *what)
                 (l.local[2] ? l.local[2] : 1);
         ck_assert_msg(c->max_items == 0 || l.local[0] == 0 ||
                           items <= c->max_items,
-                      "%s: %s launched with a work-group of %zu items",
-                      what, l.kernel, items);
+                      "%s: %s launched with a work-group of %zu items", what,
+                      l.kernel, items);
     }
     for (i = 0; c->absent[i] != NULL; i++)
         ck_assert_msg(!tu_launched(ctx, c->absent[i]), "%s: %s ran", what,
@@ -187,8 +188,12 @@ END_TEST
 
 START_TEST(limits_malformed_are_refused)
 {
-    static const char *const bad[] = {"wg=0", "wg=x", "local=", "fp16=1",
-                                      "threads=4", "wg=64,,local=1",
+    static const char *const bad[] = {"wg=0",
+                                      "wg=x",
+                                      "local=",
+                                      "fp16=1",
+                                      "threads=4",
+                                      "wg=64,,local=1",
                                       "wg=99999999999999999999999"};
     clf_context *ctx = NULL;
     size_t i;

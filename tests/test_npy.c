@@ -363,14 +363,15 @@ END_TEST
 START_TEST(npy_load_widens_bytes_and_bools)
 {
     const unsigned char data[5] = {0, 1, 2, 255, 7};
-    const long long want_u1[5] = {0, 1, 2, 255, 7}, want_b1[5] = {0, 1, 1, 1, 1};
+    const long long want_u1[5] = {0, 1, 2, 255, 7},
+                    want_b1[5] = {0, 1, 1, 1, 1};
     unsigned char buf[256];
     clf_array a;
     size_t i, n;
 
     n = build(buf, 1,
-              "{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }",
-              data, sizeof data);
+              "{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }", data,
+              sizeof data);
     ck_assert_int_eq(clf_npy_load(write_file("u1.npy", buf, n), &a), 0);
     ck_assert_ptr_null(a.data);
     ck_assert_ptr_nonnull(a.ids);

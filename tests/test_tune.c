@@ -1084,8 +1084,8 @@ START_TEST(tune_shipped_entries_are_sound)
                           tf.have_best,
                       "entry %zu (%s): %s", i, s->device, why);
         if (clf__tune_check_xgemm(tf.best, &lim, why, sizeof why) != 0) {
-            printf("# %s's set is past this device's limits: %s\n",
-                   s->device, why);
+            printf("# %s's set is past this device's limits: %s\n", s->device,
+                   why);
             continue;
         }
         ck_assert_int_eq(clf__tune_apply_xgemm(tu_context(), tf.best), 0);

@@ -296,9 +296,10 @@ clf__tiled_usable(clf_context *ctx)
         return 0;
     if (st->usable < 0) {
         clf__device_limits(ctx, &lim);
-        st->usable = clf_context_build(ctx) == 0 &&
-                     clf__tiled_check(&st->cfg, &lim, why, sizeof why) == 0 &&
-                     kernel_fits(ctx, st->kernel, &st->cfg, why, sizeof why) == 0;
+        st->usable =
+            clf_context_build(ctx) == 0 &&
+            clf__tiled_check(&st->cfg, &lim, why, sizeof why) == 0 &&
+            kernel_fits(ctx, st->kernel, &st->cfg, why, sizeof why) == 0;
     }
     return st->usable;
 }

@@ -199,10 +199,11 @@ parse_value(struct cursor *c, const char *path, const char *key, size_t klen,
         h->have_descr = 1;
         skip_space(c);
         if (c->p < c->end && (*c->p == '[' || *c->p == '{'))
-            return clf__fail(CLF_EDTYPE,
-                             "%s: header 'descr' is a structured dtype; "
-                             "only '<f4', '<i4', '<i8', '|u1' and '|b1' are supported",
-                             path);
+            return clf__fail(
+                CLF_EDTYPE,
+                "%s: header 'descr' is a structured dtype; "
+                "only '<f4', '<i4', '<i8', '|u1' and '|b1' are supported",
+                path);
         if (parse_string(c, &s, &len) != 0)
             return clf__fail(CLF_EFORMAT, "%s: header 'descr' is not a string",
                              path);

@@ -37,6 +37,7 @@
     FILE(attend)                                                               \
     KERNEL(KV_TRANSPOSE, clf_kv_transpose)                                     \
     KERNEL(ATTEND, clf_attend)                                                 \
+    KERNEL(FILL_INT, clf_fill_int)                                             \
     KERNEL(FINITE_VALUES, clf_finite_values)                                   \
     KERNEL(WEIGH_NONFINITE, clf_weigh_nonfinite)                               \
     FILE(gemm)                                                                 \

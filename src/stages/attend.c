@@ -99,24 +99,26 @@ clf__attend_scores(clf_context *ctx, int way,
 }
 
 /* The values of a causal weighted sum as its GEMM reads them
- * (clf_finite_values in cl/attend.cl): first filled with L, then vf and
- * first written. */
+ * (clf_finite_values in cl/attend.cl): first filled with L (clf_fill_int),
+ * then vf and first written. */
 static int
 finite_values_unlocked(clf_context *ctx, const struct clf__attend_shape *sh,
                        cl_mem vbar, cl_mem vf, cl_mem first)
 {
     const size_t hc = sh->kv_per_head ? sh->heads : 1;
     const size_t width = hc * sh->dh;
-    cl_kernel k = ctx->kernels[CLF_K_FINITE_VALUES];
-    cl_uint L = (cl_uint)sh->L, w = (cl_uint)width, b = (cl_uint)sh->batch;
-    cl_int none = (cl_int)sh->L, err;
+    cl_kernel k = ctx->kernels[CLF_K_FINITE_VALUES],
+              fill = ctx->kernels[CLF_K_FILL_INT];
+    cl_uint L = (cl_uint)sh->L, w = (cl_uint)width, b = (cl_uint)sh->batch,
+            cols = (cl_uint)(sh->batch * width);
+    cl_int none = (cl_int)sh->L;
 
     if (sh->batch == 0 || sh->L == 0)
         return 0;
-    err = clEnqueueFillBuffer(ctx->queue, first, &none, sizeof none, 0,
-                              sh->batch * width * sizeof none, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return clf__fail(err, "clearing the non-finite rows failed (%d)", err);
+    CLF_SET_ARG(fill, 0, first);
+    CLF_SET_ARG(fill, 1, none);
+    CLF_SET_ARG(fill, 2, cols);
+    CLF_TRY(clf__launch_1d(ctx, CLF_K_FILL_INT, sh->batch * width));
     CLF_SET_ARG(k, 0, vbar);
     CLF_SET_ARG(k, 1, L);
     CLF_SET_ARG(k, 2, w);

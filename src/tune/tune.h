@@ -116,7 +116,8 @@ struct clf__tune_shipped {
 /* Entry i, NULL past the end. */
 const struct clf__tune_shipped *clf__tune_shipped_at(size_t i);
 /* The entry of info's device, or NULL. */
-const struct clf__tune_shipped *clf__tune_shipped_for(const clf_device_info *info);
+const struct clf__tune_shipped *
+clf__tune_shipped_for(const clf_device_info *info);
 int clf__tune_check_xgemm(const size_t *v, const struct clf__limits *lim,
                           char *why, size_t cap);
 /* Set i of the tuner's XgemmDirect grid (CLF_TUNE_NDIRECT values in

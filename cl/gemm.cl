@@ -1,7 +1,7 @@
 /* A register-blocked GEMM for devices where it beats CLBlast's (each
  * context times both, src/gemm/gemm.c): C = act(alpha A B (+ C when
- * accumulate) (+ bias[column] when has_bias)), act the identity or, when
- * gelu, the exact GELU 0.5 v (1 + erf(v / sqrt 2)); row-major, A M x K,
+ * accumulate) (+ bias[column] when has_bias)), act the identity (act 0),
+ * the exact GELU 0.5 v (1 + erf(v / sqrt 2)) (1) or ReLU (2, NaN kept); row-major, A M x K,
  * B K x N, with a batch of strided matrices.  A transposed B (a weight as
  * PyTorch stores it) is first copied by clf_transpose.
  *
@@ -28,7 +28,7 @@ clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
             const uint ldb, const ulong b_stride, __global float *C,
             const ulong c_off, const uint ldc, const ulong c_stride,
             const uint accumulate, __global const float *bias,
-            const uint has_bias, const uint gelu, const uint cols64)
+            const uint has_bias, const uint act, const uint cols64)
 {
     const uint r0 = get_global_id(0) * GEMM_R, jb = get_global_id(1);
     const uint batch = get_global_id(2);
@@ -70,8 +70,10 @@ clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
                         v += vload16(t, row);
                     if (has_bias)
                         v += vload16(t, bias + j0);
-                    if (gelu)
+                    if (act == 1)
                         v = 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
+                    else if (act == 2)
+                        v = select(v, (float16)0.0f, v < 0.0f);
                     vstore16(v, t, row);
                 }
             }
@@ -98,8 +100,10 @@ clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
                 v += vload16(0, row);
             if (has_bias)
                 v += vload16(0, bias + j0);
-            if (gelu)
+            if (act == 1)
                 v = 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
+            else if (act == 2)
+                v = select(v, (float16)0.0f, v < 0.0f);
             vstore16(v, 0, row);
         }
     }
@@ -137,13 +141,16 @@ clf_add_bias(__global float *y, const ulong off, const uint rows,
     y[off + r * ld + c] += bias[c];
 }
 
-/* y = 0.5 x (1 + erf(x / sqrt(2))): the exact GELU, in place. */
+/* An activation in place: the exact GELU 0.5 x (1 + erf(x / sqrt(2)))
+ * (act 1) or ReLU (act 2, NaN kept). */
 __kernel void
-clf_gelu(__global float *y, const ulong off, const ulong count)
+clf_act(__global float *y, const ulong off, const ulong count, const uint act)
 {
     const size_t i = get_global_id(0);
     if (i >= count)
         return;
     const float v = y[off + i];
-    y[off + i] = 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
+    y[off + i] = act == 1   ? 0.5f * v * (1.0f + erf(v * 0.70710678118654752f))
+                 : v < 0.0f ? 0.0f
+                            : v;
 }

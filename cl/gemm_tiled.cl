@@ -1,5 +1,5 @@
 /* A work-group tiled GEMM, shaped for GPUs: C = act(alpha op(A) op(B)
- * (+ beta C) (+ bias[column])), act the identity or the exact GELU,
+ * (+ beta C) (+ bias[column])), act the identity, the exact GELU or ReLU,
  * row-major, op(A) M x K, op(B) K x N, either operand transposed, with a
  * batch of strided matrices.
  *
@@ -107,15 +107,17 @@ tl_load(__local float *t, const uint width, const uint ldt,
  * the activation. */
 static float
 tl_finish(float v, const float beta, __global const float *c,
-          __global const float *bias, const uint has_bias, const uint gelu,
+          __global const float *bias, const uint has_bias, const uint act,
           const uint col)
 {
     if (beta != 0.0f)
         v += beta * *c;
     if (has_bias)
         v += bias[col];
-    if (gelu)
+    if (act == 1)
         v = 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
+    else if (act == 2 && v < 0.0f)
+        v = 0.0f;
     return v;
 }
 
@@ -129,7 +131,7 @@ clf_gemm_tiled(const uint M, const uint N, const uint K, const float alpha,
                const ulong b_stride, const uint trans_b, const float beta,
                __global float *C, const ulong c_off, const uint ldc,
                const ulong c_stride, __global const float *bias,
-               const uint has_bias, const uint gelu, const uint ksplit,
+               const uint has_bias, const uint act, const uint ksplit,
                const uint kchunk, const ulong s_stride)
 {
     __local float as[TL_K * TL_LDA]; /* as[k][m] */
@@ -186,7 +188,7 @@ clf_gemm_tiled(const uint M, const uint N, const uint K, const float alpha,
             TL_VSTORE(alpha * acc[i][j], 0, lane);
             for (uint e = 0; e < TL_VW && col + e < N; e++)
                 cr[col + e] = tl_finish(lane[e], beta, cr + col + e, bias,
-                                        has_bias, gelu, col + e);
+                                        has_bias, act, col + e);
         }
     }
 }
@@ -201,7 +203,7 @@ clf_gemm_tiled_reduce(__global const float *P, const uint ksplit,
                       const uint N, const float beta, __global float *C,
                       const ulong c_off, const uint ldc, const ulong c_stride,
                       __global const float *bias, const uint has_bias,
-                      const uint gelu)
+                      const uint act)
 {
     const size_t gid = get_global_id(0), mn = (size_t)M * N;
     if (gid >= batch * mn)
@@ -212,5 +214,5 @@ clf_gemm_tiled_reduce(__global const float *P, const uint ksplit,
     for (uint s = 0; s < ksplit; s++)
         v += P[s * s_stride + gid];
     __global float *c = C + c_off + t * c_stride + (size_t)row * ldc + col;
-    *c = tl_finish(v, beta, c, bias, has_bias, gelu, col);
+    *c = tl_finish(v, beta, c, bias, has_bias, act, col);
 }

@@ -32,7 +32,9 @@ const struct cli_option cli_run_options[] = {
     {"layout", CLI_STRING, RO(layout), "L",
      "auto (default), lucidrains-attention,\n"
      "lucidrains-encoder, lucidrains-lm, fairseq-attention,\n"
-     "fairseq-encoder-layer",
+     "fairseq-encoder-layer, linformer-pytorch-attention,\n"
+     "linformer-pytorch, linformer-pytorch-lm,\n"
+     "single-head-attention",
      0, 0, NULL},
     {"heads", CLI_SIZE, RO(heads), "H",
      "heads, when the file's metadata lacks \"heads\"", 0, 0, NULL},

@@ -523,6 +523,12 @@ typedef struct clf_attention_desc {
     /* Weight storage; 0 = float32.  Another value fails
      * clf_attention_create with CLF_EBAD_ENUM. */
     clf_precision precision;
+    int bias_proj; /* a bias per compressed slot after E and F (E and F
+                      as nn.Linear over the sequence axis, as in the
+                      linformer-pytorch package): Kbar = E K + b_E 1^T,
+                      Vbar = F V + b_F 1^T.  Linformer mode only (full
+                      mode has no compression); not with causal
+                      Linformer */
 } clf_attention_desc;
 
 /* The layer's parameters.  Shapes (rows x cols, row-major), with
@@ -532,6 +538,7 @@ typedef struct clf_attention_desc {
  *   CLF_WEIGHT_V    (hkv*d_h) x D       CLF_BIAS_V    hkv*d_h
  *   CLF_WEIGHT_OUT  D x (hq*d_h)        CLF_BIAS_OUT  D
  *   CLF_PROJ_E      (nE*k) x N          CLF_PROJ_F    (nE*k) x N
+ *   CLF_BIAS_E      nE*k                CLF_BIAS_F    nE*k   (bias_proj)
  * E is stored as used, Kbar = E K (the lucidrains proj_k is its transpose;
  * fairseq's compress_k.weight is E as stored).  Calls with n < N use the
  * first n columns. */
@@ -546,6 +553,8 @@ typedef enum clf_weight {
     CLF_BIAS_OUT,
     CLF_PROJ_E,
     CLF_PROJ_F,
+    CLF_BIAS_E,
+    CLF_BIAS_F,
     CLF_WEIGHT_COUNT
 } clf_weight;
 
@@ -788,17 +797,26 @@ CLF_EXTERN int clf_context_peaks(clf_context *ctx, unsigned flags,
 
 /* Weight layouts of trained models (docs/design.md, section 1). */
 typedef enum clf_layout {
-    CLF_LAYOUT_AUTO = 0,             /* detect from the tensor names */
-    CLF_LAYOUT_LUCIDRAINS_ATTENTION, /* linformer.LinformerSelfAttention */
-    CLF_LAYOUT_LUCIDRAINS_ENCODER,   /* linformer.Linformer (sequential or
-                                        reversible) */
-    CLF_LAYOUT_LUCIDRAINS_LM,        /* linformer.LinformerLM */
-    CLF_LAYOUT_FAIRSEQ_ATTENTION,    /* fairseq's Linformer attention */
-    CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER /* fairseq's post-LN encoder layer */
+    CLF_LAYOUT_AUTO = 0,              /* detect from the tensor names */
+    CLF_LAYOUT_LUCIDRAINS_ATTENTION,  /* linformer.LinformerSelfAttention */
+    CLF_LAYOUT_LUCIDRAINS_ENCODER,    /* linformer.Linformer (sequential or
+                                         reversible) */
+    CLF_LAYOUT_LUCIDRAINS_LM,         /* linformer.LinformerLM */
+    CLF_LAYOUT_FAIRSEQ_ATTENTION,     /* fairseq's Linformer attention */
+    CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER, /* fairseq's post-LN encoder layer */
+    /* The linformer-pytorch package (docs/models.md): */
+    CLF_LAYOUT_LINFORMER_PYTORCH_ATTENTION, /* a bare MHAttention */
+    CLF_LAYOUT_LINFORMER_PYTORCH_ENCODER,   /* Linformer */
+    CLF_LAYOUT_LINFORMER_PYTORCH_LM,        /* LinformerLM */
+    CLF_LAYOUT_SINGLE_HEAD_ATTENTION        /* one head: query/key/value linears
+                                               with biases, E and F (k, N), no
+                                               output projection */
 } clf_layout;
 
 /* "auto", "lucidrains-attention", "lucidrains-encoder", "lucidrains-lm",
- * "fairseq-attention", "fairseq-encoder-layer"; "?" for others. */
+ * "fairseq-attention", "fairseq-encoder-layer",
+ * "linformer-pytorch-attention", "linformer-pytorch",
+ * "linformer-pytorch-lm", "single-head-attention"; "?" for others. */
 CLF_EXTERN const char *clf_layout_name(clf_layout layout);
 
 /* Parses a layout name as printed by clf_layout_name().  Errors:

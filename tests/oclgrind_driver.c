@@ -275,7 +275,7 @@ check_encoder(clf_context *ctx)
             expect(fabs(y[r * COLS + c] - want) < 1e-4, "layernorm");
         }
     }
-    clf__gelu(ctx, my, 1, ROWS * COLS - 1);
+    clf__act(ctx, my, 1, ROWS * COLS - 1, CLF_ACT_GELU);
     download(ctx, my, x, ROWS * COLS);
     for (i = 1; i < ROWS * COLS; i++) {
         double want = 0.5 * y[i] * (1.0 + erf(y[i] / sqrt(2.0)));
@@ -572,7 +572,7 @@ tiled_case(clf_context *ctx, int ta, int tb, int ex)
     size_t i;
 
     memset(&g, 0, sizeof g);
-    g.trans_a = ta, g.trans_b = tb, g.gelu = ex;
+    g.trans_a = ta, g.trans_b = tb, g.act = ex;
     g.m = M, g.n = N, g.k = K, g.batch = ex ? 1 : T;
     g.alpha = ex ? 1.0 : -0.5, g.beta = ex ? 1.0 : 0.25;
     g.lda = ta ? M : K, g.ldb = tb ? K : N, g.ldc = N;

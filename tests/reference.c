@@ -426,8 +426,10 @@ ref_gemm(const ref_gemm_op *g, const float *a, const float *b, const float *c0,
                     v += bias[j];
                     m += fabs(bias[j]);
                 }
-                if (g->gelu)
+                if (g->act == 1)
                     v = 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+                else if (g->act == 2 && v < 0.0)
+                    v = 0.0;
                 c[at] = v;
                 mag[at] = m;
             }

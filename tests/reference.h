@@ -40,11 +40,11 @@ void ref_softmax_masked(const float *s, size_t rows, size_t cols,
                         size_t row0, int causal, double *out);
 
 /* C = act(alpha op(A) op(B) + beta C0 (+ bias[column])), row-major,
- * batched with element strides; act the exact GELU when gelu.  c and mag
+ * batched with element strides; act as the kernels' act.  c and mag
  * are indexed like C: c the result, mag the sum of the magnitudes of its
  * terms (the scale of its float32 rounding error). */
 typedef struct ref_gemm_op {
-    int trans_a, trans_b, gelu;
+    int trans_a, trans_b, act; /* act: 0 none, 1 exact GELU, 2 ReLU */
     size_t m, n, k, batch;
     double alpha, beta;
     size_t a_off, lda, a_stride, b_off, ldb, b_stride, c_off, ldc, c_stride;

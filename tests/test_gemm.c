@@ -253,16 +253,16 @@ START_TEST(gemm_with_bias_matches_reference)
 }
 END_TEST
 
-/* C = GELU(A B^T + C + bias) (an encoder's feed-forward with its residual,
- * and the activation where the blocked kernel applies it: after the last
- * slice of a long inner dimension, never before). */
-START_TEST(gemm_accumulate_bias_gelu_matches_reference)
+/* C = act(A B^T + C + bias), act none, GELU or ReLU (an encoder's
+ * feed-forward with its residual, and the activation where the blocked kernel
+ * applies it: after the last slice of a long inner dimension, never before). */
+START_TEST(gemm_accumulate_bias_act_matches_reference)
 {
     clf_context *ctx = tu_context();
     const size_t m = 5, n = 48, k = _i == 0 ? 33 : 2100;
     static float a[5 * 2100], b[48 * 2100], bias[48], c[5 * 48], c0[5 * 48];
     cl_mem ma, mb, mbias, mc;
-    int was = ctx->gemm_variant, v, gelu;
+    int was = ctx->gemm_variant, v, act;
     size_t i, j, l;
 
     ck_assert_int_eq(clf_context_build(ctx), 0);
@@ -274,12 +274,12 @@ START_TEST(gemm_accumulate_bias_gelu_matches_reference)
     mb = tu_upload(ctx, b, n * k);
     mbias = tu_upload(ctx, bias, n);
     for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_BLOCKED; v++)
-        for (gelu = 0; gelu < 2; gelu++) {
+        for (act = CLF_ACT_NONE; act <= CLF_ACT_RELU; act++) {
             mc = tu_upload(ctx, c0, m * n);
             ctx->gemm_variant = v;
             ck_assert_int_eq(clf__gemm_ex(ctx, CLF_GEMM_UNDECIDED, 1, m, n, k,
                                           ma, 0, k, mb, 0, k, 1, mc, 0, n,
-                                          mbias, gelu),
+                                          mbias, act),
                              0);
             ctx->gemm_variant = was;
             tu_download(ctx, mc, c, m * n);
@@ -289,13 +289,15 @@ START_TEST(gemm_accumulate_bias_gelu_matches_reference)
                     double ref = c0[i * n + j] + bias[j];
                     for (l = 0; l < k; l++)
                         ref += (double)a[i * k + l] * b[j * k + l];
-                    if (gelu)
+                    if (act == CLF_ACT_GELU)
                         ref = 0.5 * ref * (1.0 + erf(ref / sqrt(2.0)));
+                    else if (act == CLF_ACT_RELU && ref < 0.0)
+                        ref = 0.0;
                     ck_assert_msg(fabs(c[i * n + j] - ref) <
                                       1e-6 * (double)k + 1e-5,
-                                  "variant %d gelu %d k %zu (%zu, %zu): %g, "
+                                  "variant %d act %d k %zu (%zu, %zu): %g, "
                                   "expected %g",
-                                  v, gelu, k, i, j, (double)c[i * n + j], ref);
+                                  v, act, k, i, j, (double)c[i * n + j], ref);
                 }
         }
     clReleaseMemObject(ma);
@@ -336,7 +338,7 @@ main(void)
     tcase_add_loop_test(tc, gemm_blocked_column_blocks_match_reference, 0, 2);
     tcase_add_test(tc, gemm_falls_back_where_blocked_does_not_fit);
     tcase_add_loop_test(tc, gemm_with_bias_matches_reference, 0, 2);
-    tcase_add_loop_test(tc, gemm_accumulate_bias_gelu_matches_reference, 0, 2);
+    tcase_add_loop_test(tc, gemm_accumulate_bias_act_matches_reference, 0, 2);
     suite_add_tcase(s, tc);
     return tu_run(s, 1);
 }

@@ -632,12 +632,182 @@ START_TEST(model_load_refuses_device_and_fifo)
 }
 END_TEST
 
+/* Layer l of a linformer-pytorch Linformer (d_model 8, 2 heads of 4,
+ * N 6, k 2, feed-forward 16, sharing none), at seq.{2l} and seq.{2l+1}. */
+static void
+fake_lp_layer(struct fake *f, size_t l)
+{
+    static const char *const proj[] = {"to_q", "to_k", "to_v"};
+    char p[64], n[64];
+    size_t h, i;
+
+    snprintf(p, sizeof p, "seq.%zu.fn.", 2 * l);
+    for (i = 0; i < 3; i++)
+        for (h = 0; h < 2; h++) {
+            snprintf(n, sizeof n, "%s.%zu.weight", proj[i], h);
+            fake_add(f, p, n, 4, 8);
+        }
+    for (h = 0; h < 2; h++)
+        for (i = 0; i < 2; i++) {
+            snprintf(n, sizeof n, "heads.%zu.%c.weight", h, "EF"[i]);
+            fake_add(f, p, n, 2, 6);
+            snprintf(n, sizeof n, "heads.%zu.%c.bias", h, "EF"[i]);
+            fake_add(f, p, n, 2, 0);
+        }
+    fake_add(f, p, "w_o.weight", 8, 8);
+    fake_add(f, p, "w_o.bias", 8, 0);
+    snprintf(p, sizeof p, "seq.%zu.", 2 * l);
+    fake_add(f, p, "norm.weight", 8, 0);
+    fake_add(f, p, "norm.bias", 8, 0);
+    snprintf(p, sizeof p, "seq.%zu.", 2 * l + 1);
+    fake_add(f, p, "fn.w_1.weight", 16, 8);
+    fake_add(f, p, "fn.w_1.bias", 16, 0);
+    fake_add(f, p, "fn.w_2.weight", 8, 16);
+    fake_add(f, p, "fn.w_2.bias", 8, 0);
+    fake_add(f, p, "norm.weight", 8, 0);
+    fake_add(f, p, "norm.bias", 8, 0);
+}
+
+/* linformer-pytorch files: every tensor missing, extra or misshapen is
+ * named; what the package builds but clinformer does not run is refused
+ * with the reason; a shared E or F stored once is found. */
+START_TEST(model_linformer_pytorch_bad_files)
+{
+    struct fake f;
+    clf_model *m;
+    clf_model_info info;
+
+    fake_init(&f);
+    fake_lp_layer(&f, 0);
+    fake_lp_layer(&f, 1);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), 0);
+    ck_assert_int_eq(clf_model_info_get(m, &info), 0);
+    ck_assert_uint_eq(info.layout, CLF_LAYOUT_LINFORMER_PYTORCH_ENCODER);
+    ck_assert_uint_eq(info.layers, 2);
+    ck_assert_uint_eq(info.heads, 2);
+    ck_assert_uint_eq(info.head_dim, 4);
+    ck_assert_uint_eq(info.k, 2);
+    ck_assert_uint_eq(info.ffn_dim, 16);
+    clf_model_destroy(m);
+    /* Missing. */
+    fake_drop(&f, "seq.2.fn.to_k.1.weight");
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ENOT_FOUND);
+    ck_assert_ptr_null(m);
+    assert_msg_has("seq.2.fn.to_k.1.weight", "(4, 8)");
+    fake_add(&f, "", "seq.2.fn.to_k.1.weight", 4, 8);
+    fake_drop(&f, "seq.3.norm.bias");
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ENOT_FOUND);
+    assert_msg_has("seq.3.norm.bias", "(8,)");
+    fake_add(&f, "", "seq.3.norm.bias", 8, 0);
+    /* A head's F stored once (save_model of kv sharing) is E; under
+     * parameter_sharing "none" it is missing. */
+    fake_drop(&f, "seq.0.fn.heads.1.F.weight");
+    fake_drop(&f, "seq.0.fn.heads.1.F.bias");
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), 0);
+    clf_model_destroy(m);
+    ck_assert_int_eq(fake_load(&f, "\"parameter_sharing\":\"none\"", 0, &m),
+                     CLF_ENOT_FOUND);
+    assert_msg_has("seq.0.fn.heads.1.F.weight", "sharing");
+    fake_add(&f, "", "seq.0.fn.heads.1.F.weight", 2, 6);
+    fake_add(&f, "", "seq.0.fn.heads.1.F.bias", 2, 0);
+    /* Extra and misshapen. */
+    fake_add(&f, "", "seq.1.fn.extra", 3, 0);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_EWEIGHT_UNUSED);
+    assert_msg_has("seq.1.fn.extra", "linformer-pytorch");
+    fake_drop(&f, "seq.1.fn.extra");
+    fake_drop(&f, "seq.2.fn.w_o.bias");
+    fake_add(&f, "", "seq.2.fn.w_o.bias", 7, 0);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ESHAPE_MISMATCH);
+    assert_msg_has("seq.2.fn.w_o.bias", "(8,) expected");
+    fake_drop(&f, "seq.2.fn.w_o.bias");
+    fake_add(&f, "", "seq.2.fn.w_o.bias", 8, 0);
+    fake_drop(&f, "seq.0.fn.heads.0.E.bias");
+    fake_add(&f, "", "seq.0.fn.heads.0.E.bias", 3, 0);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ESHAPE_MISMATCH);
+    assert_msg_has("seq.0.fn.heads.0.E.bias", "(2,) expected");
+    fake_drop(&f, "seq.0.fn.heads.0.E.bias");
+    fake_add(&f, "", "seq.0.fn.heads.0.E.bias", 2, 0);
+    /* Refused with the reason; a bad hyperparameter named. */
+    ck_assert_int_eq(fake_load(&f, "\"causal\":\"True\"", 0, &m),
+                     CLF_EUNSUPPORTED);
+    assert_msg_has("causal=True", "future");
+    ck_assert_int_eq(fake_load(&f, "\"method\":\"no_params\"", 0, &m),
+                     CLF_EUNSUPPORTED);
+    assert_msg_has("no_params", "state_dict");
+    ck_assert_int_eq(fake_load(&f, "\"activation\":\"tanh\"", 0, &m),
+                     CLF_EFORMAT);
+    assert_msg_has("activation", "tanh");
+    ck_assert_int_eq(fake_load(&f, "\"nhead\":\"4\"", 0, &m),
+                     CLF_EINVALID_ARGUMENT);
+    assert_msg_has("nhead", "2 heads");
+    fake_add(&f, "", "seq.0.resample.weight", 8, 8);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_EUNSUPPORTED);
+    assert_msg_has("seq.0.resample.weight", "ff_intermediate");
+    fake_drop(&f, "seq.0.resample.weight");
+    /* relu and full attention come from the metadata. */
+    ck_assert_int_eq(fake_load(&f,
+                               "\"activation\":\"relu\","
+                               "\"full_attention\":\"True\"",
+                               0, &m),
+                     0);
+    clf_model_destroy(m);
+    fake_done(&f);
+}
+END_TEST
+
+/* The single-head class: query/key/value with biases, E and F. */
+START_TEST(model_single_head_bad_files)
+{
+    static const char *const w[] = {"query", "key", "value"};
+    struct fake f;
+    clf_model *m;
+    clf_model_info info;
+    char n[32];
+    int i;
+
+    fake_init(&f);
+    for (i = 0; i < 3; i++) {
+        snprintf(n, sizeof n, "%s.weight", w[i]);
+        fake_add(&f, "", n, 8, 8);
+        snprintf(n, sizeof n, "%s.bias", w[i]);
+        fake_add(&f, "", n, 8, 0);
+    }
+    fake_add(&f, "", "E", 3, 6);
+    fake_add(&f, "", "F", 3, 6);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), 0);
+    ck_assert_int_eq(clf_model_info_get(m, &info), 0);
+    ck_assert_uint_eq(info.layout, CLF_LAYOUT_SINGLE_HEAD_ATTENTION);
+    ck_assert_uint_eq(info.heads, 1);
+    ck_assert_uint_eq(info.head_dim, 8);
+    ck_assert_uint_eq(info.k, 3);
+    clf_model_destroy(m);
+    fake_drop(&f, "F");
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ENOT_FOUND);
+    assert_msg_has("tensor F", "(3, 6)");
+    fake_add(&f, "", "F", 3, 5);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ESHAPE_MISMATCH);
+    assert_msg_has("tensor F", "(3, 6) expected");
+    fake_drop(&f, "F");
+    fake_add(&f, "", "F", 3, 6);
+    fake_drop(&f, "key.bias");
+    fake_add(&f, "", "key.bias", 7, 0);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ESHAPE_MISMATCH);
+    assert_msg_has("key.bias", "(8,) expected");
+    fake_drop(&f, "key.bias");
+    fake_add(&f, "", "key.bias", 8, 0);
+    fake_add(&f, "", "out.weight", 8, 8);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_EWEIGHT_UNUSED);
+    assert_msg_has("out.weight", "single-head-attention");
+    fake_done(&f);
+}
+END_TEST
+
 START_TEST(model_layout_names_round_trip)
 {
     clf_layout l;
     int i;
 
-    for (i = 0; i <= CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER; i++) {
+    for (i = 0; i <= CLF_LAYOUT_SINGLE_HEAD_ATTENTION; i++) {
         ck_assert_int_eq(clf_layout_parse(clf_layout_name((clf_layout)i), &l),
                          0);
         ck_assert_int_eq((int)l, i);
@@ -670,6 +840,8 @@ suite(void)
     tcase_add_test(tc, model_strict_rejects_layer_number_gap);
     tcase_add_test(tc, model_share_kv_comes_from_the_file);
     tcase_add_test(tc, model_layout_names_round_trip);
+    tcase_add_test(tc, model_linformer_pytorch_bad_files);
+    tcase_add_test(tc, model_single_head_bad_files);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -67,7 +67,7 @@ call(clf_context *ctx, int way, const struct tcase *t, cl_mem a, cl_mem b,
     if (t->entry == E_EX)
         return clf__gemm_ex(ctx, way, g->trans_b, g->m, g->n, g->k, a, 0,
                             g->lda, b, 0, g->ldb, g->beta != 0.0, c, 0, g->ldc,
-                            bias, g->gelu);
+                            bias, g->act);
     if (t->entry == E_BATCHED)
         return clf__gemm_batched(
             ctx, way, g->trans_a, g->trans_b, g->m, g->n, g->k, (float)g->alpha,
@@ -192,8 +192,11 @@ START_TEST(tiled_pipeline_shapes_match_reference)
     /* Feed-forward: + residual, then GELU. */
     t = mk("feed-forward", E_EX, 0, 1, d[0], d[1], d[2], 1, 1.0, 1.0);
     t.bias = 1;
-    t.op.gelu = 1;
+    t.op.act = 1;
     run_case(&t, s + 2);
+    /* ... with ReLU. */
+    t.op.act = 2;
+    run_case(&t, s + 12);
     /* Compression E X per sequence, E shared (stride 0) or per head. */
     t = mk("compression, shared E", E_BATCHED, 0, 0, d[0], d[1], d[2], 3, 1.0,
            0.0);
@@ -275,7 +278,7 @@ START_TEST(tiled_split_k_matches_reference)
     run_case(&t, s + 1);
     t = mk("split: feed-forward", E_EX, 0, 1, 19, 70, 133, 1, 1.0, 1.0);
     t.bias = 1;
-    t.op.gelu = 1;
+    t.op.act = 1;
     run_case(&t, s + 2);
     t = mk("split: compression, shared E", E_BATCHED, 0, 0, 9, 31, 517, 3, 1.0,
            0.0);

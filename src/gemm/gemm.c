@@ -140,10 +140,10 @@ gemm_nn_unlocked(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
                  cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
                  size_t b_off, size_t ldb, size_t b_stride, int accumulate,
                  cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
-                 size_t batch, cl_mem bias, int gelu)
+                 size_t batch, cl_mem bias, int act)
 {
     cl_kernel kk = ctx->kernels[CLF_K_GEMM_NN];
-    cl_uint has_bias = bias != NULL, act = gelu != 0;
+    cl_uint has_bias = bias != NULL, kact = (cl_uint)act;
     cl_uint M = (cl_uint)m, N = (cl_uint)n, K = (cl_uint)k;
     cl_uint la = (cl_uint)lda, lb = (cl_uint)ldb, lc = (cl_uint)ldc;
     struct clf__gemm_state *st;
@@ -177,7 +177,7 @@ gemm_nn_unlocked(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
         bias = c; /* not read */
     CLF_SET_ARG(kk, 17, bias);
     CLF_SET_ARG(kk, 18, has_bias);
-    CLF_SET_ARG(kk, 19, act);
+    CLF_SET_ARG(kk, 19, kact);
     CLF_SET_ARG(kk, 20, cols64);
     g[0] = (m + CLF_GEMM_ROWS - 1) / CLF_GEMM_ROWS;
     g[1] = cols64 ? n / 64 + (n % 64) / 16 : n / 16;
@@ -190,14 +190,14 @@ clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
              cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
              size_t b_off, size_t ldb, size_t b_stride, int accumulate,
              cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
-             cl_mem bias, int gelu)
+             cl_mem bias, int act)
 {
     int rc;
 
     clf__lock(ctx);
     rc = gemm_nn_unlocked(ctx, m, n, k, alpha, a, a_off, lda, a_stride, b,
                           b_off, ldb, b_stride, accumulate, c, c_off, ldc,
-                          c_stride, batch, bias, gelu);
+                          c_stride, batch, bias, act);
     clf__unlock(ctx);
     return rc;
 }
@@ -222,7 +222,7 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
         float alpha, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
         cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta,
         cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
-        cl_mem bias, int gelu)
+        cl_mem bias, int act)
 {
     struct clf__gemm_state *st;
 
@@ -265,7 +265,7 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
                                  a_stride, b, b_off + k0 * ldb, ldb, b_stride,
                                  k0 > 0 || beta != 0.0f, c, c_off, ldc,
                                  c_stride, batch, k0 == 0 ? bias : NULL,
-                                 gelu && k0 + kc == k));
+                                 k0 + kc == k ? act : CLF_ACT_NONE));
             k0 += kc;
         } while (k0 < k);
     }
@@ -359,7 +359,7 @@ static int
 gemm_ex_unlocked(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
                  size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
                  size_t b_off, size_t ldb, int accumulate, cl_mem c,
-                 size_t c_off, size_t ldc, cl_mem bias, int gelu)
+                 size_t c_off, size_t ldc, cl_mem bias, int act)
 {
     const float beta = accumulate ? 1.0f : 0.0f;
     const struct clf__tiled_args g = {.trans_b = trans_b,
@@ -379,7 +379,7 @@ gemm_ex_unlocked(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
                                       .c_off = c_off,
                                       .ldc = ldc,
                                       .batch = 1,
-                                      .gelu = gelu};
+                                      .act = act};
     int rc;
 
     if (half_or_tiled(ctx, way, &g, &rc))
@@ -387,15 +387,15 @@ gemm_ex_unlocked(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
     if (variant_of(ctx, way) == CLF_GEMM_BLOCKED &&
         blocked_fits(0, m, n, k, beta, lda, ldb, ldc))
         return blocked(ctx, trans_b, m, n, k, 1.0f, a, a_off, lda, 0, b, b_off,
-                       ldb, 0, beta, c, c_off, ldc, 0, 1, bias, gelu);
+                       ldb, 0, beta, c, c_off, ldc, 0, 1, bias, act);
     CLF_TRY(clblast_gemm(ctx, 0, trans_b, m, n, k, 1.0f, a, a_off, lda, b,
                          b_off, ldb, beta, c, c_off, ldc));
     if (bias != NULL)
         CLF_TRY(clf__add_bias(ctx, c, c_off, m, n, ldc, bias));
-    if (gelu && ldc == n)
-        return clf__gelu(ctx, c, c_off, m * n);
-    for (; gelu && m > 0; m--, c_off += ldc)
-        CLF_TRY(clf__gelu(ctx, c, c_off, n));
+    if (act && ldc == n)
+        return clf__act(ctx, c, c_off, m * n, act);
+    for (; act && m > 0; m--, c_off += ldc)
+        CLF_TRY(clf__act(ctx, c, c_off, n, act));
     return 0;
 }
 
@@ -403,13 +403,13 @@ int
 clf__gemm_ex(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
              size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
              size_t b_off, size_t ldb, int accumulate, cl_mem c, size_t c_off,
-             size_t ldc, cl_mem bias, int gelu)
+             size_t ldc, cl_mem bias, int act)
 {
     int rc;
 
     clf__lock(ctx);
     rc = gemm_ex_unlocked(ctx, way, trans_b, m, n, k, a, a_off, lda, b, b_off,
-                          ldb, accumulate, c, c_off, ldc, bias, gelu);
+                          ldb, accumulate, c, c_off, ldc, bias, act);
     clf__unlock(ctx);
     return rc;
 }
@@ -716,24 +716,26 @@ clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows, size_t cols,
 }
 
 static int
-gelu_unlocked(clf_context *ctx, cl_mem y, size_t off, size_t count)
+act_unlocked(clf_context *ctx, cl_mem y, size_t off, size_t count, int act)
 {
-    cl_kernel k = ctx->kernels[CLF_K_GELU];
+    cl_kernel k = ctx->kernels[CLF_K_ACT];
     cl_ulong o = off, c = count;
+    cl_uint a = (cl_uint)act;
 
     CLF_SET_ARG(k, 0, y);
     CLF_SET_ARG(k, 1, o);
     CLF_SET_ARG(k, 2, c);
-    return clf__launch_1d(ctx, CLF_K_GELU, count);
+    CLF_SET_ARG(k, 3, a);
+    return clf__launch_1d(ctx, CLF_K_ACT, count);
 }
 
 int
-clf__gelu(clf_context *ctx, cl_mem y, size_t off, size_t count)
+clf__act(clf_context *ctx, cl_mem y, size_t off, size_t count, int act)
 {
     int rc;
 
     clf__lock(ctx);
-    rc = gelu_unlocked(ctx, y, off, count);
+    rc = act_unlocked(ctx, y, off, count, act);
     clf__unlock(ctx);
     return rc;
 }

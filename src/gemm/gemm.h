@@ -103,19 +103,26 @@ int clf__gemm(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
               size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
               size_t lda, cl_mem b, size_t b_off, size_t ldb, float beta,
               cl_mem c, size_t c_off, size_t ldc);
+/* The activations a GEMM's last step applies (the kernels' `act`). */
+enum clf__act {
+    CLF_ACT_NONE = 0,
+    CLF_ACT_GELU = 1, /* exact: 0.5 v (1 + erf(v / sqrt 2)) */
+    CLF_ACT_RELU = 2  /* max(v, 0), NaN kept */
+};
+
 /* C = act(A op(B) (+ C when accumulate) + bias), one matrix, bias one per
- * column (NULL for none), act the exact GELU when gelu, else none: all in
+ * column (NULL for none), act an enum clf__act: all in
  * the blocked kernel's last step, else separate passes after CLBlast. */
 int clf__gemm_ex(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
                  size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
                  size_t b_off, size_t ldb, int accumulate, cl_mem c,
-                 size_t c_off, size_t ldc, cl_mem bias, int gelu);
+                 size_t c_off, size_t ldc, cl_mem bias, int act);
 /* The epilogues of a GEMM that CLBlast ran (cl/gemm.cl): y[off + r ld + c]
- * += bias[c] for r < rows, c < cols; and the exact GELU in place over
- * count floats from off. */
+ * += bias[c] for r < rows, c < cols; and the activation act (an enum
+ * clf__act) in place over count floats from off. */
 int clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows,
                   size_t cols, size_t ld, cl_mem bias);
-int clf__gelu(clf_context *ctx, cl_mem y, size_t off, size_t count);
+int clf__act(clf_context *ctx, cl_mem y, size_t off, size_t count, int act);
 /* clf__gemm_ex without accumulation or activation. */
 int clf__gemm_bias(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
                    size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
@@ -149,7 +156,7 @@ int clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
                  cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
                  size_t b_off, size_t ldb, size_t b_stride, int accumulate,
                  cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
-                 size_t batch, cl_mem bias, int gelu);
+                 size_t batch, cl_mem bias, int act);
 /* dst (packed, batch x cols x rows) = the transposes of batch row-major
  * rows x cols matrices at off + t * stride with leading dimension ld. */
 int clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
@@ -194,7 +201,7 @@ struct clf__tiled_args {
     cl_mem a, b, c, bias;
     size_t a_off, lda, a_stride, b_off, ldb, b_stride, c_off, ldc, c_stride;
     size_t batch;
-    int gelu;
+    int act;
 };
 int clf__tiled_gemm(clf_context *ctx, const struct clf__tiled_args *g);
 /* The slices a tiled GEMM of that shape is split into over K (1: none). */

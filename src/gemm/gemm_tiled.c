@@ -369,7 +369,7 @@ epilogue_of(const struct clf__tiled_args *g, struct epilogue *e)
     e->cs = g->c_stride;
     e->lc = (cl_uint)g->ldc;
     e->has_bias = g->bias != NULL;
-    e->act = g->gelu != 0;
+    e->act = (cl_uint)g->act;
 }
 
 /* Its 8 arguments from index first on: beta, C, C's offset, leading

@@ -465,7 +465,7 @@ clf__fp16_gemm(clf_context *ctx, const struct clf__tiled_args *g, int half_a,
                int half_b)
 {
     struct clf__fp16_state *st = clf__fp16_state(ctx);
-    const int plain = !g->trans_a && g->beta == 0.0f && !g->gelu;
+    const int plain = !g->trans_a && g->beta == 0.0f && !g->act;
 
     if (st == NULL)
         return CLF_ENO_MEMORY;

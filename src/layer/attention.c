@@ -70,6 +70,7 @@ struct side {
     cl_mem w, e;
     int wway, eway;
     int e_which;
+    int b_which; /* the slot bias of E or F (bias_proj) */
 };
 
 /* Compress first, the bias: rowsum(E diag(mask)) b^T added to Kbar (or b
@@ -169,9 +170,21 @@ compress_side(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     cl_mem ws = a->ws[work].mem;
 
     if (!p->compress_first_k)
-        return project_first(a, p, x, xoff, sd, bias, ws, out);
-    TRY(compress_first(a, p, x, xoff, sd, ws, out, reuse_work));
-    return compress_bias(a, p, sd, bias, rowsum, out);
+        TRY(project_first(a, p, x, xoff, sd, bias, ws, out));
+    else {
+        TRY(compress_first(a, p, x, xoff, sd, ws, out, reuse_work));
+        TRY(compress_bias(a, p, sd, bias, rowsum, out));
+    }
+    return clf__slot_bias(a, out, p->B, p->hc, sd->b_which);
+}
+
+int
+clf__slot_bias(clf_attention *a, cl_mem out, size_t B, size_t hc, int which)
+{
+    if (!a->desc.bias_proj)
+        return 0;
+    return clf__add_rowsum_bias(a->ctx, out, B, a->k, hc, a->dh, a->w[which], 0,
+                                a->nE > 1, a->ones, 0);
 }
 
 /* P = X W^T + b over all rows, padding rows zeroed: the exact keys or values
@@ -360,6 +373,7 @@ side_weights(clf_attention *a, const struct plan *p, int value, struct side *sd)
 
     memset(sd, 0, sizeof *sd);
     sd->e_which = pe;
+    sd->b_which = pe == CLF_PROJ_F ? CLF_BIAS_F : CLF_BIAS_E;
     TRY(clf__half_weight(a, p->half_native, value ? CLF_WEIGHT_V : CLF_WEIGHT_K,
                          &sd->w, &half));
     sd->wway = p->gemm[CLF_ROLE_PROJ] | (half ? CLF_GEMM_HALF_B : 0);

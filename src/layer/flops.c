@@ -43,6 +43,10 @@ check_call(const clf_attention_desc *d, clf_mode mode, size_t batch,
         return clf__fail(CLF_EUNSUPPORTED,
                          "causal Linformer does not support compressed_bias "
                          "(fairseq's bias order)");
+    if (causal && mode == CLF_MODE_LINFORMER && d->bias_proj)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "causal Linformer does not support bias_proj (a bias "
+                         "per compressed slot)");
     return 0;
 }
 
@@ -113,6 +117,8 @@ linformer_kv(struct fshape *s)
         cf <= pf && !s->d->share_kv && s->d->sharing == CLF_SHARE_KEY_VALUE;
     for (side = 0; side < s->sides; side++) {
         int has_bias = side == 0 ? s->d->bias_k : s->d->bias_v;
+        if (s->d->bias_proj) /* the slot bias */
+            f += s->B * s->k * s->hc * s->dh;
         if (cf <= pf) {
             f += compress_first_side(s, cf, side);
             continue;

@@ -54,6 +54,8 @@ struct clf_attention {
     cl_mem w[CLF_WEIGHT_COUNT];
     size_t wsize[CLF_WEIGHT_COUNT]; /* floats; 0 = not part of this layer */
     int wset[CLF_WEIGHT_COUNT];
+    cl_mem ones; /* bias_proj: head_dim ones, the columns a slot's bias
+                    is added to */
     struct workspace ws[WS_COUNT];
     unsigned char *host_mask; /* lengths turned into a mask */
     size_t host_mask_cap;
@@ -138,6 +140,12 @@ int clf__attention_forward_cl_mask(clf_attention *att, cl_mem x,
  * sharing, head width, share_kv against bias_v, the causal block against
  * k, 32-bit dimensions); *dh receives d_h. */
 int clf__desc_check(const clf_attention_desc *d, size_t *dh);
+
+/* attention.c: bias_proj's slot bias (b_E or b_F, `which`) added to the
+ * compressed keys or values out (B x k x hc*head_dim); nothing without
+ * bias_proj. */
+int clf__slot_bias(clf_attention *a, cl_mem out, size_t B, size_t hc,
+                   int which);
 
 /* flops.c: the multiply-adds of one side (K or V) of Linformer's
  * compression per sequence, compressing first (E X, then the projection

@@ -78,6 +78,10 @@ plan_check(const clf_attention *a, clf_mode mode, size_t B, size_t n,
             return clf__fail(CLF_EUNSUPPORTED,
                              "causal Linformer does not support "
                              "compressed_bias (fairseq's bias order)");
+        if (a->desc.bias_proj)
+            return clf__fail(CLF_EUNSUPPORTED,
+                             "causal Linformer does not support bias_proj "
+                             "(a bias per compressed slot)");
         p->ld = a->k + a->desc.causal_block;
         p->c =
             a->k / ((a->N + a->desc.causal_block - 1) / a->desc.causal_block);

@@ -9,7 +9,8 @@
 #include <string.h>
 
 static const char *const weight_names[CLF_WEIGHT_COUNT] = {
-    "W_q", "W_k", "W_v", "W_out", "b_q", "b_k", "b_v", "b_out", "E", "F"};
+    "W_q", "W_k",   "W_v", "W_out", "b_q", "b_k",
+    "b_v", "b_out", "E",   "F",     "b_E", "b_F"};
 
 CLF_EXTERN const char *
 clf_weight_name(clf_weight which)
@@ -40,6 +41,30 @@ check_causal(const clf_attention_desc *d)
                          "blocks ceil(max_seq_len / causal_block); k is "
                          "%zu",
                          nb, d->k);
+    return 0;
+}
+
+/* bias_proj's columns: head_dim ones. */
+static int
+make_ones(clf_attention *att)
+{
+    float *one;
+    size_t i;
+    cl_int err;
+
+    if (!att->desc.bias_proj)
+        return 0;
+    one = malloc(att->dh * sizeof *one);
+    if (one == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    for (i = 0; i < att->dh; i++)
+        one[i] = 1.0f;
+    att->ones = clCreateBuffer(att->ctx->context,
+                               CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                               att->dh * sizeof *one, one, &err);
+    free(one);
+    if (att->ones == NULL)
+        return clf__fail(err, "clCreateBuffer failed (%d)", err);
     return 0;
 }
 
@@ -128,6 +153,9 @@ fill_sizes(clf_attention *att, const clf_attention_desc *desc)
         (desc->share_kv || desc->sharing == CLF_SHARE_KEY_VALUE)
             ? 0
             : att->nE * att->k * att->N;
+    att->wsize[CLF_BIAS_E] = desc->bias_proj ? att->nE * att->k : 0;
+    att->wsize[CLF_BIAS_F] =
+        desc->bias_proj && att->wsize[CLF_PROJ_F] ? att->nE * att->k : 0;
 }
 
 /* Every weight's element count (0: not part of this layer), checked
@@ -184,6 +212,8 @@ clf_attention_create(clf_attention **out, clf_context *ctx,
     set_dims(att, desc, dh);
     rc = set_weight_sizes(att, desc);
     if (rc == 0)
+        rc = make_ones(att);
+    if (rc == 0)
         rc = clf_context_build(ctx);
     if (rc != 0) {
         clf_attention_destroy(att);
@@ -211,6 +241,8 @@ clf_attention_destroy(clf_attention *att)
     for (i = 0; i < CLF_WEIGHT_COUNT; i++)
         if (att->w[i] != NULL)
             clReleaseMemObject(att->w[i]);
+    if (att->ones != NULL)
+        clReleaseMemObject(att->ones);
     for (i = 0; i < WS_COUNT; i++)
         if (att->ws[i].mem != NULL)
             clReleaseMemObject(att->ws[i].mem);
@@ -234,8 +266,11 @@ check_weight_id(const clf_attention *att, clf_weight which)
         return clf__fail(CLF_EWEIGHT_UNUSED,
                          "weight %s is not part of this layer (%s)",
                          weight_names[which],
-                         which == CLF_PROJ_F     ? "F is E under share_kv or "
-                                                   "key-value sharing"
+                         which == CLF_PROJ_F ? "F is E under share_kv or "
+                                               "key-value sharing"
+                         : which == CLF_BIAS_F && att->desc.bias_proj
+                             ? "F is E under share_kv or key-value sharing, "
+                               "b_E its bias"
                          : which == CLF_WEIGHT_V ? "share_kv uses keys as "
                                                    "values"
                                                  : "its bias flag is off");
@@ -320,7 +355,8 @@ clf__attention_check_weights(const clf_attention *a, int linformer)
     for (i = 0; i < CLF_WEIGHT_COUNT; i++) {
         if (a->wsize[i] == 0 || a->wset[i])
             continue;
-        if (!linformer && (i == CLF_PROJ_E || i == CLF_PROJ_F))
+        if (!linformer && (i == CLF_PROJ_E || i == CLF_PROJ_F ||
+                           i == CLF_BIAS_E || i == CLF_BIAS_F))
             continue;
         return clf__fail(CLF_EWEIGHT_UNSET, "weight %s has not been set",
                          weight_names[i]);
@@ -358,6 +394,10 @@ clf_attention_randomize(clf_attention *att, unsigned long long seed)
         case CLF_PROJ_E:
         case CLF_PROJ_F:
             fan_in = (double)att->k;
+            break;
+        case CLF_BIAS_E:
+        case CLF_BIAS_F:
+            fan_in = (double)att->N; /* nn.Linear(N, k)'s bias */
             break;
         default:
             fan_in = (double)att->D;

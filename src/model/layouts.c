@@ -6,14 +6,22 @@
 
 #include <string.h>
 
-static const char *const layout_names[] = {
-    "auto",          "lucidrains-attention", "lucidrains-encoder",
-    "lucidrains-lm", "fairseq-attention",    "fairseq-encoder-layer"};
+static const char *const layout_names[] = {"auto",
+                                           "lucidrains-attention",
+                                           "lucidrains-encoder",
+                                           "lucidrains-lm",
+                                           "fairseq-attention",
+                                           "fairseq-encoder-layer",
+                                           "linformer-pytorch-attention",
+                                           "linformer-pytorch",
+                                           "linformer-pytorch-lm",
+                                           "single-head-attention"};
+#define NLAYOUTS (int)(sizeof layout_names / sizeof layout_names[0])
 
 CLF_EXTERN const char *
 clf_layout_name(clf_layout layout)
 {
-    if ((int)layout < 0 || layout > CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER)
+    if ((int)layout < 0 || (int)layout >= NLAYOUTS)
         return "?";
     return layout_names[layout];
 }
@@ -25,7 +33,7 @@ clf_layout_parse(const char *name, clf_layout *out)
 
     if (name == NULL || out == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "name or out is NULL");
-    for (i = 0; i <= CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER; i++)
+    for (i = 0; i < NLAYOUTS; i++)
         if (strcmp(name, layout_names[i]) == 0) {
             *out = (clf_layout)i;
             return 0;
@@ -33,7 +41,9 @@ clf_layout_parse(const char *name, clf_layout *out)
     return clf__fail(CLF_EBAD_ENUM,
                      "unknown layout \"%s\" (auto, lucidrains-attention, "
                      "lucidrains-encoder, lucidrains-lm, fairseq-attention, "
-                     "fairseq-encoder-layer)",
+                     "fairseq-encoder-layer, linformer-pytorch-attention, "
+                     "linformer-pytorch, linformer-pytorch-lm, "
+                     "single-head-attention)",
                      name);
 }
 

@@ -1,15 +1,19 @@
 /* Trained models from safetensors files: the lucidrains `linformer` layouts
  * (self-attention, the Linformer encoder stack, sequential or reversible,
- * and LinformerLM) and fairseq's Linformer attention and encoder layer.
+ * and LinformerLM), fairseq's Linformer attention and encoder layer, and
+ * the linformer-pytorch package's MHAttention, Linformer and LinformerLM
+ * and the single-head class.
  *
  *   lucidrains, pre-LN:  x += Attn(LN1(x));  x += W2 GELU(W1 LN2(x) + b1) + b2
  *   reversible:          x1 = x2 = x;  x1 += f(x2);  x2 += g(x1);  x1 + x2
- *   fairseq, post-LN:    x = LN1(x + Attn(x));  x = LN2(x + FFN(x))
+ *   post-LN (fairseq, linformer-pytorch), each layer:
+ *                        x = LN1(x + Attn(x));  x = LN2(x + FFN(x))
+ *                        (FFN with GELU or ReLU, or none)
  *   LM:                  x = tok[ids] + pos[0..n);  stack;  x W^T + b
  * Layer norm: eps 1e-5, biased variance; GELU: exact erf.
  *
  * This file: the model object and its forward; the layouts are in
- * layouts.c and loading in model_load.c. */
+ * layouts.c and loading in model_load.c and load_lp.c. */
 #include "model/model.h"
 #include "model/model_impl.h"
 
@@ -156,8 +160,8 @@ ffn_way(clf_model *m, size_t rows, int *way)
                              m->info.d_model, 1, way);
 }
 
-/* out = W2 GELU(W1 h + b1) + b2 over rows, added to out when residual:
- * bias, GELU and residual go into the GEMMs' last step where the blocked
+/* out = W2 act(W1 h + b1) + b2 over rows, added to out when residual:
+ * bias, activation and residual go into the GEMMs' last step where the blocked
  * kernel runs them, saving three passes over the rows. */
 static int
 feed_forward(clf_model *m, int way, const struct model_layer *L, cl_mem h,
@@ -168,7 +172,7 @@ feed_forward(clf_model *m, int way, const struct model_layer *L, cl_mem h,
     cl_mem f = m->ws[MW_F];
 
     TRY(clf__gemm_ex(ctx, way, 1, rows, F, D, h, 0, D, L->w1, 0, D, 0, f, 0, F,
-                     L->b1, 1));
+                     L->b1, m->act));
     return clf__gemm_ex(ctx, way, 1, rows, D, F, f, 0, F, L->w2, 0, F, residual,
                         out, 0, D, L->b2, 0);
 }
@@ -186,6 +190,35 @@ attend(clf_model *m, const struct model_layer *L, cl_mem in, cl_mem out,
                                           masked ? m->ws[MW_MASK] : NULL);
 }
 
+/* The post-LN layers on MW_X, each x = LN1(x + Attn(x)), then, where the
+ * model has feed-forward blocks, x = LN2(x + FFN(x)). */
+static int
+post_ln_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
+{
+    clf_context *ctx = m->ctx;
+    const size_t D = m->info.d_model, rows = B * n;
+    cl_mem x = m->ws[MW_X], a = m->ws[MW_A];
+    size_t l;
+    int ffn = CLF_GEMM_UNDECIDED;
+
+    if (m->info.ffn_dim != 0)
+        TRY(ffn_way(m, rows, &ffn));
+    for (l = 0; l < m->info.layers; l++) {
+        const struct model_layer *L = &m->layers[l];
+        TRY(attend(m, L, x, a, B, n, o));
+        TRY(clf__residual_add(ctx, a, 0, x, 0, rows * D));
+        TRY(clf__layernorm(ctx, a, 0, x, 0, rows, D, L->ln1_g, L->ln1_b,
+                           LN_EPS));
+        if (m->info.ffn_dim == 0)
+            continue;
+        TRY(feed_forward(m, ffn, L, x, a, rows, 0));
+        TRY(clf__residual_add(ctx, a, 0, x, 0, rows * D));
+        TRY(clf__layernorm(ctx, a, 0, x, 0, rows, D, L->ln2_g, L->ln2_b,
+                           LN_EPS));
+    }
+    return 0;
+}
+
 /* Runs the stack on MW_X (batch*n rows of D); the result is left in
  * MW_X. */
 static int
@@ -198,30 +231,16 @@ run_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
     cl_int err;
     int ffn = CLF_GEMM_UNDECIDED;
 
-    switch (m->info.layout) {
-    case CLF_LAYOUT_LUCIDRAINS_ATTENTION:
-    case CLF_LAYOUT_FAIRSEQ_ATTENTION:
+    if (m->layers[0].ln1_g == NULL) { /* a bare attention module */
         TRY(attend(m, &m->layers[0], x, a, B, n, o));
         err = clEnqueueCopyBuffer(ctx->queue, a, x, 0, 0,
                                   rows * D * sizeof(float), 0, NULL, NULL);
         if (err != CL_SUCCESS)
             return clf__fail(err, "copy failed (%d)", err);
         return 0;
-    case CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER: {
-        const struct model_layer *L = &m->layers[0];
-        TRY(ffn_way(m, rows, &ffn));
-        TRY(attend(m, L, x, a, B, n, o));
-        TRY(clf__residual_add(ctx, a, 0, x, 0, rows * D));
-        TRY(clf__layernorm(ctx, a, 0, x, 0, rows, D, L->ln1_g, L->ln1_b,
-                           LN_EPS));
-        TRY(feed_forward(m, ffn, L, x, a, rows, 0));
-        TRY(clf__residual_add(ctx, a, 0, x, 0, rows * D));
-        return clf__layernorm(ctx, a, 0, x, 0, rows, D, L->ln2_g, L->ln2_b,
-                              LN_EPS);
     }
-    default:
-        break;
-    }
+    if (m->post_ln)
+        return post_ln_stack(m, B, n, o);
 
     /* lucidrains: pre-LN blocks, sequential or reversible. */
     TRY(ffn_way(m, rows, &ffn));
@@ -361,7 +380,7 @@ clf_model_forward(clf_model *m, const float *x, size_t batch, size_t seq_len,
                          m == NULL   ? "m"
                          : x == NULL ? "x"
                                      : "y");
-    if (m->info.layout == CLF_LAYOUT_LUCIDRAINS_LM)
+    if (m->info.vocab != 0)
         return clf__fail(CLF_EINVALID_ARGUMENT, "an LM takes token ids: use "
                                                 "clf_model_forward_tokens");
     TRY(prepare(m, batch, seq_len, D, opts));
@@ -408,7 +427,7 @@ clf_model_forward_tokens(clf_model *m, const long long *ids, size_t batch,
                          m == NULL     ? "m"
                          : ids == NULL ? "ids"
                                        : "logits");
-    if (m->info.layout != CLF_LAYOUT_LUCIDRAINS_LM)
+    if (m->info.vocab == 0)
         return clf__fail(CLF_EINVALID_ARGUMENT,
                          "a %s model takes float inputs: use "
                          "clf_model_forward",

@@ -42,6 +42,9 @@ struct clf_model {
     size_t n_unexpected;
     /* A sharded forward (shard_model.c): its attention, and the position
      * of the rows' first column (LM position embeddings). */
+    int post_ln; /* x = LN1(x + Attn(x)) (and LN2 after the
+                    feed-forward), not pre-LN */
+    int act;     /* the feed-forward's activation, an enum clf__act */
     clf__model_attend_fn shard_attend;
     void *shard_user;
     size_t pos_offset;
@@ -121,5 +124,12 @@ struct layout_spec {
 extern const char *const clf__dim_names[X_COUNT];
 extern const struct layout_spec clf__layouts[];
 extern const size_t clf__nlayouts;
+
+/* load_lp.c: the layouts of the linformer-pytorch package and of the
+ * single-head class.  detect: whether the file is one of them (its layout
+ * into *out); load: the whole model from the file, strictly. */
+int clf__lp_detect(const clf_safetensors *st, clf_layout *out);
+int clf__lp_load(clf_model *m, const clf_safetensors *st,
+                 const clf_model_opts *o, clf_layout layout);
 
 #endif /* CLF_MODEL_IMPL_H */

@@ -528,6 +528,7 @@ fill_info(clf_model *m, const struct load_state *s)
     in->share_kv = !s->ls->fairseq && s->shared;
     in->one_kv_head = !s->ls->fairseq && x[X_KV] != x[X_HD];
     in->layerwise = s->o->layerwise != 0;
+    m->post_ln = s->ls->fairseq;
 }
 
 /* Checks the whole file against the layout before anything is built, so
@@ -583,6 +584,7 @@ clf_model_load(clf_model **out, clf_context *ctx, const char *path,
     clf_safetensors *st = NULL;
     clf_model_opts zero;
     clf_model *m = NULL;
+    clf_layout lp;
     int rc;
 
     if (out == NULL)
@@ -605,7 +607,14 @@ clf_model_load(clf_model **out, clf_context *ctx, const char *path,
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     }
     m->ctx = ctx;
-    rc = load(m, st, opts);
+    m->act = CLF_ACT_GELU;
+    lp = opts->layout;
+    if ((lp == CLF_LAYOUT_AUTO && clf__lp_detect(st, &lp)) ||
+        (lp >= CLF_LAYOUT_LINFORMER_PYTORCH_ATTENTION &&
+         lp <= CLF_LAYOUT_SINGLE_HEAD_ATTENTION))
+        rc = clf__lp_load(m, st, opts, lp);
+    else
+        rc = load(m, st, opts);
     clf_safetensors_close(st);
     if (rc != 0) {
         clf_model_destroy(m);

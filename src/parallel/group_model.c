@@ -319,7 +319,7 @@ model_forward(clf_group_model *gm, const void *x, size_t B, size_t n, float *y,
                          gm == NULL  ? "gm"
                          : x == NULL ? "x"
                                      : "y");
-    if ((gm->info.layout == CLF_LAYOUT_LUCIDRAINS_LM) != tokens)
+    if ((gm->info.vocab != 0) != tokens)
         return clf__fail(CLF_EINVALID_ARGUMENT,
                          tokens ? "a %s model takes float inputs"
                                 : "a %s model takes token ids",

@@ -154,6 +154,11 @@ linformer_kv(struct shard_fw *s, cl_mem x)
     if (cb && bv != NULL && sides == 2)
         TRY(clf__add_rowsum_bias(s->ctx, vbar, s->B, a->k, s->p.hc, a->dh, NULL,
                                  0, 0, bv, a->hkv > 1));
+    /* A slot bias (bias_proj) likewise once, after the sum. */
+    TRY(clf__slot_bias(a, kbar, s->B, s->p.hc, CLF_BIAS_E));
+    if (sides == 2)
+        TRY(clf__slot_bias(a, vbar, s->B, s->p.hc,
+                           a->wsize[CLF_BIAS_F] ? CLF_BIAS_F : CLF_BIAS_E));
     return 0;
 }
 

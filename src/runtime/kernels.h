@@ -44,7 +44,7 @@
     KERNEL(GEMM_NN, clf_gemm_nn)                                               \
     KERNEL(TRANSPOSE, clf_transpose)                                           \
     KERNEL(ADD_BIAS, clf_add_bias)                                             \
-    KERNEL(GELU, clf_gelu)                                                     \
+    KERNEL(ACT, clf_act)                                                       \
     FILE(peaks)                                                                \
     KERNEL(PEAK_FMA, clf_peak_fma)                                             \
     KERNEL(PEAK_FMA1, clf_peak_fma1)                                           \

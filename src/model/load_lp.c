@@ -1,0 +1,924 @@
+/* Loading the models of the linformer-pytorch package (tatp22; Linformer,
+ * LinformerLM and a bare MHAttention) and of the single-head Linformer
+ * attention class (query/key/value with biases, E and F, no output
+ * projection).  Their state_dicts do not fit the table of layouts.c:
+ *
+ *   - each head has its own to_q/to_k/to_v (no biases): stacked by rows
+ *     into the layer's W_q, W_k, W_v;
+ *   - E and F are nn.Linear(N, k) over the sequence axis, a bias per
+ *     compressed slot: the layer's bias_proj;
+ *   - sharing none, headwise, kv or layerwise: safetensors' save_model
+ *     keeps one name of each group of shared tensors, so a missing E or F
+ *     is taken from the tensor those modes share it with (only from the
+ *     mode the "parameter_sharing" metadata names, where the file has it);
+ *     the layer then stores E and F per head, or once where every head's
+ *     are equal (and once for both where E = F);
+ *   - a k per layer (k_reduce_by_layer), head_dim free (dim_d), w_o or
+ *     w_o_1 then w_o_2 (folded on the host, in double, into one);
+ *   - post-LN residuals x = LN(x + f(x)), feed-forward w_1, gelu or relu
+ *     ("activation" metadata), w_2, or no feed-forward (include_ff=False);
+ *   - full_attention=True ("full_attention" metadata): full mode, E and F
+ *     loaded but unused;
+ *   - LinformerLM: token embedding, the sinusoidal position table built
+ *     from the stored inv_freq, the logits.
+ * What the package offers beyond this is refused with the reason: the
+ * convolution compressor, method="no_params", causal=True (its slot mask
+ * lets early positions see the future), ff_intermediate (the resample
+ * linear), emb_dim != channels (ProjectInOut) and decoder_mode. */
+#include "model/model.h"
+#include "model/model_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY CLF_TRY
+#define NAME 256 /* a tensor's name */
+#define PFX 96   /* a prefix of names */
+
+enum lp_share { SH_ANY, SH_NONE, SH_HEADWISE, SH_KV, SH_LAYERWISE };
+
+struct lp {
+    clf_model *m;
+    const clf_safetensors *st;
+    const clf_model_opts *o;
+    const char *root; /* "" or "linformer." (LM) */
+    const char *what; /* the layout's name, for messages */
+    char *used;       /* per file tensor: explained by the layout */
+    enum lp_share share;
+    size_t heads, C, dh, N, F;
+    char first[PFX]; /* the first attention's prefix (layerwise) */
+};
+
+/* A host array of floats, freed by the caller. */
+struct arr {
+    float *v;
+    size_t rows, cols; /* cols 0: a vector */
+};
+
+static void
+arr_free(struct arr *a)
+{
+    free(a->v);
+    a->v = NULL;
+}
+
+static int
+has(const struct lp *s, const char *name)
+{
+    clf_tensor_info ti;
+    return clf_safetensors_find(s->st, name, &ti) == 0;
+}
+
+static void
+mark_used(struct lp *s, const char *name)
+{
+    size_t n = clf_safetensors_count(s->st), i;
+    clf_tensor_info ti;
+
+    for (i = 0; i < n; i++)
+        if (clf_safetensors_info(s->st, i, &ti) == 0 &&
+            strcmp(ti.name, name) == 0)
+            s->used[i] = 1;
+}
+
+/* "(16, 8)" with "?" for a dimension the file defines. */
+static void
+shape_text(char *buf, size_t cap, size_t rows, size_t cols, int ndim)
+{
+    char r[32] = "?", c[32] = "?";
+
+    if (rows)
+        snprintf(r, sizeof r, "%zu", rows);
+    if (cols)
+        snprintf(c, sizeof c, "%zu", cols);
+    if (ndim == 1)
+        snprintf(buf, cap, "(%s,)", r);
+    else
+        snprintf(buf, cap, "(%s, %s)", r, c);
+}
+
+/* Reads tensor `name` of ndim 1 or 2 into a fresh array; a dimension of 0
+ * in *rows or *cols is defined by the file, any other must match. */
+static int
+get(struct lp *s, const char *name, int ndim, size_t *rows, size_t *cols,
+    struct arr *out)
+{
+    clf_tensor_info ti;
+    char want[80], got[160];
+    int rc;
+
+    out->v = NULL;
+    if (clf_safetensors_find(s->st, name, &ti) != 0) {
+        shape_text(want, sizeof want, *rows, cols ? *cols : 0, ndim);
+        return clf__fail(CLF_ENOT_FOUND,
+                         "tensor %s %s not found: a %s model needs it", name,
+                         want, s->what);
+    }
+    if ((int)ti.ndim != ndim || ti.count == 0 ||
+        (*rows != 0 && ti.shape[0] != *rows) ||
+        (ndim == 2 && *cols != 0 && ti.shape[1] != *cols)) {
+        shape_text(want, sizeof want, *rows, ndim == 2 ? *cols : 0, ndim);
+        clf__format_shape(got, sizeof got, ti.shape, ti.ndim, 1);
+        return clf__fail(CLF_ESHAPE_MISMATCH,
+                         "tensor %s has shape %s; %s expected", name, got,
+                         want);
+    }
+    *rows = ti.shape[0];
+    if (ndim == 2)
+        *cols = ti.shape[1];
+    out->rows = *rows;
+    out->cols = ndim == 2 ? *cols : 0;
+    out->v = malloc(ti.count * sizeof *out->v);
+    if (out->v == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory for %s", name);
+    rc = clf_safetensors_read_f32(s->st, name, out->v, ti.count);
+    if (rc != 0) {
+        arr_free(out);
+        return rc;
+    }
+    mark_used(s, name);
+    return 0;
+}
+
+static int
+get_vec(struct lp *s, const char *name, size_t *len, struct arr *out)
+{
+    return get(s, name, 1, len, NULL, out);
+}
+
+/* ------------------------------------------------------------ metadata */
+
+/* A True/False hyperparameter (Python's str(); true/false also taken);
+ * dflt where the file does not say. */
+static int
+meta_bool(const struct lp *s, const char *key, int dflt, int *out)
+{
+    const char *v = clf_safetensors_metadata(s->st, key);
+
+    *out = dflt;
+    if (v == NULL)
+        return 0;
+    if (strcmp(v, "True") == 0 || strcmp(v, "true") == 0)
+        *out = 1;
+    else if (strcmp(v, "False") == 0 || strcmp(v, "false") == 0)
+        *out = 0;
+    else
+        return clf__fail(CLF_EFORMAT,
+                         "metadata %s = \"%s\" is not True or False", key, v);
+    return 0;
+}
+
+/* A hyperparameter with one of `n` values; its index, dflt when absent. */
+static int
+meta_choice(const struct lp *s, const char *key, const char *const *values,
+            int n, int dflt, int *out)
+{
+    const char *v = clf_safetensors_metadata(s->st, key);
+    int i;
+
+    *out = dflt;
+    if (v == NULL)
+        return 0;
+    for (i = 0; i < n; i++)
+        if (strcmp(v, values[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    return clf__fail(CLF_EFORMAT, "metadata %s = \"%s\" is not one of %s%s%s",
+                     key, v, values[0], n > 1 ? ", " : "",
+                     n > 1 ? values[1] : "");
+}
+
+/* What the package can build but a file cannot bring here. */
+static int
+refuse_options(struct lp *s, int *relu, int *full)
+{
+    static const char *const act[] = {"gelu", "relu"};
+    static const char *const method[] = {"learnable", "convolution",
+                                         "no_params"};
+    static const char *const share[] = {"", "none", "headwise", "kv",
+                                        "layerwise"};
+    int causal, dec, meth, sh;
+
+    TRY(meta_choice(s, "activation", act, 2, 0, relu));
+    TRY(meta_bool(s, "full_attention", 0, full));
+    TRY(meta_bool(s, "causal", 0, &causal));
+    TRY(meta_bool(s, "decoder_mode", 0, &dec));
+    TRY(meta_choice(s, "method", method, 3, 0, &meth));
+    TRY(meta_choice(s, "parameter_sharing", share, 5, 0, &sh));
+    s->share = (enum lp_share)sh;
+    if (causal)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "the model was trained with causal=True: its mask "
+                         "over the compressed slots lets position i see "
+                         "slots 0..i, each a mix of every position, future "
+                         "ones included; clinformer does not run that "
+                         "mask (train with the prefix-safe causal mode "
+                         "instead)");
+    if (dec)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "decoder_mode=True (cross-attention to an encoder's "
+                         "output) is not supported");
+    if (meth == 1)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "method=\"convolution\" (a Conv1d compressor) is not "
+                         "supported; E and F must be learnable linears");
+    if (meth == 2)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "method=\"no_params\" keeps E and F out of the "
+                         "state_dict (random matrices drawn when the model "
+                         "was built), so the file cannot reproduce the model");
+    return 0;
+}
+
+/* ------------------------------------------------------- E and F lookup */
+
+/* The name E or F (`side`) of head h under prefix a is stored as, where
+ * sharing makes safetensors' save_model keep another name of its group;
+ * the first of the candidates the sharing mode allows that the file has. */
+static int
+resolve_ef(const struct lp *s, const char *a, size_t h, char side, char *out)
+{
+    char c[5][NAME];
+    /* The modes each candidate is a name of: own name (every mode), E for
+     * F (kv), head 0's (headwise, kv), head 0's E (kv, layerwise), the
+     * first layer's head 0's E (layerwise). */
+    static const unsigned allow[5] = {
+        1u << SH_NONE | 1u << SH_HEADWISE | 1u << SH_KV | 1u << SH_LAYERWISE,
+        1u << SH_KV | 1u << SH_LAYERWISE,
+        1u << SH_HEADWISE | 1u << SH_KV | 1u << SH_LAYERWISE,
+        1u << SH_KV | 1u << SH_LAYERWISE, 1u << SH_LAYERWISE};
+    int i;
+
+    snprintf(c[0], NAME, "%sheads.%zu.%c.weight", a, h, side);
+    snprintf(c[1], NAME, "%sheads.%zu.E.weight", a, h);
+    snprintf(c[2], NAME, "%sheads.0.%c.weight", a, side);
+    snprintf(c[3], NAME, "%sheads.0.E.weight", a);
+    snprintf(c[4], NAME, "%sheads.0.E.weight", s->first);
+    for (i = 0; i < 5; i++)
+        if ((s->share == SH_ANY || (allow[i] >> s->share & 1u)) &&
+            has(s, c[i])) {
+            memcpy(out, c[i], NAME);
+            return 0;
+        }
+    return clf__fail(CLF_ENOT_FOUND,
+                     "tensor %s (k, %zu) not found, nor a tensor the "
+                     "sharing modes would share it with: a %s model needs "
+                     "it",
+                     c[0], s->N, s->what);
+}
+
+/* One E or F of head h: weight (k, N) and its bias (k). */
+static int
+read_ef(struct lp *s, const char *a, size_t h, char side, size_t *k,
+        struct arr *w, struct arr *b)
+{
+    char name[NAME], bias[NAME];
+    size_t len;
+    clf_tensor_info ti;
+
+    TRY(resolve_ef(s, a, h, side, name));
+    if (clf_safetensors_find(s->st, name, &ti) == 0 && ti.ndim == 3)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "tensor %s is a Conv1d weight: the convolution "
+                         "compressor (method=\"convolution\") is not "
+                         "supported",
+                         name);
+    TRY(get(s, name, 2, k, &s->N, w));
+    len = strlen(name) - strlen("weight");
+    snprintf(bias, sizeof bias, "%.*sbias", (int)len, name);
+    return get_vec(s, bias, k, b);
+}
+
+/* ------------------------------------------------------------ a layer */
+
+/* The layer's weights on the host. */
+struct lp_layer {
+    size_t k;
+    struct arr q, kk, v, wo, bo;
+    struct arr e, be, f, bf; /* stacked per head, or once (nE 1) */
+    clf_sharing sharing;
+    size_t nE;
+};
+
+static void
+layer_free(struct lp_layer *L)
+{
+    arr_free(&L->q);
+    arr_free(&L->kk);
+    arr_free(&L->v);
+    arr_free(&L->wo);
+    arr_free(&L->bo);
+    arr_free(&L->e);
+    arr_free(&L->be);
+    arr_free(&L->f);
+    arr_free(&L->bf);
+}
+
+/* to_<which>.{h}.weight (dh, C) of every head, stacked by rows. */
+static int
+stack_heads(struct lp *s, const char *a, const char *which, struct arr *out)
+{
+    char name[NAME];
+    struct arr one;
+    size_t h, per;
+
+    out->v = NULL;
+    for (h = 0; h < s->heads; h++) {
+        snprintf(name, sizeof name, "%s%s.%zu.weight", a, which, h);
+        TRY(get(s, name, 2, &s->dh, &s->C, &one));
+        per = s->dh * s->C;
+        if (out->v == NULL) {
+            out->v = malloc(s->heads * per * sizeof *out->v);
+            if (out->v == NULL) {
+                arr_free(&one);
+                return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+            }
+            out->rows = s->heads * s->dh;
+            out->cols = s->C;
+        }
+        memcpy(out->v + h * per, one.v, per * sizeof *one.v);
+        arr_free(&one);
+    }
+    return 0;
+}
+
+/* w_o, or w_o_2 (w_o_1 x + b_1) + b_2 folded into one linear in double. */
+static int
+out_proj(struct lp *s, const char *a, struct lp_layer *L)
+{
+    char n1[NAME], n2[NAME];
+    size_t hd = s->heads * s->dh, I = 0, r, c, i;
+    struct arr w1, b1, w2, b2;
+    int rc;
+
+    snprintf(n1, sizeof n1, "%sw_o.weight", a);
+    if (has(s, n1) ||
+        !(snprintf(n2, sizeof n2, "%sw_o_1.weight", a), has(s, n2))) {
+        TRY(get(s, n1, 2, &s->C, &hd, &L->wo));
+        snprintf(n1, sizeof n1, "%sw_o.bias", a);
+        return get_vec(s, n1, &s->C, &L->bo);
+    }
+    memset(&w1, 0, sizeof w1);
+    b1 = w2 = b2 = w1;
+    rc = get(s, n2, 2, &I, &hd, &w1);
+    snprintf(n1, sizeof n1, "%sw_o_1.bias", a);
+    if (rc == 0)
+        rc = get_vec(s, n1, &I, &b1);
+    snprintf(n1, sizeof n1, "%sw_o_2.weight", a);
+    if (rc == 0)
+        rc = get(s, n1, 2, &s->C, &I, &w2);
+    snprintf(n1, sizeof n1, "%sw_o_2.bias", a);
+    if (rc == 0)
+        rc = get_vec(s, n1, &s->C, &b2);
+    L->wo.v = rc == 0 ? malloc(s->C * hd * sizeof(float)) : NULL;
+    L->bo.v = rc == 0 ? malloc(s->C * sizeof(float)) : NULL;
+    if (rc == 0 && (L->wo.v == NULL || L->bo.v == NULL))
+        rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    for (r = 0; rc == 0 && r < s->C; r++) {
+        double bb = b2.v[r];
+        for (i = 0; i < I; i++)
+            bb += (double)w2.v[r * I + i] * b1.v[i];
+        L->bo.v[r] = (float)bb;
+        for (c = 0; c < hd; c++) {
+            double acc = 0.0;
+            for (i = 0; i < I; i++)
+                acc += (double)w2.v[r * I + i] * w1.v[i * hd + c];
+            L->wo.v[r * hd + c] = (float)acc;
+        }
+    }
+    arr_free(&w1);
+    arr_free(&b1);
+    arr_free(&w2);
+    arr_free(&b2);
+    return rc;
+}
+
+static int
+same(const struct arr *a, size_t ia, const struct arr *b, size_t ib, size_t len)
+{
+    return memcmp(a->v + ia * len, b->v + ib * len, len * sizeof(float)) == 0;
+}
+
+/* Appends head h's E or F (w, b) to the stacked arrays. */
+static int
+append(struct arr *all, struct arr *ball, const struct arr *w,
+       const struct arr *b, size_t h, size_t heads)
+{
+    const size_t per = w->rows * w->cols;
+
+    if (h == 0) {
+        all->v = malloc(heads * per * sizeof(float));
+        ball->v = malloc(heads * w->rows * sizeof(float));
+        if (all->v == NULL || ball->v == NULL)
+            return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        all->rows = heads * w->rows;
+        all->cols = w->cols;
+        ball->rows = heads * w->rows;
+        ball->cols = 0;
+    }
+    memcpy(all->v + h * per, w->v, per * sizeof(float));
+    memcpy(ball->v + h * w->rows, b->v, w->rows * sizeof(float));
+    return 0;
+}
+
+/* Every head's E and F, then the sharing the values allow: one E and F for
+ * all heads where each head's are the same, and E as F where equal. */
+static int
+read_projections(struct lp *s, const char *a, struct lp_layer *L)
+{
+    struct arr w, b;
+    size_t h, per, kk;
+    int eq = 1, kv = 1, side, rc = 0;
+
+    L->k = 0;
+    for (side = 0; side < 2 && rc == 0; side++)
+        for (h = 0; h < s->heads && rc == 0; h++) {
+            rc = read_ef(s, a, h, side ? 'F' : 'E', &L->k, &w, &b);
+            if (rc == 0)
+                rc = side ? append(&L->f, &L->bf, &w, &b, h, s->heads)
+                          : append(&L->e, &L->be, &w, &b, h, s->heads);
+            arr_free(&w);
+            arr_free(&b);
+        }
+    if (rc != 0)
+        return rc;
+    kk = L->k;
+    per = kk * s->N;
+    for (h = 1; h < s->heads; h++)
+        eq = eq && same(&L->e, 0, &L->e, h, per) &&
+             same(&L->f, 0, &L->f, h, per) && same(&L->be, 0, &L->be, h, kk) &&
+             same(&L->bf, 0, &L->bf, h, kk);
+    for (h = 0; h < s->heads; h++)
+        kv = kv && same(&L->e, h, &L->f, h, per) &&
+             same(&L->be, h, &L->bf, h, kk);
+    L->nE = eq ? 1 : s->heads;
+    L->sharing = !eq  ? CLF_SHARE_PER_HEAD
+                 : kv ? CLF_SHARE_KEY_VALUE
+                      : CLF_SHARE_HEADWISE;
+    L->e.rows = L->f.rows = L->be.rows = L->bf.rows = L->nE * kk;
+    return 0;
+}
+
+static int
+read_layer(struct lp *s, const char *a, struct lp_layer *L)
+{
+    TRY(stack_heads(s, a, "to_q", &L->q));
+    TRY(stack_heads(s, a, "to_k", &L->kk));
+    TRY(stack_heads(s, a, "to_v", &L->v));
+    TRY(read_projections(s, a, L));
+    return out_proj(s, a, L);
+}
+
+static int
+set_w(clf_attention *att, clf_weight which, const struct arr *a)
+{
+    size_t count = a->cols ? a->rows * a->cols : a->rows;
+    return clf_attention_set_weight(att, which, a->v, count);
+}
+
+/* The layer on the device from its host weights. */
+static int
+make_layer(struct lp *s, const struct lp_layer *L, clf_attention **out)
+{
+    clf_attention_desc d;
+
+    memset(&d, 0, sizeof d);
+    d.d_model = s->C;
+    d.heads = s->heads;
+    d.head_dim = s->dh;
+    d.max_seq_len = s->N;
+    d.k = L->k;
+    d.sharing = L->sharing;
+    d.bias_out = 1;
+    d.bias_proj = 1;
+    d.causal_block = s->o->causal_block;
+    d.precision = s->o->precision;
+    TRY(clf_attention_create(out, s->m->ctx, &d));
+    TRY(set_w(*out, CLF_WEIGHT_Q, &L->q));
+    TRY(set_w(*out, CLF_WEIGHT_K, &L->kk));
+    TRY(set_w(*out, CLF_WEIGHT_V, &L->v));
+    TRY(set_w(*out, CLF_WEIGHT_OUT, &L->wo));
+    TRY(set_w(*out, CLF_BIAS_OUT, &L->bo));
+    TRY(set_w(*out, CLF_PROJ_E, &L->e));
+    TRY(set_w(*out, CLF_BIAS_E, &L->be));
+    if (L->sharing == CLF_SHARE_KEY_VALUE)
+        return 0;
+    TRY(set_w(*out, CLF_PROJ_F, &L->f));
+    return set_w(*out, CLF_BIAS_F, &L->bf);
+}
+
+/* ------------------------------------------------- buffers of the model */
+
+static int
+upload(struct lp *s, const float *v, size_t count, const char *name,
+       cl_mem *out)
+{
+    cl_int err;
+
+    *out = clCreateBuffer(s->m->ctx->context,
+                          CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                          count * sizeof(float), (void *)v, &err);
+    if (*out == NULL)
+        return clf__fail(err, "tensor %s: clCreateBuffer failed (%d)", name,
+                         err);
+    return 0;
+}
+
+/* Tensor `name` (a vector of len, or len x cols) onto the device. */
+static int
+load_buf(struct lp *s, const char *name, size_t *len, size_t *cols, cl_mem *out)
+{
+    struct arr a;
+    int rc;
+
+    TRY(get(s, name, cols ? 2 : 1, len, cols, &a));
+    rc = upload(s, a.v, cols ? *len * *cols : *len, name, out);
+    arr_free(&a);
+    return rc;
+}
+
+/* A residual's LayerNorm: <r>norm.weight and .bias, as LN1 or LN2. */
+static int
+load_norm(struct lp *s, const char *r, cl_mem *g, cl_mem *b)
+{
+    char name[NAME];
+
+    snprintf(name, sizeof name, "%sresample.weight", r);
+    if (has(s, name))
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "tensor %s: a residual that changes the width "
+                         "(ff_intermediate) is not supported",
+                         name);
+    snprintf(name, sizeof name, "%snorm.weight", r);
+    TRY(load_buf(s, name, &s->C, NULL, g));
+    snprintf(name, sizeof name, "%snorm.bias", r);
+    return load_buf(s, name, &s->C, NULL, b);
+}
+
+static int
+load_ffn(struct lp *s, const char *r, struct model_layer *M)
+{
+    char name[NAME];
+
+    snprintf(name, sizeof name, "%sfn.w_1.weight", r);
+    TRY(load_buf(s, name, &s->F, &s->C, &M->w1));
+    snprintf(name, sizeof name, "%sfn.w_1.bias", r);
+    TRY(load_buf(s, name, &s->F, NULL, &M->b1));
+    snprintf(name, sizeof name, "%sfn.w_2.weight", r);
+    TRY(load_buf(s, name, &s->C, &s->F, &M->w2));
+    snprintf(name, sizeof name, "%sfn.w_2.bias", r);
+    TRY(load_buf(s, name, &s->C, NULL, &M->b2));
+    return load_norm(s, r, &M->ln2_g, &M->ln2_b);
+}
+
+/* One attention layer (prefix a) into M. */
+static int
+attention_layer(struct lp *s, const char *a, struct model_layer *M, size_t *k)
+{
+    struct lp_layer L;
+    int rc;
+
+    memset(&L, 0, sizeof L);
+    rc = read_layer(s, a, &L);
+    if (rc == 0)
+        rc = make_layer(s, &L, &M->att);
+    *k = L.k;
+    layer_free(&L);
+    return rc;
+}
+
+/* ------------------------------------------------------------- models */
+
+/* The number of heads: to_q.0, to_q.1, ... under prefix a; against the
+ * caller's and the metadata's. */
+static int
+count_heads(struct lp *s, const char *a)
+{
+    char name[NAME];
+    size_t h = 0, meta = 0;
+    const char *v = clf_safetensors_metadata(s->st, "nhead");
+
+    for (;; h++) {
+        snprintf(name, sizeof name, "%sto_q.%zu.weight", a, h);
+        if (!has(s, name))
+            break;
+    }
+    if (h == 0)
+        return clf__fail(CLF_ENOT_FOUND,
+                         "tensor %sto_q.0.weight not found: a %s model needs "
+                         "it",
+                         a, s->what);
+    if (v != NULL)
+        meta = strtoull(v, NULL, 10);
+    if ((v != NULL && meta != h) || (s->o->heads != 0 && s->o->heads != h))
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "the file holds to_q of %zu heads; %s says %zu", h,
+                         v != NULL && meta != h ? "its metadata nhead"
+                                                : "heads",
+                         v != NULL && meta != h ? meta : s->o->heads);
+    s->heads = h;
+    return 0;
+}
+
+/* Whether any tensor's name starts with prefix. */
+static int
+any_under(const struct lp *s, const char *prefix)
+{
+    size_t n = clf_safetensors_count(s->st), i, len = strlen(prefix);
+    clf_tensor_info ti;
+
+    for (i = 0; i < n; i++)
+        if (clf_safetensors_info(s->st, i, &ti) == 0 &&
+            strncmp(ti.name, prefix, len) == 0)
+            return 1;
+    return 0;
+}
+
+/* Linformer's seq: attention residuals, each followed by a feed-forward
+ * one unless include_ff=False. */
+static int
+encoder(struct lp *s)
+{
+    clf_model *m = s->m;
+    char a[PFX], r[64], f[NAME];
+    size_t i = 0, l, k;
+    int ffn = -1;
+
+    snprintf(s->first, sizeof s->first, "%sseq.0.fn.", s->root);
+    TRY(count_heads(s, s->first));
+    m->layers = calloc(clf_safetensors_count(s->st) + 1, sizeof *m->layers);
+    if (m->layers == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    for (l = 0;; l++) {
+        snprintf(r, sizeof r, "%sseq.%zu.", s->root, i);
+        snprintf(f, sizeof f, "%sfn.to_q.0.weight", r);
+        if (!has(s, f))
+            break;
+        snprintf(a, sizeof a, "%sfn.", r);
+        m->info.layers = l + 1;
+        TRY(attention_layer(s, a, &m->layers[l], &k));
+        if (l == 0)
+            m->info.k = k;
+        TRY(load_norm(s, r, &m->layers[l].ln1_g, &m->layers[l].ln1_b));
+        snprintf(f, sizeof f, "%sseq.%zu.fn.w_1.weight", s->root, i + 1);
+        if (ffn < 0)
+            ffn = has(s, f);
+        i++;
+        if (ffn) {
+            snprintf(r, sizeof r, "%sseq.%zu.", s->root, i);
+            TRY(load_ffn(s, r, &m->layers[l]));
+            i++;
+        }
+    }
+    snprintf(r, sizeof r, "%sseq.%zu.", s->root, i);
+    if (any_under(s, r)) {
+        snprintf(f, sizeof f, "%sfn.to_q.0.weight", r);
+        return clf__fail(CLF_ENOT_FOUND,
+                         "tensor %s not found: the file has other tensors "
+                         "of %s",
+                         f, r);
+    }
+    m->info.ffn_dim = ffn == 1 ? s->F : 0;
+    return 0;
+}
+
+/* LinformerLM's embeddings and logits around its encoder. */
+static int
+lm(struct lp *s)
+{
+    clf_model *m = s->m;
+    size_t V = 0, half = 0, p, i;
+    struct arr inv;
+    float *pos;
+    int rc;
+
+    if (has(s, "linformer.project_in.weight"))
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "tensor linformer.project_in.weight: emb_dim "
+                         "different from channels (ProjectInOut) is not "
+                         "supported");
+    TRY(encoder(s));
+    TRY(load_buf(s, "to_token_emb.weight", &V, &s->C, &m->tok));
+    TRY(load_buf(s, "to_logits.weight", &V, &s->C, &m->logit_w));
+    TRY(load_buf(s, "to_logits.bias", &V, NULL, &m->logit_b));
+    m->info.vocab = V;
+    if (s->C % 2 != 0)
+        return clf__fail(CLF_ESHAPE_MISMATCH,
+                         "channels %zu is odd: the sinusoidal position table "
+                         "needs an even width",
+                         s->C);
+    half = s->C / 2;
+    TRY(get_vec(s, "pos_emb.inv_freq", &half, &inv));
+    pos = malloc(s->N * s->C * sizeof *pos);
+    if (pos == NULL) {
+        arr_free(&inv);
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    }
+    /* PositionalEmbedding: [sin(p f), cos(p f)], p f rounded to float. */
+    for (p = 0; p < s->N; p++)
+        for (i = 0; i < half; i++) {
+            float t = (float)p * inv.v[i];
+            pos[p * s->C + i] = (float)sin((double)t);
+            pos[p * s->C + half + i] = (float)cos((double)t);
+        }
+    rc = upload(s, pos, s->N * s->C, "pos_emb", &m->pos);
+    free(pos);
+    arr_free(&inv);
+    return rc;
+}
+
+/* A bare MHAttention. */
+static int
+mhattention(struct lp *s)
+{
+    clf_model *m = s->m;
+    size_t k;
+
+    s->first[0] = '\0';
+    TRY(count_heads(s, ""));
+    m->layers = calloc(1, sizeof *m->layers);
+    if (m->layers == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    m->info.layers = 1;
+    TRY(attention_layer(s, "", &m->layers[0], &k));
+    m->info.k = k;
+    return 0;
+}
+
+/* The single-head class: Q/K/V linears with biases, E and F (k, N), no
+ * output projection (an identity W_out here, exact in float). */
+static int
+single_head(struct lp *s)
+{
+    static const char *const w[3] = {"query", "key", "value"};
+    clf_model *m = s->m;
+    struct arr a[6], e, f, eye;
+    clf_attention_desc d;
+    char name[NAME];
+    size_t k = 0, i;
+    int rc = 0;
+
+    memset(a, 0, sizeof a);
+    memset(&e, 0, sizeof e);
+    f = eye = e;
+    for (i = 0; i < 3 && rc == 0; i++) {
+        snprintf(name, sizeof name, "%s.weight", w[i]);
+        rc = get(s, name, 2, &s->C, &s->C, &a[i]);
+        if (rc == 0 && a[i].rows != a[i].cols)
+            rc = clf__fail(CLF_ESHAPE_MISMATCH,
+                           "tensor %s has shape (%zu, %zu); a square "
+                           "(embed_dim, embed_dim) expected",
+                           name, a[i].rows, a[i].cols);
+        snprintf(name, sizeof name, "%s.bias", w[i]);
+        if (rc == 0)
+            rc = get_vec(s, name, &s->C, &a[3 + i]);
+    }
+    if (rc == 0)
+        rc = get(s, "E", 2, &k, &s->N, &e);
+    if (rc == 0)
+        rc = get(s, "F", 2, &k, &s->N, &f);
+    eye.v = rc == 0 ? calloc(s->C * s->C, sizeof(float)) : NULL;
+    if (rc == 0 && eye.v == NULL)
+        rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    eye.rows = eye.cols = s->C;
+    for (i = 0; rc == 0 && i < s->C; i++)
+        eye.v[i * s->C + i] = 1.0f;
+    m->layers = rc == 0 ? calloc(1, sizeof *m->layers) : NULL;
+    if (rc == 0 && m->layers == NULL)
+        rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    memset(&d, 0, sizeof d);
+    d.d_model = s->C;
+    d.heads = 1;
+    d.max_seq_len = s->N;
+    d.k = k;
+    d.bias_q = d.bias_k = d.bias_v = 1;
+    d.causal_block = s->o->causal_block;
+    d.precision = s->o->precision;
+    if (rc == 0) {
+        m->info.layers = 1;
+        m->info.k = k;
+        rc = clf_attention_create(&m->layers[0].att, m->ctx, &d);
+    }
+    for (i = 0; rc == 0 && i < 6; i++)
+        rc = set_w(m->layers[0].att,
+                   i < 3 ? (clf_weight)(CLF_WEIGHT_Q + i)
+                         : (clf_weight)(CLF_BIAS_Q + i - 3),
+                   &a[i]);
+    if (rc == 0)
+        rc = set_w(m->layers[0].att, CLF_WEIGHT_OUT, &eye);
+    if (rc == 0)
+        rc = set_w(m->layers[0].att, CLF_PROJ_E, &e);
+    if (rc == 0)
+        rc = set_w(m->layers[0].att, CLF_PROJ_F, &f);
+    for (i = 0; i < 6; i++)
+        arr_free(&a[i]);
+    arr_free(&e);
+    arr_free(&f);
+    arr_free(&eye);
+    return rc;
+}
+
+/* The tensors no part of the model explained: an error naming the first,
+ * unless allowed (then listed). */
+static int
+unexplained(struct lp *s)
+{
+    clf_model *m = s->m;
+    size_t n = clf_safetensors_count(s->st), i;
+    clf_tensor_info ti;
+
+    for (i = 0; i < n; i++) {
+        if (s->used[i] || clf_safetensors_info(s->st, i, &ti) != 0)
+            continue;
+        if (m->unexpected == NULL) {
+            m->unexpected = calloc(n, sizeof *m->unexpected);
+            if (m->unexpected == NULL)
+                return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        }
+        m->unexpected[m->n_unexpected] = strdup(ti.name);
+        if (m->unexpected[m->n_unexpected] == NULL)
+            return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        m->n_unexpected++;
+    }
+    if (m->n_unexpected > 0 && !s->o->allow_unexpected)
+        return clf__fail(CLF_EWEIGHT_UNUSED,
+                         "tensor %s is not part of a %s model (%zu unexpected "
+                         "tensor%s); allow unexpected tensors to skip them",
+                         m->unexpected[0], s->what, m->n_unexpected,
+                         m->n_unexpected == 1 ? "" : "s");
+    return 0;
+}
+
+int
+clf__lp_detect(const clf_safetensors *st, clf_layout *out)
+{
+    static const struct {
+        const char *name;
+        clf_layout layout;
+    } marks[] = {
+        {"seq.0.fn.to_q.0.weight", CLF_LAYOUT_LINFORMER_PYTORCH_ENCODER},
+        {"linformer.seq.0.fn.to_q.0.weight", CLF_LAYOUT_LINFORMER_PYTORCH_LM},
+        {"linformer.fn.seq.0.fn.to_q.0.weight",
+         CLF_LAYOUT_LINFORMER_PYTORCH_LM},
+        {"to_q.0.weight", CLF_LAYOUT_LINFORMER_PYTORCH_ATTENTION},
+        {"query.weight", CLF_LAYOUT_SINGLE_HEAD_ATTENTION}};
+    clf_tensor_info ti;
+    size_t i;
+
+    for (i = 0; i < sizeof marks / sizeof marks[0]; i++)
+        if (clf_safetensors_find(st, marks[i].name, &ti) == 0) {
+            *out = marks[i].layout;
+            return 1;
+        }
+    return 0;
+}
+
+int
+clf__lp_load(clf_model *m, const clf_safetensors *st, const clf_model_opts *o,
+             clf_layout layout)
+{
+    struct lp s;
+    int relu = 0, full = 0, rc;
+
+    memset(&s, 0, sizeof s);
+    s.m = m;
+    s.st = st;
+    s.o = o;
+    s.root = layout == CLF_LAYOUT_LINFORMER_PYTORCH_LM ? "linformer." : "";
+    s.what = clf_layout_name(layout);
+    s.used = calloc(clf_safetensors_count(st) + 1, 1);
+    if (s.used == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    m->info.layout = layout;
+    m->post_ln = 1;
+    if (o->layerwise) {
+        free(s.used);
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "layerwise is for the lucidrains and fairseq "
+                         "layouts: a %s file shows its own sharing",
+                         s.what);
+    }
+    rc = layout == CLF_LAYOUT_SINGLE_HEAD_ATTENTION
+             ? 0
+             : refuse_options(&s, &relu, &full);
+    m->act = relu ? CLF_ACT_RELU : CLF_ACT_GELU;
+    if (rc == 0)
+        rc = layout == CLF_LAYOUT_LINFORMER_PYTORCH_ENCODER ? encoder(&s)
+             : layout == CLF_LAYOUT_LINFORMER_PYTORCH_LM    ? lm(&s)
+             : layout == CLF_LAYOUT_LINFORMER_PYTORCH_ATTENTION
+                 ? mhattention(&s)
+                 : single_head(&s);
+    if (rc == 0)
+        rc = unexplained(&s);
+    free(s.used);
+    if (rc != 0)
+        return rc;
+    m->info.d_model = s.C;
+    m->info.heads = layout == CLF_LAYOUT_SINGLE_HEAD_ATTENTION ? 1 : s.heads;
+    m->info.head_dim = layout == CLF_LAYOUT_SINGLE_HEAD_ATTENTION ? s.C : s.dh;
+    m->info.max_seq_len = s.N;
+    return full ? clf_model_set_mode(m, CLF_MODE_FULL) : 0;
+}

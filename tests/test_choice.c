@@ -580,6 +580,7 @@ START_TEST(choice_roles_of_a_forward_take_their_own_ways)
     memset(&d, 0, sizeof d);
     d.d_model = D, d.heads = 4, d.max_seq_len = n, d.k = 16;
     d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
+    ck_assert_ptr_eq(tu_tiled_fit(ctx), ctx);
     layer_make(&l, &d, 601);
     clf__attention_set_attend(l.att, CLF_ATTEND_GEMM);
     tu_fill(x, count, 602, -1.0f, 1.0f);

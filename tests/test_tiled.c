@@ -117,7 +117,7 @@ compare(const struct tcase *t, const float *got, const float *c0,
 static void
 run_case(struct tcase *t, unsigned long long seed)
 {
-    clf_context *ctx = tu_context();
+    clf_context *ctx = tu_tiled_fit(tu_context());
     size_t na, nb, nc, calls = clf__tiled_state(ctx)->calls, total, i;
     float bias[600];
     double *ref, *mag;
@@ -263,7 +263,7 @@ poison_partial(clf_context *ctx)
 START_TEST(tiled_split_k_matches_reference)
 {
     static const size_t splits[] = {2, 3, 7, 1000};
-    clf_context *ctx = tu_context();
+    clf_context *ctx = tu_tiled_fit(tu_context());
     unsigned long long s = run_seed + 3000 + 50 * (unsigned long long)_i;
     size_t kchunk = 0;
     struct tcase t;
@@ -311,6 +311,9 @@ START_TEST(tiled_split_k_by_the_device)
     size_t kchunk = 0, n;
     struct tcase t;
 
+    /* The arithmetic at the default sizes, whether or not the device
+     * runs them. */
+    ck_assert_int_eq(clf__tiled_reset(ctx), 0);
     ck_assert_uint_eq(clf__tiled_state(ctx)->cfg.v[CLF_TILED_P_KWG], kwg);
     ck_assert_uint_eq(clf__tiled_state(ctx)->split, 0);
     if (cu < 16) { /* a CPU runtime: not even a single tile is split */
@@ -326,7 +329,9 @@ START_TEST(tiled_split_k_by_the_device)
     ck_assert_uint_eq(clf__tiled_split(ctx, 4096, 512, 512, 1, &kchunk), 1);
     /* Too short a K to split into slices of four steps. */
     ck_assert_uint_eq(clf__tiled_split(ctx, 16, 16, 4 * kwg, 1, &kchunk), 1);
-    /* And the split so chosen computes the product. */
+    /* And the split so chosen (for the sizes the device runs) computes the
+     * product. */
+    tu_tiled_fit(ctx);
     t = mk("split by the device", E_BATCHED, 0, 0, 20, 33, 700, 1, 1.0, 0.0);
     run_case(&t, run_seed + 4000);
     ctx->info.compute_units = cu;
@@ -336,7 +341,7 @@ END_TEST
 /* Every set of sizes the tuner may choose computes the same products. */
 START_TEST(tiled_every_tuning_set_matches_reference)
 {
-    clf_context *ctx = tu_context();
+    clf_context *ctx = tu_tiled_fit(tu_context());
     struct clf__limits lim;
     struct clf__tiled_cfg sets[CLF_TUNE_MAX_TILED],
         was = clf__tiled_state(ctx)->cfg;
@@ -385,7 +390,7 @@ END_TEST
  * with a message naming the size; the context keeps its sizes. */
 START_TEST(tiled_bad_sizes_are_refused)
 {
-    clf_context *ctx = tu_context();
+    clf_context *ctx = tu_tiled_fit(tu_context());
     struct clf__tiled_cfg c, was = clf__tiled_state(ctx)->cfg;
     struct clf__limits lim;
     char why[256];
@@ -459,7 +464,7 @@ START_TEST(tiled_forced_forward_matches_reference)
 {
     static const clf_sharing sharing[] = {
         CLF_SHARE_HEADWISE, CLF_SHARE_PER_HEAD, CLF_SHARE_KEY_VALUE};
-    clf_context *ctx = tu_context();
+    clf_context *ctx = tu_tiled_fit(tu_context());
     clf_attention_desc d;
     struct layer l;
     size_t calls = clf__tiled_state(ctx)->calls;
@@ -499,7 +504,7 @@ END_TEST
 /* CLINFORMER_KERNELS=gemm=tiled forces it for every context. */
 START_TEST(tiled_forced_through_the_environment)
 {
-    clf_context *ctx = tu_context();
+    clf_context *ctx = tu_tiled_fit(tu_context());
     char *was = getenv("CLINFORMER_KERNELS");
     int v = 0, pinned = ctx->gemm_variant, rc;
 
@@ -523,7 +528,7 @@ END_TEST
  * shape and the fastest wins. */
 START_TEST(tiled_is_timed_against_the_others)
 {
-    clf_context *ctx = tu_context();
+    clf_context *ctx = tu_tiled_fit(tu_context());
     const double *ms = ctx->last_ms[CLF_KIND_GEMM];
     int v, i;
 

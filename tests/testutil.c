@@ -24,6 +24,25 @@ tu_context(void)
     return shared_ctx;
 }
 
+clf_context *
+tu_tiled_fit(clf_context *ctx)
+{
+    struct clf__tiled_cfg cfg[16];
+    struct clf__limits lim;
+    size_t n, i;
+
+    if (ctx == NULL || clf__tiled_usable(ctx))
+        return ctx;
+    clf__device_limits(ctx, &lim);
+    n = clf__tiled_space(cfg, 16, &lim);
+    for (i = 0; i < n; i++)
+        if (clf__tiled_set(ctx, &cfg[i]) == 0 && clf__tiled_usable(ctx))
+            return ctx;
+    ck_abort_msg("no tiled GEMM sizes of the tuning space run on this "
+                 "device");
+    return ctx;
+}
+
 void
 tu_cache_dir_restore(void)
 {

@@ -13,6 +13,11 @@
 /* The suite's device context, created once (tests do not fork, since
  * OpenCL drivers do not survive fork).  NULL when there is no device. */
 clf_context *tu_context(void);
+/* Where ctx's device refuses the tiled GEMM's default sizes (rusticl on
+ * llvmpipe takes 32 work-items a group, the defaults 64), the first sizes
+ * of the tuning space it runs, so that the tiled kernel's tests run there
+ * too; nothing where the defaults run (or ctx is NULL). */
+clf_context *tu_tiled_fit(clf_context *ctx); /* returns ctx */
 
 /* Puts back the CLINFORMER_CACHE_DIR the suite started with (make check
  * gives every suite of a run one cache directory, tests/cache), or none,

@@ -84,13 +84,14 @@ typedef struct clf_attention_desc {
     int compressed_bias;
     size_t causal_block;
     clf_precision precision;
+    int bias_proj;
     ...;
 } clf_attention_desc;
 
 typedef enum clf_weight {
     CLF_WEIGHT_Q, CLF_WEIGHT_K, CLF_WEIGHT_V, CLF_WEIGHT_OUT,
     CLF_BIAS_Q, CLF_BIAS_K, CLF_BIAS_V, CLF_BIAS_OUT,
-    CLF_PROJ_E, CLF_PROJ_F, CLF_WEIGHT_COUNT, ...
+    CLF_PROJ_E, CLF_PROJ_F, CLF_BIAS_E, CLF_BIAS_F, CLF_WEIGHT_COUNT, ...
 } clf_weight;
 
 const char *clf_weight_name(clf_weight which);
@@ -121,7 +122,10 @@ int clf_attention_forward_ex(clf_attention *att, const float *x, size_t batch,
 typedef enum clf_layout {
     CLF_LAYOUT_AUTO, CLF_LAYOUT_LUCIDRAINS_ATTENTION,
     CLF_LAYOUT_LUCIDRAINS_ENCODER, CLF_LAYOUT_LUCIDRAINS_LM,
-    CLF_LAYOUT_FAIRSEQ_ATTENTION, CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER, ...
+    CLF_LAYOUT_FAIRSEQ_ATTENTION, CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER,
+    CLF_LAYOUT_LINFORMER_PYTORCH_ATTENTION,
+    CLF_LAYOUT_LINFORMER_PYTORCH_ENCODER, CLF_LAYOUT_LINFORMER_PYTORCH_LM,
+    CLF_LAYOUT_SINGLE_HEAD_ATTENTION, ...
 } clf_layout;
 
 const char *clf_layout_name(clf_layout layout);

@@ -219,6 +219,12 @@ compress_slot(ref_run *r, const float *E, const float *F, size_t hk, size_t j,
         ak += l->bk ? l->bk[col] : 0.0;
         av += bv ? bv[col] : 0.0;
     }
+    if (l->bE != NULL) { /* bias_proj: this head's E (F) row j's bias */
+        const int f_is_e = F == E;
+        ak += l->bE[(size_t)(E - l->E) / l->N + j];
+        av += f_is_e ? l->bE[(size_t)(E - l->E) / l->N + j]
+                     : l->bF[(size_t)(F - l->F) / l->N + j];
+    }
     r->kb[j * l->dh + e] = ak;
     r->vb[j * l->dh + e] = av;
 }

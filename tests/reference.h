@@ -14,6 +14,7 @@ typedef struct ref_layer {
     const float *wq, *wk, *wv, *wo; /* NULL wv with share_kv */
     const float *bq, *bk, *bv, *bo; /* NULL = no bias */
     const float *E, *F;             /* (nE*k) x N */
+    const float *bE, *bF; /* a bias per slot (nE*k; bias_proj), or NULL */
 } ref_layer;
 
 /* y (B*n x D) = attention of x (B*n x D); full != 0 for full attention. */

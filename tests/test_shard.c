@@ -134,6 +134,11 @@ START_TEST(shard_linformer_matches_reference)
         d.compressed_bias = 1;
         check_case(&d, 0, 0, 1, shards, "key-value, fairseq bias");
         d.compressed_bias = 0;
+        d.bias_proj = 1; /* the slot bias once, after the sum */
+        check_case(&d, 0, 0, 1, shards, "key-value, slot bias");
+        d.sharing = CLF_SHARE_PER_HEAD;
+        check_case(&d, 0, 0, 1, shards, "per-head, slot bias");
+        d.bias_proj = 0;
         d.sharing = CLF_SHARE_HEADWISE;
         d.share_kv = 1;
         d.bias_v = 0;

@@ -251,6 +251,8 @@ layer_make_on(struct layer *l, clf_context *ctx, const clf_attention_desc *d,
     l->ref.bo = l->w[CLF_BIAS_OUT];
     l->ref.E = l->w[CLF_PROJ_E];
     l->ref.F = l->w[CLF_PROJ_F];
+    l->ref.bE = l->w[CLF_BIAS_E];
+    l->ref.bF = l->w[CLF_BIAS_F];
 }
 
 void

@@ -402,17 +402,18 @@ class Attention(_Forward):
     Every clf_attention_desc field is a keyword: head_dim (0: d_model /
     heads), sharing ("headwise", "per-head", "key-value"), share_kv,
     one_kv_head, bias_q, bias_k, bias_v, bias_out, compressed_bias,
-    causal_block (0: none) and precision ("float" or "half").  Weights
-    start unset; set them by name ("W_q", "W_k", "W_v", "W_out", "b_q",
-    "b_k", "b_v", "b_out", "E", "F") with set_weight() or all at once with
+    bias_proj (a bias per compressed slot after E and F), causal_block
+    (0: none) and precision ("float" or "half").  Weights start unset; set
+    them by name ("W_q", "W_k", "W_v", "W_out", "b_q", "b_k", "b_v",
+    "b_out", "E", "F", "b_E", "b_F") with set_weight() or all at once with
     randomize().
     """
 
     def __init__(self, ctx, d_model, heads, max_seq_len, k, *, head_dim=0,
                  sharing="headwise", share_kv=False, one_kv_head=False,
                  bias_q=False, bias_k=False, bias_v=False, bias_out=False,
-                 compressed_bias=False, causal_block=0, precision="float",
-                 mode="linformer"):
+                 compressed_bias=False, bias_proj=False, causal_block=0,
+                 precision="float", mode="linformer"):
         self._ptr = ffi.NULL
         self._init_forward(ctx)
         desc = ffi.new("clf_attention_desc *")
@@ -424,7 +425,8 @@ class Attention(_Forward):
         desc.sharing = _choice("sharing", sharing, _SHARING)
         flags = dict(share_kv=share_kv, one_kv_head=one_kv_head,
                      bias_q=bias_q, bias_k=bias_k, bias_v=bias_v,
-                     bias_out=bias_out, compressed_bias=compressed_bias)
+                     bias_out=bias_out, compressed_bias=compressed_bias,
+                     bias_proj=bias_proj)
         for name, value in flags.items():
             if not isinstance(value, (bool, np.bool_, int)):
                 raise_for(DTypeError, "CLF_EDTYPE",
@@ -501,6 +503,8 @@ class Attention(_Forward):
             "b_out": (d.d_model,),
             "E": (ne * d.k, d.max_seq_len),
             "F": (ne * d.k, d.max_seq_len),
+            "b_E": (ne * d.k,),
+            "b_F": (ne * d.k,),
         }
         shape = shapes[name]
         if int(np.prod(shape)) != count[0]:
@@ -628,11 +632,12 @@ WEIGHT_NAMES = tuple(_text(lib.clf_weight_name(i))
                      for i in range(lib.CLF_WEIGHT_COUNT))
 _WEIGHT_IDS = {name: i for i, name in enumerate(WEIGHT_NAMES)}
 _DESC_FLAGS = ("share_kv", "one_kv_head", "bias_q", "bias_k", "bias_v",
-               "bias_out", "compressed_bias")
+               "bias_out", "compressed_bias", "bias_proj")
 _DESC_FIELDS = ("d_model", "heads", "head_dim", "max_seq_len", "k",
                 "sharing", "causal_block", "precision") + _DESC_FLAGS
 
-LAYOUTS = tuple(_text(lib.clf_layout_name(i)) for i in range(6))
+LAYOUTS = tuple(_text(lib.clf_layout_name(i))
+                for i in range(lib.CLF_LAYOUT_SINGLE_HEAD_ATTENTION + 1))
 
 
 class Model(_Forward):

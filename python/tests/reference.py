@@ -2,7 +2,8 @@
 (tests/reference.c is the C twin):
 
     Q = X W_q^T + b_q,  K = X W_k^T + b_k,  V = X W_v^T + b_v
-    Kbar = E K,  Vbar = F V        (per head; E diag(mask) under padding)
+    Kbar = E K,  Vbar = F V        (per head; E diag(mask) under padding;
+                                    + b_E, b_F per slot with bias_proj)
     O_h = softmax(Q_h Kbar_h^T / sqrt(d_h)) Vbar_h
     Y = O W_out^T + b_out          (rows at padding positions are 0)
 
@@ -40,8 +41,9 @@ def attention(x, w, *, d_model, heads, max_seq_len, k, head_dim=0,
     wq, wk, wv, wo = (_get(w, s) for s in ("W_q", "W_k", "W_v", "W_out"))
     bq, bk, bv, bo = (_get(w, s) for s in ("b_q", "b_k", "b_v", "b_out"))
     E, F = _get(w, "E"), _get(w, "F")
+    bE, bF = _get(w, "b_E"), _get(w, "b_F")
     if share_kv or sharing == "key-value":
-        F = E
+        F, bF = E, bE
     late = compressed_bias and not full
     lin_causal = causal and not full
     if lin_causal:
@@ -92,6 +94,9 @@ def attention(x, w, *, d_model, heads, max_seq_len, k, head_dim=0,
                                 kb = kb + bk[hk * dh:(hk + 1) * dh]
                             if bvv is not None:
                                 vb = vb + bvv[hk * dh:(hk + 1) * dh]
+                        if bE is not None:
+                            kb = kb + bE[eh * k + j]
+                            vb = vb + bF[eh * k + j]
                         keys.append(kb)
                         vals.append(vb)
                     if lin_causal:

@@ -16,6 +16,11 @@ CONFIGS = {
     "share_kv_one_kv_head": dict(share_kv=True, one_kv_head=True),
     "head_dim": dict(heads=2, head_dim=8),
     "compressed_bias": dict(bias_k=True, bias_v=True, compressed_bias=True),
+    # A bias per compressed slot (linformer-pytorch's E and F).
+    "bias_proj": dict(bias_proj=True, bias_out=True),
+    "bias_proj_per_head": dict(bias_proj=True, sharing="per-head"),
+    "bias_proj_key_value": dict(bias_proj=True, sharing="key-value",
+                                bias_k=True),
 }
 
 
@@ -151,3 +156,19 @@ def test_attention_half_precision_close_to_float(ctx, rng):
     x = rng.standard_normal((1, 20, 32)).astype(np.float32)
     assert att.precision == "half"
     assert close(att(x), reference(att, desc, x), tol=3e-3)
+
+
+@pytest.mark.parametrize("sharing", ["headwise", "per-head"])
+def test_attention_bias_proj_with_padding(ctx, rng, sharing):
+    # The slot bias is added whatever the padding (linformer-pytorch zeroes
+    # the masked K and V rows before its nn.Linear over the sequence).
+    att, desc = make(ctx, bias_proj=True, sharing=sharing)
+    x = rng.standard_normal((2, 20, 32)).astype(np.float32)
+    lengths = np.array([20, 13], dtype=np.uint32)
+    mask = np.arange(20)[None, :] < lengths[:, None]
+    y = att(x, lengths=lengths, out=poisoned(x.shape))
+    assert close(y, reference(att, desc, x, mask=mask))
+    # Causal Linformer has no slot bias.
+    att2, _ = make(ctx, bias_proj=True, causal_block=6)
+    with pytest.raises(clinformer.UnsupportedError, match="bias_proj"):
+        att2(np.ascontiguousarray(x[:, :18]), causal=True)

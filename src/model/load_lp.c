@@ -377,6 +377,9 @@ out_proj(struct lp *s, const char *a, struct lp_layer *L)
     L->bo.v = rc == 0 ? malloc(s->C * sizeof(float)) : NULL;
     if (rc == 0 && (L->wo.v == NULL || L->bo.v == NULL))
         rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    L->wo.rows = L->bo.rows = s->C;
+    L->wo.cols = hd;
+    L->bo.cols = 0;
     for (r = 0; rc == 0 && r < s->C; r++) {
         double bb = b2.v[r];
         for (i = 0; i < I; i++)

@@ -10,14 +10,18 @@ Environment the committed fixtures were produced with (Debian 12):
     torch        1.13.1+dfsg-4 (Debian package python3-torch; torch.__version__ == "1.13.0a0")
     numpy        1.24.2   (Debian package python3-numpy)
     linformer    0.2.3    (PyPI, installed with --no-deps)
+    linformer-pytorch 0.19.3 (PyPI, module linformer_pytorch, installed with --no-deps)
     safetensors  0.8.0    (PyPI)
 
 For each case <case> it writes
     <case>.safetensors   weights (safetensors.torch.save_file(model.state_dict(), ...)
-                         for the lucidrains cases; safetensors.numpy.save_file for fairseq)
+                         for the lucidrains cases, the unshared linformer-pytorch cases and
+                         the guide's attention; safetensors.torch.save_model(model, ...) for the
+                         linformer-pytorch cases whose E/F projections are shared;
+                         safetensors.numpy.save_file for fairseq)
                          with hyperparameters as string metadata
-    <case>_x.npy         input, float32 (B, n, dim); int64 token ids (B, n) for the LM
-    <case>_y.npy         output, float32 (B, n, dim); logits (B, n, num_tokens) for the LM
+    <case>_x.npy         input, float32 (B, n, dim); int64 token ids (B, n) for the LMs
+    <case>_y.npy         output, float32 (B, n, dim); logits (B, n, num_tokens) for the LMs
 and MANIFEST.txt listing every tensor name, dtype and shape per case.  The only change made to
 a file written by save_file is that the keys of its __metadata__ map are put in sorted order
 (safetensors writes them in hash order), so regenerating reproduces every file byte for byte.
@@ -35,8 +39,32 @@ post-LayerNorm TransformerEncoderLayer around it, reproduced in NumPy (float64 c
 float32), batch-first.  A second transcription in torch that follows fairseq's own
 (T, B, C) code path (F.linear with compress_k.weight[:, 0:tgt_len], q *= scaling after q_proj)
 is checked against it.
+
+linformer-pytorch cases (PyPI linformer-pytorch 0.19.3, tatp22's Linformer): outputs come from
+the package itself, in eval mode, under torch.no_grad(), every dropout 0, float32 on the CPU,
+with the package's own initialisation and the LayerNorms perturbed as for lucidrains.  The
+package's __init__ also imports its Visualizer, which needs matplotlib; the script therefore
+loads the model module linformer_pytorch/linformer_pytorch.py of the installed package on its
+own.  Shared dimensions: channels 16, nhead 2 (head dim 8 unless dim_d is set), input_size
+N = 12, dim_k 4, dim_ff 32, depth 2, batch 2, and every input has exactly N positions (the
+package asserts n == input_size).  The metadata holds the constructor's keyword arguments as
+str() writes them (booleans "True"/"False", unlike the lowercase lucidrains/fairseq metadata)
+plus "layout".  With parameter_sharing layerwise, headwise or kv (and in the LM and the bare
+MHAttention, which share too) one E/F tensor is reachable under several state_dict names;
+save_model keeps the first name of each group in sorted order and records every dropped name in
+__metadata__ as dropped name -> kept name (MANIFEST.txt lists the groups).  The padded case
+stores its key lengths as metadata "lengths" and zeroes the output rows at padded positions.
+Each output is recomputed by a float64 NumPy implementation that reads the weights back from
+the written .safetensors file (resolving the dropped names through those metadata entries), and
+each file is loaded into a freshly built model (safetensors.torch.load_model), which must
+reproduce the output bit for bit.
+
+guide_attention: a single-head Linformer attention as commonly written in tutorials (class
+LinformerAttention below: biased query/key/value Linears, E and F of shape (k, seq_len) applied
+as E[:, :n] @ K, scores scaled by 1/sqrt(embed_dim), no output projection), with n < seq_len.
 """
 
+import importlib.util
 import json
 import os
 import struct
@@ -84,7 +112,7 @@ def perturb_layernorms(model):
                 m.bias.copy_(0.1 * torch.randn_like(m.bias))
 
 
-def record(case, tensors, metadata, x, y):
+def record(case, tensors, metadata, x, y, shared=None):
     manifest.append("[%s]" % case)
     manifest.append("  files: %s.safetensors %s_x.npy %s_y.npy" % (case, case, case))
     manifest.append("  metadata: " + ", ".join("%s=%s" % kv for kv in sorted(metadata.items())))
@@ -94,6 +122,14 @@ def record(case, tensors, metadata, x, y):
     for name, t in tensors.items():
         manifest.append("    %-44s %-8s %s" % (name, str(t.dtype).replace("torch.", ""),
                                                tuple(t.shape)))
+    if shared:
+        manifest.append("  shared (%d groups; the name kept in the file, then the names dropped "
+                        "from it," % len(shared))
+        manifest.append("          each stored in __metadata__ as dropped name -> kept name):")
+        for kept in sorted(shared):
+            manifest.append("    %s" % kept)
+            for name in shared[kept]:
+                manifest.append("      = %s" % name)
     manifest.append("")
 
 
@@ -394,13 +430,316 @@ def case_fairseq_encoder_layer(case, seed, n):
 
 
 # ---------------------------------------------------------------------------------------------
+# linformer-pytorch cases (PyPI linformer-pytorch 0.19.3, module linformer_pytorch)
+
+def load_linformer_pytorch():
+    """The model module of the installed linformer-pytorch.  The package's __init__ also imports
+    its Visualizer, which needs matplotlib, so the module file is loaded on its own."""
+    spec = importlib.util.find_spec("linformer_pytorch")
+    if spec is None:
+        sys.exit("linformer-pytorch is not installed (pip install --no-deps "
+                 "linformer-pytorch==0.19.3)")
+    path = os.path.join(spec.submodule_search_locations[0], "linformer_pytorch.py")
+    mspec = importlib.util.spec_from_file_location("linformer_pytorch.linformer_pytorch", path)
+    module = importlib.util.module_from_spec(mspec)
+    mspec.loader.exec_module(module)
+    return module
+
+
+lp = load_linformer_pytorch()
+
+
+def meta_str(**kw):
+    """Metadata of the linformer-pytorch and guide cases: each value as str() writes it (so
+    booleans are "True"/"False", as the constructor keyword would be written)."""
+    return {k: str(v) for k, v in kw.items()}
+
+
+def save_torch_model_case(case, model, x, y, metadata):
+    """safetensors.torch.save_model: for a state_dict in which one tensor is reachable under
+    several names, the file keeps one name per group (the first in sorted order) and save_model
+    adds every dropped name to __metadata__ as dropped name -> kept name."""
+    sd = model.state_dict()
+    for name, t in sd.items():
+        assert t.dtype == torch.float32, (name, t.dtype)
+    path = os.path.join(OUT_DIR, case + ".safetensors")
+    safetensors.torch.save_model(model, path, metadata=dict(metadata))
+    canonicalise_metadata(path)
+    with safetensors.safe_open(path, framework="pt") as f:
+        kept = set(f.keys())
+        file_md = f.metadata()
+    shared = {}
+    for name, target in sorted(file_md.items()):
+        if name in metadata:
+            assert file_md[name] == metadata[name], name
+            continue
+        assert name in sd and name not in kept and target in kept, (name, target)
+        shared.setdefault(target, []).append(name)
+    assert kept | set(n for g in shared.values() for n in g) == set(sd)
+    x_np = x.numpy()
+    y_np = y.numpy().astype(np.float32)
+    save_npy(case, x_np, y_np)
+    record(case, {n: t for n, t in sd.items() if n in kept}, metadata, x_np, y_np, shared)
+
+
+def read_weights(case):
+    """float64 arrays by state_dict name, read back from <case>.safetensors.  A name that
+    save_model dropped is resolved through its __metadata__ entry (dropped name -> kept name)."""
+    path = os.path.join(OUT_DIR, case + ".safetensors")
+    with safetensors.safe_open(path, framework="numpy") as f:
+        w = {n: f.get_tensor(n).astype(np.float64) for n in f.keys()}
+        md = f.metadata()
+    for name, target in md.items():
+        if target in w:
+            assert name not in w, name
+            w[name] = w[target]
+    return w
+
+
+def save_lp_case(case, model, x, y, metadata, shared):
+    if shared:
+        save_torch_model_case(case, model, x, y, metadata)
+    else:
+        save_torch_case(case, model, x, y, metadata)
+
+
+def check_reload(case, build, x, y, **kwargs):
+    """Load the written file into a freshly built model (other seed); it must reproduce y."""
+    torch.manual_seed(1000)
+    model = build()
+    model.eval()
+    safetensors.torch.load_model(model, os.path.join(OUT_DIR, case + ".safetensors"))
+    with torch.no_grad():
+        y2 = model(x, **kwargs)
+    if not torch.equal(y, y2):
+        sys.exit("%s: reloading the file does not reproduce the output" % case)
+
+
+def np_lp_compress(w, p, t, method, stride):
+    """E or F (key prefix p) applied along the sequence axis of t (B, N, d) -> (B, k, d)."""
+    W = w[p + "weight"]
+    b = w[p + "bias"]
+    if method == "learnable":
+        # nn.Linear(input_size, k) on the transposed (B, d, N) tensor: weight (k, N), bias (k,)
+        # added once per compressed slot
+        return np.einsum("kn,bnd->bkd", W, t) + b[None, :, None]
+    assert method == "convolution"
+    # nn.Conv1d(d, d, kernel_size=stride, stride=stride) on (B, d, N): weight (d_out, d_in, s),
+    # bias (d_out,) added per channel
+    s = W.shape[2]
+    assert s == stride
+    nk = (t.shape[1] - s) // s + 1
+    win = np.stack([t[:, j * s:j * s + s, :] for j in range(nk)], 1)     # (B, k, s, d_in)
+    return np.einsum("oct,bjtc->bjo", W, win) + b
+
+
+def np_lp_mha(w, p, x, nhead, method, full_attention, causal, mask, stride):
+    """linformer_pytorch MHAttention (not decoder mode).  x (B, N, C); mask (B, N) bool or None."""
+    outs = []
+    for h in range(nhead):
+        q = x @ w[p + "to_q.%d.weight" % h].T                 # (B, N, d), no biases
+        k = x @ w[p + "to_k.%d.weight" % h].T
+        v = x @ w[p + "to_v.%d.weight" % h].T
+        d = q.shape[-1]
+        if mask is not None:                                  # padded keys/values zeroed
+            k = np.where(mask[:, :, None], k, 0.0)            # before the compression
+            v = np.where(mask[:, :, None], v, 0.0)
+        if not full_attention:
+            k = np_lp_compress(w, p + "heads.%d.E." % h, k, method, stride)
+            v = np_lp_compress(w, p + "heads.%d.F." % h, v, method, stride)
+        s = q @ k.transpose(0, 2, 1) / np.sqrt(d)
+        if causal:                                            # query i sees slot j <= i
+            n, m = s.shape[1:]
+            s = np.where(np.arange(m)[None, :] <= np.arange(n)[:, None], s, -np.inf)
+        outs.append(np_softmax(s) @ v)
+    o = np.concatenate(outs, -1)                              # channel = head * d + e
+    if p + "w_o.weight" in w:
+        return o @ w[p + "w_o.weight"].T + w[p + "w_o.bias"]
+    o = o @ w[p + "w_o_1.weight"].T + w[p + "w_o_1.bias"]
+    return o @ w[p + "w_o_2.weight"].T + w[p + "w_o_2.bias"]
+
+
+def np_lp_encoder(w, prefix, x, depth, nhead, activation, include_ff, method, full_attention,
+                  causal, mask, stride):
+    """linformer_pytorch Linformer: post-LayerNorm residuals x = LN(x + f(x)), no final LN."""
+    act = np_gelu if activation == "gelu" else (lambda t: np.maximum(t, 0.0))
+    i = 0
+    for _ in range(depth):
+        p = "%sseq.%d." % (prefix, i)
+        x = np_layernorm(x + np_lp_mha(w, p + "fn.", x, nhead, method, full_attention, causal,
+                                       mask, stride), w[p + "norm.weight"], w[p + "norm.bias"])
+        i += 1
+        if include_ff:
+            p = "%sseq.%d." % (prefix, i)
+            h = act(x @ w[p + "fn.w_1.weight"].T + w[p + "fn.w_1.bias"])
+            h = h @ w[p + "fn.w_2.weight"].T + w[p + "fn.w_2.bias"]
+            x = np_layernorm(x + h, w[p + "norm.weight"], w[p + "norm.bias"])
+            i += 1
+    return x
+
+
+def lp_kwargs(**kw):
+    """Keyword arguments of linformer_pytorch.Linformer: the shared tiny dimensions, every dropout
+    0 and the arguments that define the computation, with the per-case overrides."""
+    base = dict(input_size=SEQ_LEN, channels=DIM, dim_k=K, dim_ff=FFN_DIM, nhead=HEADS,
+                depth=DEPTH, dropout=0, dropout_ff=0, activation="gelu",
+                parameter_sharing="layerwise", k_reduce_by_layer=0, full_attention=False,
+                include_ff=True, causal=False, method="learnable")
+    base.update(kw)
+    return base
+
+
+def case_lp_encoder(case, seed, lengths=None, **overrides):
+    kw = lp_kwargs(**overrides)
+    build = lambda: lp.Linformer(**kw)
+    torch.manual_seed(seed)
+    model = build()
+    model.eval()
+    perturb_layernorms(model)
+    x = torch.randn(BATCH, SEQ_LEN, DIM)
+    fwd = {}
+    mask = None
+    if lengths is not None:
+        mask = torch.arange(SEQ_LEN)[None, :] < torch.tensor(lengths)[:, None]   # True = keep
+        fwd["input_mask"] = mask
+    with torch.no_grad():
+        y = model(x, **fwd)
+    y_out = y
+    if mask is not None:
+        # the rows of valid positions do not depend on the inputs at padded positions
+        x2 = torch.where(mask[:, :, None], x, torch.randn(x.shape))
+        with torch.no_grad():
+            y2 = model(x2, **fwd)
+        assert torch.equal(y[mask], y2[mask])
+        y_out = y.masked_fill(~mask[:, :, None], 0.0)
+    md = meta_str(layout="linformer_pytorch_encoder", **kw)
+    if lengths is not None:
+        md["lengths"] = ",".join(str(n) for n in lengths)
+    save_lp_case(case, model, x, y_out, md, kw["parameter_sharing"] != "none")
+    if kw["causal"]:
+        want = np.arange(K)[None, :] <= np.arange(SEQ_LEN)[:, None]
+        assert np.array_equal(lp.gen_causal_mask(SEQ_LEN, K, kw["full_attention"]).numpy(), want)
+    m = None if mask is None else mask.numpy()
+    ref = np_lp_encoder(read_weights(case), "", x.double().numpy(), kw["depth"], kw["nhead"],
+                        kw["activation"], kw["include_ff"], kw["method"], kw["full_attention"],
+                        kw["causal"], m, kw["input_size"] // kw["dim_k"])
+    if m is not None:
+        ref = np.where(m[:, :, None], ref, 0.0)
+    check_close(case, ref, y_out.numpy())
+    check_reload(case, build, x, y, **fwd)
+
+
+def case_lp_lm(case, seed):
+    kw = dict(num_tokens=NUM_TOKENS, input_size=SEQ_LEN, channels=DIM, dim_k=K, dim_ff=FFN_DIM,
+              nhead=HEADS, depth=DEPTH, dropout=0, dropout_ff=0, dropout_tokens=0,
+              activation="gelu", parameter_sharing="layerwise", k_reduce_by_layer=0,
+              full_attention=False, include_ff=True, causal=False, method="learnable")
+    build = lambda: lp.LinformerLM(**kw)
+    torch.manual_seed(seed)
+    model = build()
+    model.eval()
+    perturb_layernorms(model)
+    x = torch.randint(0, NUM_TOKENS, (BATCH, SEQ_LEN), dtype=torch.int64)
+    with torch.no_grad():
+        y = model(x)
+    md = meta_str(layout="linformer_pytorch_lm", **kw)
+    save_lp_case(case, model, x, y, md, True)
+    w = read_weights(case)
+    # PositionalEmbedding: inv_freq = 100000^(-2i/C) (a buffer, saved), angle = pos * inv_freq,
+    # embedding = concat(sin(angle), cos(angle)) (not interleaved), added to the token embedding
+    inv_freq = w["pos_emb.inv_freq"]
+    assert np.allclose(inv_freq, 1.0 / 100000.0 ** (np.arange(0, DIM, 2) / DIM), rtol=1e-6)
+    ang = np.arange(SEQ_LEN)[:, None] * inv_freq[None, :]
+    h = w["to_token_emb.weight"][x.numpy()] + np.concatenate([np.sin(ang), np.cos(ang)], -1)
+    h = np_lp_encoder(w, "linformer.", h, DEPTH, HEADS, "gelu", True, "learnable", False, False,
+                      None, SEQ_LEN // K)
+    ref = h @ w["to_logits.weight"].T + w["to_logits.bias"]
+    check_close(case, ref, y.numpy())
+    check_reload(case, build, x, y)
+
+
+def case_lp_mhattention(case, seed):
+    kw = dict(input_size=SEQ_LEN, dim=DIM_HEAD, channels=DIM, dim_k=K, nhead=HEADS, dropout=0,
+              checkpoint_level="C0", parameter_sharing="headwise", E_proj=None, F_proj=None,
+              full_attention=False, causal_mask=None, method="learnable")
+    build = lambda: lp.MHAttention(**kw)
+    torch.manual_seed(seed)
+    model = build()
+    model.eval()
+    perturb_layernorms(model)            # (none in a bare attention module)
+    x = torch.randn(BATCH, SEQ_LEN, DIM)
+    with torch.no_grad():
+        y = model(x)
+    md = meta_str(layout="linformer_pytorch_mhattention",
+                  **{k: v for k, v in kw.items() if k not in ("E_proj", "F_proj")})
+    save_lp_case(case, model, x, y, md, True)
+    ref = np_lp_mha(read_weights(case), "", x.double().numpy(), HEADS, "learnable", False, False,
+                    None, SEQ_LEN // K)
+    check_close(case, ref, y.numpy())
+    check_reload(case, build, x, y)
+
+
+# ---------------------------------------------------------------------------------------------
+# the guide's single-head Linformer attention
+
+class LinformerAttention(torch.nn.Module):
+    """Single-head Linformer self-attention as a tutorial writes it: E and F are (k, seq_len)
+    parameters applied to the first n positions, no output projection."""
+
+    def __init__(self, embed_dim, seq_len, k):
+        super().__init__()
+        from math import sqrt
+        self.embed_dim = embed_dim
+        self.query = torch.nn.Linear(embed_dim, embed_dim)
+        self.key = torch.nn.Linear(embed_dim, embed_dim)
+        self.value = torch.nn.Linear(embed_dim, embed_dim)
+        self.E = torch.nn.Parameter(torch.randn(k, seq_len) / sqrt(k))
+        self.F = torch.nn.Parameter(torch.randn(k, seq_len) / sqrt(k))
+
+    def forward(self, x):
+        from math import sqrt
+        n = x.shape[1]
+        Q = self.query(x)
+        K_ = self.key(x)
+        V = self.value(x)
+        K_proj = self.E[:, :n] @ K_                              # (B, k, D)
+        V_proj = self.F[:, :n] @ V
+        scores = Q @ K_proj.transpose(-2, -1) / sqrt(self.embed_dim)
+        P = torch.softmax(scores, dim=-1)
+        return P @ V_proj
+
+
+def case_guide_attention(case, seed, n):
+    build = lambda: LinformerAttention(embed_dim=DIM, seq_len=SEQ_LEN, k=K)
+    torch.manual_seed(seed)
+    model = build()
+    model.eval()
+    x = torch.randn(BATCH, n, DIM)
+    with torch.no_grad():
+        y = model(x)
+    md = meta_str(layout="guide_attention", embed_dim=DIM, seq_len=SEQ_LEN, k=K)
+    save_torch_case(case, model, x, y, md)
+    w = read_weights(case)
+    x64 = x.double().numpy()
+    q = x64 @ w["query.weight"].T + w["query.bias"]
+    kx = x64 @ w["key.weight"].T + w["key.bias"]
+    vx = x64 @ w["value.weight"].T + w["value.bias"]
+    kp = np.einsum("kn,bnd->bkd", w["E"][:, :n], kx)          # biases compressed with the rows
+    vp = np.einsum("kn,bnd->bkd", w["F"][:, :n], vx)
+    ref = np_softmax(q @ kp.transpose(0, 2, 1) / np.sqrt(DIM)) @ vp
+    check_close(case, ref, y.numpy())
+    check_reload(case, build, x, y)
+
+
+# ---------------------------------------------------------------------------------------------
 
 def main():
     torch.set_default_dtype(torch.float32)
     torch.set_num_threads(1)
     from importlib.metadata import version
-    print("torch %s, numpy %s, linformer %s, safetensors %s" % (
-        torch.__version__, np.__version__, version("linformer"), version("safetensors")))
+    print("torch %s, numpy %s, linformer %s, linformer-pytorch %s, safetensors %s" % (
+        torch.__version__, np.__version__, version("linformer"), version("linformer-pytorch"),
+        version("safetensors")))
     case_lucid_attention("lucidrains_attention", 1, False, False, N_SHORT)
     case_lucid_attention("lucidrains_attention_sharekv_onekv", 2, True, True, N_SHORT)
     case_lucid_encoder("lucidrains_encoder", 3, N_SHORT, False)
@@ -409,6 +748,22 @@ def main():
     case_lucid_lm("lucidrains_lm", 6, N_SHORT)
     case_fairseq_attention("fairseq_attention", 7, N_SHORT)
     case_fairseq_encoder_layer("fairseq_encoder_layer", 8, N_SHORT)
+    case_lp_encoder("lp_linformer_layerwise", 9, parameter_sharing="layerwise")
+    case_lp_encoder("lp_linformer_none", 10, parameter_sharing="none")
+    case_lp_encoder("lp_linformer_headwise", 11, parameter_sharing="headwise")
+    case_lp_encoder("lp_linformer_kv", 12, parameter_sharing="kv")
+    case_lp_encoder("lp_linformer_relu", 13, parameter_sharing="none", activation="relu")
+    case_lp_encoder("lp_linformer_kreduce", 14, parameter_sharing="headwise", k_reduce_by_layer=1)
+    case_lp_encoder("lp_linformer_dimd", 15, parameter_sharing="none", dim_d=6)
+    case_lp_encoder("lp_linformer_wo2", 16, parameter_sharing="none", w_o_intermediate_dim=10)
+    case_lp_encoder("lp_linformer_noff", 17, parameter_sharing="none", include_ff=False)
+    case_lp_encoder("lp_linformer_full", 18, parameter_sharing="none", full_attention=True)
+    case_lp_encoder("lp_linformer_padded", 19, lengths=(SEQ_LEN, 7), parameter_sharing="none")
+    case_lp_lm("lp_lm", 20)
+    case_lp_mhattention("lp_mhattention", 21)
+    case_guide_attention("guide_attention", 22, N_SHORT)
+    case_lp_encoder("lp_linformer_conv", 23, parameter_sharing="none", method="convolution")
+    case_lp_encoder("lp_linformer_causal", 24, parameter_sharing="none", causal=True)
     text = "\n".join(manifest)
     with open(os.path.join(OUT_DIR, "MANIFEST.txt"), "w") as f:
         f.write(text)

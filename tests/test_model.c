@@ -22,9 +22,11 @@ path_of(char *buf, size_t cap, const char *name)
     snprintf(buf, cap, "%s/%s", data_dir, name);
 }
 
-/* Loads case `name`, runs it, compares with the stored output. */
+/* Loads case `name`, runs it (with opts), compares with the stored
+ * output. */
 static void
-check_case(const char *name, clf_layout layout, clf_layout expect)
+check_case_ex(const char *name, clf_layout layout, clf_layout expect,
+              const clf_forward_opts *opts)
 {
     char p[1200];
     clf_model *m = NULL;
@@ -61,10 +63,10 @@ check_case(const char *name, clf_layout layout, clf_layout expect)
     }
     if (info.vocab) {
         ck_assert_ptr_nonnull(x.ids);
-        rc = clf_model_forward_tokens(m, x.ids, B, n, out, NULL);
+        rc = clf_model_forward_tokens(m, x.ids, B, n, out, opts);
     } else {
         ck_assert_ptr_nonnull(x.data);
-        rc = clf_model_forward(m, x.data, B, n, out, NULL);
+        rc = clf_model_forward(m, x.data, B, n, out, opts);
     }
     ck_assert_msg(rc == 0, "%s forward: %s", name, clf_last_error());
     tu_assert_close(out, ref, y.count, TOL, name);
@@ -73,6 +75,12 @@ check_case(const char *name, clf_layout layout, clf_layout expect)
     clf_array_free(&x);
     clf_array_free(&y);
     clf_model_destroy(m);
+}
+
+static void
+check_case(const char *name, clf_layout layout, clf_layout expect)
+{
+    check_case_ex(name, layout, expect, NULL);
 }
 
 START_TEST(model_lucidrains_attention_matches_torch)
@@ -124,6 +132,63 @@ START_TEST(model_fairseq_encoder_layer_matches_reference)
 {
     check_case("fairseq_encoder_layer", CLF_LAYOUT_AUTO,
                CLF_LAYOUT_FAIRSEQ_ENCODER_LAYER);
+}
+END_TEST
+
+/* linformer-pytorch 0.19.3's models and the single-head class, as the
+ * package computed them (tests/data/gen_fixtures.py): every sharing mode
+ * (the shared ones saved by save_model, each shared tensor once), relu, a
+ * k per layer, dim_d, w_o_1/w_o_2, no feed-forward, full attention, the
+ * LM, a bare MHAttention, padding. */
+START_TEST(model_linformer_pytorch_matches_torch)
+{
+    static const char *const enc[] = {
+        "lp_linformer_layerwise", "lp_linformer_none", "lp_linformer_headwise",
+        "lp_linformer_kv",        "lp_linformer_relu", "lp_linformer_kreduce",
+        "lp_linformer_dimd",      "lp_linformer_wo2",  "lp_linformer_noff",
+        "lp_linformer_full"};
+    const unsigned lengths[2] = {12, 7};
+    clf_forward_opts o;
+    size_t i;
+
+    for (i = 0; i < sizeof enc / sizeof enc[0]; i++)
+        check_case(enc[i], CLF_LAYOUT_AUTO,
+                   CLF_LAYOUT_LINFORMER_PYTORCH_ENCODER);
+    check_case("lp_lm", CLF_LAYOUT_AUTO, CLF_LAYOUT_LINFORMER_PYTORCH_LM);
+    check_case("lp_mhattention", CLF_LAYOUT_AUTO,
+               CLF_LAYOUT_LINFORMER_PYTORCH_ATTENTION);
+    check_case("lp_linformer_none", CLF_LAYOUT_LINFORMER_PYTORCH_ENCODER,
+               CLF_LAYOUT_LINFORMER_PYTORCH_ENCODER);
+    memset(&o, 0, sizeof o);
+    o.lengths = lengths;
+    check_case_ex("lp_linformer_padded", CLF_LAYOUT_AUTO,
+                  CLF_LAYOUT_LINFORMER_PYTORCH_ENCODER, &o);
+    check_case("guide_attention", CLF_LAYOUT_AUTO,
+               CLF_LAYOUT_SINGLE_HEAD_ATTENTION);
+}
+END_TEST
+
+/* What the package builds but clinformer does not run is refused with the
+ * reason, nothing loaded. */
+START_TEST(model_linformer_pytorch_refusals_name_the_reason)
+{
+    static const char *const cases[][2] = {
+        {"lp_linformer_conv", "Conv1d"},
+        {"lp_linformer_causal", "causal=True"}};
+    char p[1200];
+    clf_model *m;
+    size_t i;
+
+    for (i = 0; i < 2; i++) {
+        path_of(p, sizeof p, cases[i][0]);
+        strcat(p, ".safetensors");
+        m = (clf_model *)p;
+        ck_assert_int_eq(clf_model_load(&m, tu_context(), p, NULL),
+                         CLF_EUNSUPPORTED);
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strstr(clf_last_error(), cases[i][1]) != NULL, "%s",
+                      clf_last_error());
+    }
 }
 END_TEST
 
@@ -841,6 +906,8 @@ suite(void)
     tcase_add_test(tc, model_share_kv_comes_from_the_file);
     tcase_add_test(tc, model_layout_names_round_trip);
     tcase_add_test(tc, model_linformer_pytorch_bad_files);
+    tcase_add_test(tc, model_linformer_pytorch_matches_torch);
+    tcase_add_test(tc, model_linformer_pytorch_refusals_name_the_reason);
     tcase_add_test(tc, model_single_head_bad_files);
     suite_add_tcase(s, tc);
     return s;

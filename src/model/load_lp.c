@@ -279,6 +279,7 @@ read_ef(struct lp *s, const char *a, size_t h, char side, size_t *k,
     size_t len;
     clf_tensor_info ti;
 
+    w->v = b->v = NULL;
     TRY(resolve_ef(s, a, h, side, name));
     if (clf_safetensors_find(s->st, name, &ti) == 0 && ti.ndim == 3)
         return clf__fail(CLF_EUNSUPPORTED,

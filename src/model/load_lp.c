@@ -346,57 +346,73 @@ stack_heads(struct lp *s, const char *a, const char *which, struct arr *out)
     return 0;
 }
 
+/* W = W2 W1 (C x hd) and b = W2 b1 + b2, in double. */
+static int
+fold(struct lp_layer *L, size_t C, size_t hd, size_t I, const struct arr *w1,
+     const struct arr *b1, const struct arr *w2, const struct arr *b2)
+{
+    size_t r, c, i;
+
+    L->wo.v = malloc(C * hd * sizeof(float));
+    L->bo.v = malloc(C * sizeof(float));
+    if (L->wo.v == NULL || L->bo.v == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    L->wo.rows = L->bo.rows = C;
+    L->wo.cols = hd;
+    L->bo.cols = 0;
+    for (r = 0; r < C; r++) {
+        double bb = b2->v[r];
+        for (i = 0; i < I; i++)
+            bb += (double)w2->v[r * I + i] * b1->v[i];
+        L->bo.v[r] = (float)bb;
+        for (c = 0; c < hd; c++) {
+            double acc = 0.0;
+            for (i = 0; i < I; i++)
+                acc += (double)w2->v[r * I + i] * w1->v[i * hd + c];
+            L->wo.v[r * hd + c] = (float)acc;
+        }
+    }
+    return 0;
+}
+
+/* w_o_1 then w_o_2 (w_o_intermediate_dim), read into w[0..3]. */
+static int
+read_two(struct lp *s, const char *a, size_t hd, size_t *I, struct arr *w)
+{
+    char n[NAME];
+
+    snprintf(n, sizeof n, "%sw_o_1.weight", a);
+    TRY(get(s, n, 2, I, &hd, &w[0]));
+    snprintf(n, sizeof n, "%sw_o_1.bias", a);
+    TRY(get_vec(s, n, I, &w[1]));
+    snprintf(n, sizeof n, "%sw_o_2.weight", a);
+    TRY(get(s, n, 2, &s->C, I, &w[2]));
+    snprintf(n, sizeof n, "%sw_o_2.bias", a);
+    return get_vec(s, n, &s->C, &w[3]);
+}
+
 /* w_o, or w_o_2 (w_o_1 x + b_1) + b_2 folded into one linear in double. */
 static int
 out_proj(struct lp *s, const char *a, struct lp_layer *L)
 {
     char n1[NAME], n2[NAME];
-    size_t hd = s->heads * s->dh, I = 0, r, c, i;
-    struct arr w1, b1, w2, b2;
-    int rc;
+    size_t hd = s->heads * s->dh, I = 0;
+    struct arr w[4];
+    int rc, i;
 
     snprintf(n1, sizeof n1, "%sw_o.weight", a);
-    if (has(s, n1) ||
-        !(snprintf(n2, sizeof n2, "%sw_o_1.weight", a), has(s, n2))) {
+    snprintf(n2, sizeof n2, "%sw_o_1.weight", a);
+    if (has(s, n1) || !has(s, n2)) {
         TRY(get(s, n1, 2, &s->C, &hd, &L->wo));
         snprintf(n1, sizeof n1, "%sw_o.bias", a);
         return get_vec(s, n1, &s->C, &L->bo);
     }
-    memset(&w1, 0, sizeof w1);
-    b1 = w2 = b2 = w1;
-    rc = get(s, n2, 2, &I, &hd, &w1);
-    snprintf(n1, sizeof n1, "%sw_o_1.bias", a);
+    memset(w, 0, sizeof w);
+    rc = read_two(s, a, hd, &I, w);
     if (rc == 0)
-        rc = get_vec(s, n1, &I, &b1);
-    snprintf(n1, sizeof n1, "%sw_o_2.weight", a);
-    if (rc == 0)
-        rc = get(s, n1, 2, &s->C, &I, &w2);
-    snprintf(n1, sizeof n1, "%sw_o_2.bias", a);
-    if (rc == 0)
-        rc = get_vec(s, n1, &s->C, &b2);
-    L->wo.v = rc == 0 ? malloc(s->C * hd * sizeof(float)) : NULL;
-    L->bo.v = rc == 0 ? malloc(s->C * sizeof(float)) : NULL;
-    if (rc == 0 && (L->wo.v == NULL || L->bo.v == NULL))
-        rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    L->wo.rows = L->bo.rows = s->C;
-    L->wo.cols = hd;
-    L->bo.cols = 0;
-    for (r = 0; rc == 0 && r < s->C; r++) {
-        double bb = b2.v[r];
-        for (i = 0; i < I; i++)
-            bb += (double)w2.v[r * I + i] * b1.v[i];
-        L->bo.v[r] = (float)bb;
-        for (c = 0; c < hd; c++) {
-            double acc = 0.0;
-            for (i = 0; i < I; i++)
-                acc += (double)w2.v[r * I + i] * w1.v[i * hd + c];
-            L->wo.v[r * hd + c] = (float)acc;
-        }
-    }
-    arr_free(&w1);
-    arr_free(&b1);
-    arr_free(&w2);
-    arr_free(&b2);
+        rc = fold(L, s->C, hd, I, &w[0], &w[1], &w[2], &w[3]);
+    for (i = 0; i < 4; i++)
+        arr_free(&w[i]);
     return rc;
 }
 
@@ -428,29 +444,15 @@ append(struct arr *all, struct arr *ball, const struct arr *w,
     return 0;
 }
 
-/* Every head's E and F, then the sharing the values allow: one E and F for
- * all heads where each head's are the same, and E as F where equal. */
-static int
-read_projections(struct lp *s, const char *a, struct lp_layer *L)
+/* The sharing the values allow: one E and F for all heads where each
+ * head's are the same, and E as F where equal. */
+static void
+choose_sharing(const struct lp *s, struct lp_layer *L)
 {
-    struct arr w, b;
-    size_t h, per, kk;
-    int eq = 1, kv = 1, side, rc = 0;
+    const size_t kk = L->k, per = kk * s->N;
+    size_t h;
+    int eq = 1, kv = 1;
 
-    L->k = 0;
-    for (side = 0; side < 2 && rc == 0; side++)
-        for (h = 0; h < s->heads && rc == 0; h++) {
-            rc = read_ef(s, a, h, side ? 'F' : 'E', &L->k, &w, &b);
-            if (rc == 0)
-                rc = side ? append(&L->f, &L->bf, &w, &b, h, s->heads)
-                          : append(&L->e, &L->be, &w, &b, h, s->heads);
-            arr_free(&w);
-            arr_free(&b);
-        }
-    if (rc != 0)
-        return rc;
-    kk = L->k;
-    per = kk * s->N;
     for (h = 1; h < s->heads; h++)
         eq = eq && same(&L->e, 0, &L->e, h, per) &&
              same(&L->f, 0, &L->f, h, per) && same(&L->be, 0, &L->be, h, kk) &&
@@ -463,7 +465,29 @@ read_projections(struct lp *s, const char *a, struct lp_layer *L)
                  : kv ? CLF_SHARE_KEY_VALUE
                       : CLF_SHARE_HEADWISE;
     L->e.rows = L->f.rows = L->be.rows = L->bf.rows = L->nE * kk;
-    return 0;
+}
+
+/* Every head's E and F (stacked), then their sharing. */
+static int
+read_projections(struct lp *s, const char *a, struct lp_layer *L)
+{
+    struct arr w, b;
+    size_t h;
+    int side, rc = 0;
+
+    L->k = 0;
+    for (side = 0; side < 2 && rc == 0; side++)
+        for (h = 0; h < s->heads && rc == 0; h++) {
+            rc = read_ef(s, a, h, side ? 'F' : 'E', &L->k, &w, &b);
+            if (rc == 0)
+                rc = side ? append(&L->f, &L->bf, &w, &b, h, s->heads)
+                          : append(&L->e, &L->be, &w, &b, h, s->heads);
+            arr_free(&w);
+            arr_free(&b);
+        }
+    if (rc == 0)
+        choose_sharing(s, L);
+    return rc;
 }
 
 static int
@@ -752,76 +776,95 @@ mhattention(struct lp *s)
     return 0;
 }
 
-/* The single-head class: Q/K/V linears with biases, E and F (k, N), no
- * output projection (an identity W_out here, exact in float). */
-static int
-single_head(struct lp *s)
-{
-    static const char *const w[3] = {"query", "key", "value"};
-    clf_model *m = s->m;
-    struct arr a[6], e, f, eye;
-    clf_attention_desc d;
-    char name[NAME];
-    size_t k = 0, i;
-    int rc = 0;
+/* The single-head class's weights on the host: W_q, W_k, W_v, b_q, b_k,
+ * b_v, E, F, and the identity as W_out (no output projection; exact in
+ * float). */
+struct sh_weights {
+    struct arr a[8], eye;
+    size_t k;
+};
 
-    memset(a, 0, sizeof a);
-    memset(&e, 0, sizeof e);
-    f = eye = e;
-    for (i = 0; i < 3 && rc == 0; i++) {
-        snprintf(name, sizeof name, "%s.weight", w[i]);
-        rc = get(s, name, 2, &s->C, &s->C, &a[i]);
-        if (rc == 0 && a[i].rows != a[i].cols)
-            rc = clf__fail(CLF_ESHAPE_MISMATCH,
-                           "tensor %s has shape (%zu, %zu); a square "
-                           "(embed_dim, embed_dim) expected",
-                           name, a[i].rows, a[i].cols);
-        snprintf(name, sizeof name, "%s.bias", w[i]);
-        if (rc == 0)
-            rc = get_vec(s, name, &s->C, &a[3 + i]);
+static void
+sh_free(struct sh_weights *w)
+{
+    int i;
+
+    for (i = 0; i < 8; i++)
+        arr_free(&w->a[i]);
+    arr_free(&w->eye);
+}
+
+static int
+sh_read(struct lp *s, struct sh_weights *w)
+{
+    static const char *const lin[3] = {"query", "key", "value"};
+    char name[NAME];
+    size_t i;
+
+    for (i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "%s.weight", lin[i]);
+        TRY(get(s, name, 2, &s->C, &s->C, &w->a[i]));
+        if (w->a[i].rows != w->a[i].cols)
+            return clf__fail(CLF_ESHAPE_MISMATCH,
+                             "tensor %s has shape (%zu, %zu); a square "
+                             "(embed_dim, embed_dim) expected",
+                             name, w->a[i].rows, w->a[i].cols);
+        snprintf(name, sizeof name, "%s.bias", lin[i]);
+        TRY(get_vec(s, name, &s->C, &w->a[3 + i]));
     }
-    if (rc == 0)
-        rc = get(s, "E", 2, &k, &s->N, &e);
-    if (rc == 0)
-        rc = get(s, "F", 2, &k, &s->N, &f);
-    eye.v = rc == 0 ? calloc(s->C * s->C, sizeof(float)) : NULL;
-    if (rc == 0 && eye.v == NULL)
-        rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    eye.rows = eye.cols = s->C;
-    for (i = 0; rc == 0 && i < s->C; i++)
-        eye.v[i * s->C + i] = 1.0f;
-    m->layers = rc == 0 ? calloc(1, sizeof *m->layers) : NULL;
-    if (rc == 0 && m->layers == NULL)
-        rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    TRY(get(s, "E", 2, &w->k, &s->N, &w->a[6]));
+    TRY(get(s, "F", 2, &w->k, &s->N, &w->a[7]));
+    w->eye.v = calloc(s->C * s->C, sizeof(float));
+    if (w->eye.v == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    w->eye.rows = w->eye.cols = s->C;
+    for (i = 0; i < s->C; i++)
+        w->eye.v[i * s->C + i] = 1.0f;
+    return 0;
+}
+
+static int
+sh_build(struct lp *s, const struct sh_weights *w)
+{
+    static const clf_weight which[8] = {
+        CLF_WEIGHT_Q, CLF_WEIGHT_K, CLF_WEIGHT_V, CLF_BIAS_Q,
+        CLF_BIAS_K,   CLF_BIAS_V,   CLF_PROJ_E,   CLF_PROJ_F};
+    clf_model *m = s->m;
+    clf_attention_desc d;
+    int i;
+
+    m->layers = calloc(1, sizeof *m->layers);
+    if (m->layers == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     memset(&d, 0, sizeof d);
     d.d_model = s->C;
     d.heads = 1;
     d.max_seq_len = s->N;
-    d.k = k;
+    d.k = w->k;
     d.bias_q = d.bias_k = d.bias_v = 1;
     d.causal_block = s->o->causal_block;
     d.precision = s->o->precision;
-    if (rc == 0) {
-        m->info.layers = 1;
-        m->info.k = k;
-        rc = clf_attention_create(&m->layers[0].att, m->ctx, &d);
-    }
-    for (i = 0; rc == 0 && i < 6; i++)
-        rc = set_w(m->layers[0].att,
-                   i < 3 ? (clf_weight)(CLF_WEIGHT_Q + i)
-                         : (clf_weight)(CLF_BIAS_Q + i - 3),
-                   &a[i]);
+    m->info.layers = 1;
+    m->info.k = w->k;
+    TRY(clf_attention_create(&m->layers[0].att, m->ctx, &d));
+    for (i = 0; i < 8; i++)
+        TRY(set_w(m->layers[0].att, which[i], &w->a[i]));
+    return set_w(m->layers[0].att, CLF_WEIGHT_OUT, &w->eye);
+}
+
+/* The single-head class: Q/K/V linears with biases, E and F (k, N), no
+ * output projection. */
+static int
+single_head(struct lp *s)
+{
+    struct sh_weights w;
+    int rc;
+
+    memset(&w, 0, sizeof w);
+    rc = sh_read(s, &w);
     if (rc == 0)
-        rc = set_w(m->layers[0].att, CLF_WEIGHT_OUT, &eye);
-    if (rc == 0)
-        rc = set_w(m->layers[0].att, CLF_PROJ_E, &e);
-    if (rc == 0)
-        rc = set_w(m->layers[0].att, CLF_PROJ_F, &f);
-    for (i = 0; i < 6; i++)
-        arr_free(&a[i]);
-    arr_free(&e);
-    arr_free(&f);
-    arr_free(&eye);
+        rc = sh_build(s, &w);
+    sh_free(&w);
     return rc;
 }
 

@@ -5,6 +5,12 @@ module of that name (to_q, to_k, to_v, proj_k, proj_v, to_out), so its
 state_dict loads both ways, and runs the forward on an OpenCL device
 through clinformer.  The forward is inference only: its output carries no
 autograd history (train with the lucidrains module, run with this one).
+It starts in eval mode, and a forward that autograd would need raises
+instead of returning an output that never learns: with grad mode on, an
+input that requires grad, or training mode (.train(), as a model being
+trained sets it) with parameters that require grad.  Run it under
+torch.no_grad() or torch.inference_mode(), or in eval mode on a plain
+input.
 Parameters are copied to the device again when they change (an optimizer
 step, load_state_dict, a new Parameter), checked at each forward.
 """
@@ -71,6 +77,7 @@ class LinformerSelfAttention(nn.Module):
                                 one_kv_head=one_kv_head, share_kv=share_kv,
                                 bias_out=True)
         self._synced = {}
+        self.eval()  # inference only: see forward
 
     @staticmethod
     def _init(t):
@@ -105,6 +112,26 @@ class LinformerSelfAttention(nn.Module):
             self._layer.set_weight(name, a.T if transpose else a)
             self._synced[name] = key
 
+    def _guard(self, x):
+        # The output carries no autograd history: where autograd would
+        # need it, raise rather than let a model silently not learn.
+        if not torch.is_grad_enabled():
+            return
+        why = None
+        if x.requires_grad:
+            why = "x requires grad"
+        elif self.training and any(p.requires_grad
+                                   for p in self.parameters()):
+            why = "the module is in training mode with parameters that " \
+                  "require grad"
+        if why is not None:
+            raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
+                      "%s, but the clinformer forward is inference only "
+                      "(its output carries no gradient): run it under "
+                      "torch.no_grad() or torch.inference_mode(), or call "
+                      ".eval() and pass an input that does not require "
+                      "grad" % why)
+
     def forward(self, x, context=None, *, lengths=None, key_mask=None,
                 causal=False):
         """x: float32 (B, n, dim) or (n, dim), n <= seq_len, on the CPU;
@@ -124,6 +151,7 @@ class LinformerSelfAttention(nn.Module):
             raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
                       "x is on %s; clinformer reads CPU tensors (x.cpu())"
                       % x.device)
+        self._guard(x)
         self._sync()
         xin = x.detach().contiguous().numpy()
         if isinstance(lengths, torch.Tensor):

@@ -98,3 +98,41 @@ def test_torch_module_errors(ctx):
     # A non-contiguous tensor is made contiguous, not refused.
     x = torch.randn(1, 32, 24).transpose(1, 2)
     assert close(m(x).numpy(), torch_reference(m, x).numpy())
+
+
+def test_torch_module_refuses_a_forward_autograd_needs(ctx):
+    # Inside a model being trained, the drop-in's parameters would get no
+    # gradient (its forward runs outside PyTorch's graph): it raises.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 32),
+        LinformerSelfAttention(32, seq_len=24, k=8, heads=4, ctx=ctx))
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(2, 20, 32)
+    with pytest.raises(clinformer.InvalidArgumentError,
+                       match="requires grad.*no_grad"):
+        model(x).sum().backward()
+    opt.zero_grad()
+    # Training mode with trainable parameters, on a plain input.
+    m = model[1]
+    assert m.training
+    with pytest.raises(clinformer.InvalidArgumentError,
+                       match="training mode.*no_grad"):
+        m(x)
+    # An input that requires grad, even in eval mode.
+    m.eval()
+    xg = torch.randn(2, 20, 32, requires_grad=True)
+    with pytest.raises(clinformer.InvalidArgumentError, match="x requires grad"):
+        m(xg)
+    # The ways out: no_grad, inference_mode, eval on a plain input.
+    with torch.no_grad():
+        y1 = m(xg)
+    with torch.inference_mode():
+        y2 = m(xg.detach())
+    y3 = m(xg.detach())
+    assert torch.equal(y1, y2) and torch.equal(y1, y3)
+    assert not y3.requires_grad
+    # A fresh drop-in starts in eval mode.
+    assert not LinformerSelfAttention(32, seq_len=24, k=8, heads=4,
+                                      ctx=ctx).training

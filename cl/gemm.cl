@@ -1,8 +1,8 @@
 /* A register-blocked GEMM for devices where it beats CLBlast's (each
  * context times both, src/gemm/gemm.c): C = act(alpha A B (+ C when
  * accumulate) (+ bias[column] when has_bias)), act the identity (act 0),
- * the exact GELU 0.5 v (1 + erf(v / sqrt 2)) (1) or ReLU (2, NaN kept); row-major, A M x K,
- * B K x N, with a batch of strided matrices.  A transposed B (a weight as
+ * the exact GELU 0.5 v (1 + erf(v / sqrt 2)) (1) or ReLU (2, NaN kept);
+ * row-major, A M x K, B K x N, with a batch of strided matrices.  A transposed B (a weight as
  * PyTorch stores it) is first copied by clf_transpose.
  *
  * A work-item computes a block of GEMM_R rows by 64 columns (GEMM_R x 4

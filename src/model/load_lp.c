@@ -868,37 +868,6 @@ single_head(struct lp *s)
     return rc;
 }
 
-/* The tensors no part of the model explained: an error naming the first,
- * unless allowed (then listed). */
-static int
-unexplained(struct lp *s)
-{
-    clf_model *m = s->m;
-    size_t n = clf_safetensors_count(s->st), i;
-    clf_tensor_info ti;
-
-    for (i = 0; i < n; i++) {
-        if (s->used[i] || clf_safetensors_info(s->st, i, &ti) != 0)
-            continue;
-        if (m->unexpected == NULL) {
-            m->unexpected = calloc(n, sizeof *m->unexpected);
-            if (m->unexpected == NULL)
-                return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-        }
-        m->unexpected[m->n_unexpected] = strdup(ti.name);
-        if (m->unexpected[m->n_unexpected] == NULL)
-            return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-        m->n_unexpected++;
-    }
-    if (m->n_unexpected > 0 && !s->o->allow_unexpected)
-        return clf__fail(CLF_EWEIGHT_UNUSED,
-                         "tensor %s is not part of a %s model (%zu unexpected "
-                         "tensor%s); allow unexpected tensors to skip them",
-                         m->unexpected[0], s->what, m->n_unexpected,
-                         m->n_unexpected == 1 ? "" : "s");
-    return 0;
-}
-
 int
 clf__lp_detect(const clf_safetensors *st, clf_layout *out)
 {
@@ -959,7 +928,7 @@ clf__lp_load(clf_model *m, const clf_safetensors *st, const clf_model_opts *o,
                  ? mhattention(&s)
                  : single_head(&s);
     if (rc == 0)
-        rc = unexplained(&s);
+        rc = clf__model_unexpected(m, st, s.used, o->allow_unexpected, layout);
     free(s.used);
     if (rc != 0)
         return rc;

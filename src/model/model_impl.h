@@ -125,6 +125,12 @@ extern const char *const clf__dim_names[X_COUNT];
 extern const struct layout_spec clf__layouts[];
 extern const size_t clf__nlayouts;
 
+/* model_load.c: lists the file's tensors not marked in used[] (one flag
+ * per tensor) as the model's unexpected ones; unless allow, the first is a
+ * CLF_EWEIGHT_UNUSED error naming it and the layout. */
+int clf__model_unexpected(clf_model *m, const clf_safetensors *st,
+                          const char *used, int allow, clf_layout layout);
+
 /* load_lp.c: the layouts of the linformer-pytorch package and of the
  * single-head class.  detect: whether the file is one of them (its layout
  * into *out); load: the whole model from the file, strictly. */

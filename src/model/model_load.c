@@ -344,16 +344,17 @@ expected(const struct load_state *s, const char *name)
            in_layer(s, ls->ffn, ls->nffn, rest);
 }
 
-/* Lists the tensors the layout does not use; unless the caller allows
- * them, the first is an error. */
-static int
-collect_unexpected(clf_model *m, const struct load_state *s)
+/* Lists the tensors not marked in used[] (one flag per file tensor);
+ * unless the caller allows them, the first is an error. */
+int
+clf__model_unexpected(clf_model *m, const clf_safetensors *st, const char *used,
+                      int allow, clf_layout layout)
 {
-    size_t n = clf_safetensors_count(s->st), i;
+    size_t n = clf_safetensors_count(st), i;
     clf_tensor_info ti;
 
     for (i = 0; i < n; i++) {
-        if (clf_safetensors_info(s->st, i, &ti) != 0 || expected(s, ti.name))
+        if (used[i] || clf_safetensors_info(st, i, &ti) != 0)
             continue;
         if (m->unexpected == NULL) {
             m->unexpected = calloc(n, sizeof *m->unexpected);
@@ -365,13 +366,33 @@ collect_unexpected(clf_model *m, const struct load_state *s)
             return clf__fail(CLF_ENO_MEMORY, "out of host memory");
         m->n_unexpected++;
     }
-    if (m->n_unexpected > 0 && !s->o->allow_unexpected)
+    if (m->n_unexpected > 0 && !allow)
         return clf__fail(CLF_EWEIGHT_UNUSED,
                          "tensor %s is not part of a %s model (%zu unexpected "
                          "tensor%s); allow unexpected tensors to skip them",
-                         m->unexpected[0], clf_layout_name(s->ls->layout),
+                         m->unexpected[0], clf_layout_name(layout),
                          m->n_unexpected, m->n_unexpected == 1 ? "" : "s");
     return 0;
+}
+
+/* The tensors the layout does not use, listed (an error unless allowed). */
+static int
+collect_unexpected(clf_model *m, const struct load_state *s)
+{
+    size_t n = clf_safetensors_count(s->st), i;
+    clf_tensor_info ti;
+    char *used = calloc(n + 1, 1);
+    int rc;
+
+    if (used == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    for (i = 0; i < n; i++)
+        used[i] =
+            clf_safetensors_info(s->st, i, &ti) == 0 && expected(s, ti.name);
+    rc = clf__model_unexpected(m, s->st, used, s->o->allow_unexpected,
+                               s->ls->layout);
+    free(used);
+    return rc;
 }
 
 /* Reads a tensor whose shape has been checked into a fresh host array,

@@ -125,7 +125,7 @@ extern const char *const clf__dim_names[X_COUNT];
 extern const struct layout_spec clf__layouts[];
 extern const size_t clf__nlayouts;
 
-/* model_load.c: lists the file's tensors not marked in used[] (one flag
+/* model.c: lists the file's tensors not marked in used[] (one flag
  * per tensor) as the model's unexpected ones; unless allow, the first is a
  * CLF_EWEIGHT_UNUSED error naming it and the layout. */
 int clf__model_unexpected(clf_model *m, const clf_safetensors *st,

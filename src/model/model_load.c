@@ -344,37 +344,6 @@ expected(const struct load_state *s, const char *name)
            in_layer(s, ls->ffn, ls->nffn, rest);
 }
 
-/* Lists the tensors not marked in used[] (one flag per file tensor);
- * unless the caller allows them, the first is an error. */
-int
-clf__model_unexpected(clf_model *m, const clf_safetensors *st, const char *used,
-                      int allow, clf_layout layout)
-{
-    size_t n = clf_safetensors_count(st), i;
-    clf_tensor_info ti;
-
-    for (i = 0; i < n; i++) {
-        if (used[i] || clf_safetensors_info(st, i, &ti) != 0)
-            continue;
-        if (m->unexpected == NULL) {
-            m->unexpected = calloc(n, sizeof *m->unexpected);
-            if (m->unexpected == NULL)
-                return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-        }
-        m->unexpected[m->n_unexpected] = strdup(ti.name);
-        if (m->unexpected[m->n_unexpected] == NULL)
-            return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-        m->n_unexpected++;
-    }
-    if (m->n_unexpected > 0 && !allow)
-        return clf__fail(CLF_EWEIGHT_UNUSED,
-                         "tensor %s is not part of a %s model (%zu unexpected "
-                         "tensor%s); allow unexpected tensors to skip them",
-                         m->unexpected[0], clf_layout_name(layout),
-                         m->n_unexpected, m->n_unexpected == 1 ? "" : "s");
-    return 0;
-}
-
 /* The tensors the layout does not use, listed (an error unless allowed). */
 static int
 collect_unexpected(clf_model *m, const struct load_state *s)

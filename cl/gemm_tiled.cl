@@ -104,7 +104,7 @@ tl_load(__local float *t, const uint width, const uint ldt,
 }
 
 /* One element of C after the product: scaled, plus beta C, the bias and
- * the activation. */
+ * the activation (act 1 GELU, 2 ReLU). */
 static float
 tl_finish(float v, const float beta, __global const float *c,
           __global const float *bias, const uint has_bias, const uint act,
@@ -175,20 +175,22 @@ clf_gemm_tiled(const uint M, const uint N, const uint K, const float alpha,
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 
+    /* Unrolled with guards rather than left at the first row or column
+     * past C: acc is then indexed by constants and stays in registers. */
+#pragma unroll
     for (int i = 0; i < TL_RM; i++) {
         const uint row = m0 + i * TL_WM + ty;
-        if (row >= M)
-            break;
         __global float *cr = c + (size_t)row * ldc;
+#pragma unroll
         for (int j = 0; j < TL_CN; j++) {
             const uint col = n0 + (j * TL_WN + tx) * TL_VW;
             float lane[TL_VW];
-            if (col >= N)
-                break;
             TL_VSTORE(alpha * acc[i][j], 0, lane);
-            for (uint e = 0; e < TL_VW && col + e < N; e++)
-                cr[col + e] = tl_finish(lane[e], beta, cr + col + e, bias,
-                                        has_bias, act, col + e);
+#pragma unroll
+            for (uint e = 0; e < TL_VW; e++)
+                if (row < M && col + e < N)
+                    cr[col + e] = tl_finish(lane[e], beta, cr + col + e, bias,
+                                            has_bias, act, col + e);
         }
     }
 }

@@ -133,15 +133,41 @@ def _precision(value):
     return out[0]
 
 
-class Context:
+class _OwnsHandle:
+    """Context, Attention and Model each own a C handle, freed when the
+    object is closed or collected: a copy sharing it would free it under
+    the original, so copying and pickling raise TypeError naming what to
+    do instead (_copy_hint)."""
+
+    _copy_hint = ""
+
+    def _refuse_copy(self, what):
+        raise TypeError("a clinformer.%s cannot be %s: it owns an OpenCL "
+                        "handle; %s" % (type(self).__name__, what,
+                                        self._copy_hint))
+
+    def __copy__(self):
+        self._refuse_copy("copied")
+
+    def __deepcopy__(self, memo):
+        self._refuse_copy("copied")
+
+    def __reduce_ex__(self, protocol):
+        self._refuse_copy("pickled")
+
+
+class Context(_OwnsHandle):
     """One OpenCL device: its context, queue and compiled kernels.
 
     ``selector`` follows clf_context_create(): None (CLINFORMER_DEVICE,
     else the first GPU, else the first CPU), a stable name ("pocl:0"), an
     index ("0"), "cpu", "gpu" or part of a platform or device name.  Use it
     as a context manager or call close(); layers and models keep their
-    context alive, and closing it closes them first.
+    context alive, and closing it closes them first.  It cannot be copied
+    or pickled (TypeError): open another on the same selector.
     """
+
+    _copy_hint = "open another with clinformer.Context(selector)"
 
     def __init__(self, selector=None, *, profiling=False):
         if selector is not None and not isinstance(selector, str):
@@ -267,7 +293,7 @@ def _shape_text(shape):
                                                       else "") + ")"
 
 
-class _Forward:
+class _Forward(_OwnsHandle):
     """What Attention and Model share: the lock, closing, the options."""
 
     _kind = "layer"
@@ -406,8 +432,13 @@ class Attention(_Forward):
     (0: none) and precision ("float" or "half").  Weights start unset; set
     them by name ("W_q", "W_k", "W_v", "W_out", "b_q", "b_k", "b_v",
     "b_out", "E", "F", "b_E", "b_F") with set_weight() or all at once with
-    randomize().
+    randomize().  It cannot be copied or pickled (TypeError): keep the
+    weights (numpy arrays, a safetensors file) and make another.
     """
+
+    _copy_hint = ("make another with the same arguments and set its "
+                  "weights (set_weight), or save them to a safetensors file "
+                  "and use clinformer.Model.load")
 
     def __init__(self, ctx, d_model, heads, max_seq_len, k, *, head_dim=0,
                  sharing="headwise", share_kv=False, one_kv_head=False,
@@ -643,9 +674,11 @@ LAYOUTS = tuple(_text(lib.clf_layout_name(i))
 class Model(_Forward):
     """A trained model loaded from a safetensors file (clf_model): a bare
     attention layer, an encoder or a language model, in any layout
-    clf_model_load() reads (see LAYOUTS).  Create it with Model.load()."""
+    clf_model_load() reads (see LAYOUTS).  Create it with Model.load().
+    It cannot be copied or pickled (TypeError): load the file again."""
 
     _kind = "model"
+    _copy_hint = "load the file again with clinformer.Model.load(ctx, path)"
     _destroy = staticmethod(lib.clf_model_destroy)
 
     def __init__(self, *args, **kwargs):

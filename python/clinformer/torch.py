@@ -11,8 +11,15 @@ input that requires grad, or training mode (.train(), as a model being
 trained sets it) with parameters that require grad.  Run it under
 torch.no_grad() or torch.inference_mode(), or in eval mode on a plain
 input.
-Parameters are copied to the device again when they change (an optimizer
-step, load_state_dict, a new Parameter), checked at each forward.
+Parameters are copied to the device again when their content changes,
+checked at each forward against the copy last sent (bit for bit): an
+optimizer step, load_state_dict, a new Parameter, and in-place writes that
+bump no version (p.data.mul_(), writes through p.detach().numpy()) alike.
+The module copies (copy.copy, copy.deepcopy) and pickles (pickle,
+torch.save) through its parameters: the copy gets a layer of its own on
+the process's default context (default_context()).  torch.jit.trace
+raises: the forward runs outside PyTorch, and a trace would record its
+output as a constant.
 """
 
 import threading
@@ -71,13 +78,30 @@ class LinformerSelfAttention(nn.Module):
             self.to_v = nn.Linear(dim, kv_dim, bias=False)
             self.proj_v = nn.Parameter(self._init(torch.zeros(seq_len, k)))
         self.to_out = nn.Linear(dim_head * heads, dim)
-        self._ctx = ctx if ctx is not None else default_context()
-        self._layer = Attention(self._ctx, d_model=dim, heads=heads,
-                                max_seq_len=seq_len, k=k, head_dim=dim_head,
-                                one_kv_head=one_kv_head, share_kv=share_kv,
-                                bias_out=True)
-        self._synced = {}
+        self._open(ctx)
         self.eval()  # inference only: see forward
+
+    def _open(self, ctx):
+        """The clinformer layer on ctx (None: the default context); its
+        weights are sent at the next forward."""
+        self._ctx = ctx if ctx is not None else default_context()
+        self._layer = Attention(self._ctx, d_model=self.to_q.in_features,
+                                heads=self.heads, max_seq_len=self.seq_len,
+                                k=self.k, head_dim=self.dim_head,
+                                one_kv_head=self.one_kv_head,
+                                share_kv=self.share_kv, bias_out=True)
+        self._synced = {}
+
+    # Copies and pickles carry the parameters, never the device handles.
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for key in ("_ctx", "_layer", "_synced"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._open(None)
 
     @staticmethod
     def _init(t):
@@ -101,18 +125,29 @@ class LinformerSelfAttention(nn.Module):
         return src
 
     def _sync(self):
+        # Compared by content, as bits (a NaN equals itself), with the
+        # copy last sent: a version counter misses in-place writes
+        # through .data or numpy.
         for name, (p, transpose) in self._sources().items():
-            key = (id(p), p._version, p.data_ptr())
-            if self._synced.get(name) == key:
-                continue
             t = p.detach()
             if t.device.type != "cpu":
                 t = t.cpu()
             a = t.numpy()
+            sent = self._synced.get(name)
+            if (sent is not None and sent.shape == a.shape
+                    and np.array_equal(sent.view(np.uint32),
+                                       a.view(np.uint32))):
+                continue
             self._layer.set_weight(name, a.T if transpose else a)
-            self._synced[name] = key
+            self._synced[name] = a.copy()
 
     def _guard(self, x):
+        if torch.jit.is_tracing():
+            raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
+                      "torch.jit.trace cannot record the clinformer "
+                      "forward (it runs outside PyTorch, so the trace would "
+                      "hold its output as a constant): call the module "
+                      "itself")
         # The output carries no autograd history: where autograd would
         # need it, raise rather than let a model silently not learn.
         if not torch.is_grad_enabled():

@@ -1,8 +1,11 @@
+import re
 import threading
 
 import numpy as np
+import pytest
 
 import clinformer
+from conftest import DATA
 from reference import attention as ref_attention
 from reference import close
 
@@ -204,3 +207,35 @@ def test_threads_create_while_closing(rng):
         th.join()
         assert not errors, errors
         assert all(a.closed for a in made)
+
+
+def test_handles_are_never_shared_by_a_copy(ctx, rng, tmp_path):
+    # A copy sharing the C handle would free it when collected, under the
+    # original: copy, deepcopy and pickle raise TypeError naming the way
+    # out, and the original keeps working.
+    import copy
+    import gc
+    import pickle
+
+    layer = clinformer.Attention(ctx, d_model=16, heads=2, max_seq_len=12,
+                                 k=4)
+    layer.randomize(seed=3)
+    model = clinformer.Model.load(ctx, DATA / "lucidrains_attention.safetensors",
+                                  heads=2)
+    x = rng.standard_normal((1, 12, 16)).astype(np.float32)
+    want_layer, want_model = layer(x), model(x)
+    cases = [(ctx, "Context(selector)"), (layer, "set_weight"),
+             (model, "Model.load")]
+    for obj, hint in cases:
+        name = type(obj).__name__
+        for how, what in ((copy.copy, "copied"), (copy.deepcopy, "copied"),
+                          (pickle.dumps, "pickled")):
+            with pytest.raises(TypeError,
+                               match="clinformer.%s cannot be %s.*%s"
+                               % (name, what, re.escape(hint))):
+                how(obj)
+    gc.collect()
+    assert np.array_equal(layer(x), want_layer)
+    assert np.array_equal(model(x), want_model)
+    model.close()
+    layer.close()

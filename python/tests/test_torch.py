@@ -136,3 +136,59 @@ def test_torch_module_refuses_a_forward_autograd_needs(ctx):
     # A fresh drop-in starts in eval mode.
     assert not LinformerSelfAttention(32, seq_len=24, k=8, heads=4,
                                       ctx=ctx).training
+
+
+def test_torch_module_sees_writes_that_bump_no_version(ctx):
+    # In-place writes through .data or numpy leave the version counter as
+    # it was; the forward still runs the weights the module holds.
+    torch.manual_seed(3)
+    m = LinformerSelfAttention(32, seq_len=24, k=8, heads=4, ctx=ctx)
+    x = torch.randn(1, 24, 32)
+    m(x)
+    writes = [lambda: m.to_q.weight.data.mul_(3.0),
+              lambda: m.proj_k.data.copy_(torch.randn(24, 8) * 0.2),
+              lambda: m.to_out.bias.detach().numpy().__setitem__(0, 5.0),
+              lambda: m.to_v.weight.detach().numpy().__imul__(-1.0)]
+    for write in writes:
+        before = m(x)
+        write()
+        after = m(x)
+        assert not torch.equal(before, after)
+        assert close(after.numpy(), torch_reference(m, x).numpy())
+
+
+def test_torch_module_copies_and_pickles_through_its_parameters(ctx):
+    import copy
+    import gc
+    import io
+    import pickle
+
+    torch.manual_seed(4)
+    m = LinformerSelfAttention(32, seq_len=24, k=8, heads=4, ctx=ctx)
+    x = torch.randn(2, 20, 32)
+    want = m(x)
+    buf = io.BytesIO()
+    torch.save(m, buf)
+    buf.seek(0)
+    copies = [copy.copy(m), copy.deepcopy(m), pickle.loads(pickle.dumps(m)),
+              torch.load(buf)]
+    for c in copies:
+        assert c.layer is not m.layer
+        assert torch.equal(c(x), want)
+    # Each copy owns its layer: collecting one leaves the others working,
+    # and a deep copy's parameters are its own.
+    deep = copies[1]
+    del copies
+    gc.collect()
+    assert torch.equal(m(x), want)
+    with torch.no_grad():
+        deep.to_q.weight.mul_(2.0)
+    assert not torch.equal(deep(x), want)
+    assert torch.equal(m(x), want)
+
+
+def test_torch_module_refuses_jit_trace(ctx):
+    m = LinformerSelfAttention(32, seq_len=24, k=8, heads=4, ctx=ctx)
+    with pytest.raises(clinformer.InvalidArgumentError,
+                       match="torch.jit.trace cannot record"):
+        torch.jit.trace(m, torch.randn(1, 24, 32))

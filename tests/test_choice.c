@@ -33,19 +33,23 @@ drop_dir(void)
     tu_cache_dir_restore();
 }
 
-/* The path of the one store in dir, or "". */
+/* The path of the one store in dir (choices-HASH.txt, not its lock
+ * choices-HASH.txt.lock nor a temporary file), or "". */
 static void
 store_file(char *path, size_t cap)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
+    size_t len;
 
     path[0] = '\0';
     ck_assert_ptr_nonnull(d);
-    while ((e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, "choices-", 8) == 0 &&
-            strstr(e->d_name, ".tmp") == NULL)
+    while ((e = readdir(d)) != NULL) {
+        len = strlen(e->d_name);
+        if (strncmp(e->d_name, "choices-", 8) == 0 && len > 4 &&
+            strcmp(e->d_name + len - 4, ".txt") == 0)
             snprintf(path, cap, "%s/%s", dir, e->d_name);
+    }
     closedir(d);
 }
 
@@ -476,8 +480,10 @@ START_TEST(choice_store_drops_least_recently_used)
     ck_assert_int_eq(w, 5 % 3);
     long_bucket(bucket, sizeof bucket, 0);
     ck_assert_int_eq(clf__choice_lookup(b, CLF_KIND_SOFTMAX, bucket, &w), 0);
+    clf__choice_release(b);
     long_bucket(bucket, sizeof bucket, 1400 - (int)count);
     ck_assert_int_eq(clf__choice_lookup(b, CLF_KIND_SOFTMAX, bucket, &w), 0);
+    clf__choice_release(b);
     long_bucket(bucket, sizeof bucket, 1401 - (int)count);
     ck_assert_int_eq(clf__choice_lookup(b, CLF_KIND_SOFTMAX, bucket, &w), 1);
     clf__unlock(b);

@@ -12,7 +12,7 @@ run() { # expected-status, args...
     test $? -eq "$want"
 }
 
-echo "1..28"
+echo "1..29"
 check cli_help_exits_zero run 0 help
 check cli_help_lists_commands grep -q "devices" "$out"
 check cli_version_prints_version sh -c "'$cli' version | grep -Eq '^clinformer [0-9]+\.[0-9]+\.[0-9]+$'"
@@ -75,5 +75,28 @@ roles_run() {
 }
 check cli_run_verbose_lists_each_gemm_role roles_run
 check cli_devices_kernels_names_gemm_roles sh -c "CLINFORMER_CACHE_DIR='$tmp/vcache' '$cli' devices --kernels >'$out' 2>'$err' && grep -Eq '^      gemm\[ffn\] +ffn\.m' '$out' && grep -Eq '^      gemm\[proj\] +m[0-9]' '$out'"
+# Processes started together on an empty cache take the store's lock in
+# turn: each shape is timed by one of them and read by the others, so all
+# run the same kernels and agree bit for bit.
+concurrent_runs() {
+    for i in 1 2 3 4; do
+        CLINFORMER_CACHE_DIR="$tmp/ccache" "$cli" run --verbose \
+            --weights "$data/lucidrains_encoder.safetensors" \
+            --input "$data/lucidrains_encoder_x.npy" --output "$tmp/c$i.npy" \
+            >"$tmp/c$i.out" 2>"$tmp/c$i.err" &
+    done
+    wait
+    for i in 1 2 3 4; do
+        grep -q '^wrote ' "$tmp/c$i.out" && cmp "$tmp/c1.npy" "$tmp/c$i.npy" ||
+            return 1
+    done
+    # every choice listed in each run, timed in exactly one of them
+    listed=$(grep -Ec '^  [a-z]+(\[[a-z]+\])? +[a-z0-9.]+ +[a-z]+ +\((timed|stored)\)$' \
+        "$tmp/c1.out")
+    timed=$(cat "$tmp"/c[1-4].out | grep -Ec '^  .*\(timed\)$')
+    echo "# $listed choices, timed $timed times in 4 runs" >"$out"
+    test "$listed" -ge 5 -a "$timed" -eq "$listed"
+}
+check cli_concurrent_first_runs_time_each_choice_once concurrent_runs
 check cli_run_missing_weights_named sh -c "'$cli' run --weights '$tmp/none.safetensors' --input '$data/lucidrains_encoder_x.npy' --output '$tmp/r.npy' >'$out' 2>'$err'; test \$? -eq 1 && grep -q 'none.safetensors' '$err'"
 test $failed -eq 0

@@ -677,8 +677,11 @@ clf__gemm_resolve(clf_context *ctx, int role, size_t m, size_t n, size_t k,
     found = clf__choice_lookup(ctx, roles[role].slot, bucket, &best);
     if (found == 1)
         *variant = CLF_GEMM_CLBLAST + best;
-    rc = found != 0 ? found
-                    : time_gemm(ctx, role, bucket, m, n, k, batch, variant);
+    if (found == 0) {
+        rc = time_gemm(ctx, role, bucket, m, n, k, batch, variant);
+        clf__choice_release(ctx);
+    } else
+        rc = found;
     clf__unlock(ctx);
     return rc < 0 ? rc : 0;
 }

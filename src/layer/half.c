@@ -395,6 +395,8 @@ clf__fp16_resolve(clf_context *ctx, size_t D, size_t dq, int way, int *native)
         *native = best == CLF_HALFGEMM_NATIVE;
     rc = found != 0 || !offered ? found
                                 : time_ways(ctx, bucket, D, dq, way, native);
+    if (found == 0)
+        clf__choice_release(ctx);
     /* Native (forced or stored) where it is not offered: widen, and the
      * listing says why (clf__fp16_offered). */
     if (rc >= 0 && !offered) {

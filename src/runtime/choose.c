@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -486,6 +487,67 @@ store_save(clf_context *ctx)
     free(text);
 }
 
+/* The store's lock: processes (and contexts) about to time the same
+ * device's choices take it in turn, so the second one reads the first's
+ * winners instead of timing its own (concurrent first runs would
+ * otherwise pick different kernels and differ in the last bits).  A
+ * holder that does not let go within LOCK_WAIT_S (a process stopped in
+ * a debugger) is not waited for: the choice is timed here, as without a
+ * cache directory. */
+#define LOCK_WAIT_S 120.0
+
+static int
+store_lock_open(const char *store)
+{
+    char path[1100];
+    double t0 = clf__now_s();
+    int fd;
+
+    if (snprintf(path, sizeof path, "%s.lock", store) >= (int)sizeof path)
+        return -1;
+    fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const struct timespec pause = {0, 5000000}; /* 5 ms */
+
+        if ((errno != EWOULDBLOCK && errno != EINTR) ||
+            clf__now_s() - t0 > LOCK_WAIT_S) {
+            close(fd);
+            return -1;
+        }
+        nanosleep(&pause, NULL);
+    }
+    return fd;
+}
+
+/* Takes the lock (nested: only the outermost take waits for it) and
+ * reads what the store holds now. */
+static void
+store_lock(clf_context *ctx)
+{
+    char path[1100], key[1200];
+
+    if (ctx->store_locks++ > 0)
+        return;
+    ctx->store_lock_fd = -1;
+    store_path(ctx, path, sizeof path, key, sizeof key);
+    if (path[0] == '\0' || !store_dir_private())
+        return;
+    ctx->store_lock_fd = store_lock_open(path);
+    store_load(ctx);
+}
+
+void
+clf__choice_release(clf_context *ctx)
+{
+    if (ctx->store_locks == 0 || --ctx->store_locks > 0)
+        return;
+    if (ctx->store_lock_fd >= 0)
+        close(ctx->store_lock_fd); /* lets the lock go */
+    ctx->store_lock_fd = -1;
+}
+
 /* Reads the store once; again, with what this context knew dropped, when
  * the key changed since (clf_tune applied new parameters). */
 static void
@@ -546,8 +608,13 @@ clf__choice_lookup(clf_context *ctx, int slot, const char *bucket, int *winner)
     }
     store_ensure_loaded(ctx);
     e = find_entry(ctx, kind, bucket);
-    if (e == NULL)
-        return 0;
+    if (e == NULL) {
+        /* Another process may be timing it: wait for it and read. */
+        store_lock(ctx);
+        if ((e = find_entry(ctx, kind, bucket)) == NULL)
+            return 0; /* timed here; the caller calls clf__choice_release */
+        clf__choice_release(ctx);
+    }
     e->used = ++ctx->choice_clock;
     *winner = e->winner;
     ctx->last[slot] = e->winner;

@@ -301,6 +301,8 @@ clf_context_destroy(clf_context *ctx)
     if (ctx->context != NULL)
         clReleaseContext(ctx->context);
     free(ctx->build_log);
+    while (ctx->store_locks > 0) /* a timing cut short */
+        clf__choice_release(ctx);
     free(ctx->choice_list);
     if (ctx->has_lock)
         pthread_mutex_destroy(&ctx->lock);

@@ -135,6 +135,11 @@ struct clf_context {
     long long choice_floor; /* last (lowest) stamp given to a read entry */
     int choices_loaded;     /* the device's store has been read */
     uint64_t choice_key;    /* hash of the store's key when it was read */
+    /* The store's lock (choose.c): held from a lookup that misses until
+     * the timing's release, nested that many times; store_lock_fd is
+     * open while store_locks > 0, or -1 when the lock could not be had. */
+    int store_locks;
+    int store_lock_fd;
     /* Per slot (enum clf__choice_slot): the last winner resolved, or -1,
      * where it came from, its bucket and the times it was timed with. */
     int last[CLF_SLOT_COUNT];
@@ -246,12 +251,16 @@ double clf__now_s(void);
 /* The winner of slot `slot` (a kind, or a slot of enum clf__choice_slot)
  * for a shape bucket ([a-z0-9.], under CLF_BUCKET_MAX): forced
  * (clf_context_force_kernel, CLINFORMER_KERNELS, for the slot's kind) or
- * stored: sets *winner and returns 1; not known: 0, the caller times the
- * candidates and calls clf__choice_record, which stores the winner.
- * CLF_EINVALID_ARGUMENT for a bad CLINFORMER_KERNELS.  Call with ctx
- * locked. */
+ * stored (read again under the store's lock when this context does not
+ * know it, so that a process timing it now is waited for): sets *winner
+ * and returns 1; not known: 0, with the store's lock held, and the caller
+ * times the candidates, calls clf__choice_record, which stores the
+ * winner, then clf__choice_release (on failure too).  CLF_EINVALID_ARGUMENT
+ * for a bad CLINFORMER_KERNELS.  Call with ctx locked. */
 int clf__choice_lookup(clf_context *ctx, int slot, const char *bucket,
                        int *winner);
+/* Lets go of the store's lock a lookup that returned 0 took. */
+void clf__choice_release(clf_context *ctx);
 void clf__choice_record(clf_context *ctx, int slot, const char *bucket,
                         int winner, const double *ms);
 /* Notes that a forward ran `winner` because it has no other way (why: a

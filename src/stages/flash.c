@@ -384,9 +384,12 @@ clf__flash_resolve(clf_context *ctx, const struct clf__flash_shape *sh,
         found = clf__choice_lookup(ctx, CLF_KIND_ATTEND, bucket, &best);
         if (found == 1)
             *variant = CLF_ATTEND_GEMM + best;
-        if (found == 0)
+        if (found == 0) {
             timing_shape(ctx, sh, fusable, ways, &t);
-        rc = found != 0 ? found : time_ways(ctx, bucket, &t, variant);
+            rc = time_ways(ctx, bucket, &t, variant);
+            clf__choice_release(ctx);
+        } else
+            rc = found;
     }
     clf__unlock(ctx);
     /* Forced (or stored) where it does not apply. */

@@ -165,7 +165,11 @@ clf__softmax_resolve(clf_context *ctx, size_t rows, size_t cols, int *variant)
              clf__pow2_bucket(cols, (size_t)1 << 20));
     clf__lock(ctx);
     found = clf__choice_lookup(ctx, CLF_KIND_SOFTMAX, bucket, variant);
-    rc = found != 0 ? found : time_softmax(ctx, bucket, rows, cols, variant);
+    if (found == 0) {
+        rc = time_softmax(ctx, bucket, rows, cols, variant);
+        clf__choice_release(ctx);
+    } else
+        rc = found;
     clf__unlock(ctx);
     return rc < 0 ? rc : 0;
 }

@@ -286,6 +286,77 @@ write_st(const char *path, size_t count, const char *const *names,
     fclose(f);
 }
 
+/* Metadata that the tensor shapes contradict is an error naming both
+ * (heads 16 over 8 rows of heads x dim_head would give head_dim 0 or 1);
+ * heads "0" is a bad value, not a missing one; a transposed proj_k is
+ * named beside the proj_v it contradicts. */
+START_TEST(model_metadata_checked_against_shapes)
+{
+    char dir[] = "/tmp/clf-model-XXXXXX", p[256];
+    static const char *const names[] = {
+        "to_q.weight",   "to_k.weight", "to_v.weight", "proj_k",
+        "to_out.weight", "to_out.bias", "proj_v"};
+    size_t shapes[7][2] = {{8, 8}, {8, 8}, {8, 8}, {6, 2},
+                           {8, 8}, {8, 0}, {6, 2}};
+    static const struct {
+        const char *meta, *want;
+        int rc;
+    } bad[] = {
+        {"{\"heads\":\"8\",\"dim_head\":\"4\"}",
+         "metadata dim_head = 4 disagrees with the tensor shapes, which give "
+         "head_dim 1",
+         CLF_ESHAPE_MISMATCH},
+        {"{\"heads\":\"2\",\"dim\":\"16\"}",
+         "metadata dim = 16 disagrees with the tensor shapes, which give "
+         "d_model 8",
+         CLF_ESHAPE_MISMATCH},
+        {"{\"heads\":\"2\",\"seq_len\":\"12\"}",
+         "metadata seq_len = 12 disagrees", CLF_ESHAPE_MISMATCH},
+        {"{\"heads\":\"2\",\"k\":\"3\"}", "metadata k = 3 disagrees",
+         CLF_ESHAPE_MISMATCH},
+        {"{\"heads\":\"2\",\"k\":\"two\"}",
+         "metadata k = \"two\" is not a non-negative integer", CLF_EFORMAT},
+        {"{\"heads\":\"0\"}", "metadata heads = \"0\"", CLF_EFORMAT},
+    };
+    char md[256];
+    clf_model *m = NULL;
+    size_t i;
+    int rc;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(p, sizeof p, "%s/m.safetensors", dir);
+    for (i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(md, sizeof md, "\"__metadata__\":%s", bad[i].meta);
+        write_st(p, 7, names, (const size_t(*)[2])shapes, md);
+        rc = clf_model_load(&m, tu_context(), p, NULL);
+        ck_assert_msg(rc == bad[i].rc &&
+                          strstr(clf_last_error(), bad[i].want) != NULL,
+                      "%s: %d %s", bad[i].meta, rc, clf_last_error());
+        ck_assert_ptr_null(m);
+    }
+    /* Agreeing values (and str(None) for dim_head) load. */
+    write_st(p, 7, names, (const size_t(*)[2])shapes,
+             "\"__metadata__\":{\"heads\":\"2\",\"dim\":\"8\","
+             "\"seq_len\":\"6\",\"k\":\"2\",\"dim_head\":\"None\"}");
+    rc = clf_model_load(&m, tu_context(), p, NULL);
+    ck_assert_msg(rc == 0, "%s", clf_last_error());
+    clf_model_destroy(m);
+    m = NULL;
+    /* proj_k transposed: the message names it, not only proj_v. */
+    shapes[3][0] = 2;
+    shapes[3][1] = 6;
+    write_st(p, 7, names, (const size_t(*)[2])shapes,
+             "\"__metadata__\":{\"heads\":\"2\"}");
+    rc = clf_model_load(&m, tu_context(), p, NULL);
+    ck_assert_int_eq(rc, CLF_ESHAPE_MISMATCH);
+    ck_assert_msg(strstr(clf_last_error(), "tensor proj_v has shape (6, 2)") &&
+                      strstr(clf_last_error(), "as tensor proj_k gives it"),
+                  "%s", clf_last_error());
+    remove(p);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(model_rejects_bad_files)
 {
     char dir[] = "/tmp/clf-model-XXXXXX", p[256], fx[1200];
@@ -898,6 +969,7 @@ suite(void)
     tcase_add_test(tc, model_fairseq_encoder_layer_matches_reference);
     tcase_add_test(tc, model_padded_batch_equals_each_alone);
     tcase_add_test(tc, model_rejects_bad_files);
+    tcase_add_test(tc, model_metadata_checked_against_shapes);
     tcase_add_test(tc, model_load_refuses_device_and_fifo);
     tcase_add_test(tc, model_strict_rejects_missing_tensor);
     tcase_add_test(tc, model_strict_rejects_unexpected_tensor);

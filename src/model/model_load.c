@@ -17,9 +17,10 @@ struct load_state {
     const clf_safetensors *st;
     const clf_model_opts *o;
     const struct layout_spec *ls;
-    size_t dims[X_COUNT]; /* 0: not yet known */
-    int rev;              /* reversible stack */
-    int shared;           /* keys and values share: no T_KV tensors */
+    size_t dims[X_COUNT];       /* 0: not yet known */
+    char dim_src[X_COUNT][200]; /* the tensor that defined each */
+    int rev;                    /* reversible stack */
+    int shared;                 /* keys and values share: no T_KV tensors */
     size_t heads, layers;
 };
 
@@ -110,6 +111,15 @@ check_tensor(struct load_state *s, const struct tspec *t, const char *name)
     if (ti.ndim != ndim || i < ndim || ti.count == 0) {
         expected_shape(s, t, want, sizeof want);
         clf__format_shape(got, sizeof got, ti.shape, ti.ndim, 1);
+        /* The size it disagrees with came from an earlier tensor, which
+         * may be the wrong one (a transposed proj_k against proj_v). */
+        if (i < ndim && ti.ndim == ndim)
+            return clf__fail(CLF_ESHAPE_MISMATCH,
+                             "tensor %s has shape %s; %s expected (%s %zu "
+                             "as tensor %s gives it: one of the two is "
+                             "wrong or transposed)",
+                             name, got, want, clf__dim_names[d[i]],
+                             s->dims[d[i]], s->dim_src[d[i]]);
         return clf__fail(CLF_ESHAPE_MISMATCH,
                          "tensor %s has shape %s; %s expected", name, got,
                          want);
@@ -117,6 +127,7 @@ check_tensor(struct load_state *s, const struct tspec *t, const char *name)
     for (i = 0; i < ndim; i++)
         if (s->dims[d[i]] == 0) {
             s->dims[d[i]] = ti.shape[i];
+            snprintf(s->dim_src[d[i]], sizeof s->dim_src[d[i]], "%s", name);
             TRY(dim_defined(s, (enum dim)d[i], name));
         }
     return 0;
@@ -273,6 +284,10 @@ pick_heads(struct load_state *s)
     size_t meta = 0;
 
     TRY(metadata_size(s->st, "heads", &meta));
+    if (meta == 0 && clf_safetensors_metadata(s->st, "heads") != NULL)
+        return clf__fail(CLF_EFORMAT,
+                         "metadata heads = \"0\": a model has at least one "
+                         "head");
     if (s->o->heads != 0 && meta != 0 && s->o->heads != meta)
         return clf__fail(CLF_EINVALID_ARGUMENT,
                          "heads %zu disagrees with the file's metadata "
@@ -283,6 +298,47 @@ pick_heads(struct load_state *s)
         return clf__fail(CLF_EINVALID_ARGUMENT,
                          "the number of heads is not in the file's metadata; "
                          "pass it (--heads)");
+    return 0;
+}
+
+/* The hyperparameters the tensor shapes show, where the metadata has
+ * them too under the lucidrains constructor's names: they must agree (a
+ * wrong "heads" would otherwise split the heads differently). */
+static int
+check_metadata(const struct load_state *s)
+{
+    const size_t *x = s->dims;
+    static const char heads_note[] =
+        " (the query weight's rows over the heads: is the metadata's heads "
+        "right?)";
+    const struct {
+        const char *key;
+        size_t value;
+        const char *what, *note;
+    } k[] = {
+        {"dim", x[X_D], "d_model", ""},
+        {"seq_len", x[X_N], "max_seq_len", ""},
+        {"k", x[X_K], "k", ""},
+        {"dim_head", x[X_HD] / s->heads, "head_dim", heads_note},
+        {"depth", s->ls->root[s->rev] != NULL ? s->layers : 0, "layers", ""},
+        {"num_tokens", x[X_V], "vocab", ""},
+    };
+    const char *v;
+    size_t i, meta;
+
+    for (i = 0; i < sizeof k / sizeof *k; i++) {
+        v = clf_safetensors_metadata(s->st, k[i].key);
+        /* absent, str(None) (dim_head's default), or a size this layout
+         * has not */
+        if (v == NULL || strcmp(v, "None") == 0 || k[i].value == 0)
+            continue;
+        TRY(metadata_size(s->st, k[i].key, &meta));
+        if (meta != k[i].value)
+            return clf__fail(CLF_ESHAPE_MISMATCH,
+                             "metadata %s = %zu disagrees with the tensor "
+                             "shapes, which give %s %zu%s",
+                             k[i].key, meta, k[i].what, k[i].value, k[i].note);
+    }
     return 0;
 }
 
@@ -539,6 +595,7 @@ check_file(clf_model *m, struct load_state *s)
         TRY(check_specs(s, ls->ffn, ls->nffn, &l));
     }
     TRY(check_specs(s, ls->model, ls->nmodel, NULL));
+    TRY(check_metadata(s));
     return collect_unexpected(m, s);
 }
 

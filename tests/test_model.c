@@ -876,6 +876,25 @@ START_TEST(model_linformer_pytorch_bad_files)
     ck_assert_int_eq(fake_load(&f, "\"nhead\":\"4\"", 0, &m),
                      CLF_EINVALID_ARGUMENT);
     assert_msg_has("nhead", "2 heads");
+    ck_assert_int_eq(fake_load(&f, "\"nhead\":\"two\"", 0, &m), CLF_EFORMAT);
+    assert_msg_has("nhead", "not a non-negative integer");
+    /* Sizes the shapes show, contradicted by the metadata. */
+    ck_assert_int_eq(fake_load(&f, "\"dim_k\":\"3\"", 0, &m),
+                     CLF_ESHAPE_MISMATCH);
+    assert_msg_has("metadata dim_k = 3", "give k 2");
+    ck_assert_int_eq(fake_load(&f, "\"depth\":\"3\"", 0, &m),
+                     CLF_ESHAPE_MISMATCH);
+    assert_msg_has("metadata depth = 3", "give layers 2");
+    ck_assert_int_eq(fake_load(&f, "\"channels\":\"16\"", 0, &m),
+                     CLF_ESHAPE_MISMATCH);
+    assert_msg_has("metadata channels = 16", "give channels 8");
+    ck_assert_int_eq(fake_load(&f,
+                               "\"dim_k\":\"2\",\"depth\":\"2\","
+                               "\"channels\":\"8\",\"dim_ff\":\"16\","
+                               "\"dim_d\":\"None\"",
+                               0, &m),
+                     0);
+    clf_model_destroy(m);
     fake_add(&f, "", "seq.0.resample.weight", 8, 8);
     ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_EUNSUPPORTED);
     assert_msg_has("seq.0.resample.weight", "ff_intermediate");

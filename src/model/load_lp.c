@@ -639,8 +639,7 @@ count_heads(struct lp *s, const char *a)
                          "tensor %sto_q.0.weight not found: a %s model needs "
                          "it",
                          a, s->what);
-    if (v != NULL)
-        meta = strtoull(v, NULL, 10);
+    TRY(clf__meta_size_get(s->st, "nhead", &meta));
     if ((v != NULL && meta != h) || (s->o->heads != 0 && s->o->heads != h))
         return clf__fail(CLF_EINVALID_ARGUMENT,
                          "the file holds to_q of %zu heads; %s says %zu", h,
@@ -936,5 +935,20 @@ clf__lp_load(clf_model *m, const clf_safetensors *st, const clf_model_opts *o,
     m->info.heads = layout == CLF_LAYOUT_SINGLE_HEAD_ATTENTION ? 1 : s.heads;
     m->info.head_dim = layout == CLF_LAYOUT_SINGLE_HEAD_ATTENTION ? s.C : s.dh;
     m->info.max_seq_len = s.N;
+    if (layout == CLF_LAYOUT_LINFORMER_PYTORCH_ENCODER ||
+        layout == CLF_LAYOUT_LINFORMER_PYTORCH_LM) {
+        /* Linformer's and LinformerLM's constructor names (dim_k: the
+         * first layer's, as k_reduce_by_layer shrinks the later ones). */
+        const struct clf__meta_size k[] = {
+            {"input_size", s.N, "max_seq_len", ""},
+            {"channels", s.C, "channels", ""},
+            {"dim_k", m->info.k, "k", ""},
+            {"dim_ff", m->info.ffn_dim, "the feed-forward width", ""},
+            {"dim_d", s.dh, "the head width", ""},
+            {"depth", m->info.layers, "layers", ""},
+            {"num_tokens", m->info.vocab, "vocab", ""},
+        };
+        TRY(clf__meta_sizes_agree(st, k, sizeof k / sizeof *k));
+    }
     return full ? clf_model_set_mode(m, CLF_MODE_FULL) : 0;
 }

@@ -87,6 +87,47 @@ clf_model_destroy(clf_model *m)
     free(m);
 }
 
+int
+clf__meta_size_get(const clf_safetensors *st, const char *key, size_t *out)
+{
+    const char *v = clf_safetensors_metadata(st, key);
+    char *end;
+    unsigned long long x;
+
+    *out = 0;
+    if (v == NULL)
+        return 0;
+    errno = 0;
+    x = strtoull(v, &end, 10);
+    if (*v == '\0' || *v == '-' || *end != '\0' || errno != 0 || x > SIZE_MAX)
+        return clf__fail(CLF_EFORMAT,
+                         "metadata %s = \"%s\" is not a non-negative integer",
+                         key, v);
+    *out = (size_t)x;
+    return 0;
+}
+
+int
+clf__meta_sizes_agree(const clf_safetensors *st, const struct clf__meta_size *k,
+                      size_t n)
+{
+    const char *v;
+    size_t i, meta;
+
+    for (i = 0; i < n; i++) {
+        v = clf_safetensors_metadata(st, k[i].key);
+        if (v == NULL || strcmp(v, "None") == 0 || k[i].value == 0)
+            continue;
+        TRY(clf__meta_size_get(st, k[i].key, &meta));
+        if (meta != k[i].value)
+            return clf__fail(CLF_ESHAPE_MISMATCH,
+                             "metadata %s = %zu disagrees with the tensor "
+                             "shapes, which give %s %zu%s",
+                             k[i].key, meta, k[i].what, k[i].value, k[i].note);
+    }
+    return 0;
+}
+
 /* Lists the tensors not marked in used[] (one flag per file tensor);
  * unless the caller allows them, the first is an error. */
 int

@@ -125,6 +125,24 @@ extern const char *const clf__dim_names[X_COUNT];
 extern const struct layout_spec clf__layouts[];
 extern const size_t clf__nlayouts;
 
+/* A hyperparameter the tensor shapes show, as the metadata may hold it
+ * too: its key, the value the shapes give (0: this file has no such
+ * size), its name in messages and a note after it. */
+struct clf__meta_size {
+    const char *key;
+    size_t value;
+    const char *what, *note;
+};
+
+/* model.c: the metadata's integer under key into *out (0 when absent); a
+ * value that is not a non-negative integer is a CLF_EFORMAT error. */
+int clf__meta_size_get(const clf_safetensors *st, const char *key, size_t *out);
+/* model.c: each of the n sizes the metadata holds (str(None) counts as
+ * absent) must equal the shapes' value: else a CLF_ESHAPE_MISMATCH error
+ * naming both. */
+int clf__meta_sizes_agree(const clf_safetensors *st,
+                          const struct clf__meta_size *k, size_t n);
+
 /* model.c: lists the file's tensors not marked in used[] (one flag
  * per tensor) as the model's unexpected ones; unless allow, the first is a
  * CLF_EWEIGHT_UNUSED error naming it and the layout. */

@@ -259,31 +259,11 @@ pick_layout(struct load_state *s)
 }
 
 static int
-metadata_size(const clf_safetensors *st, const char *key, size_t *out)
-{
-    const char *v = clf_safetensors_metadata(st, key);
-    char *end;
-    unsigned long long x;
-
-    *out = 0;
-    if (v == NULL)
-        return 0;
-    errno = 0;
-    x = strtoull(v, &end, 10);
-    if (*v == '\0' || *v == '-' || *end != '\0' || errno != 0 || x > SIZE_MAX)
-        return clf__fail(CLF_EFORMAT,
-                         "metadata %s = \"%s\" is not a non-negative integer",
-                         key, v);
-    *out = (size_t)x;
-    return 0;
-}
-
-static int
 pick_heads(struct load_state *s)
 {
     size_t meta = 0;
 
-    TRY(metadata_size(s->st, "heads", &meta));
+    TRY(clf__meta_size_get(s->st, "heads", &meta));
     if (meta == 0 && clf_safetensors_metadata(s->st, "heads") != NULL)
         return clf__fail(CLF_EFORMAT,
                          "metadata heads = \"0\": a model has at least one "
@@ -311,11 +291,7 @@ check_metadata(const struct load_state *s)
     static const char heads_note[] =
         " (the query weight's rows over the heads: is the metadata's heads "
         "right?)";
-    const struct {
-        const char *key;
-        size_t value;
-        const char *what, *note;
-    } k[] = {
+    const struct clf__meta_size k[] = {
         {"dim", x[X_D], "d_model", ""},
         {"seq_len", x[X_N], "max_seq_len", ""},
         {"k", x[X_K], "k", ""},
@@ -323,23 +299,8 @@ check_metadata(const struct load_state *s)
         {"depth", s->ls->root[s->rev] != NULL ? s->layers : 0, "layers", ""},
         {"num_tokens", x[X_V], "vocab", ""},
     };
-    const char *v;
-    size_t i, meta;
 
-    for (i = 0; i < sizeof k / sizeof *k; i++) {
-        v = clf_safetensors_metadata(s->st, k[i].key);
-        /* absent, str(None) (dim_head's default), or a size this layout
-         * has not */
-        if (v == NULL || strcmp(v, "None") == 0 || k[i].value == 0)
-            continue;
-        TRY(metadata_size(s->st, k[i].key, &meta));
-        if (meta != k[i].value)
-            return clf__fail(CLF_ESHAPE_MISMATCH,
-                             "metadata %s = %zu disagrees with the tensor "
-                             "shapes, which give %s %zu%s",
-                             k[i].key, meta, k[i].what, k[i].value, k[i].note);
-    }
-    return 0;
+    return clf__meta_sizes_agree(s->st, k, sizeof k / sizeof *k);
 }
 
 /* Whether rest (a name inside a layer) is one of the specs'. */

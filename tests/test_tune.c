@@ -1016,6 +1016,107 @@ START_TEST(tune_direct_switch_runs_xgemm_direct)
 }
 END_TEST
 
+/* "NAME=V NAME=V ..." in the order of clf__tune_xgemm_names into v. */
+static void
+xgemm_values(const char *params, size_t *v)
+{
+    const char *p = params;
+    size_t i, len;
+
+    for (i = 0; i < CLF_TUNE_NPARAM; i++) {
+        len = strlen(clf__tune_xgemm_names[i]);
+        ck_assert_msg(strncmp(p, clf__tune_xgemm_names[i], len) == 0 &&
+                          p[len] == '=',
+                      "%s at %s", clf__tune_xgemm_names[i], p);
+        v[i] = strtoul(p + len + 1, (char **)&p, 10);
+        while (*p == ' ')
+            p++;
+    }
+}
+
+/* The Xgemm checks against CLBlast itself: every record they accept gives
+ * a forward matching the reference with every GEMM through Xgemm
+ * (XGEMM_MIN_INDIRECT_SIZE 1), and the register-tiled kernel's records
+ * they refuse really break CLBlast: local-memory tiles (SA, SB) do not
+ * build.  Two are not run here, as the kernel then writes outside C (NaN
+ * results, and on a CPU device, whose buffers are host memory, a
+ * corrupted heap): KWG and KWI past 1 (CLBlast's tuner only ever pairs
+ * GEMMK=1 with KWG=KWI=1), and, before CLBlast 1.6.3 (its fix of the
+ * GEMMK=1 kernel), MWG != NWG. */
+START_TEST(tune_checks_agree_with_clblast)
+{
+    static const struct {
+        const char *params, *why; /* why: NULL where accepted */
+        int run;                  /* whether to apply it */
+    } rec[] = {
+        {"GEMMK=1 KREG=2 KWG=16 KWI=2 MDIMA=8 MDIMC=8 MWG=32 NDIMB=8 "
+         "NDIMC=8 NWG=32 SA=0 SB=0 STRM=0 STRN=0 VWM=2 VWN=2",
+         "GEMMK=1 needs KWG=1 and KWI=1", 0},
+        {"GEMMK=1 KREG=2 KWG=1 KWI=1 MDIMA=8 MDIMC=8 MWG=32 NDIMB=8 "
+         "NDIMC=8 NWG=32 SA=1 SB=1 STRM=0 STRN=0 VWM=2 VWN=2",
+         "GEMMK=1 needs SA=0 and SB=0", 1},
+        {"GEMMK=1 KREG=2 KWG=1 KWI=1 MDIMA=8 MDIMC=8 MWG=32 NDIMB=8 "
+         "NDIMC=8 NWG=32 SA=0 SB=0 STRM=0 STRN=0 VWM=2 VWN=2",
+         NULL, 1},
+        {"GEMMK=1 KREG=4 KWG=1 KWI=1 MDIMA=4 MDIMC=4 MWG=16 NDIMB=8 "
+         "NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=4 VWN=4",
+         "GEMMK=1 needs MWG=NWG with CLBlast before 1.6.3", 0},
+        {"GEMMK=1 KREG=4 KWG=1 KWI=1 MDIMA=4 MDIMC=4 MWG=32 NDIMB=8 "
+         "NDIMC=8 NWG=32 SA=0 SB=0 STRM=0 STRN=0 VWM=4 VWN=4",
+         NULL, 1},
+        {"GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=8 MWG=64 NDIMB=8 "
+         "NDIMC=8 NWG=64 SA=1 SB=1 STRM=1 STRN=0 VWM=4 VWN=2",
+         NULL, 1},
+        {"GEMMK=0 KREG=1 KWG=32 KWI=8 MDIMA=16 MDIMC=8 MWG=32 NDIMB=4 "
+         "NDIMC=16 NWG=64 SA=0 SB=1 STRM=0 STRN=1 VWM=2 VWN=4",
+         NULL, 1},
+    };
+    struct clf__tune_file tf;
+    struct clf__limits lim;
+    char text[400], why[400];
+    size_t i;
+    double err;
+    int rc;
+
+    device_limits(tu_context(), &lim);
+    for (i = 0; i < sizeof rec / sizeof rec[0]; i++) {
+        snprintf(text, sizeof text, "best Xgemm %s\n", rec[i].params);
+        rc = clf__tune_parse(text, strlen(text), &lim, &tf, why, sizeof why);
+        if (rec[i].why != NULL) {
+            ck_assert_msg(rc == -1 && strstr(why, rec[i].why) != NULL, "%s: %s",
+                          rec[i].params, rc ? why : "accepted");
+        } else
+            ck_assert_msg(rc == 0, "%s: %s", rec[i].params, why);
+    }
+    /* Each applied (the refused ones by hand: the library never does),
+     * every GEMM through Xgemm. */
+    for (i = 0; i < sizeof rec / sizeof rec[0]; i++) {
+        size_t v[CLF_TUNE_NPARAM];
+        xgemm_values(rec[i].params, v);
+        if (!rec[i].run)
+            continue;
+        if (rec[i].why == NULL &&
+            clf__tune_check_xgemm(v, &lim, why, sizeof why) != 0)
+            continue; /* past this device's limits */
+        ck_assert_int_eq(clf__tune_apply_xgemm(tu_context(), v), 0);
+        ck_assert_int_eq(clf__tune_apply_min_indirect(tu_context(), 1), 0);
+        err = clblast_forward_error(51 + i);
+        if (rec[i].why == NULL)
+            ck_assert_msg(err <= 1e-5, "%s accepted, CLBlast's error %g",
+                          rec[i].params, err);
+        else
+            ck_assert_msg(!(err <= 1e-3), "%s refused, CLBlast's error %g",
+                          rec[i].params, err);
+    }
+    /* A valid set left in force for what runs after this test. */
+    {
+        size_t v[CLF_TUNE_NPARAM];
+        xgemm_values(rec[5].params, v);
+        ck_assert_int_eq(clf__tune_apply_xgemm(tu_context(), v), 0);
+    }
+}
+END_TEST
+
 /* A stored XgemmDirect set is applied (CLBlast accepts it), named in the
  * context's tuning, and a forward whose every GEMM runs it (the stored
  * switch at 65536) matches the reference. */
@@ -1208,6 +1309,7 @@ main(void)
         tcase_set_timeout(tc, 600);
         tcase_add_test(tc, tune_direct_switch_runs_xgemm_direct);
         tcase_add_test(tc, tune_stored_direct_set_is_applied);
+        tcase_add_test(tc, tune_checks_agree_with_clblast);
         tcase_add_test(tc, tune_shipped_entries_are_sound);
         tcase_add_test(tc, tune_shipped_entry_is_applied_without_a_tune_file);
         suite_add_tcase(s, tc);

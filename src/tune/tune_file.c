@@ -278,12 +278,36 @@ check_multiples(const size_t *v, char *why, size_t cap)
     return 0;
 }
 
-/* The kernel with 2-D register tiling (GEMMK=1). */
+/* The kernel with 2-D register tiling (GEMMK=1), as CLBlast's tuner
+ * builds it: no unrolled k loop of its own and no local-memory tiles.
+ * KWG or KWI past 1 writes outside C and SA or SB does not build
+ * (tests/test_tune.c, tune_checks_agree_with_clblast). */
 static int
 check_gemmk1(const size_t *v, char *why, size_t cap)
 {
     if (v[CLF__XG_GEMMK] != 1)
         return 0;
+    if (v[CLF__XG_KWG] != 1 || v[CLF__XG_KWI] != 1) {
+        snprintf(why, cap, "GEMMK=1 needs KWG=1 and KWI=1 (KWG=%zu KWI=%zu)",
+                 v[CLF__XG_KWG], v[CLF__XG_KWI]);
+        return -1;
+    }
+    if (v[CLF__XG_SA] != 0 || v[CLF__XG_SB] != 0) {
+        snprintf(why, cap, "GEMMK=1 needs SA=0 and SB=0 (SA=%zu SB=%zu)",
+                 v[CLF__XG_SA], v[CLF__XG_SB]);
+        return -1;
+    }
+#if !defined(CLF_CLBLAST_VERSION) || CLF_CLBLAST_VERSION < 10603
+    /* Before CLBlast 1.6.3 the kernel indexes its tiles wrongly when
+     * MWG != NWG and writes outside C. */
+    if (v[CLF__XG_MWG] != v[CLF__XG_NWG]) {
+        snprintf(why, cap,
+                 "GEMMK=1 needs MWG=NWG with CLBlast before 1.6.3 (MWG=%zu "
+                 "NWG=%zu)",
+                 v[CLF__XG_MWG], v[CLF__XG_NWG]);
+        return -1;
+    }
+#endif
     if (v[CLF__XG_KREG] % v[CLF__XG_VWN] != 0) {
         snprintf(why, cap, "KREG=%zu is not a multiple of VWN=%zu",
                  v[CLF__XG_KREG], v[CLF__XG_VWN]);

@@ -882,6 +882,10 @@ CLF_EXTERN int clf_model_info_get(const clf_model *m, clf_model_info *out);
 
 /* Linformer (default) or full attention in every layer. */
 CLF_EXTERN int clf_model_set_mode(clf_model *m, clf_mode mode);
+/* The mode in force: the last set, else the file's (full for a
+ * linformer-pytorch model saved with full_attention=True), else
+ * Linformer. */
+CLF_EXTERN int clf_model_get_mode(const clf_model *m, clf_mode *out);
 
 /* Runs the model on batch*seq_len rows of d_model floats; y receives
  * batch*seq_len rows of d_model floats.  Not for LM layouts.  Padding

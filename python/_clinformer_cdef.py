@@ -159,6 +159,7 @@ size_t clf_model_unexpected_count(const clf_model *m);
 const char *clf_model_unexpected_name(const clf_model *m, size_t index);
 int clf_model_info_get(const clf_model *m, clf_model_info *out);
 int clf_model_set_mode(clf_model *m, clf_mode mode);
+int clf_model_get_mode(const clf_model *m, clf_mode *out);
 int clf_model_forward(clf_model *m, const float *x, size_t batch,
                       size_t seq_len, float *y, const clf_forward_opts *opts);
 int clf_model_forward_tokens(clf_model *m, const long long *ids, size_t batch,

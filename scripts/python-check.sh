@@ -11,8 +11,9 @@
 # OUTDIR (default: a temporary directory, removed afterwards) keeps the
 # repaired wheel.  PYTHON picks the interpreter (default python3).
 # CLINFORMER_CHECK_TORCH=1 also installs PyTorch from PyPI into the test
-# venv (a few GB with its CUDA libraries), so that the tests of
-# clinformer.torch run instead of being skipped.  Prints
+# venv (a few GB with its CUDA libraries), and the linformer and
+# linformer-pytorch packages (without their dependencies), so that the
+# tests of clinformer.torch run instead of being skipped.  Prints
 # `auditwheel show` of the repaired wheel and pytest's summary line
 # ("N passed ..."); exits non-zero when a step fails or no test ran.
 set -eu
@@ -101,6 +102,11 @@ say "fresh venv, installing the repaired wheel"
 if [ "${CLINFORMER_CHECK_TORCH:-0}" = 1 ]; then
     say "installing torch for the clinformer.torch tests"
     "$tmp/venv/bin/pip" install -q torch
+    # The packages from_module converts (pure Python; linformer-pytorch
+    # without its plotting dependencies: the tests load its model module
+    # alone).
+    "$tmp/venv/bin/pip" install -q --no-deps linformer==0.2.3 \
+        linformer-pytorch==0.19.3
 fi
 "$tmp/venv/bin/python" -c 'import clinformer; print(clinformer.devices())'
 

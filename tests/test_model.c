@@ -46,6 +46,20 @@ check_case_ex(const char *name, clf_layout layout, clf_layout expect,
     ck_assert_msg(rc == 0, "%s: %s", name, clf_last_error());
     ck_assert_int_eq(clf_model_info_get(m, &info), 0);
     ck_assert_str_eq(clf_layout_name(info.layout), clf_layout_name(expect));
+    /* The mode the file asks for, reported (full_attention=True). */
+    {
+        clf_mode mode = (clf_mode)-1, now = (clf_mode)-1;
+        ck_assert_int_eq(clf_model_get_mode(m, &mode), 0);
+        const size_t nl = strlen(name);
+        const clf_mode want = nl > 5 && strcmp(name + nl - 5, "_full") == 0
+                                  ? CLF_MODE_FULL
+                                  : CLF_MODE_LINFORMER;
+        ck_assert_int_eq(mode, want);
+        ck_assert_int_eq(clf_model_set_mode(m, (clf_mode)!mode), 0);
+        ck_assert_int_eq(clf_model_get_mode(m, &now), 0);
+        ck_assert_int_eq(now, (clf_mode)!mode);
+        ck_assert_int_eq(clf_model_set_mode(m, mode), 0);
+    }
     path_of(p, sizeof p, name);
     strcat(p, "_x.npy");
     ck_assert_msg(clf_npy_load(p, &x) == 0, "%s", clf_last_error());

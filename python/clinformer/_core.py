@@ -687,11 +687,13 @@ class Model(_Forward):
     @classmethod
     def load(cls, ctx, path, layout="auto", heads=None, precision="float", *,
              causal_block=0, layerwise=False, allow_unexpected=False,
-             mode="linformer"):
+             mode=None):
         """Loads path (str or os.PathLike) onto ctx.  layout is one of
         LAYOUTS ("auto" detects it from the tensor names); heads, when the
         file's metadata lacks it; precision "float" or "half" for the
-        attention weights."""
+        attention weights; mode "linformer" or "full" for every layer
+        (None: the file's, full for a linformer-pytorch model saved with
+        full_attention=True, else linformer)."""
         import os
 
         self = cls.__new__(cls)
@@ -736,7 +738,12 @@ class Model(_Forward):
         self.unexpected = [
             _text(lib.clf_model_unexpected_name(self._ptr, j))
             for j in range(lib.clf_model_unexpected_count(self._ptr))]
-        self.mode = mode
+        if mode is None:  # the file's (full_attention=True: "full")
+            m = ffi.new("clf_mode *")
+            check(lib.clf_model_get_mode(self._ptr, m))
+            self._mode = {v: k for k, v in _MODES.items()}[m[0]]
+        else:
+            self.mode = mode
         return self
 
     @property

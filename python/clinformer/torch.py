@@ -1,4 +1,7 @@
-"""PyTorch front end: a drop-in, inference-only LinformerSelfAttention.
+"""PyTorch front end: a drop-in, inference-only LinformerSelfAttention,
+and from_module(), which converts a live module (lucidrains, linformer-
+pytorch, the single-head class, fairseq's attention) into one that runs
+on a clinformer Context.
 
 LinformerSelfAttention has the parameters of the lucidrains package's
 module of that name (to_q, to_k, to_v, proj_k, proj_v, to_out), so its
@@ -28,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._core import Attention, Context
+from ._core import Attention, Context, Model
 from ._errors import DTypeError, InvalidArgumentError, ShapeError, raise_for
 
 _default = None
@@ -142,12 +145,7 @@ class LinformerSelfAttention(nn.Module):
             self._synced[name] = a.copy()
 
     def _guard(self, x):
-        if torch.jit.is_tracing():
-            raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
-                      "torch.jit.trace cannot record the clinformer "
-                      "forward (it runs outside PyTorch, so the trace would "
-                      "hold its output as a constant): call the module "
-                      "itself")
+        _refuse_trace()
         # The output carries no autograd history: where autograd would
         # need it, raise rather than let a model silently not learn.
         if not torch.is_grad_enabled():
@@ -196,3 +194,183 @@ class LinformerSelfAttention(nn.Module):
         y = self._layer(xin, lengths=lengths, key_mask=key_mask,
                         causal=causal)
         return torch.from_numpy(y)
+
+
+# ------------------------------------------------------------ from_module
+
+
+class ClinformerModel(nn.Module):
+    """A whole converted model (from_module): its forward runs a
+    clinformer.Model on a Context.  The weights are those of the source
+    module when it was converted (convert again after changing them).
+    Inference only, as LinformerSelfAttention: a forward autograd would
+    need, or torch.jit.trace, raises.  Not copied or pickled (TypeError):
+    convert the source module again."""
+
+    def __init__(self, model, source):
+        super().__init__()
+        self._model = model
+        self.source = source
+        self.eval()
+
+    @property
+    def model(self):
+        """The clinformer.Model this module runs."""
+        return self._model
+
+    def _refuse_copy(self, *args):
+        raise TypeError("a clinformer.torch.ClinformerModel cannot be copied "
+                        "or pickled: it owns an OpenCL handle; convert the "
+                        "source module again with "
+                        "clinformer.torch.from_module")
+
+    __copy__ = __deepcopy__ = __reduce_ex__ = _refuse_copy
+
+    def forward(self, x, *, lengths=None, key_mask=None, causal=False):
+        """x: float32 (B, n, D) or (n, D) on the CPU, or for a language
+        model integer token ids (B, n) or (n); returns a new tensor (the
+        outputs, or the logits)."""
+        if not isinstance(x, torch.Tensor):
+            raise_for(DTypeError, "CLF_EDTYPE",
+                      "x must be a torch.Tensor, not %s" % type(x).__name__)
+        if x.device.type != "cpu":
+            raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
+                      "x is on %s; clinformer reads CPU tensors (x.cpu())"
+                      % x.device)
+        _refuse_trace()
+        if torch.is_grad_enabled() and x.requires_grad:
+            raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
+                      "x requires grad, but the clinformer forward is "
+                      "inference only (its output carries no gradient): run "
+                      "it under torch.no_grad() or torch.inference_mode()")
+        xin = x.detach().contiguous().numpy()
+        if isinstance(lengths, torch.Tensor):
+            lengths = lengths.cpu().numpy()
+        if isinstance(key_mask, torch.Tensor):
+            key_mask = key_mask.cpu().numpy()
+        return torch.from_numpy(self._model(xin, lengths=lengths,
+                                            key_mask=key_mask,
+                                            causal=causal))
+
+
+def _refuse_trace():
+    if torch.jit.is_tracing():
+        raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
+                  "torch.jit.trace cannot record the clinformer forward (it "
+                  "runs outside PyTorch, so the trace would hold its output "
+                  "as a constant): call the module itself")
+
+
+def _package(module):
+    """'lucidrains', 'linformer-pytorch' or None, by the module's class."""
+    top = type(module).__module__.split(".")[0]
+    return {"linformer": "lucidrains",
+            "linformer_pytorch": "linformer-pytorch"}.get(top)
+
+
+def _first(module, name):
+    for m in module.modules():
+        if type(m).__name__ == name:
+            return m
+    return None
+
+
+def _metadata(module):
+    """The hyperparameters no tensor shows, read off a live module under
+    the names the loaders read from safetensors metadata."""
+    md = {}
+    package = _package(module)
+    if package == "lucidrains":
+        att = _first(module, "LinformerSelfAttention")
+        if att is not None:
+            md["heads"] = str(att.heads)
+    elif package == "linformer-pytorch":
+        ff = _first(module, "FeedForward")
+        if ff is not None:
+            act = ff.activation
+            md["activation"] = ("relu" if act is torch.nn.functional.relu
+                                else "gelu" if act is torch.nn.functional.gelu
+                                else repr(act))
+        head = _first(module, "LinearAttentionHead")
+        if head is not None:
+            md["full_attention"] = str(bool(head.full_attention))
+            md["causal"] = str(head.causal_mask is not None)
+            md["method"] = ("convolution" if isinstance(head.E, nn.Conv1d)
+                            else "learnable" if isinstance(head.E, nn.Linear)
+                            else "no_params")
+        if getattr(module, "decoder_mode", False):
+            md["decoder_mode"] = "True"
+    return md
+
+
+def _write_safetensors(path, tensors, metadata):
+    """A safetensors file of float32 tensors (each name of a state_dict,
+    shared ones written under every name)."""
+    import json
+    import struct
+
+    header, blobs, off = {}, [], 0
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name], dtype=np.float32)
+        b = a.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    if metadata:
+        header["__metadata__"] = metadata
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
+def from_module(module, ctx=None, *, precision="float", causal_block=0,
+                mode=None):
+    """A live PyTorch module converted to one that runs on a clinformer
+    Context (ctx, else default_context()), without files of the caller's:
+    a lucidrains LinformerSelfAttention becomes this package's drop-in
+    LinformerSelfAttention (parameters copied); any other module whose
+    state_dict clinformer.Model.load reads (lucidrains Linformer and
+    LinformerLM, linformer-pytorch Linformer, LinformerLM and MHAttention,
+    the single-head class, fairseq's attention) becomes a ClinformerModel,
+    its hyperparameters read off the module.  What the loaders refuse (a
+    causal or convolution linformer-pytorch model, ...) raises their
+    error."""
+    import os
+    import tempfile
+
+    if not isinstance(module, nn.Module):
+        raise_for(DTypeError, "CLF_EDTYPE",
+                  "module must be a torch.nn.Module, not %s"
+                  % type(module).__name__)
+    if (_package(module) == "lucidrains"
+            and type(module).__name__ == "LinformerSelfAttention"):
+        m = LinformerSelfAttention(
+            module.to_q.in_features, module.seq_len, k=module.k,
+            heads=module.heads, dim_head=module.dim_head,
+            one_kv_head=module.to_k.out_features == module.dim_head
+            and module.heads > 1, share_kv=module.share_kv, ctx=ctx)
+        m.load_state_dict(module.state_dict())
+        return m
+    ctx = ctx if ctx is not None else default_context()
+    tensors = {k: v.detach().cpu().numpy()
+               for k, v in module.state_dict().items()}
+    with tempfile.TemporaryDirectory(prefix="clinformer-") as d:
+        path = os.path.join(d, "module.safetensors")
+        _write_safetensors(path, tensors, _metadata(module))
+        model = Model.load(ctx, path, precision=precision,
+                           causal_block=causal_block, mode=mode)
+    return ClinformerModel(model, type(module).__name__)
+
+
+def from_lucidrains(module, ctx=None, **kwargs):
+    """from_module for the lucidrains package's modules."""
+    if _package(module) != "lucidrains":
+        raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
+                  "%s is not a module of the lucidrains linformer package; "
+                  "use from_module" % type(module).__name__)
+    return from_module(module, ctx, **kwargs)

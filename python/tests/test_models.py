@@ -17,12 +17,23 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+# linformer-pytorch 0.19.3 and the guide's single-head class.
+LP_CASES = dict(
+    {"lp_linformer_" + v: "linformer-pytorch"
+     for v in ("layerwise", "none", "headwise", "kv", "relu", "kreduce",
+               "dimd", "wo2", "noff", "full")},
+    lp_lm="linformer-pytorch-lm", lp_mhattention="linformer-pytorch-attention",
+    guide_attention="single-head-attention")
+
+
+@pytest.mark.parametrize("case", sorted(CASES) + sorted(LP_CASES))
 def test_model_matches_torch(ctx, case):
     m = clinformer.Model.load(ctx, DATA / (case + ".safetensors"))
     x = np.load(DATA / (case + "_x.npy"))
     want = np.load(DATA / (case + "_y.npy"))
-    assert m.info.layout == CASES[case]
+    assert m.info.layout == {**CASES, **LP_CASES}[case]
+    # full_attention=True in the file: the model runs full attention.
+    assert m.mode == ("full" if case.endswith("_full") else "linformer")
     y = m(x)
     assert y.dtype == np.float32
     assert close(y, want)

@@ -192,6 +192,16 @@ clf_model_set_mode(clf_model *m, clf_mode mode)
         return clf__fail(CLF_ENULL_ARGUMENT, "m is NULL");
     for (l = 0; l < m->info.layers; l++)
         TRY(clf_attention_set_mode(m->layers[l].att, mode));
+    m->mode = mode;
+    return 0;
+}
+
+CLF_EXTERN int
+clf_model_get_mode(const clf_model *m, clf_mode *out)
+{
+    if (m == NULL || out == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL", m ? "out" : "m");
+    *out = m->mode;
     return 0;
 }
 

@@ -42,9 +42,10 @@ struct clf_model {
     size_t n_unexpected;
     /* A sharded forward (shard_model.c): its attention, and the position
      * of the rows' first column (LM position embeddings). */
-    int post_ln; /* x = LN1(x + Attn(x)) (and LN2 after the
-                    feed-forward), not pre-LN */
-    int act;     /* the feed-forward's activation, an enum clf__act */
+    int post_ln;   /* x = LN1(x + Attn(x)) (and LN2 after the
+                      feed-forward), not pre-LN */
+    int act;       /* the feed-forward's activation, an enum clf__act */
+    clf_mode mode; /* every layer's (clf_model_set_mode; the load's) */
     clf__model_attend_fn shard_attend;
     void *shard_user;
     size_t pos_offset;

@@ -891,6 +891,29 @@ clf__lp_detect(const clf_safetensors *st, clf_layout *out)
     return 0;
 }
 
+/* Linformer's and LinformerLM's constructor arguments that the shapes
+ * show, where the metadata has them (dim_k: the first layer's, as
+ * k_reduce_by_layer shrinks the later ones). */
+static int
+sizes_agree(const struct lp *s, clf_layout layout)
+{
+    const clf_model_info *in = &s->m->info;
+    const struct clf__meta_size k[] = {
+        {"input_size", s->N, "max_seq_len", ""},
+        {"channels", s->C, "channels", ""},
+        {"dim_k", in->k, "k", ""},
+        {"dim_ff", in->ffn_dim, "the feed-forward width", ""},
+        {"dim_d", s->dh, "the head width", ""},
+        {"depth", in->layers, "layers", ""},
+        {"num_tokens", in->vocab, "vocab", ""},
+    };
+
+    if (layout != CLF_LAYOUT_LINFORMER_PYTORCH_ENCODER &&
+        layout != CLF_LAYOUT_LINFORMER_PYTORCH_LM)
+        return 0;
+    return clf__meta_sizes_agree(s->st, k, sizeof k / sizeof *k);
+}
+
 int
 clf__lp_load(clf_model *m, const clf_safetensors *st, const clf_model_opts *o,
              clf_layout layout)
@@ -935,20 +958,6 @@ clf__lp_load(clf_model *m, const clf_safetensors *st, const clf_model_opts *o,
     m->info.heads = layout == CLF_LAYOUT_SINGLE_HEAD_ATTENTION ? 1 : s.heads;
     m->info.head_dim = layout == CLF_LAYOUT_SINGLE_HEAD_ATTENTION ? s.C : s.dh;
     m->info.max_seq_len = s.N;
-    if (layout == CLF_LAYOUT_LINFORMER_PYTORCH_ENCODER ||
-        layout == CLF_LAYOUT_LINFORMER_PYTORCH_LM) {
-        /* Linformer's and LinformerLM's constructor names (dim_k: the
-         * first layer's, as k_reduce_by_layer shrinks the later ones). */
-        const struct clf__meta_size k[] = {
-            {"input_size", s.N, "max_seq_len", ""},
-            {"channels", s.C, "channels", ""},
-            {"dim_k", m->info.k, "k", ""},
-            {"dim_ff", m->info.ffn_dim, "the feed-forward width", ""},
-            {"dim_d", s.dh, "the head width", ""},
-            {"depth", m->info.layers, "layers", ""},
-            {"num_tokens", m->info.vocab, "vocab", ""},
-        };
-        TRY(clf__meta_sizes_agree(st, k, sizeof k / sizeof *k));
-    }
+    TRY(sizes_agree(&s, layout));
     return full ? clf_model_set_mode(m, CLF_MODE_FULL) : 0;
 }

@@ -105,6 +105,11 @@ int cli_fail(clf_context *ctx, const char *what, int rc);
  * CLI_ERROR with *ctx NULL. */
 int cli_context(clf_context **ctx, const char *selector);
 
+/* Destroys a context that cli_context made, printing first the warnings
+ * it gained since (a tune file's CLBlast parameters dropped after a
+ * failure). */
+void cli_context_done(clf_context *ctx);
+
 /* Several devices: a --device value that is "all" or a comma list. */
 int cli_is_device_list(const char *selector);
 

@@ -319,6 +319,6 @@ cli_demo_main(const struct cli_command *cmd, int argc, char **argv)
     rc = demo_golden(ctx);
     if (rc == 0)
         rc = demo_layer(ctx, &o, count);
-    clf_context_destroy(ctx);
+    cli_context_done(ctx);
     return rc;
 }

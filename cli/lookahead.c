@@ -276,6 +276,6 @@ cli_lookahead_main(const struct cli_command *cmd, int argc, char **argv)
     else
         rc = audit_layer(&l, &o, &d, count);
     clf_attention_destroy(l.att);
-    clf_context_destroy(l.ctx);
+    cli_context_done(l.ctx);
     return rc;
 }

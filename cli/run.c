@@ -134,7 +134,7 @@ run_free(struct run_state *s)
         return;
     }
     clf_model_destroy(s->m);
-    clf_context_destroy(s->ctx);
+    cli_context_done(s->ctx);
 }
 
 static void

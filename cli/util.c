@@ -18,6 +18,10 @@ cli_fail(clf_context *ctx, const char *what, int rc)
     return CLI_ERROR;
 }
 
+/* How much of the warnings of the context cli_context made last were
+ * printed (the tool makes one at a time). */
+static size_t warned;
+
 int
 cli_context(clf_context **ctx, const char *selector)
 {
@@ -32,6 +36,7 @@ cli_context(clf_context **ctx, const char *selector)
     warn = clf_context_warnings(*ctx);
     if (warn[0] != '\0')
         fprintf(stderr, "clinformer: warning: %s\n", warn);
+    warned = strlen(warn);
     if (rc != 0) {
         cli_fail(*ctx, "applying stored GEMM tuning", rc);
         clf_context_destroy(*ctx);
@@ -39,6 +44,18 @@ cli_context(clf_context **ctx, const char *selector)
         return CLI_ERROR;
     }
     return 0;
+}
+
+void
+cli_context_done(clf_context *ctx)
+{
+    const char *warn = clf_context_warnings(ctx);
+
+    if (ctx != NULL && strlen(warn) > warned)
+        fprintf(stderr, "clinformer: warning: %s\n",
+                warn + warned + (warned > 0 ? 2 : 0));
+    warned = 0;
+    clf_context_destroy(ctx);
 }
 
 const struct cli_choice cli_shard_choices[] = {{"auto", CLF_SHARD_AUTO},

@@ -293,7 +293,11 @@ CLF_EXTERN int clf_tune(clf_context *ctx, const clf_tune_opts *opts);
  * within the kernel's rules and the device's limits).  An invalid file is
  * ignored as a whole: nothing is applied and clf_context_warnings() says why.
  * The tiled GEMM's stored sizes apply to ctx alone (their kernel is built for
- * it); without them it keeps its defaults.  Returns 0 also when nothing
+ * it); without them it keeps its defaults.  Should CLBlast still fail under
+ * the applied parameters, they are dropped for ctx at the first failure:
+ * clf_context_warnings() names them, and ctx's GEMMs that CLBlast would
+ * run go to clinformer's own kernels from then on (CLBlast's defaults
+ * cannot be restored within the process).  Returns 0 also when nothing
  * is stored or the file was ignored (clf_context_tuning() then returns "");
  * errors: CLF_ENULL_ARGUMENT, CLF_ENO_MEMORY, CLBlast codes. */
 CLF_EXTERN int clf_tune_apply_process_wide(clf_context *ctx);

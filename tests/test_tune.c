@@ -1117,6 +1117,57 @@ START_TEST(tune_checks_agree_with_clblast)
 }
 END_TEST
 
+/* A tune file's CLBlast record that CLBlast fails with at run time is
+ * dropped at its first failure: the forward goes on, right, on the
+ * library's own GEMM kernels, and the context's warning names the record.
+ * The record here is one the checks refuse (GEMMK=1 with SA=SB=1, which
+ * CLBlast 1.5.3 cannot build), handed to CLBlast past them as a record
+ * that passed them would be.  The same set applied for a trial (as the
+ * tuner applies candidates) still fails the forward. */
+START_TEST(tune_failing_record_is_dropped)
+{
+    static const char bad[] =
+        "GEMMK=1 KREG=2 KWG=1 KWI=1 MDIMA=8 MDIMC=8 MWG=32 NDIMB=8 "
+        "NDIMC=8 NWG=32 SA=1 SB=1 STRM=0 STRN=0 VWM=2 VWN=2";
+    static const char good[] =
+        "GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=8 MDIMC=8 MWG=64 NDIMB=8 "
+        "NDIMC=8 NWG=64 SA=1 SB=1 STRM=1 STRN=0 VWM=4 VWN=2";
+    struct clf__tune_file tf;
+    size_t v[CLF_TUNE_NPARAM];
+    const char *w;
+    double err;
+
+    memset(&tf, 0, sizeof tf);
+    xgemm_values(bad, tf.best);
+    tf.have_best = 1;
+    tf.min_indirect = 1;
+    ck_assert_int_eq(clf__tune_apply_xgemm(tu_context(), tf.best), 0);
+    ck_assert_int_eq(clf__tune_apply_min_indirect(tu_context(), 1), 0);
+    err = clblast_forward_error(61);
+    ck_assert_msg(!(err <= 1e-3), "the set on trial: CLBlast's error %g", err);
+
+    ck_assert_int_eq(clf__tune_apply_records(tu_context(), &tf), 0);
+    ck_assert_ptr_nonnull(strstr(clf_context_tuning(tu_context()), "SA=1"));
+    err = clblast_forward_error(62);
+    w = clf_context_warnings(tu_context());
+    ck_assert_msg(err <= 1e-5, "the tune file's set: error %g (warnings: %s)",
+                  err, w);
+    ck_assert_msg(strstr(w, "dropped the tune file's CLBlast parameters "
+                            "(Xgemm ") != NULL &&
+                      strstr(w, "SA=1") != NULL &&
+                      strstr(w, "CLBlastSgemm") != NULL,
+                  "warnings: %s", w);
+    err = clblast_forward_error(63);
+    ck_assert_msg(err <= 1e-5, "a second forward: error %g", err);
+
+    /* A valid set left in force for what runs after this test. */
+    xgemm_values(good, v);
+    ck_assert_int_eq(clf__tune_apply_xgemm(tu_context(), v), 0);
+    err = clblast_forward_error(64);
+    ck_assert_msg(err <= 1e-5, "a valid set after the drop: error %g", err);
+}
+END_TEST
+
 /* A stored XgemmDirect set is applied (CLBlast accepts it), named in the
  * context's tuning, and a forward whose every GEMM runs it (the stored
  * switch at 65536) matches the reference. */
@@ -1310,6 +1361,7 @@ main(void)
         tcase_add_test(tc, tune_direct_switch_runs_xgemm_direct);
         tcase_add_test(tc, tune_stored_direct_set_is_applied);
         tcase_add_test(tc, tune_checks_agree_with_clblast);
+        tcase_add_test(tc, tune_failing_record_is_dropped);
         tcase_add_test(tc, tune_shipped_entries_are_sound);
         tcase_add_test(tc, tune_shipped_entry_is_applied_without_a_tune_file);
         suite_add_tcase(s, tc);

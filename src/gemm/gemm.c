@@ -316,6 +316,57 @@ clblast_gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
     return 0;
 }
 
+/* A CLBlast GEMM failed.  Where the context's tune file put CLBlast
+ * parameters in force (ctx->clblast_records), they are dropped for the
+ * context: a warning names them and the failure, and from then on the
+ * GEMMs that CLBlast would run go to the library's own kernels
+ * (own_gemm).  CLBlast 1.5.3 cannot set its defaults back within a
+ * process (an override stays until exit) nor say what they were, so its
+ * own defaults cannot take over.  1 when dropped (run the GEMM again on
+ * own_gemm), 0 when the failure stands. */
+static int
+drop_clblast(clf_context *ctx)
+{
+    size_t len = strlen(ctx->warnings);
+
+    if (!ctx->clblast_records)
+        return 0;
+    ctx->clblast_dropped = 1;
+    snprintf(ctx->warnings + len, sizeof ctx->warnings - len,
+             "%sdropped the tune file's CLBlast parameters (%s): %s; the "
+             "GEMMs CLBlast ran go to the library's own kernels in this "
+             "process",
+             len ? "; " : "", ctx->tuned, clf_last_error());
+    return 1;
+}
+
+/* A GEMM on the library's own kernels, for a context whose CLBlast
+ * parameters were dropped: the tiled kernel where it takes the shape,
+ * else the blocked one. */
+static int
+own_gemm(clf_context *ctx, const struct clf__tiled_args *g)
+{
+    struct clf__gemm_state *st;
+
+    if (clf__tiled_fits(g->m, g->n, g->k, g->lda, g->ldb, g->ldc) &&
+        clf__tiled_usable(ctx)) {
+        STATE(ctx, st);
+        st->gemm_calls++;
+        return clf__tiled_gemm(ctx, g);
+    }
+    if (blocked_fits(g->trans_a, g->m, g->n, g->k, g->beta, g->lda, g->ldb,
+                     g->ldc))
+        return blocked(ctx, g->trans_b, g->m, g->n, g->k, g->alpha, g->a,
+                       g->a_off, g->lda, g->a_stride, g->b, g->b_off, g->ldb,
+                       g->b_stride, g->beta, g->c, g->c_off, g->ldc,
+                       g->c_stride, g->batch, g->bias, g->act);
+    return clf__fail(CLF_EUNSUPPORTED,
+                     "GEMM %zux%zux%zu: CLBlast's tuned parameters were "
+                     "dropped and neither of the library's GEMM kernels "
+                     "takes this shape",
+                     g->m, g->n, g->k);
+}
+
 int
 clf__gemm(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
           size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
@@ -388,8 +439,12 @@ gemm_ex_unlocked(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
         blocked_fits(0, m, n, k, beta, lda, ldb, ldc))
         return blocked(ctx, trans_b, m, n, k, 1.0f, a, a_off, lda, 0, b, b_off,
                        ldb, 0, beta, c, c_off, ldc, 0, 1, bias, act);
-    CLF_TRY(clblast_gemm(ctx, 0, trans_b, m, n, k, 1.0f, a, a_off, lda, b,
-                         b_off, ldb, beta, c, c_off, ldc));
+    if (ctx->clblast_dropped)
+        return own_gemm(ctx, &g);
+    rc = clblast_gemm(ctx, 0, trans_b, m, n, k, 1.0f, a, a_off, lda, b, b_off,
+                      ldb, beta, c, c_off, ldc);
+    if (rc != 0)
+        return drop_clblast(ctx) ? own_gemm(ctx, &g) : rc;
     if (bias != NULL)
         CLF_TRY(clf__add_bias(ctx, c, c_off, m, n, ldc, bias));
     if (act && ldc == n)
@@ -490,7 +545,12 @@ gemm_batched_unlocked(clf_context *ctx, int way, int trans_a, int trans_b,
         return blocked(ctx, trans_b, m, n, k, alpha, a, a_off, lda, a_stride, b,
                        b_off, ldb, b_stride, beta, c, c_off, ldc, c_stride,
                        batch, NULL, 0);
-    return clblast_batched(ctx, &g);
+    if (ctx->clblast_dropped)
+        return own_gemm(ctx, &g);
+    rc = clblast_batched(ctx, &g);
+    if (rc != 0 && drop_clblast(ctx))
+        return own_gemm(ctx, &g);
+    return rc;
 }
 
 int

@@ -115,6 +115,11 @@ struct clf_context {
     clf_context_stats stats;
     int profiling;       /* the queue has CL_QUEUE_PROFILING_ENABLE */
     char tuned[512];     /* the stored GEMM tuning applied, or "" */
+    int clblast_records; /* tuned holds CLBlast parameters this context
+                            applied (tune_apply.c): a CLBlast failure
+                            drops them (gemm.c) */
+    int clblast_dropped; /* they were dropped: CLBlast's GEMMs run on the
+                            library's own kernels */
     int softmax_variant; /* enum clf__softmax_variant outside a plan;
                             0 (scalar) as the context is made */
     int attend_variant;  /* enum clf__attend_variant pinned (tuning,

@@ -141,6 +141,13 @@ int clf__tune_apply_xgemm(clf_context *ctx, const size_t *v);
 int clf__tune_apply_direct(clf_context *ctx, const size_t *v);
 int clf__tune_apply_min_indirect(clf_context *ctx, size_t v);
 
+/* Hands the CLBlast records of tf (Xgemm, XgemmDirect, the switch) to
+ * CLBlast as a tune file's (what clf__tune_apply_stored does with them,
+ * checks not repeated): named in ctx->tuned, and dropped for ctx when a
+ * CLBlast GEMM fails under them (src/gemm/gemm.c).  Returns 0 or
+ * CLBlast's status. */
+int clf__tune_apply_records(clf_context *ctx, const struct clf__tune_file *tf);
+
 /* Loads the tune file at path into tf: 1 when a valid one was read, 0
  * when there is none or it is invalid (then ignored whole, with a warning
  * kept in ctx). */

@@ -12,12 +12,28 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* The three below hand one set to CLBlast as it is, for the tuner's
+ * trials and the tests: a CLBlast failure under it stays an error (the
+ * context's clblast_records cleared); apply_clblast marks the sets of a
+ * tune file, whose failure drops them instead (src/gemm/gemm.c). */
+static void
+on_trial(clf_context *ctx)
+{
+    clf__lock(ctx);
+    ctx->clblast_records = 0;
+    ctx->clblast_dropped = 0;
+    clf__unlock(ctx);
+}
+
 int
 clf__tune_apply_xgemm(clf_context *ctx, const size_t *v)
 {
-    CLBlastStatusCode st = CLBlastOverrideParameters(
-        ctx->device, "Xgemm", CLBlastPrecisionSingle, CLF_TUNE_NPARAM,
-        (const char **)clf__tune_xgemm_names, v);
+    CLBlastStatusCode st;
+
+    on_trial(ctx);
+    st = CLBlastOverrideParameters(ctx->device, "Xgemm", CLBlastPrecisionSingle,
+                                   CLF_TUNE_NPARAM,
+                                   (const char **)clf__tune_xgemm_names, v);
     if (st != CLBlastSuccess)
         return clf__fail((int)st,
                          "CLBlastOverrideParameters(Xgemm) failed "
@@ -29,9 +45,12 @@ clf__tune_apply_xgemm(clf_context *ctx, const size_t *v)
 int
 clf__tune_apply_direct(clf_context *ctx, const size_t *v)
 {
-    CLBlastStatusCode st = CLBlastOverrideParameters(
-        ctx->device, "XgemmDirect", CLBlastPrecisionSingle, CLF_TUNE_NDIRECT,
-        (const char **)clf__tune_direct_names, v);
+    CLBlastStatusCode st;
+
+    on_trial(ctx);
+    st = CLBlastOverrideParameters(ctx->device, "XgemmDirect",
+                                   CLBlastPrecisionSingle, CLF_TUNE_NDIRECT,
+                                   (const char **)clf__tune_direct_names, v);
     if (st != CLBlastSuccess)
         return clf__fail((int)st,
                          "CLBlastOverrideParameters(XgemmDirect) failed (%d)",
@@ -43,8 +62,11 @@ int
 clf__tune_apply_min_indirect(clf_context *ctx, size_t v)
 {
     const char *name = "XGEMM_MIN_INDIRECT_SIZE";
-    CLBlastStatusCode st = CLBlastOverrideParameters(
-        ctx->device, "GemmRoutine", CLBlastPrecisionSingle, 1, &name, &v);
+    CLBlastStatusCode st;
+
+    on_trial(ctx);
+    st = CLBlastOverrideParameters(ctx->device, "GemmRoutine",
+                                   CLBlastPrecisionSingle, 1, &name, &v);
     if (st != CLBlastSuccess)
         return clf__fail((int)st,
                          "CLBlastOverrideParameters(GemmRoutine) failed (%d)",
@@ -176,7 +198,8 @@ load_shipped(clf_context *ctx, struct clf__tune_file *tf)
 }
 
 /* Hands tf's CLBlast records (Xgemm, XgemmDirect, the switch) to CLBlast
- * and names them in ctx->tuned. */
+ * and names them in ctx->tuned; marks them as the tune file's, so that a
+ * CLBlast failure under them drops them (src/gemm/gemm.c). */
 static int
 apply_clblast(clf_context *ctx, const struct clf__tune_file *tf)
 {
@@ -203,6 +226,19 @@ apply_clblast(clf_context *ctx, const struct clf__tune_file *tf)
                  "%sXGEMM_MIN_INDIRECT_SIZE=%zu", len ? "; " : "",
                  tf->min_indirect);
     }
+    ctx->clblast_records = rc == 0 && ctx->tuned[0] != '\0';
+    return rc;
+}
+
+int
+clf__tune_apply_records(clf_context *ctx, const struct clf__tune_file *tf)
+{
+    int rc;
+
+    clf__lock(ctx);
+    ctx->tuned[0] = '\0';
+    rc = apply_clblast(ctx, tf);
+    clf__unlock(ctx);
     return rc;
 }
 
@@ -220,6 +256,7 @@ apply_stored_locked(clf_context *ctx)
     int rc, shipped = 0;
 
     ctx->tuned[0] = '\0';
+    ctx->clblast_records = ctx->clblast_dropped = 0;
     if (env != NULL && strcmp(env, "off") == 0)
         return 0;
     tf = malloc(sizeof *tf);

@@ -297,7 +297,8 @@ CLF_EXTERN int clf_tune(clf_context *ctx, const clf_tune_opts *opts);
  * the applied parameters, they are dropped for ctx at the first failure:
  * clf_context_warnings() names them, and ctx's GEMMs that CLBlast would
  * run go to clinformer's own kernels from then on (CLBlast's defaults
- * cannot be restored within the process).  Returns 0 also when nothing
+ * cannot be restored within the process; a shape none of those kernels
+ * takes on the device then fails, naming it).  Returns 0 also when nothing
  * is stored or the file was ignored (clf_context_tuning() then returns "");
  * errors: CLF_ENULL_ARGUMENT, CLF_ENO_MEMORY, CLBlast codes. */
 CLF_EXTERN int clf_tune_apply_process_wide(clf_context *ctx);

@@ -122,6 +122,65 @@ build_and_run(void)
     clf_context_destroy(ctx);
 }
 
+/* The programs built apart: each names at least one registered file, none
+ * twice; a file that needs an extension is in exactly one, alone (so that
+ * the main program never needs it); a part that uses the shared
+ * definitions has common.cl first, as the main program does; and a part
+ * builds on the suite's device where its files' extensions are there. */
+START_TEST(registry_parts_name_their_files)
+{
+    int in_parts[CLF_KERNEL_FILES] = {0};
+    int p, f, prev, i, n;
+
+    for (p = 0; p < CLF_PART_COUNT; p++) {
+        unsigned char seen[CLF_KERNEL_FILES] = {0};
+        for (n = 0; (f = clf__program_part_file(p, n)) >= 0; n++) {
+            ck_assert_int_lt(f, CLF_KERNEL_FILES);
+            ck_assert_msg(!seen[f], "part %d names %s twice", p,
+                          clf__kernel_files[f]);
+            seen[f] = 1;
+            in_parts[f]++;
+        }
+        ck_assert_msg(n >= 1, "part %d names no file", p);
+        for (i = 0; i < n; i++) {
+            f = clf__program_part_file(p, i);
+            if (clf__kernel_needs[f] != NULL)
+                ck_assert_msg(n == 1, "part %d: %s needs %s and is not alone",
+                              p, clf__kernel_files[f], clf__kernel_needs[f]);
+            if (f == CLF_FILE_common)
+                ck_assert_msg(i == 0, "part %d: common.cl is not first", p);
+            prev = i > 0 ? clf__program_part_file(p, i - 1) : -1;
+            ck_assert_msg(prev < f, "part %d: %s out of build order", p,
+                          clf__kernel_files[f]);
+        }
+    }
+    ck_assert_int_eq(clf__program_part_file(CLF_PART_COUNT, 0), -1);
+    for (f = 0; f < CLF_KERNEL_FILES; f++)
+        if (clf__kernel_needs[f] != NULL)
+            ck_assert_msg(in_parts[f] == 1, "%s is built in %d parts",
+                          clf__kernel_files[f], in_parts[f]);
+    ck_assert_int_eq(clf__program_part_file(CLF_PART_TILED_SET, 0),
+                     CLF_FILE_common);
+    ck_assert_int_eq(clf__program_part_file(CLF_PART_TILED_SET, 1),
+                     CLF_FILE_gemm_tiled);
+    ck_assert_int_eq(clf__program_part_file(CLF_PART_HALF_GEMM, 0),
+                     CLF_FILE_half_gemm);
+    {
+        char opts[2048];
+        cl_program prog = NULL;
+        clf__kernel_options(NULL, NULL, 0, opts, sizeof opts);
+        ck_assert_msg(clf__program_build_part(tu_context(), CLF_PART_TILED_SET,
+                                              opts, &prog) == 0,
+                      "%s", clf_last_error());
+        clReleaseProgram(prog);
+        ck_assert_int_eq(
+            clf__program_build_part(tu_context(), CLF_PART_COUNT, opts, &prog),
+            CLF_EINVALID_ARGUMENT);
+        ck_assert_ptr_null(prog);
+    }
+}
+END_TEST
+
 START_TEST(registry_kernel_dir_loads_the_source_tree)
 {
     char dir[4096];
@@ -176,6 +235,7 @@ suite(void)
 
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, registry_names_every_kernel_file);
+    tcase_add_test(tc, registry_parts_name_their_files);
     tcase_add_test(tc, registry_kernel_dir_loads_the_source_tree);
     tcase_add_test(tc, registry_params_reach_the_kernels);
     suite_add_tcase(s, tc);

@@ -344,7 +344,7 @@ drop_clblast(clf_context *ctx)
  * parameters were dropped: the tiled kernel where it takes the shape,
  * else the blocked one. */
 static int
-own_gemm(clf_context *ctx, const struct clf__tiled_args *g)
+own_gemm(clf_context *ctx, const struct clf__gemm_args *g)
 {
     struct clf__gemm_state *st;
 
@@ -383,7 +383,7 @@ clf__gemm(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
  * its 32-bit arguments: 1 when one ran (or failed, *rc set), 0 to go
  * on. */
 static int
-half_or_tiled(clf_context *ctx, int way, const struct clf__tiled_args *g,
+half_or_tiled(clf_context *ctx, int way, const struct clf__gemm_args *g,
               int *rc)
 {
     struct clf__gemm_state *st;
@@ -413,24 +413,24 @@ gemm_ex_unlocked(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
                  size_t c_off, size_t ldc, cl_mem bias, int act)
 {
     const float beta = accumulate ? 1.0f : 0.0f;
-    const struct clf__tiled_args g = {.trans_b = trans_b,
-                                      .m = m,
-                                      .n = n,
-                                      .k = k,
-                                      .alpha = 1.0f,
-                                      .beta = beta,
-                                      .a = a,
-                                      .b = b,
-                                      .c = c,
-                                      .bias = bias,
-                                      .a_off = a_off,
-                                      .lda = lda,
-                                      .b_off = b_off,
-                                      .ldb = ldb,
-                                      .c_off = c_off,
-                                      .ldc = ldc,
-                                      .batch = 1,
-                                      .act = act};
+    const struct clf__gemm_args g = {.trans_b = trans_b,
+                                     .m = m,
+                                     .n = n,
+                                     .k = k,
+                                     .alpha = 1.0f,
+                                     .beta = beta,
+                                     .a = a,
+                                     .b = b,
+                                     .c = c,
+                                     .bias = bias,
+                                     .a_off = a_off,
+                                     .lda = lda,
+                                     .b_off = b_off,
+                                     .ldb = ldb,
+                                     .c_off = c_off,
+                                     .ldc = ldc,
+                                     .batch = 1,
+                                     .act = act};
     int rc;
 
     if (half_or_tiled(ctx, way, &g, &rc))
@@ -481,7 +481,7 @@ clf__gemm_bias(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
 
 /* A batch of CLBlast GEMMs (one Sgemm for batch 1). */
 static int
-clblast_batched(clf_context *ctx, const struct clf__tiled_args *g)
+clblast_batched(clf_context *ctx, const struct clf__gemm_args *g)
 {
     struct clf__gemm_state *st;
     CLBlastStatusCode status;
@@ -516,26 +516,26 @@ gemm_batched_unlocked(clf_context *ctx, int way, int trans_a, int trans_b,
                       cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
                       size_t batch)
 {
-    const struct clf__tiled_args g = {.trans_a = trans_a,
-                                      .trans_b = trans_b,
-                                      .m = m,
-                                      .n = n,
-                                      .k = k,
-                                      .alpha = alpha,
-                                      .beta = beta,
-                                      .a = a,
-                                      .b = b,
-                                      .c = c,
-                                      .a_off = a_off,
-                                      .lda = lda,
-                                      .a_stride = a_stride,
-                                      .b_off = b_off,
-                                      .ldb = ldb,
-                                      .b_stride = b_stride,
-                                      .c_off = c_off,
-                                      .ldc = ldc,
-                                      .c_stride = c_stride,
-                                      .batch = batch};
+    const struct clf__gemm_args g = {.trans_a = trans_a,
+                                     .trans_b = trans_b,
+                                     .m = m,
+                                     .n = n,
+                                     .k = k,
+                                     .alpha = alpha,
+                                     .beta = beta,
+                                     .a = a,
+                                     .b = b,
+                                     .c = c,
+                                     .a_off = a_off,
+                                     .lda = lda,
+                                     .a_stride = a_stride,
+                                     .b_off = b_off,
+                                     .ldb = ldb,
+                                     .b_stride = b_stride,
+                                     .c_off = c_off,
+                                     .ldc = ldc,
+                                     .c_stride = c_stride,
+                                     .batch = batch};
     int rc;
 
     if (half_or_tiled(ctx, way, &g, &rc))
@@ -629,14 +629,14 @@ static const struct {
  * where the role transposes B (so the blocked way pays its transpose),
  * batch strided. */
 struct gemm_timing {
-    struct clf__tiled_args g;
+    struct clf__gemm_args g;
     cl_mem mem[3];
 };
 
 /* Whether variant v (CLF_GEMM_* - 1) runs the timed shape itself, rather
  * than falling back to CLBlast. */
 static int
-applies(clf_context *ctx, int v, const struct clf__tiled_args *g)
+applies(clf_context *ctx, int v, const struct clf__gemm_args *g)
 {
     if (v == CLF_GEMM_BLOCKED - 1)
         return blocked_fits(0, g->m, g->n, g->k, 0.0f, g->lda, g->ldb, g->ldc);
@@ -650,7 +650,7 @@ static int
 run_gemm(clf_context *ctx, int variant, void *user)
 {
     const struct gemm_timing *t = user;
-    const struct clf__tiled_args *g = &t->g;
+    const struct clf__gemm_args *g = &t->g;
 
     if (!applies(ctx, variant, g))
         return CLF_EUNSUPPORTED; /* not timed (0 ms below) */
@@ -665,7 +665,7 @@ run_gemm(clf_context *ctx, int variant, void *user)
  * timing stays short. */
 static void
 timing_shape(int role, size_t m, size_t n, size_t k, size_t batch,
-             struct clf__tiled_args *g)
+             struct clf__gemm_args *g)
 {
     const size_t tm = m < 2048 ? m : 2048;
     const size_t per = tm * k + k * n + tm * n;

@@ -192,9 +192,10 @@ int clf__tiled_reset(clf_context *ctx);
 /* Whether the tiled kernel takes the shape (32-bit sizes). */
 int clf__tiled_fits(size_t m, size_t n, size_t k, size_t lda, size_t ldb,
                     size_t ldc);
-/* The tiled GEMM: C = act(alpha op(A) op(B) + beta C + bias), batched with
- * element strides, bias one per column or NULL; call with ctx locked. */
-struct clf__tiled_args {
+/* One GEMM's arguments, whichever way runs it (CLBlast, blocked, tiled,
+ * native half): C = act(alpha op(A) op(B) + beta C + bias), batched with
+ * element strides, bias one per column or NULL. */
+struct clf__gemm_args {
     int trans_a, trans_b;
     size_t m, n, k;
     float alpha, beta;
@@ -203,7 +204,8 @@ struct clf__tiled_args {
     size_t batch;
     int act;
 };
-int clf__tiled_gemm(clf_context *ctx, const struct clf__tiled_args *g);
+/* The tiled GEMM of g; call with ctx locked. */
+int clf__tiled_gemm(clf_context *ctx, const struct clf__gemm_args *g);
 /* The slices a tiled GEMM of that shape is split into over K (1: none). */
 size_t clf__tiled_split(clf_context *ctx, size_t m, size_t n, size_t k,
                         size_t batch, size_t *kchunk);
@@ -241,8 +243,8 @@ int clf__fp16_offered(clf_context *ctx);
 /* Run by the GEMM entry points for a way with CLF_GEMM_HALF_A or _B: the
  * native kernel on g, operand A (half_a) or B (half_b) binary16, or why it
  * cannot take g.  Call with ctx locked. */
-int clf__fp16_gemm(clf_context *ctx, const struct clf__tiled_args *g,
-                   int half_a, int half_b);
+int clf__fp16_gemm(clf_context *ctx, const struct clf__gemm_args *g, int half_a,
+                   int half_b);
 
 /* The self-test on ctx now, regardless of the cached verdict: 0 when it
  * passes, else CLF_EUNSUPPORTED with the reason (tests).  fault != 0

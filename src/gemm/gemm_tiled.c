@@ -205,16 +205,11 @@ static int
 build_set(clf_context *ctx, const struct clf__tiled_cfg *cfg, cl_program *prog,
           cl_kernel *kernel)
 {
-    unsigned char files[CLF_KERNEL_FILES] = {0};
     char options[1024];
     cl_int err;
-    size_t i;
 
-    for (i = 0; i < (size_t)CLF_KERNEL_FILES; i++)
-        files[i] = strcmp(clf__kernel_files[i], "common.cl") == 0 ||
-                   strcmp(clf__kernel_files[i], "gemm_tiled.cl") == 0;
     tiled_options(cfg, options, sizeof options);
-    CLF_TRY(clf__program_build_part(ctx, files, options, prog));
+    CLF_TRY(clf__program_build_part(ctx, CLF_PART_TILED_SET, options, prog));
     *kernel = clCreateKernel(*prog, "clf_gemm_tiled", &err);
     if (*kernel == NULL) {
         clReleaseProgram(*prog);
@@ -360,7 +355,7 @@ struct epilogue {
 };
 
 static void
-epilogue_of(const struct clf__tiled_args *g, struct epilogue *e)
+epilogue_of(const struct clf__gemm_args *g, struct epilogue *e)
 {
     e->beta = g->beta;
     e->c = g->c;
@@ -391,7 +386,7 @@ set_epilogue(cl_kernel kk, cl_uint first, const struct epilogue *e)
 /* Sets the 25 arguments of the kernel; with a split, C is the workspace
  * (rows of N, products M * N apart) and nothing is added to it. */
 static int
-set_args(cl_kernel kk, const struct clf__tiled_args *g, const struct split *sp)
+set_args(cl_kernel kk, const struct clf__gemm_args *g, const struct split *sp)
 {
     cl_uint M = (cl_uint)g->m, N = (cl_uint)g->n, K = (cl_uint)g->k;
     cl_uint la = (cl_uint)g->lda, lb = (cl_uint)g->ldb;
@@ -499,8 +494,7 @@ partial_buffer(clf_context *ctx, struct clf__tiled_state *st, size_t floats)
 
 /* The split's slices summed into C, finished with beta, bias and GELU. */
 static int
-reduce(clf_context *ctx, const struct clf__tiled_args *g,
-       const struct split *sp)
+reduce(clf_context *ctx, const struct clf__gemm_args *g, const struct split *sp)
 {
     cl_kernel k = ctx->kernels[CLF_K_GEMM_TILED_REDUCE];
     cl_uint B = (cl_uint)g->batch, M = (cl_uint)g->m, N = (cl_uint)g->n;
@@ -524,7 +518,7 @@ reduce(clf_context *ctx, const struct clf__tiled_args *g,
 /* The split of g on this device, its workspace ready; ksplit 1 for none. */
 static void
 plan_split(clf_context *ctx, struct clf__tiled_state *st,
-           const struct clf__tiled_args *g, struct split *sp)
+           const struct clf__gemm_args *g, struct split *sp)
 {
     size_t kchunk,
         n = clf__tiled_split(ctx, g->m, g->n, g->k, g->batch, &kchunk);
@@ -542,7 +536,7 @@ plan_split(clf_context *ctx, struct clf__tiled_state *st,
 }
 
 int
-clf__tiled_gemm(clf_context *ctx, const struct clf__tiled_args *g)
+clf__tiled_gemm(clf_context *ctx, const struct clf__gemm_args *g)
 {
     struct clf__tiled_state *st = clf__tiled_state(ctx);
     const size_t *v;

@@ -87,16 +87,12 @@ not_offered(clf_context *ctx, struct clf__fp16_state *st, const char *why)
 static int
 build(clf_context *ctx, struct clf__fp16_state *st, char *why, size_t cap)
 {
-    unsigned char files[CLF_KERNEL_FILES] = {0};
     cl_int err = CL_SUCCESS;
-    size_t i;
 
     if (st->program != NULL)
         return 0;
-    for (i = 0; i < (size_t)CLF_KERNEL_FILES; i++)
-        files[i] = strcmp(clf__kernel_files[i], "half_gemm.cl") == 0;
-    if (clf__program_build_part(ctx, files, "-cl-std=CL1.2", &st->program) !=
-        0) {
+    if (clf__program_build_part(ctx, CLF_PART_HALF_GEMM, "-cl-std=CL1.2",
+                                &st->program) != 0) {
         snprintf(why, cap, "%s", clf_last_error());
         return -1;
     }
@@ -115,7 +111,7 @@ build(clf_context *ctx, struct clf__fp16_state *st, char *why, size_t cap)
 
 /* Sizes the kernels take as int. */
 static int
-fits_int(const struct clf__tiled_args *g)
+fits_int(const struct clf__gemm_args *g)
 {
     const size_t lim = 0x7fffffff;
 
@@ -127,7 +123,7 @@ fits_int(const struct clf__tiled_args *g)
  * work-items. */
 static int
 launch(clf_context *ctx, struct clf__fp16_state *st, cl_kernel k,
-       const struct clf__tiled_args *g, size_t per, size_t rows)
+       const struct clf__gemm_args *g, size_t per, size_t rows)
 {
     size_t global[3] = {(g->n + per - 1) / per, (g->m + rows - 1) / rows,
                         g->batch};
@@ -148,7 +144,7 @@ launch(clf_context *ctx, struct clf__fp16_state *st, cl_kernel k,
 /* Arguments 0-15, the same in both kernels: sizes, alpha, and each of A,
  * B, C with its offset, leading dimension and batch stride. */
 static int
-set_gemm_args(cl_kernel k, const struct clf__tiled_args *g)
+set_gemm_args(cl_kernel k, const struct clf__gemm_args *g)
 {
     const cl_int m = (cl_int)g->m, n = (cl_int)g->n, kk = (cl_int)g->k;
     const cl_int lda = (cl_int)g->lda, ldb = (cl_int)g->ldb;
@@ -178,7 +174,7 @@ set_gemm_args(cl_kernel k, const struct clf__tiled_args *g)
 /* C = alpha A W^T + bias: A float32, W (g->b) binary16. */
 static int
 run_nt(clf_context *ctx, struct clf__fp16_state *st,
-       const struct clf__tiled_args *g)
+       const struct clf__gemm_args *g)
 {
     cl_kernel k = st->nt;
     const cl_int has_bias = g->bias != NULL;
@@ -193,7 +189,7 @@ run_nt(clf_context *ctx, struct clf__fp16_state *st,
 /* C = alpha E X: E (g->a) binary16, X float32. */
 static int
 run_nn(clf_context *ctx, struct clf__fp16_state *st,
-       const struct clf__tiled_args *g)
+       const struct clf__gemm_args *g)
 {
     CLF_TRY(set_gemm_args(st->nn, g));
     return launch(ctx, st, st->nn, g, 8, 4);
@@ -304,7 +300,7 @@ st_expect(const struct st_case *s, size_t t, size_t i, size_t j, double *ref,
 /* The GEMM of the case over buffers f, h, bias, c. */
 static void
 st_args(const struct st_case *s, float alpha, cl_mem f, cl_mem h, cl_mem bias,
-        cl_mem c, struct clf__tiled_args *g)
+        cl_mem c, struct clf__gemm_args *g)
 {
     memset(g, 0, sizeof *g);
     g->m = ST_M, g->n = ST_N, g->k = ST_K, g->alpha = alpha;
@@ -325,7 +321,7 @@ st_run(clf_context *ctx, struct clf__fp16_state *st, struct st_case *s,
     cl_mem m[4]; /* f, h, bias, c */
     cl_int err = CL_SUCCESS,
            e[4] = {CL_SUCCESS, CL_SUCCESS, CL_SUCCESS, CL_SUCCESS};
-    struct clf__tiled_args g;
+    struct clf__gemm_args g;
     int rc, i, ok = 1;
 
     m[0] = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
@@ -446,7 +442,7 @@ clf__fp16_offered(clf_context *ctx)
 
 /* Why the native kernels cannot take g, or 0 when they can. */
 static int
-refuse(const struct clf__fp16_state *st, const struct clf__tiled_args *g)
+refuse(const struct clf__fp16_state *st, const struct clf__gemm_args *g)
 {
     if (st->offered <= 0 || st->nt == NULL)
         return clf__fail(CLF_EUNSUPPORTED,
@@ -461,7 +457,7 @@ refuse(const struct clf__fp16_state *st, const struct clf__tiled_args *g)
 }
 
 int
-clf__fp16_gemm(clf_context *ctx, const struct clf__tiled_args *g, int half_a,
+clf__fp16_gemm(clf_context *ctx, const struct clf__gemm_args *g, int half_a,
                int half_b)
 {
     struct clf__fp16_state *st = clf__fp16_state(ctx);

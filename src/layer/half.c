@@ -299,7 +299,7 @@ clf__half_begin(clf_context *ctx)
 /* Buffers of a timing projection: X (m x k), W as binary16 and its
  * float32 copy (n x k), C (m x n); the projections' GEMM way. */
 struct timing {
-    struct clf__tiled_args g;
+    struct clf__gemm_args g;
     cl_mem wf;
     int way;
 };
@@ -310,7 +310,7 @@ static int
 time_one(clf_context *ctx, int v, void *user)
 {
     struct timing *t = user;
-    const struct clf__tiled_args *g = &t->g;
+    const struct clf__gemm_args *g = &t->g;
     cl_kernel k = ctx->kernels[CLF_K_HALF_WIDEN];
     const cl_ulong count = g->n * g->k;
 

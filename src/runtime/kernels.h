@@ -9,7 +9,8 @@
  * all expand this one list (and the files built apart, below).  Adding a
  * kernel file means: the .cl file, its
  * FILE and KERNEL lines here, its name in KERNEL_FILES in Makefile.am, and
- * the host code that calls it.  The files are concatenated in this order
+ * the host code that calls it (and, for a program built apart, its row in
+ * CLF_PROGRAM_PARTS below).  The files are concatenated in this order
  * into one program, so common.cl comes first. */
 #ifndef CLINFORMER_KERNELS_H
 #define CLINFORMER_KERNELS_H
@@ -72,6 +73,19 @@
  * They follow the files above in clf__kernel_files, so that one table
  * names every file of cl/. */
 #define CLF_KERNEL_REGISTRY_APART(FILE_APART) FILE_APART(half_gemm, cl_khr_fp16)
+
+/* The programs built apart from the main one, each with the files it is
+ * made of, in build order: the tiled GEMM at tuned sizes (gemm_tiled.c),
+ * the work-group streaming kernel for wide heads (flash_wg.c), and the
+ * half GEMM (half_gemm.c).  clf__program_build_part builds one by its ID;
+ * no module picks files by name.
+ *
+ *   PART(ID, FILES)   FILES: F(stem) for each file, F the caller's
+ */
+#define CLF_PROGRAM_PARTS(PART, F)                                             \
+    PART(TILED_SET, F(common) F(gemm_tiled))                                   \
+    PART(FLASH_WG_WIDE, F(common) F(flash_wg))                                 \
+    PART(HALF_GEMM, F(half_gemm))
 
 /* Expansion helpers: a FILE or KERNEL argument that expands to nothing. */
 #define CLF_REGISTRY_SKIP_FILE(stem)

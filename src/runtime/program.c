@@ -460,9 +460,11 @@ program_from_cache(clf_context *ctx, const char *path, uint64_t key,
     return prog;
 }
 
-int
-clf__program_build_part(clf_context *ctx, const unsigned char *files,
-                        const char *options, cl_program *out)
+/* A program of the registry's files marked in files (indexed as
+ * clf__kernel_files). */
+static int
+build_files(clf_context *ctx, const unsigned char *files, const char *options,
+            cl_program *out)
 {
     char *src = NULL, dir[4096], path[4200];
     cl_program prog = NULL;
@@ -510,6 +512,45 @@ clf__program_build_part(clf_context *ctx, const unsigned char *files,
         cache_store(ctx, prog, dir, path, key);
     *out = prog;
     return 0;
+}
+
+/* Each part's files (CLF_FILE_<stem>), ended by -1. */
+#define PART_FILE(stem) CLF_FILE_##stem,
+#define PART_LIST(id, files) static const int part_##id[] = {files - 1};
+CLF_PROGRAM_PARTS(PART_LIST, PART_FILE)
+#undef PART_LIST
+#define PART_PTR(id, files) part_##id,
+static const int *const part_files[CLF_PART_COUNT] = {
+    CLF_PROGRAM_PARTS(PART_PTR, CLF_REGISTRY_SKIP_FILE)};
+#undef PART_PTR
+#undef PART_FILE
+
+int
+clf__program_build_part(clf_context *ctx, enum clf__program_part part,
+                        const char *options, cl_program *out)
+{
+    unsigned char files[CLF_KERNEL_FILES] = {0};
+    const int *f;
+
+    *out = NULL;
+    if ((int)part < 0 || part >= CLF_PART_COUNT)
+        return clf__fail(CLF_EINVALID_ARGUMENT, "program part %d unknown",
+                         (int)part);
+    for (f = part_files[part]; *f >= 0; f++)
+        files[*f] = 1;
+    return build_files(ctx, files, options, out);
+}
+
+int
+clf__program_part_file(enum clf__program_part part, size_t i)
+{
+    size_t j;
+
+    if ((int)part < 0 || part >= CLF_PART_COUNT)
+        return -1;
+    for (j = 0; j < i && part_files[part][j] >= 0; j++)
+        ;
+    return part_files[part][j];
 }
 
 void

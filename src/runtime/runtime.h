@@ -348,11 +348,20 @@ clf__splitmix64(unsigned long long *state)
  * over[0 .. n - 1] given the values val[] instead; truncated to cap. */
 void clf__kernel_options(const char *const *over, const size_t *val, size_t n,
                          char *buf, size_t cap);
-/* program.c: a program of the registry's files marked in files (indexed
- * as clf__kernel_files), built with `options` in place of the usual ones
- * and cached on disk the same way (the options are part of the key). */
-int clf__program_build_part(clf_context *ctx, const unsigned char *files,
+/* The programs built apart (kernels.h, CLF_PROGRAM_PARTS). */
+#define CLF_PART_ID(id, files) CLF_PART_##id,
+enum clf__program_part {
+    CLF_PROGRAM_PARTS(CLF_PART_ID, CLF_REGISTRY_SKIP_FILE) CLF_PART_COUNT
+};
+#undef CLF_PART_ID
+/* program.c: program part built with `options` in place of the usual ones
+ * and cached on disk as the main program is (the options are part of the
+ * key); a file that needs an extension the device lacks is refused,
+ * naming both. */
+int clf__program_build_part(clf_context *ctx, enum clf__program_part part,
                             const char *options, cl_program *out);
+/* The index in clf__kernel_files of part's i-th file, -1 past its last. */
+int clf__program_part_file(enum clf__program_part part, size_t i);
 
 /* The embedded kernel sources, clf__cl_<stem> for each FILE(stem) of the
  * registry (generated from cl/ at build time). */
@@ -379,6 +388,15 @@ enum {
 };
 #undef CLF_KERNEL_FILE_COUNT
 #undef CLF_KERNEL_FILE_COUNT_APART
+/* Each file's index in those tables, CLF_FILE_<stem>. */
+#define CLF_KERNEL_FILE_ID(stem) CLF_FILE_##stem,
+#define CLF_KERNEL_FILE_ID_APART(stem, ext) CLF_FILE_##stem,
+enum clf__kernel_file {
+    CLF_KERNEL_REGISTRY(CLF_KERNEL_FILE_ID, CLF_REGISTRY_SKIP_KERNEL)
+        CLF_KERNEL_REGISTRY_APART(CLF_KERNEL_FILE_ID_APART)
+};
+#undef CLF_KERNEL_FILE_ID
+#undef CLF_KERNEL_FILE_ID_APART
 extern const char *const clf__kernel_files[CLF_KERNEL_FILES];
 extern const char *const clf__kernel_sources[CLF_KERNEL_FILES];
 extern const char *const clf__kernel_needs[CLF_KERNEL_FILES];

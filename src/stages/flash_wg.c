@@ -70,17 +70,13 @@ build_wide(clf_context *ctx, struct fw_state *st)
     static const char *const over[] = {"CLF_FLASHWG_ROWS", "CLF_FLASHWG_SPLIT",
                                        "CLF_FLASHWG_DH"};
     const size_t val[] = {wide.rows, wide.split, wide.dh};
-    unsigned char files[CLF_KERNEL_FILES] = {0};
     char options[2048];
     cl_int err;
-    size_t i;
 
-    for (i = 0; i < (size_t)CLF_KERNEL_FILES; i++)
-        files[i] = strcmp(clf__kernel_files[i], "common.cl") == 0 ||
-                   strcmp(clf__kernel_files[i], "flash_wg.cl") == 0;
     clf__kernel_options(over, val, sizeof val / sizeof val[0], options,
                         sizeof options);
-    CLF_TRY(clf__program_build_part(ctx, files, options, &st->program));
+    CLF_TRY(clf__program_build_part(ctx, CLF_PART_FLASH_WG_WIDE, options,
+                                    &st->program));
     st->kernel = clCreateKernel(st->program, "clf_flash_wg", &err);
     if (st->kernel == NULL)
         return clf__fail(err,

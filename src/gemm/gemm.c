@@ -316,169 +316,6 @@ clblast_gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
     return 0;
 }
 
-/* A CLBlast GEMM failed.  Where the context's tune file put CLBlast
- * parameters in force (ctx->clblast_records), they are dropped for the
- * context: a warning names them and the failure, and from then on the
- * GEMMs that CLBlast would run go to the library's own kernels
- * (own_gemm).  CLBlast 1.5.3 cannot set its defaults back within a
- * process (an override stays until exit) nor say what they were, so its
- * own defaults cannot take over.  1 when dropped (run the GEMM again on
- * own_gemm), 0 when the failure stands. */
-static int
-drop_clblast(clf_context *ctx)
-{
-    size_t len = strlen(ctx->warnings);
-
-    if (!ctx->clblast_records)
-        return 0;
-    ctx->clblast_dropped = 1;
-    snprintf(ctx->warnings + len, sizeof ctx->warnings - len,
-             "%sdropped the tune file's CLBlast parameters (%s): %s; the "
-             "GEMMs CLBlast ran go to the library's own kernels in this "
-             "process",
-             len ? "; " : "", ctx->tuned, clf_last_error());
-    return 1;
-}
-
-/* A GEMM on the library's own kernels, for a context whose CLBlast
- * parameters were dropped: the tiled kernel where it takes the shape,
- * else the blocked one. */
-static int
-own_gemm(clf_context *ctx, const struct clf__gemm_args *g)
-{
-    struct clf__gemm_state *st;
-
-    if (clf__tiled_fits(g->m, g->n, g->k, g->lda, g->ldb, g->ldc) &&
-        clf__tiled_usable(ctx)) {
-        STATE(ctx, st);
-        st->gemm_calls++;
-        return clf__tiled_gemm(ctx, g);
-    }
-    if (blocked_fits(g->trans_a, g->m, g->n, g->k, g->beta, g->lda, g->ldb,
-                     g->ldc))
-        return blocked(ctx, g->trans_b, g->m, g->n, g->k, g->alpha, g->a,
-                       g->a_off, g->lda, g->a_stride, g->b, g->b_off, g->ldb,
-                       g->b_stride, g->beta, g->c, g->c_off, g->ldc,
-                       g->c_stride, g->batch, g->bias, g->act);
-    return clf__fail(CLF_EUNSUPPORTED,
-                     "GEMM %zux%zux%zu: CLBlast's tuned parameters were "
-                     "dropped and neither of the library's GEMM kernels "
-                     "takes this shape",
-                     g->m, g->n, g->k);
-}
-
-int
-clf__gemm(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
-          size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
-          cl_mem b, size_t b_off, size_t ldb, float beta, cl_mem c,
-          size_t c_off, size_t ldc)
-{
-    return clf__gemm_batched(ctx, way, trans_a, trans_b, m, n, k, alpha, a,
-                             a_off, lda, 0, b, b_off, ldb, 0, beta, c, c_off,
-                             ldc, 0, 1);
-}
-
-/* The native half kernels where the way says an operand is a binary16
- * weight, else the tiled kernel where the way is `tiled` and the sizes fit
- * its 32-bit arguments: 1 when one ran (or failed, *rc set), 0 to go
- * on. */
-static int
-half_or_tiled(clf_context *ctx, int way, const struct clf__gemm_args *g,
-              int *rc)
-{
-    struct clf__gemm_state *st;
-
-    if (way & (CLF_GEMM_HALF_A | CLF_GEMM_HALF_B)) {
-        *rc = clf__fp16_gemm(ctx, g, (way & CLF_GEMM_HALF_A) != 0,
-                             (way & CLF_GEMM_HALF_B) != 0);
-        return 1;
-    }
-    if (variant_of(ctx, way) != CLF_GEMM_TILED ||
-        !clf__tiled_fits(g->m, g->n, g->k, g->lda, g->ldb, g->ldc) ||
-        !clf__tiled_usable(ctx))
-        return 0;
-    if ((st = clf__gemm_state(ctx)) == NULL) {
-        *rc = CLF_ENO_MEMORY;
-        return 1;
-    }
-    st->gemm_calls++;
-    *rc = clf__tiled_gemm(ctx, g);
-    return 1;
-}
-
-static int
-gemm_ex_unlocked(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
-                 size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
-                 size_t b_off, size_t ldb, int accumulate, cl_mem c,
-                 size_t c_off, size_t ldc, cl_mem bias, int act)
-{
-    const float beta = accumulate ? 1.0f : 0.0f;
-    const struct clf__gemm_args g = {.trans_b = trans_b,
-                                     .m = m,
-                                     .n = n,
-                                     .k = k,
-                                     .alpha = 1.0f,
-                                     .beta = beta,
-                                     .a = a,
-                                     .b = b,
-                                     .c = c,
-                                     .bias = bias,
-                                     .a_off = a_off,
-                                     .lda = lda,
-                                     .b_off = b_off,
-                                     .ldb = ldb,
-                                     .c_off = c_off,
-                                     .ldc = ldc,
-                                     .batch = 1,
-                                     .act = act};
-    int rc;
-
-    if (half_or_tiled(ctx, way, &g, &rc))
-        return rc;
-    if (variant_of(ctx, way) == CLF_GEMM_BLOCKED &&
-        blocked_fits(0, m, n, k, beta, lda, ldb, ldc))
-        return blocked(ctx, trans_b, m, n, k, 1.0f, a, a_off, lda, 0, b, b_off,
-                       ldb, 0, beta, c, c_off, ldc, 0, 1, bias, act);
-    if (ctx->clblast_dropped)
-        return own_gemm(ctx, &g);
-    rc = clblast_gemm(ctx, 0, trans_b, m, n, k, 1.0f, a, a_off, lda, b, b_off,
-                      ldb, beta, c, c_off, ldc);
-    if (rc != 0)
-        return drop_clblast(ctx) ? own_gemm(ctx, &g) : rc;
-    if (bias != NULL)
-        CLF_TRY(clf__add_bias(ctx, c, c_off, m, n, ldc, bias));
-    if (act && ldc == n)
-        return clf__act(ctx, c, c_off, m * n, act);
-    for (; act && m > 0; m--, c_off += ldc)
-        CLF_TRY(clf__act(ctx, c, c_off, n, act));
-    return 0;
-}
-
-int
-clf__gemm_ex(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
-             size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
-             size_t b_off, size_t ldb, int accumulate, cl_mem c, size_t c_off,
-             size_t ldc, cl_mem bias, int act)
-{
-    int rc;
-
-    clf__lock(ctx);
-    rc = gemm_ex_unlocked(ctx, way, trans_b, m, n, k, a, a_off, lda, b, b_off,
-                          ldb, accumulate, c, c_off, ldc, bias, act);
-    clf__unlock(ctx);
-    return rc;
-}
-
-int
-clf__gemm_bias(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
-               size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
-               size_t b_off, size_t ldb, cl_mem c, size_t c_off, size_t ldc,
-               cl_mem bias)
-{
-    return clf__gemm_ex(ctx, way, trans_b, m, n, k, a, a_off, lda, b, b_off,
-                        ldb, 0, c, c_off, ldc, bias, 0);
-}
-
 /* A batch of CLBlast GEMMs (one Sgemm for batch 1). */
 static int
 clblast_batched(clf_context *ctx, const struct clf__gemm_args *g)
@@ -509,6 +346,217 @@ clblast_batched(clf_context *ctx, const struct clf__gemm_args *g)
 }
 
 static int
+blocked_takes(clf_context *ctx, const struct clf__gemm_args *g)
+{
+    (void)ctx;
+    return blocked_fits(g->trans_a, g->m, g->n, g->k, g->beta, g->lda, g->ldb,
+                        g->ldc);
+}
+
+static int
+blocked_run(clf_context *ctx, const struct clf__gemm_args *g)
+{
+    return blocked(ctx, g->trans_b, g->m, g->n, g->k, g->alpha, g->a, g->a_off,
+                   g->lda, g->a_stride, g->b, g->b_off, g->ldb, g->b_stride,
+                   g->beta, g->c, g->c_off, g->ldc, g->c_stride, g->batch,
+                   g->bias, g->act);
+}
+
+/* The tiled kernel takes sizes that fit its 32-bit arguments, where the
+ * device builds it. */
+static int
+tiled_takes(clf_context *ctx, const struct clf__gemm_args *g)
+{
+    return clf__tiled_fits(g->m, g->n, g->k, g->lda, g->ldb, g->ldc) &&
+           clf__tiled_usable(ctx);
+}
+
+static int
+tiled_run(clf_context *ctx, const struct clf__gemm_args *g)
+{
+    struct clf__gemm_state *st;
+
+    STATE(ctx, st);
+    st->gemm_calls++;
+    return clf__tiled_gemm(ctx, g);
+}
+
+/* The native half kernels, for an operand stored as binary16. */
+static int
+half_run(clf_context *ctx, const struct clf__gemm_args *g)
+{
+    return clf__fp16_gemm(ctx, g, (g->half & CLF_GEMM_HALF_A) != 0,
+                          (g->half & CLF_GEMM_HALF_B) != 0);
+}
+
+/* A CLBlast GEMM failed.  Where the context's tune file put CLBlast
+ * parameters in force (ctx->clblast_records), they are dropped for the
+ * context: a warning names them and the failure, and from then on the
+ * GEMMs that CLBlast would run go to the library's own kernels
+ * (own_gemm).  CLBlast 1.5.3 cannot set its defaults back within a
+ * process (an override stays until exit) nor say what they were, so its
+ * own defaults cannot take over.  1 when dropped (run the GEMM again on
+ * own_gemm), 0 when the failure stands. */
+static int
+drop_clblast(clf_context *ctx)
+{
+    size_t len = strlen(ctx->warnings);
+
+    if (!ctx->clblast_records)
+        return 0;
+    ctx->clblast_dropped = 1;
+    snprintf(ctx->warnings + len, sizeof ctx->warnings - len,
+             "%sdropped the tune file's CLBlast parameters (%s): %s; the "
+             "GEMMs CLBlast ran go to the library's own kernels in this "
+             "process",
+             len ? "; " : "", ctx->tuned, clf_last_error());
+    return 1;
+}
+
+/* A GEMM on the library's own kernels, for a context whose CLBlast
+ * parameters were dropped: the tiled kernel where it takes the shape,
+ * else the blocked one. */
+static int
+own_gemm(clf_context *ctx, const struct clf__gemm_args *g)
+{
+    if (tiled_takes(ctx, g))
+        return tiled_run(ctx, g);
+    if (blocked_takes(ctx, g))
+        return blocked_run(ctx, g);
+    return clf__fail(CLF_EUNSUPPORTED,
+                     "GEMM %zux%zux%zu: CLBlast's tuned parameters were "
+                     "dropped and neither of the library's GEMM kernels "
+                     "takes this shape",
+                     g->m, g->n, g->k);
+}
+
+/* CLBlast's GEMM, then the bias and the activation it has no epilogue for
+ * (a GEMM with either is one of batch 1).  A CLBlast failure under stored
+ * parameters drops them (drop_clblast) and runs g on the library's own
+ * kernels. */
+static int
+clblast_run(clf_context *ctx, const struct clf__gemm_args *g)
+{
+    size_t m = g->m, c_off = g->c_off;
+    int rc = clblast_batched(ctx, g);
+
+    if (rc != 0)
+        return drop_clblast(ctx) ? own_gemm(ctx, g) : rc;
+    if (g->bias != NULL)
+        CLF_TRY(clf__add_bias(ctx, g->c, c_off, m, g->n, g->ldc, g->bias));
+    if (g->act && g->ldc == g->n)
+        return clf__act(ctx, g->c, c_off, m * g->n, g->act);
+    for (; g->act && m > 0; m--, c_off += g->ldc)
+        CLF_TRY(clf__act(ctx, g->c, c_off, g->n, g->act));
+    return 0;
+}
+
+/* The ways a GEMM runs, by enum clf__gemm_variant, and the two the
+ * dispatch picks by itself: the native half kernels where an operand is
+ * binary16, and the library's own kernels after CLBlast's stored
+ * parameters were dropped.  takes: whether the way runs g (NULL: any). */
+enum { WAY_HALF = CLF_GEMM_TILED + 1, WAY_OWN, WAY_COUNT };
+static const struct {
+    int (*takes)(clf_context *ctx, const struct clf__gemm_args *g);
+    int (*run)(clf_context *ctx, const struct clf__gemm_args *g);
+} ways[WAY_COUNT] = {
+    [CLF_GEMM_CLBLAST] = {NULL, clblast_run},
+    [CLF_GEMM_BLOCKED] = {blocked_takes, blocked_run},
+    [CLF_GEMM_TILED] = {tiled_takes, tiled_run},
+    [WAY_HALF] = {NULL, half_run},
+    [WAY_OWN] = {NULL, own_gemm},
+};
+
+/* The way that runs g: the half kernels for a binary16 operand, else the
+ * chosen way where it takes g, else CLBlast (the library's own kernels
+ * once CLBlast's stored parameters were dropped). */
+static int
+way_for(clf_context *ctx, int way, const struct clf__gemm_args *g)
+{
+    int v;
+
+    if (g->half)
+        return WAY_HALF;
+    v = variant_of(ctx, way);
+    if (v != CLF_GEMM_CLBLAST && ways[v].takes(ctx, g))
+        return v;
+    return ctx->clblast_dropped ? WAY_OWN : CLF_GEMM_CLBLAST;
+}
+
+/* One GEMM, ctx locked: a lookup of its way, then one call. */
+static int
+gemm_unlocked(clf_context *ctx, int way, const struct clf__gemm_args *g)
+{
+    return ways[way_for(ctx, way, g)].run(ctx, g);
+}
+
+int
+clf__gemm(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
+          size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
+          cl_mem b, size_t b_off, size_t ldb, float beta, cl_mem c,
+          size_t c_off, size_t ldc)
+{
+    return clf__gemm_batched(ctx, way, trans_a, trans_b, m, n, k, alpha, a,
+                             a_off, lda, 0, b, b_off, ldb, 0, beta, c, c_off,
+                             ldc, 0, 1);
+}
+
+static int
+gemm_ex_unlocked(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
+                 size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
+                 size_t b_off, size_t ldb, int accumulate, cl_mem c,
+                 size_t c_off, size_t ldc, cl_mem bias, int act)
+{
+    const struct clf__gemm_args g = {
+        .trans_b = trans_b,
+        .m = m,
+        .n = n,
+        .k = k,
+        .alpha = 1.0f,
+        .beta = accumulate ? 1.0f : 0.0f,
+        .a = a,
+        .b = b,
+        .c = c,
+        .bias = bias,
+        .a_off = a_off,
+        .lda = lda,
+        .b_off = b_off,
+        .ldb = ldb,
+        .c_off = c_off,
+        .ldc = ldc,
+        .batch = 1,
+        .act = act,
+        .half = (unsigned)way & (CLF_GEMM_HALF_A | CLF_GEMM_HALF_B)};
+
+    return gemm_unlocked(ctx, way, &g);
+}
+
+int
+clf__gemm_ex(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
+             size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
+             size_t b_off, size_t ldb, int accumulate, cl_mem c, size_t c_off,
+             size_t ldc, cl_mem bias, int act)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = gemm_ex_unlocked(ctx, way, trans_b, m, n, k, a, a_off, lda, b, b_off,
+                          ldb, accumulate, c, c_off, ldc, bias, act);
+    clf__unlock(ctx);
+    return rc;
+}
+
+int
+clf__gemm_bias(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
+               size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
+               size_t b_off, size_t ldb, cl_mem c, size_t c_off, size_t ldc,
+               cl_mem bias)
+{
+    return clf__gemm_ex(ctx, way, trans_b, m, n, k, a, a_off, lda, b, b_off,
+                        ldb, 0, c, c_off, ldc, bias, 0);
+}
+
+static int
 gemm_batched_unlocked(clf_context *ctx, int way, int trans_a, int trans_b,
                       size_t m, size_t n, size_t k, float alpha, cl_mem a,
                       size_t a_off, size_t lda, size_t a_stride, cl_mem b,
@@ -516,41 +564,30 @@ gemm_batched_unlocked(clf_context *ctx, int way, int trans_a, int trans_b,
                       cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
                       size_t batch)
 {
-    const struct clf__gemm_args g = {.trans_a = trans_a,
-                                     .trans_b = trans_b,
-                                     .m = m,
-                                     .n = n,
-                                     .k = k,
-                                     .alpha = alpha,
-                                     .beta = beta,
-                                     .a = a,
-                                     .b = b,
-                                     .c = c,
-                                     .a_off = a_off,
-                                     .lda = lda,
-                                     .a_stride = a_stride,
-                                     .b_off = b_off,
-                                     .ldb = ldb,
-                                     .b_stride = b_stride,
-                                     .c_off = c_off,
-                                     .ldc = ldc,
-                                     .c_stride = c_stride,
-                                     .batch = batch};
-    int rc;
+    const struct clf__gemm_args g = {
+        .trans_a = trans_a,
+        .trans_b = trans_b,
+        .m = m,
+        .n = n,
+        .k = k,
+        .alpha = alpha,
+        .beta = beta,
+        .a = a,
+        .b = b,
+        .c = c,
+        .a_off = a_off,
+        .lda = lda,
+        .a_stride = a_stride,
+        .b_off = b_off,
+        .ldb = ldb,
+        .b_stride = b_stride,
+        .c_off = c_off,
+        .ldc = ldc,
+        .c_stride = c_stride,
+        .batch = batch,
+        .half = (unsigned)way & (CLF_GEMM_HALF_A | CLF_GEMM_HALF_B)};
 
-    if (half_or_tiled(ctx, way, &g, &rc))
-        return rc;
-    if (variant_of(ctx, way) == CLF_GEMM_BLOCKED &&
-        blocked_fits(trans_a, m, n, k, beta, lda, ldb, ldc))
-        return blocked(ctx, trans_b, m, n, k, alpha, a, a_off, lda, a_stride, b,
-                       b_off, ldb, b_stride, beta, c, c_off, ldc, c_stride,
-                       batch, NULL, 0);
-    if (ctx->clblast_dropped)
-        return own_gemm(ctx, &g);
-    rc = clblast_batched(ctx, &g);
-    if (rc != 0 && drop_clblast(ctx))
-        return own_gemm(ctx, &g);
-    return rc;
+    return gemm_unlocked(ctx, way, &g);
 }
 
 int

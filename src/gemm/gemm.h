@@ -203,6 +203,7 @@ struct clf__gemm_args {
     size_t a_off, lda, a_stride, b_off, ldb, b_stride, c_off, ldc, c_stride;
     size_t batch;
     int act;
+    unsigned half; /* CLF_GEMM_HALF_A, _B: the operands stored as binary16 */
 };
 /* The tiled GEMM of g; call with ctx locked. */
 int clf__tiled_gemm(clf_context *ctx, const struct clf__gemm_args *g);

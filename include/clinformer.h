@@ -474,6 +474,37 @@ typedef enum clf_sharing {
     CLF_SHARE_KEY_VALUE = 2 /* one E, used as F too (E = F) */
 } clf_sharing;
 
+/* How the n positions become k compressed slots (the Linformer paper's
+ * section 4).  The windowed ones (mean, max, convolution) read the
+ * projected keys and values (padding rows zero) in windows of
+ * w = floor(max_seq_len / k) positions: slot r covers positions r*w ..
+ * r*w + w - 1 (positions past the last are not read, as in PyTorch's
+ * pooling with kernel = stride = w); a position at or past a call's n
+ * counts as a zero row, as the linear E reads only its first n columns.
+ * In prefix-safe causal Linformer, slot i of block m covers m*b + i*w ..
+ * + w - 1 (c*w <= b always holds), so no slot mixes two blocks. */
+typedef enum clf_compression {
+    CLF_COMPRESS_LINEAR = 0, /* E and F, k x max_seq_len matrices (default) */
+    CLF_COMPRESS_MEAN = 1,   /* mean pooling: a window's sum over w; no
+                                weights (no E, F or their biases) */
+    CLF_COMPRESS_MAX = 2,    /* max pooling, per channel; no weights; a NaN
+                                in a window gives NaN */
+    CLF_COMPRESS_CONV = 3    /* a convolution over the sequence with kernel
+                                = stride = w, mixing a head's d_h channels
+                                (linformer-pytorch's method="convolution"):
+                                E and F are nE*d_h x d_h*w, each head's
+                                d_h rows PyTorch's Conv1d weight (out, in,
+                                w) as stored, with bias_proj a bias per
+                                output channel */
+} clf_compression;
+
+/* "linear", "mean", "max", "conv"; "?" for others. */
+CLF_EXTERN const char *clf_compression_name(clf_compression compression);
+
+/* Parses one of the names above.  Errors: CLF_ENULL_ARGUMENT, CLF_EBAD_ENUM
+ * naming the value and the valid ones. */
+CLF_EXTERN int clf_compression_parse(const char *name, clf_compression *out);
+
 typedef enum clf_mode {
     CLF_MODE_LINFORMER = 0, /* compressed attention over k slots (default) */
     CLF_MODE_FULL = 1       /* ordinary attention over all n positions */
@@ -533,7 +564,14 @@ typedef struct clf_attention_desc {
                       linformer-pytorch package): Kbar = E K + b_E 1^T,
                       Vbar = F V + b_F 1^T.  Linformer mode only (full
                       mode has no compression); not with causal
-                      Linformer */
+                      Linformer.  With CLF_COMPRESS_CONV, the
+                      convolution's bias per output channel instead
+                      (causal Linformer too); not with mean or max */
+    /* How positions are compressed; 0 = the linear E and F.  Mean and max
+     * pooling take no compressed_bias or bias_proj; the convolution no
+     * compressed_bias.  The sharded forward (clf_shard_*) takes the linear
+     * one only. */
+    clf_compression compression;
 } clf_attention_desc;
 
 /* The layer's parameters.  Shapes (rows x cols, row-major), with
@@ -544,6 +582,10 @@ typedef struct clf_attention_desc {
  *   CLF_WEIGHT_OUT  D x (hq*d_h)        CLF_BIAS_OUT  D
  *   CLF_PROJ_E      (nE*k) x N          CLF_PROJ_F    (nE*k) x N
  *   CLF_BIAS_E      nE*k                CLF_BIAS_F    nE*k   (bias_proj)
+ * With CLF_COMPRESS_CONV, w = floor(N / k):
+ *   CLF_PROJ_E      (nE*d_h) x (d_h*w)  CLF_PROJ_F    (nE*d_h) x (d_h*w)
+ *   CLF_BIAS_E      nE*d_h              CLF_BIAS_F    nE*d_h (bias_proj)
+ * and with mean or max pooling no E, F or their biases.
  * E is stored as used, Kbar = E K (the lucidrains proj_k is its transpose;
  * fairseq's compress_k.weight is E as stored).  Calls with n < N use the
  * first n columns. */

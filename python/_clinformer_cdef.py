@@ -70,6 +70,10 @@ typedef enum clf_precision {
 
 const char *clf_precision_name(clf_precision precision);
 int clf_precision_parse(const char *name, clf_precision *out);
+typedef enum clf_compression {
+    CLF_COMPRESS_LINEAR, CLF_COMPRESS_MEAN, CLF_COMPRESS_MAX,
+    CLF_COMPRESS_CONV, ...
+} clf_compression;
 
 typedef struct clf_attention_desc {
     size_t d_model;
@@ -85,6 +89,7 @@ typedef struct clf_attention_desc {
     size_t causal_block;
     clf_precision precision;
     int bias_proj;
+    clf_compression compression;
     ...;
 } clf_attention_desc;
 

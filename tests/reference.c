@@ -229,6 +229,47 @@ compress_slot(ref_run *r, const float *E, const float *F, size_t hk, size_t j,
     r->vb[j * l->dh + e] = av;
 }
 
+/* Row t, column ci of head hk's keys (values with v): zero past n. */
+static double
+kv_at(const ref_run *r, int v, size_t t, size_t hk, size_t ci)
+{
+    if (t >= r->n)
+        return 0.0;
+    return (v ? r->vv : r->kk)[t * r->dkv + hk * r->l->dh + ci];
+}
+
+/* The windowed compressions: slot j, column e of one side (v: values) of
+ * head h (reading K/V head hk) from its window of w positions. */
+static double
+window_slot(const ref_run *r, int v, size_t h, size_t hk, size_t j, size_t e)
+{
+    const ref_layer *l = r->l;
+    const size_t w = l->N / l->k, dh = l->dh;
+    const size_t start =
+        r->lin_causal ? (j / r->c) * r->block + (j % r->c) * w : j * w;
+    const size_t eh = l->per_head_E ? h : 0;
+    const int own_f = v && !l->share_kv && !l->kv_shared;
+    const float *W = own_f ? l->F : l->E, *b = own_f ? l->bF : l->bE;
+    double acc = l->compression == 2 ? -INFINITY : 0.0;
+    size_t t, ci;
+
+    for (t = start; t < start + w; t++) {
+        const double x = kv_at(r, v, t, hk, e);
+        if (l->compression == 1)
+            acc += x;
+        else if (l->compression == 2)
+            acc = (x > acc || isnan(x)) ? x : acc;
+        for (ci = 0; l->compression == 3 && ci < dh; ci++)
+            acc += (double)W[((eh * dh + e) * dh + ci) * w + (t - start)] *
+                   kv_at(r, v, t, hk, ci);
+    }
+    if (l->compression == 1)
+        acc /= (double)w;
+    if (l->compression == 3 && b != NULL)
+        acc += b[eh * dh + e];
+    return acc;
+}
+
 /* Linformer: head h's k compressed keys and values. */
 static void
 linformer_keys(ref_run *r, size_t h, size_t hk)
@@ -238,8 +279,14 @@ linformer_keys(ref_run *r, size_t h, size_t hk)
 
     head_projections(r->l, h, &E, &F);
     for (j = 0; j < r->L; j++)
-        for (e = 0; e < r->l->dh; e++)
-            compress_slot(r, E, F, hk, j, e);
+        for (e = 0; e < r->l->dh; e++) {
+            if (r->l->compression == 0) {
+                compress_slot(r, E, F, hk, j, e);
+                continue;
+            }
+            r->kb[j * r->l->dh + e] = window_slot(r, 0, h, hk, j, e);
+            r->vb[j * r->l->dh + e] = window_slot(r, 1, h, hk, j, e);
+        }
 }
 
 /* Full attention: whether query i sees key j (padding and causality). */

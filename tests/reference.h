@@ -15,6 +15,11 @@ typedef struct ref_layer {
     const float *bq, *bk, *bv, *bo; /* NULL = no bias */
     const float *E, *F;             /* (nE*k) x N */
     const float *bE, *bF; /* a bias per slot (nE*k; bias_proj), or NULL */
+    /* 0: E and F as above; 1 mean, 2 max pooling, 3 the convolution over
+     * windows of w = N / k positions (slot j: positions j*w.., in causal
+     * mode slot i of block m: m*block + i*w..; positions >= n zero rows);
+     * for 3, E and F are (nE*dh) x (dh*w), bE and bF nE*dh (or NULL). */
+    int compression;
 } ref_layer;
 
 /* y (B*n x D) = attention of x (B*n x D); full != 0 for full attention. */

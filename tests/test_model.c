@@ -153,14 +153,14 @@ END_TEST
  * package computed them (tests/data/gen_fixtures.py): every sharing mode
  * (the shared ones saved by save_model, each shared tensor once), relu, a
  * k per layer, dim_d, w_o_1/w_o_2, no feed-forward, full attention, the
- * LM, a bare MHAttention, padding. */
+ * LM, a bare MHAttention, padding, the convolution compressor. */
 START_TEST(model_linformer_pytorch_matches_torch)
 {
     static const char *const enc[] = {
         "lp_linformer_layerwise", "lp_linformer_none", "lp_linformer_headwise",
         "lp_linformer_kv",        "lp_linformer_relu", "lp_linformer_kreduce",
         "lp_linformer_dimd",      "lp_linformer_wo2",  "lp_linformer_noff",
-        "lp_linformer_full"};
+        "lp_linformer_full",      "lp_linformer_conv"};
     const unsigned lengths[2] = {12, 7};
     clf_forward_opts o;
     size_t i;
@@ -187,13 +187,12 @@ END_TEST
 START_TEST(model_linformer_pytorch_refusals_name_the_reason)
 {
     static const char *const cases[][2] = {
-        {"lp_linformer_conv", "Conv1d"},
         {"lp_linformer_causal", "causal=True"}};
     char p[1200];
     clf_model *m;
     size_t i;
 
-    for (i = 0; i < 2; i++) {
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         path_of(p, sizeof p, cases[i][0]);
         strcat(p, ".safetensors");
         m = (clf_model *)p;
@@ -924,6 +923,85 @@ START_TEST(model_linformer_pytorch_bad_files)
 }
 END_TEST
 
+/* The fixture `name` with `from` replaced by `to` in its header (the
+ * tensors' bytes as they are) written to dst, then loaded: the status. */
+static int
+load_edited(const char *name, const char *from, const char *to, const char *dst)
+{
+    char p[1200], *head, *at, *out;
+    unsigned char len8[8];
+    size_t len, size, i;
+    unsigned long long newlen;
+    FILE *f;
+    clf_model *m = NULL;
+    unsigned char *body;
+    int rc;
+
+    path_of(p, sizeof p, name);
+    f = fopen(p, "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fread(len8, 1, 8, f), 8);
+    for (len = 0, i = 8; i-- > 0;)
+        len = len << 8 | len8[i];
+    head = tu_malloc(len + 1);
+    ck_assert_uint_eq(fread(head, 1, len, f), len);
+    head[len] = '\0';
+    body = tu_malloc(1 << 20);
+    size = fread(body, 1, 1 << 20, f);
+    fclose(f);
+    at = strstr(head, from);
+    ck_assert_msg(at != NULL, "%s not in the header", from);
+    out = tu_malloc(len + strlen(to) + 1);
+    snprintf(out, len + strlen(to) + 1, "%.*s%s%s", (int)(at - head), head, to,
+             at + strlen(from));
+    newlen = strlen(out);
+    f = fopen(dst, "wb");
+    ck_assert_ptr_nonnull(f);
+    tu_put_le(len8, newlen, 8);
+    fwrite(len8, 1, 8, f);
+    fwrite(out, 1, (size_t)newlen, f);
+    fwrite(body, 1, size, f);
+    fclose(f);
+    rc = clf_model_load(&m, tu_context(), dst, NULL);
+    clf_model_destroy(m);
+    remove(dst);
+    free(head);
+    free(body);
+    free(out);
+    return rc;
+}
+
+/* linformer-pytorch's convolution compressor: a misshapen Conv1d, a
+ * missing sequence length and a method the tensors contradict are named
+ * errors. */
+START_TEST(model_linformer_pytorch_conv_bad_files)
+{
+    static const char *const fx = "lp_linformer_conv.safetensors";
+    const char *dst = "/tmp/clf-conv-edited.safetensors";
+
+    ck_assert_int_eq(load_edited(fx,
+                                 "\"seq.0.fn.heads.1.F.weight\":"
+                                 "{\"dtype\":\"F32\",\"shape\":[8,8,3]",
+                                 "\"seq.0.fn.heads.1.F.weight\":"
+                                 "{\"dtype\":\"F32\",\"shape\":[8,4,6]",
+                                 dst),
+                     CLF_ESHAPE_MISMATCH);
+    assert_msg_has("seq.0.fn.heads.1.F.weight", "(8, 8, w)");
+    ck_assert_int_eq(
+        load_edited(fx, "\"input_size\":\"12\"", "\"input_sizes\":\"12\"", dst),
+        CLF_ENOT_FOUND);
+    assert_msg_has("Conv1d", "input_size");
+    ck_assert_int_eq(
+        load_edited(fx, "\"input_size\":\"12\"", "\"input_size\":\"2\"", dst),
+        CLF_ESHAPE_MISMATCH);
+    assert_msg_has("(8, 8, 3)", "w <= max_seq_len");
+    ck_assert_int_eq(load_edited(fx, "\"method\":\"convolution\"",
+                                 "\"method\":\"learnable\"", dst),
+                     CLF_ESHAPE_MISMATCH);
+    assert_msg_has("Conv1d weight", "method");
+}
+END_TEST
+
 /* The single-head class: query/key/value with biases, E and F. */
 START_TEST(model_single_head_bad_files)
 {
@@ -1014,6 +1092,7 @@ suite(void)
     tcase_add_test(tc, model_linformer_pytorch_matches_torch);
     tcase_add_test(tc, model_linformer_pytorch_refusals_name_the_reason);
     tcase_add_test(tc, model_single_head_bad_files);
+    tcase_add_test(tc, model_linformer_pytorch_conv_bad_files);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -46,6 +46,12 @@ _SHARING = {
     "key-value": lib.CLF_SHARE_KEY_VALUE,
 }
 _MODES = {"linformer": lib.CLF_MODE_LINFORMER, "full": lib.CLF_MODE_FULL}
+_COMPRESSIONS = {
+    "linear": lib.CLF_COMPRESS_LINEAR,
+    "mean": lib.CLF_COMPRESS_MEAN,
+    "max": lib.CLF_COMPRESS_MAX,
+    "conv": lib.CLF_COMPRESS_CONV,
+}
 
 
 def _text(cstr):
@@ -429,7 +435,9 @@ class Attention(_Forward):
     heads), sharing ("headwise", "per-head", "key-value"), share_kv,
     one_kv_head, bias_q, bias_k, bias_v, bias_out, compressed_bias,
     bias_proj (a bias per compressed slot after E and F), causal_block
-    (0: none) and precision ("float" or "half").  Weights start unset; set
+    (0: none), precision ("float" or "half") and compression ("linear",
+    "mean", "max" or "conv": docs/design.md section 1.1; mean and max
+    have no E or F).  Weights start unset; set
     them by name ("W_q", "W_k", "W_v", "W_out", "b_q", "b_k", "b_v",
     "b_out", "E", "F", "b_E", "b_F") with set_weight() or all at once with
     randomize().  It cannot be copied or pickled (TypeError): keep the
@@ -444,7 +452,7 @@ class Attention(_Forward):
                  sharing="headwise", share_kv=False, one_kv_head=False,
                  bias_q=False, bias_k=False, bias_v=False, bias_out=False,
                  compressed_bias=False, bias_proj=False, causal_block=0,
-                 precision="float", mode="linformer"):
+                 precision="float", mode="linformer", compression="linear"):
         self._ptr = ffi.NULL
         self._init_forward(ctx)
         desc = ffi.new("clf_attention_desc *")
@@ -465,6 +473,7 @@ class Attention(_Forward):
             setattr(desc, name, 1 if value else 0)
         desc.causal_block = _size("causal_block", causal_block, 0)
         desc.precision = _precision(precision)
+        desc.compression = _choice("compression", compression, _COMPRESSIONS)
         self._desc = desc
         self._weights = {}
         out = ffi.new("clf_attention **")
@@ -486,6 +495,8 @@ class Attention(_Forward):
                 return {v: k for k, v in _SHARING.items()}[value]
             if name == "precision":
                 return _text(lib.clf_precision_name(value))
+            if name == "compression":
+                return {v: k for k, v in _COMPRESSIONS.items()}[value]
             if name in _DESC_FLAGS:
                 return bool(value)
             return int(value)
@@ -665,7 +676,8 @@ _WEIGHT_IDS = {name: i for i, name in enumerate(WEIGHT_NAMES)}
 _DESC_FLAGS = ("share_kv", "one_kv_head", "bias_q", "bias_k", "bias_v",
                "bias_out", "compressed_bias", "bias_proj")
 _DESC_FIELDS = ("d_model", "heads", "head_dim", "max_seq_len", "k",
-                "sharing", "causal_block", "precision") + _DESC_FLAGS
+                "sharing", "causal_block", "precision",
+                "compression") + _DESC_FLAGS
 
 LAYOUTS = tuple(_text(lib.clf_layout_name(i))
                 for i in range(lib.CLF_LAYOUT_SINGLE_HEAD_ATTENTION + 1))

@@ -298,6 +298,8 @@ def _metadata(module):
             md["method"] = ("convolution" if isinstance(head.E, nn.Conv1d)
                             else "learnable" if isinstance(head.E, nn.Linear)
                             else "no_params")
+        if hasattr(module, "input_size"):  # no tensor of a Conv1d E shows it
+            md["input_size"] = str(module.input_size)
         if getattr(module, "decoder_mode", False):
             md["decoder_mode"] = "True"
     return md

@@ -172,3 +172,34 @@ def test_attention_bias_proj_with_padding(ctx, rng, sharing):
     att2, _ = make(ctx, bias_proj=True, causal_block=6)
     with pytest.raises(clinformer.UnsupportedError, match="bias_proj"):
         att2(np.ascontiguousarray(x[:, :18]), causal=True)
+
+
+@pytest.mark.parametrize("compression", ["mean", "max"])
+def test_attention_pooling_compressions(ctx, rng, compression):
+    # Mean and max pooling over windows of w = N // k positions of the
+    # projected keys and values (docs/design.md section 1.1), in float64.
+    att = clinformer.Attention(ctx, d_model=16, heads=2, max_seq_len=22, k=5,
+                               bias_k=True, compression=compression)
+    att.randomize(3)
+    assert att.compression == compression
+    assert "E" not in att.weights()
+    w = att.weights()
+    x = rng.standard_normal((2, 22, 16)).astype(np.float64)
+    q = x @ w["W_q"].astype(np.float64).T
+    kk = x @ w["W_k"].astype(np.float64).T + w["b_k"]
+    vv = x @ w["W_v"].astype(np.float64).T
+    win = 22 // 5
+    pool = np.mean if compression == "mean" else np.max
+    kb = np.stack([pool(kk[:, j * win:j * win + win], 1) for j in range(5)], 1)
+    vb = np.stack([pool(vv[:, j * win:j * win + win], 1) for j in range(5)], 1)
+    out = np.zeros_like(q)
+    for h in range(2):
+        c = slice(8 * h, 8 * h + 8)
+        s = q[:, :, c] @ kb[:, :, c].transpose(0, 2, 1) / np.sqrt(8)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        out[:, :, c] = (p / p.sum(-1, keepdims=True)) @ vb[:, :, c]
+    want = out @ w["W_out"].astype(np.float64).T
+    assert close(att(x.astype(np.float32)), want)
+    with pytest.raises(clinformer.InvalidArgumentError, match="compression"):
+        clinformer.Attention(ctx, d_model=16, heads=2, max_seq_len=22, k=5,
+                             compression="avg")

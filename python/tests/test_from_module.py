@@ -92,11 +92,12 @@ LP_BASE = dict(input_size=12, channels=16, dim_k=4, dim_ff=32, nhead=2,
     dict(activation="relu"),
     dict(k_reduce_by_layer=1, parameter_sharing="headwise"),
     dict(dim_d=6), dict(w_o_intermediate_dim=10), dict(include_ff=False),
-    dict(full_attention=True)], ids=str)
+    dict(full_attention=True), dict(method="convolution"),
+    dict(method="convolution", dim_k=5, parameter_sharing="kv")], ids=str)
 def test_from_module_linformer_pytorch(ctx, kw):
     lp = linformer_pytorch()
     torch.manual_seed(6)
-    m = perturb_layernorms(lp.Linformer(**LP_BASE, **kw))
+    m = perturb_layernorms(lp.Linformer(**dict(LP_BASE, **kw)))
     agree(m, from_module(m, ctx), torch.randn(2, 12, 16))
 
 
@@ -117,8 +118,8 @@ def test_from_module_refuses_what_the_loaders_refuse(ctx):
     m = lp.Linformer(**LP_BASE, causal=True).eval()
     with pytest.raises(clinformer.UnsupportedError, match="causal=True"):
         from_module(m, ctx)
-    m = lp.Linformer(**LP_BASE, method="convolution").eval()
-    with pytest.raises(clinformer.UnsupportedError, match="convolution"):
+    m = lp.Linformer(**LP_BASE, method="no_params").eval()
+    with pytest.raises(clinformer.UnsupportedError, match="no_params"):
         from_module(m, ctx)
     with pytest.raises(TypeError, match="torch.nn.Module"):
         from_module("model.safetensors", ctx)

@@ -244,6 +244,17 @@ compress_blocks(clf_attention *a, const struct plan *p, const struct side *sd,
     return 0;
 }
 
+/* Compression of projected keys (value 0) or values: the windowed
+ * compressions (compression.c) or causal Linformer's blocks. */
+static int
+compress_projected(clf_attention *a, const struct plan *p, int value,
+                   const struct side *sd, cl_mem src, cl_mem out)
+{
+    if (a->desc.compression != CLF_COMPRESS_LINEAR)
+        return clf__compress_windows(a, p, value, src, out);
+    return compress_blocks(a, p, sd, src, out);
+}
+
 static const char *const stage_names[CLF_STAGE_COUNT] = {
     "projection",   "compression", "scores", "softmax",
     "weighted_sum", "fused",       "output"};
@@ -377,8 +388,8 @@ side_weights(clf_attention *a, const struct plan *p, int value, struct side *sd)
     TRY(clf__half_weight(a, p->half_native, value ? CLF_WEIGHT_V : CLF_WEIGHT_K,
                          &sd->w, &half));
     sd->wway = p->gemm[CLF_ROLE_PROJ] | (half ? CLF_GEMM_HALF_B : 0);
-    if (!p->linformer)
-        return 0;
+    if (!p->linformer || a->desc.compression != CLF_COMPRESS_LINEAR)
+        return 0; /* no E GEMM (compression.c reads its own weights) */
     TRY(clf__half_weight(a, p->half_native, pe, &sd->e, &half));
     sd->eway = p->gemm[CLF_ROLE_COMP] | (half ? CLF_GEMM_HALF_A : 0);
     return 0;
@@ -396,16 +407,17 @@ keys_values(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff)
     size_t xcoff = xoff;
 
     TRY(side_weights(a, p, 0, &ks));
-    if (p->linformer && p->causal) {
+    if (p->linformer &&
+        (p->causal || a->desc.compression != CLF_COMPRESS_LINEAR)) {
         cl_mem pk = a->ws[WS_XE].mem;
         cl_mem pv = p->v_is_k ? pk : a->ws[WS_XF].mem;
         TRY(project(a, p, x, xoff, &ks, bk, pk));
-        TRY(compress_blocks(a, p, &ks, pk, kbar));
+        TRY(compress_projected(a, p, 0, &ks, pk, kbar));
         if (p->v_is_k)
             return 0;
         TRY(side_weights(a, p, 1, &vs));
         TRY(project(a, p, x, xoff, &vs, bv, pv));
-        return compress_blocks(a, p, &vs, pv, vbar);
+        return compress_projected(a, p, 1, &vs, pv, vbar);
     }
     if (!p->linformer) {
         TRY(project(a, p, x, xoff, &ks, bk, kbar));

@@ -6,7 +6,9 @@
  * Linformer compresses first (E X, then W_k) when that needs fewer
  * multiply-adds than projecting first; causal Linformer projects K and V
  * exactly (its window needs them) and compresses the complete blocks before
- * the last query's block.  Masks change no count.  No device is needed, so
+ * the last query's block; the windowed compressions (mean, max, the
+ * convolution) project K and V exactly, then read windows.  Masks change
+ * no count.  No device is needed, so
  * the bench, the library and a user planning a run count the same way.
  */
 #include "layer/layer.h"
@@ -35,18 +37,8 @@ check_call(const clf_attention_desc *d, clf_mode mode, size_t batch,
                          d->max_seq_len);
     if (mode != CLF_MODE_LINFORMER && mode != CLF_MODE_FULL)
         return clf__fail(CLF_EBAD_ENUM, "mode %d is not a clf_mode", (int)mode);
-    if (causal && mode == CLF_MODE_LINFORMER && d->causal_block == 0)
-        return clf__fail(CLF_EBAD_SIZE,
-                         "causal Linformer needs causal_block > 0 in the "
-                         "desc (causal_block is 0)");
-    if (causal && mode == CLF_MODE_LINFORMER && d->compressed_bias)
-        return clf__fail(CLF_EUNSUPPORTED,
-                         "causal Linformer does not support compressed_bias "
-                         "(fairseq's bias order)");
-    if (causal && mode == CLF_MODE_LINFORMER && d->bias_proj)
-        return clf__fail(CLF_EUNSUPPORTED,
-                         "causal Linformer does not support bias_proj (a bias "
-                         "per compressed slot)");
+    if (causal && mode == CLF_MODE_LINFORMER)
+        return clf__causal_desc_check(d);
     return 0;
 }
 
@@ -132,6 +124,38 @@ linformer_kv(struct fshape *s)
     return f;
 }
 
+/* The windowed compressions: K and V projected exactly, then each slot
+ * made (in causal Linformer, the slots of the complete blocks before the
+ * last query's block) from a window of w = floor(N / k) rows: w adds or
+ * comparisons an entry pooling, w * d_h multiply-adds (and the bias) an
+ * entry for the convolution. */
+static double
+windowed_kv(const struct fshape *s, size_t seq_len)
+{
+    const clf_attention_desc *d = s->d;
+    double w = (double)(d->max_seq_len / d->k), slots = s->k, per = w;
+    size_t b = d->causal_block, nb;
+
+    if (s->causal) {
+        nb = (d->max_seq_len + b - 1) / b;
+        slots = (double)((seq_len - 1) / b) * (double)(d->k / nb);
+    }
+    if (d->compression == CLF_COMPRESS_CONV)
+        per = 2.0 * w * s->dh + (d->bias_proj ? 1.0 : 0.0);
+    return exact_kv(s) + s->B * slots * s->hc * s->dh * per * s->sides;
+}
+
+/* Step 2's count in the layer's mode and compression. */
+static double
+keys_values(struct fshape *s, size_t seq_len)
+{
+    if (!s->linformer)
+        return exact_kv(s);
+    if (s->d->compression != CLF_COMPRESS_LINEAR)
+        return windowed_kv(s, seq_len);
+    return s->causal ? causal_kv(s, seq_len) : linformer_kv(s);
+}
+
 /* Window entries of causal Linformer: the sum over query positions q of
  * (q mod b) + 1. */
 static double
@@ -192,15 +216,11 @@ clf_attention_desc_flops(const clf_attention_desc *desc, clf_mode mode,
     L = s.linformer ? s.k : s.n;
     ld = L;
     f[CLF_STAGE_SCORES] = 2.0 * s.B * s.hq * s.n * L * s.dh;
+    f[CLF_STAGE_COMPRESSION] = keys_values(&s, seq_len);
     if (s.linformer && s.causal) {
-        f[CLF_STAGE_COMPRESSION] = causal_kv(&s, seq_len);
         f[CLF_STAGE_SCORES] += 2.0 * s.B * s.hq * s.dh *
                                causal_window(seq_len, desc->causal_block);
         ld = s.k + (double)desc->causal_block;
-    } else if (s.linformer) {
-        f[CLF_STAGE_COMPRESSION] = linformer_kv(&s);
-    } else {
-        f[CLF_STAGE_COMPRESSION] = exact_kv(&s);
     }
     f[CLF_STAGE_WEIGHTED_SUM] = f[CLF_STAGE_SCORES];
     f[CLF_STAGE_SOFTMAX] = 5.0 * s.B * s.hq * s.n * ld;

@@ -1,7 +1,8 @@
 /* The layer floor (src/layer): one attention layer: its weights and their
  * checks (weights.c), half-stored weights (half.c, cl/half.cl), the plan
  * of a forward (plan.c), the FLOP model (flops.c), the forward itself
- * (attention.c) and the look-ahead audit (lookahead.c).  It offers the
+ * (attention.c), the windowed compressions (compression.c) and the
+ * look-ahead audit (lookahead.c).  It offers the
  * models and the sharded forward clf_attention and its plan. */
 #ifndef CLF_LAYER_H
 #define CLF_LAYER_H
@@ -136,10 +137,28 @@ int clf__attention_forward_cl_mask(clf_attention *att, cl_mem x,
                                    const clf_forward_opts *opts,
                                    cl_mem dev_mask);
 
+/* weights.c: what a causal Linformer forward needs of the desc (a causal
+ * block; no compressed_bias; no bias_proj but the convolution's). */
+int clf__causal_desc_check(const clf_attention_desc *d);
+
 /* weights.c: the checks clf_attention_create makes of a desc (sizes,
  * sharing, head width, share_kv against bias_v, the causal block against
  * k, 32-bit dimensions); *dh receives d_h. */
 int clf__desc_check(const clf_attention_desc *d, size_t *dh);
+
+/* compression.c: the windowed compressions (mean, max, convolution).
+ * clf__compression_check: the desc's compression against its other
+ * options (clf__desc_check calls it).  clf__compression_window: the
+ * window w = floor(N / k).  clf__compression_sizes: the floats of one E
+ * (or F) and of its bias per distinct E (0: none).
+ * clf__compress_windows: side `value` (0 keys, 1 values) compressed from
+ * src (B x n x dkv, padding rows zero) into out (B x k x hc*d_h); in
+ * causal Linformer only the complete blocks before the last query's. */
+int clf__compression_check(const clf_attention_desc *d);
+size_t clf__compression_window(const clf_attention *a);
+void clf__compression_sizes(const clf_attention *a, size_t *e, size_t *b);
+int clf__compress_windows(clf_attention *a, const struct plan *p, int value,
+                          cl_mem src, cl_mem out);
 
 /* attention.c: bias_proj's slot bias (b_E or b_F, `which`) added to the
  * compressed keys or values out (B x k x hc*head_dim); nothing without

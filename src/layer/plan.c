@@ -70,18 +70,7 @@ plan_check(const clf_attention *a, clf_mode mode, size_t B, size_t n,
     p->hc = (p->linformer && a->nE > 1) ? a->hq : a->hkv;
     p->v_is_k = a->desc.share_kv != 0;
     if (p->causal && p->linformer) {
-        if (a->desc.causal_block == 0)
-            return clf__fail(CLF_EBAD_SIZE,
-                             "causal Linformer needs causal_block > 0 in the "
-                             "layer's desc (causal_block is 0)");
-        if (a->desc.compressed_bias)
-            return clf__fail(CLF_EUNSUPPORTED,
-                             "causal Linformer does not support "
-                             "compressed_bias (fairseq's bias order)");
-        if (a->desc.bias_proj)
-            return clf__fail(CLF_EUNSUPPORTED,
-                             "causal Linformer does not support bias_proj "
-                             "(a bias per compressed slot)");
+        CLF_TRY(clf__causal_desc_check(&a->desc));
         p->ld = a->k + a->desc.causal_block;
         p->c =
             a->k / ((a->N + a->desc.causal_block - 1) / a->desc.causal_block);
@@ -176,7 +165,8 @@ plan_scores(const clf_attention *a, struct plan *p, size_t bn)
 }
 
 /* Causal Linformer: exact keys and values for the window, then block
- * compression of the complete blocks before the last query's block. */
+ * compression of the complete blocks before the last query's block; the
+ * windowed compressions: the keys and values they read. */
 static void
 plan_causal(const clf_attention *a, struct plan *p, size_t bn)
 {
@@ -253,8 +243,10 @@ clf__plan_make(const clf_attention *a, clf_mode mode, size_t B, size_t n,
     CLF_TRY(plan_check(a, mode, B, n, opts, p));
     CLF_TRY(plan_rows(a, p, &bn));
     plan_scores(a, p, bn);
-    /* Full mode's keys and values need no workspace beyond Kbar, Vbar. */
-    if (p->linformer && p->causal)
+    /* Full mode's keys and values need no workspace beyond Kbar, Vbar;
+     * causal Linformer and the windowed compressions project first. */
+    if (p->linformer &&
+        (p->causal || a->desc.compression != CLF_COMPRESS_LINEAR))
         plan_causal(a, p, bn);
     else if (p->linformer)
         plan_linformer(a, p, bn);
@@ -382,7 +374,7 @@ clf__plan_choose(const clf_attention *a, struct plan *p)
     CLF_TRY(clf__choice_env_check());
     CLF_TRY(clf__gemm_resolve(ctx, CLF_ROLE_PROJ, p->B * p->n, a->dq, a->D, 1,
                               &p->gemm[CLF_ROLE_PROJ]));
-    if (p->linformer)
+    if (p->linformer && a->desc.compression == CLF_COMPRESS_LINEAR)
         CLF_TRY(plan_comp(a, p));
     CLF_TRY(clf__softmax_resolve(ctx, rows, p->ld, &p->softmax));
     if (!pinned)

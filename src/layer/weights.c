@@ -44,6 +44,24 @@ check_causal(const clf_attention_desc *d)
     return 0;
 }
 
+int
+clf__causal_desc_check(const clf_attention_desc *d)
+{
+    if (d->causal_block == 0)
+        return clf__fail(CLF_EBAD_SIZE,
+                         "causal Linformer needs causal_block > 0 in the "
+                         "layer's desc (causal_block is 0)");
+    if (d->compressed_bias)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "causal Linformer does not support compressed_bias "
+                         "(fairseq's bias order)");
+    if (d->bias_proj && d->compression != CLF_COMPRESS_CONV)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "causal Linformer does not support bias_proj (a bias "
+                         "per compressed slot)");
+    return 0;
+}
+
 /* bias_proj's columns: head_dim ones. */
 static int
 make_ones(clf_attention *att)
@@ -111,6 +129,7 @@ clf__desc_check(const clf_attention_desc *d, size_t *dh_out)
                          "(there is no W_v)");
     CLF_TRY(check_causal(d));
     CLF_TRY(clf__half_check(d));
+    CLF_TRY(clf__compression_check(d));
     /* Every dimension a kernel sees must fit in 32 bits. */
     if (d->d_model > UINT_MAX || d->heads > UINT_MAX || dh > UINT_MAX ||
         d->max_seq_len > UINT_MAX)
@@ -140,6 +159,9 @@ set_dims(clf_attention *att, const clf_attention_desc *desc, size_t dh)
 static void
 fill_sizes(clf_attention *att, const clf_attention_desc *desc)
 {
+    const int f = !desc->share_kv && desc->sharing != CLF_SHARE_KEY_VALUE;
+    size_t e, b;
+
     att->wsize[CLF_WEIGHT_Q] = att->dq * att->D;
     att->wsize[CLF_WEIGHT_K] = att->dkv * att->D;
     att->wsize[CLF_WEIGHT_V] = desc->share_kv ? 0 : att->dkv * att->D;
@@ -148,14 +170,11 @@ fill_sizes(clf_attention *att, const clf_attention_desc *desc)
     att->wsize[CLF_BIAS_K] = desc->bias_k ? att->dkv : 0;
     att->wsize[CLF_BIAS_V] = desc->bias_v ? att->dkv : 0;
     att->wsize[CLF_BIAS_OUT] = desc->bias_out ? att->D : 0;
-    att->wsize[CLF_PROJ_E] = att->nE * att->k * att->N;
-    att->wsize[CLF_PROJ_F] =
-        (desc->share_kv || desc->sharing == CLF_SHARE_KEY_VALUE)
-            ? 0
-            : att->nE * att->k * att->N;
-    att->wsize[CLF_BIAS_E] = desc->bias_proj ? att->nE * att->k : 0;
-    att->wsize[CLF_BIAS_F] =
-        desc->bias_proj && att->wsize[CLF_PROJ_F] ? att->nE * att->k : 0;
+    clf__compression_sizes(att, &e, &b);
+    att->wsize[CLF_PROJ_E] = att->nE * e;
+    att->wsize[CLF_PROJ_F] = f ? att->nE * e : 0;
+    att->wsize[CLF_BIAS_E] = att->nE * b;
+    att->wsize[CLF_BIAS_F] = f ? att->nE * b : 0;
 }
 
 /* Every weight's element count (0: not part of this layer), checked
@@ -171,7 +190,9 @@ set_weight_sizes(clf_attention *att, const clf_attention_desc *desc)
         clf__mul(att->hkv, att->dh, &att->dkv) ||
         clf__mul3(att->dq, att->D, sizeof(float), &t) ||
         clf__mul3(att->nE, att->k, att->N, &t) ||
-        clf__mul(t, sizeof(float), &t))
+        clf__mul(t, sizeof(float), &t) ||
+        clf__mul3(att->nE, att->dh, att->dh, &t) ||
+        clf__mul3(t, att->N, sizeof(float), &t))
         return clf__fail(CLF_ESIZE_OVERFLOW,
                          "weight sizes overflow size_t (d_model %zu, heads "
                          "%zu, head_dim %zu, k %zu, max_seq_len %zu)",
@@ -273,7 +294,10 @@ check_weight_id(const clf_attention *att, clf_weight which)
                                "b_E its bias"
                          : which == CLF_WEIGHT_V ? "share_kv uses keys as "
                                                    "values"
-                                                 : "its bias flag is off");
+                         : (which == CLF_PROJ_E || which == CLF_BIAS_E) &&
+                                 att->desc.compression != CLF_COMPRESS_LINEAR
+                             ? "mean and max pooling have no weights"
+                             : "its bias flag is off");
     return 0;
 }
 
@@ -366,6 +390,29 @@ clf__attention_check_weights(const clf_attention *a, int linformer)
 
 /* ------------------------------------------------------- random weights */
 
+/* PyTorch's init bound is 1/sqrt(fan_in) of weight w: nn.Linear's, E and
+ * F as the lucidrains package draws them, the Conv1d compressor's. */
+static double
+fan_in_of(const clf_attention *att, int w)
+{
+    const int conv = att->desc.compression == CLF_COMPRESS_CONV;
+    const double fan_conv = (double)(att->dh * clf__compression_window(att));
+
+    switch (w) {
+    case CLF_WEIGHT_OUT:
+    case CLF_BIAS_OUT:
+        return (double)att->dq;
+    case CLF_PROJ_E:
+    case CLF_PROJ_F:
+        return conv ? fan_conv : (double)att->k;
+    case CLF_BIAS_E:
+    case CLF_BIAS_F:
+        return conv ? fan_conv : (double)att->N; /* nn.Linear(N, k)'s */
+    default:
+        return (double)att->D;
+    }
+}
+
 CLF_EXTERN int
 clf_attention_randomize(clf_attention *att, unsigned long long seed)
 {
@@ -383,26 +430,9 @@ clf_attention_randomize(clf_attention *att, unsigned long long seed)
     if (buf == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     for (w = 0; w < CLF_WEIGHT_COUNT && rc == 0; w++) {
-        double fan_in;
+        const double fan_in = fan_in_of(att, w);
         if (att->wsize[w] == 0)
             continue;
-        switch (w) {
-        case CLF_WEIGHT_OUT:
-        case CLF_BIAS_OUT:
-            fan_in = (double)att->dq;
-            break;
-        case CLF_PROJ_E:
-        case CLF_PROJ_F:
-            fan_in = (double)att->k;
-            break;
-        case CLF_BIAS_E:
-        case CLF_BIAS_F:
-            fan_in = (double)att->N; /* nn.Linear(N, k)'s bias */
-            break;
-        default:
-            fan_in = (double)att->D;
-            break;
-        }
         for (i = 0; i < att->wsize[w]; i++) {
             double u = (double)(clf__splitmix64(&state) >> 11) * 0x1.0p-53;
             buf[i] = (float)((2.0 * u - 1.0) / sqrt(fan_in));

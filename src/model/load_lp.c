@@ -21,13 +21,16 @@
  *     loaded but unused;
  *   - LinformerLM: token embedding, the sinusoidal position table built
  *     from the stored inv_freq, the logits.
- * What the package offers beyond this is refused with the reason: the
- * convolution compressor, method="no_params", causal=True (its slot mask
+ *   - method="convolution": E and F are Conv1d(dh, dh, w, stride w),
+ *     the layer's convolution compressor (k = floor(N / w) slots);
+ * What the package offers beyond this is refused with the reason:
+ * method="no_params", causal=True (its slot mask
  * lets early positions see the future), ff_intermediate (the resample
  * linear), emb_dim != channels (ProjectInOut) and decoder_mode. */
 #include "model/model.h"
 #include "model/model_impl.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +50,8 @@ struct lp {
     const char *what; /* the layout's name, for messages */
     char *used;       /* per file tensor: explained by the layout */
     enum lp_share share;
+    int method; /* the "method" metadata: 0 learnable, 1 convolution, -1
+                   not given (the tensors' shapes tell) */
     size_t heads, C, dh, N, F;
     char first[PFX]; /* the first attention's prefix (layerwise) */
 };
@@ -99,6 +104,24 @@ shape_text(char *buf, size_t cap, size_t rows, size_t cols, int ndim)
         snprintf(buf, cap, "(%s, %s)", r, c);
 }
 
+/* The count floats of tensor `name` into out->v (fresh), marked used. */
+static int
+read_all(struct lp *s, const char *name, size_t count, struct arr *out)
+{
+    int rc;
+
+    out->v = malloc(count * sizeof *out->v);
+    if (out->v == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory for %s", name);
+    rc = clf_safetensors_read_f32(s->st, name, out->v, count);
+    if (rc != 0) {
+        arr_free(out);
+        return rc;
+    }
+    mark_used(s, name);
+    return 0;
+}
+
 /* Reads tensor `name` of ndim 1 or 2 into a fresh array; a dimension of 0
  * in *rows or *cols is defined by the file, any other must match. */
 static int
@@ -107,7 +130,6 @@ get(struct lp *s, const char *name, int ndim, size_t *rows, size_t *cols,
 {
     clf_tensor_info ti;
     char want[80], got[160];
-    int rc;
 
     out->v = NULL;
     if (clf_safetensors_find(s->st, name, &ti) != 0) {
@@ -130,16 +152,7 @@ get(struct lp *s, const char *name, int ndim, size_t *rows, size_t *cols,
         *cols = ti.shape[1];
     out->rows = *rows;
     out->cols = ndim == 2 ? *cols : 0;
-    out->v = malloc(ti.count * sizeof *out->v);
-    if (out->v == NULL)
-        return clf__fail(CLF_ENO_MEMORY, "out of host memory for %s", name);
-    rc = clf_safetensors_read_f32(s->st, name, out->v, ti.count);
-    if (rc != 0) {
-        arr_free(out);
-        return rc;
-    }
-    mark_used(s, name);
-    return 0;
+    return read_all(s, name, ti.count, out);
 }
 
 static int
@@ -206,7 +219,8 @@ refuse_options(struct lp *s, int *relu, int *full)
     TRY(meta_bool(s, "full_attention", 0, full));
     TRY(meta_bool(s, "causal", 0, &causal));
     TRY(meta_bool(s, "decoder_mode", 0, &dec));
-    TRY(meta_choice(s, "method", method, 3, 0, &meth));
+    TRY(meta_choice(s, "method", method, 3, -1, &meth));
+    s->method = meth;
     TRY(meta_choice(s, "parameter_sharing", share, 5, 0, &sh));
     s->share = (enum lp_share)sh;
     if (causal)
@@ -221,10 +235,6 @@ refuse_options(struct lp *s, int *relu, int *full)
         return clf__fail(CLF_EUNSUPPORTED,
                          "decoder_mode=True (cross-attention to an encoder's "
                          "output) is not supported");
-    if (meth == 1)
-        return clf__fail(CLF_EUNSUPPORTED,
-                         "method=\"convolution\" (a Conv1d compressor) is not "
-                         "supported; E and F must be learnable linears");
     if (meth == 2)
         return clf__fail(CLF_EUNSUPPORTED,
                          "method=\"no_params\" keeps E and F out of the "
@@ -270,27 +280,91 @@ resolve_ef(const struct lp *s, const char *a, size_t h, char side, char *out)
                      c[0], s->N, s->what);
 }
 
-/* One E or F of head h: weight (k, N) and its bias (k). */
+/* The sequence length of a model whose E and F are Conv1d compressors (no
+ * tensor shows it): the "input_size" metadata. */
 static int
-read_ef(struct lp *s, const char *a, size_t h, char side, size_t *k,
+conv_seq_len(struct lp *s, const char *name)
+{
+    const char *v = clf_safetensors_metadata(s->st, "input_size");
+    char *end = NULL;
+    unsigned long long n;
+
+    if (v == NULL)
+        return clf__fail(CLF_ENOT_FOUND,
+                         "tensor %s is a Conv1d compressor, which does not "
+                         "show the sequence length: the file's metadata "
+                         "needs input_size (the constructor's argument)",
+                         name);
+    n = strtoull(v, &end, 10);
+    if (end == v || *end != '\0' || n == 0 || n > UINT_MAX)
+        return clf__fail(CLF_EFORMAT,
+                         "metadata input_size = \"%s\" is not a sequence "
+                         "length",
+                         v);
+    s->N = (size_t)n;
+    return 0;
+}
+
+/* A Conv1d weight (dh, dh, w), w <= N, as dh x dh*w (PyTorch's order). */
+static int
+get_conv(struct lp *s, const char *name, size_t *w, struct arr *out)
+{
+    clf_tensor_info ti;
+    char got[160];
+
+    out->v = NULL;
+    memset(&ti, 0, sizeof ti);
+    if (clf_safetensors_find(s->st, name, &ti) != 0 || ti.ndim != 3 ||
+        ti.shape[0] != s->dh || ti.shape[1] != s->dh || ti.shape[2] == 0 ||
+        ti.shape[2] > s->N || (*w != 0 && ti.shape[2] != *w)) {
+        clf__format_shape(got, sizeof got, ti.shape, ti.ndim, 1);
+        return clf__fail(CLF_ESHAPE_MISMATCH,
+                         "tensor %s has shape %s; a Conv1d compressor of "
+                         "(%zu, %zu, w) with w %s expected",
+                         name, got, s->dh, s->dh,
+                         *w ? "the other heads'" : "<= max_seq_len");
+    }
+    *w = ti.shape[2];
+    out->rows = s->dh;
+    out->cols = s->dh * *w;
+    return read_all(s, name, ti.count, out);
+}
+
+/* One E or F of head h: an nn.Linear's weight (k, N) and bias (k), or
+ * (method="convolution") a Conv1d's weight (dh, dh, w) and bias (dh), its
+ * k = floor(N / w) slots; *conv says which, and must agree across calls
+ * (-1: not yet known). */
+static int
+read_ef(struct lp *s, const char *a, size_t h, char side, size_t *k, int *conv,
         struct arr *w, struct arr *b)
 {
     char name[NAME], bias[NAME];
-    size_t len;
+    size_t len, win = *k ? s->N / *k : 0, kk;
     clf_tensor_info ti;
+    int is_conv;
 
     w->v = b->v = NULL;
     TRY(resolve_ef(s, a, h, side, name));
-    if (clf_safetensors_find(s->st, name, &ti) == 0 && ti.ndim == 3)
-        return clf__fail(CLF_EUNSUPPORTED,
-                         "tensor %s is a Conv1d weight: the convolution "
-                         "compressor (method=\"convolution\") is not "
-                         "supported",
-                         name);
-    TRY(get(s, name, 2, k, &s->N, w));
+    is_conv = clf_safetensors_find(s->st, name, &ti) == 0 && ti.ndim == 3;
+    if ((*conv >= 0 && is_conv != *conv) ||
+        (s->method >= 0 && is_conv != (s->method == 1)))
+        return clf__fail(CLF_ESHAPE_MISMATCH, "tensor %s is %s, but %s", name,
+                         is_conv ? "a Conv1d weight" : "not a Conv1d weight",
+                         *conv >= 0 ? "the layer's other E and F are not"
+                                    : "the method metadata says otherwise");
+    *conv = is_conv;
     len = strlen(name) - strlen("weight");
     snprintf(bias, sizeof bias, "%.*sbias", (int)len, name);
-    return get_vec(s, bias, k, b);
+    if (!is_conv) {
+        TRY(get(s, name, 2, k, &s->N, w));
+        return get_vec(s, bias, k, b);
+    }
+    if (s->N == 0)
+        TRY(conv_seq_len(s, name));
+    TRY(get_conv(s, name, &win, w));
+    kk = s->N / win;
+    *k = kk;
+    return get_vec(s, bias, &s->dh, b);
 }
 
 /* ------------------------------------------------------------ a layer */
@@ -298,6 +372,8 @@ read_ef(struct lp *s, const char *a, size_t h, char side, size_t *k,
 /* The layer's weights on the host. */
 struct lp_layer {
     size_t k;
+    int conv;         /* E and F are Conv1d compressors */
+    size_t per, bper; /* floats of one head's E and of its bias */
     struct arr q, kk, v, wo, bo;
     struct arr e, be, f, bf; /* stacked per head, or once (nE 1) */
     clf_sharing sharing;
@@ -449,7 +525,7 @@ append(struct arr *all, struct arr *ball, const struct arr *w,
 static void
 choose_sharing(const struct lp *s, struct lp_layer *L)
 {
-    const size_t kk = L->k, per = kk * s->N;
+    const size_t kk = L->bper, per = L->per;
     size_t h;
     int eq = 1, kv = 1;
 
@@ -476,9 +552,14 @@ read_projections(struct lp *s, const char *a, struct lp_layer *L)
     int side, rc = 0;
 
     L->k = 0;
+    L->conv = -1;
     for (side = 0; side < 2 && rc == 0; side++)
         for (h = 0; h < s->heads && rc == 0; h++) {
-            rc = read_ef(s, a, h, side ? 'F' : 'E', &L->k, &w, &b);
+            rc = read_ef(s, a, h, side ? 'F' : 'E', &L->k, &L->conv, &w, &b);
+            if (rc == 0) {
+                L->per = w.rows * w.cols;
+                L->bper = b.rows;
+            }
             if (rc == 0)
                 rc = side ? append(&L->f, &L->bf, &w, &b, h, s->heads)
                           : append(&L->e, &L->be, &w, &b, h, s->heads);
@@ -522,6 +603,7 @@ make_layer(struct lp *s, const struct lp_layer *L, clf_attention **out)
     d.sharing = L->sharing;
     d.bias_out = 1;
     d.bias_proj = 1;
+    d.compression = L->conv ? CLF_COMPRESS_CONV : CLF_COMPRESS_LINEAR;
     d.causal_block = s->o->causal_block;
     d.precision = s->o->precision;
     TRY(clf_attention_create(out, s->m->ctx, &d));

@@ -571,6 +571,14 @@ shard_setup(struct shard_fw *s, clf_attention *att, const clf_shard_comm *comm,
                          "a forward split by positions takes float32 layers "
                          "only (this layer stores half-precision weights; "
                          "split by batch or run on one device)");
+    /* Its partial compressions are sums over positions: E's only. */
+    if (att->mode == CLF_MODE_LINFORMER &&
+        att->desc.compression != CLF_COMPRESS_LINEAR)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "a forward split by positions takes the linear "
+                         "compression only (this layer's is %s; split by "
+                         "batch or run on one device)",
+                         clf_compression_name(att->desc.compression));
     o.causal = la->causal;
     s->a = att;
     s->ctx = att->ctx;

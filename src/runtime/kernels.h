@@ -20,6 +20,7 @@
     FILE(projection)                                                           \
     KERNEL(ROWSUM, clf_rowsum)                                                 \
     KERNEL(ADD_ROWSUM_BIAS, clf_add_rowsum_bias)                               \
+    KERNEL(COMPRESS_WINDOW, clf_compress_window)                               \
     FILE(softmax)                                                              \
     KERNEL(SOFTMAX_ROWS, clf_softmax_rows)                                     \
     KERNEL(SOFTMAX_VEC, clf_softmax_rows_vec)                                  \

@@ -76,3 +76,40 @@ clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch, size_t slots,
     clf__unlock(ctx);
     return rc;
 }
+
+static int
+compress_window_unlocked(clf_context *ctx, const struct clf__window_args *a)
+{
+    cl_kernel k = ctx->kernels[CLF_K_COMPRESS_WINDOW];
+    const cl_uint v[] = {
+        (cl_uint)a->batch,    (cl_uint)a->n,       (cl_uint)a->ld,
+        (cl_uint)a->slots,    (cl_uint)a->filled,  (cl_uint)a->group,
+        (cl_uint)a->stride,   (cl_uint)a->window,  (cl_uint)a->heads,
+        (cl_uint)a->head_dim, a->in_per_head != 0, (cl_uint)a->op};
+    cl_uint wph = a->w_per_head != 0, hb = a->bias != NULL;
+    int i;
+    cl_mem w = a->w != NULL ? a->w : a->p; /* not read unless op is conv */
+    cl_mem bias = a->bias != NULL ? a->bias : a->p;
+
+    SET(k, 0, a->p);
+    for (i = 0; i < 12; i++)
+        SET(k, 1 + i, v[i]);
+    SET(k, 13, w);
+    SET(k, 14, wph);
+    SET(k, 15, bias);
+    SET(k, 16, hb);
+    SET(k, 17, a->out);
+    return clf__launch_1d(ctx, CLF_K_COMPRESS_WINDOW,
+                          a->batch * a->slots * a->heads * a->head_dim);
+}
+
+int
+clf__compress_window(clf_context *ctx, const struct clf__window_args *a)
+{
+    int rc;
+
+    clf__lock(ctx);
+    rc = compress_window_unlocked(ctx, a);
+    clf__unlock(ctx);
+    return rc;
+}

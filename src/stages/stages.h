@@ -35,6 +35,22 @@ int clf__add_rowsum_bias(clf_context *ctx, cl_mem kbar, size_t batch,
                          cl_mem rowsum, size_t rowsum_batch_stride,
                          int rowsum_per_head, cl_mem bias, int bias_per_head);
 
+/* Windowed compression (cl/projection.cl clf_compress_window): p holds
+ * batch sequences of n rows of ld floats; out (batch x slots x
+ * heads*head_dim) gets, for slot r = g*group + i, the window of positions
+ * g*stride + i*window.. (a position >= n a zero row), slots >= filled zero.
+ * op: enum clf__window_op; w and bias the convolution's (w_per_head: one
+ * head_dim x head_dim*window block and head_dim biases a head), bias NULL
+ * for none; in_per_head: head h reads columns h*head_dim of p. */
+enum clf__window_op { CLF_WINDOW_MEAN = 0, CLF_WINDOW_MAX, CLF_WINDOW_CONV };
+struct clf__window_args {
+    cl_mem p, w, bias, out;
+    size_t batch, n, ld, slots, filled, group, stride, window, heads, head_dim;
+    int in_per_head, w_per_head;
+    enum clf__window_op op;
+};
+int clf__compress_window(clf_context *ctx, const struct clf__window_args *a);
+
 /* mask.c: host side of the mask kernels; mask is a batch x n byte buffer. */
 /* The host mask (batch x n bytes, 1 = a real position) from lengths (each
  * 1..n; CLF_EBAD_SIZE naming the entry otherwise) or, when lengths is

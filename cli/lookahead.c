@@ -7,7 +7,7 @@
 struct lookahead_opts {
     const char *device;
     size_t seq_len, max_seq_len, d_model, heads, k, block, positions, seed;
-    int sharing, full, causal;
+    int sharing, full, causal, slot_mask;
 };
 
 static const struct cli_choice sharings[] = {{"headwise", CLF_SHARE_HEADWISE},
@@ -41,6 +41,11 @@ const struct cli_option cli_lookahead_options[] = {
      "audit full attention instead of Linformer", 1, 0, NULL},
     {"no-causal", CLI_FLAG, LA(causal), NULL,
      "audit the plain (non-causal) mode, which must FAIL", 0, 0, NULL},
+    {"slot-mask", CLI_FLAG, LA(slot_mask), NULL,
+     "audit a layer with the slot mask of linformer-pytorch's\n"
+     "causal=True (implies --no-causal in Linformer mode),\n"
+     "which must FAIL: each slot mixes every position",
+     1, 0, NULL},
     {"positions", CLI_SIZE, LA(positions), "P",
      "positions t to test, spread over the sequence\n"
      "(default 32, or --seq-len when shorter; at most\n--seq-len)",
@@ -103,8 +108,11 @@ describe(const struct lookahead_opts *o, const clf_attention_desc *d)
            : o->sharing == CLF_SHARE_KEY_VALUE ? "key-value E=F"
                                                : "headwise E/F",
            o->full ? "full attention" : "Linformer",
-           o->causal ? (o->full ? ", causal" : ", causal (prefix-safe)")
-                     : ", not causal",
+           o->causal      ? (o->full ? ", causal" : ", causal (prefix-safe)")
+           : o->slot_mask ? (o->full ? ", causal (slot mask)"
+                                     : ", slot mask (linformer-pytorch's "
+                                       "causal=True)")
+                          : ", not causal",
            o->seq_len);
     if (d->causal_block != 0)
         printf("causal block b=%zu: %zu slots per block\n", d->causal_block,
@@ -245,7 +253,7 @@ int
 cli_lookahead_main(const struct cli_command *cmd, int argc, char **argv)
 {
     struct lookahead_opts o = {
-        NULL, 256, 0, 64, 4, 64, 16, 0, 1, CLF_SHARE_HEADWISE, 0, 1};
+        NULL, 256, 0, 64, 4, 64, 16, 0, 1, CLF_SHARE_HEADWISE, 0, 1, 0};
     struct audited l = {NULL, NULL, NULL, NULL};
     clf_attention_desc d;
     size_t count;
@@ -253,9 +261,12 @@ cli_lookahead_main(const struct cli_command *cmd, int argc, char **argv)
 
     if (rc != 0)
         return rc == CLI_HELP_SHOWN ? 0 : rc;
+    if (o.slot_mask && !o.full)
+        o.causal = 0; /* the slot mask is the layer's causal mask */
     if ((rc = check_sizes(cmd->name, &o, &count)) != 0)
         return rc;
     memset(&d, 0, sizeof d);
+    d.slot_mask = o.slot_mask;
     d.d_model = o.d_model;
     d.heads = o.heads;
     d.max_seq_len = o.max_seq_len;

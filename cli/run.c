@@ -365,16 +365,30 @@ write_output(struct run_state *s, const struct cli_file *inputs)
     return cli_npy_write(s->o->output, s->y, shape, 3);
 }
 
+/* The mode the model runs in: --full, else the file's. */
+static clf_mode
+mode_in_force(const struct run_state *s)
+{
+    const clf_model *m = s->gm != NULL ? clf_group_model_part(s->gm, 0) : s->m;
+    clf_mode mode = CLF_MODE_LINFORMER;
+
+    (void)clf_model_get_mode(m, &mode);
+    return mode;
+}
+
 /* What the first forward ran, where, and with which kernels. */
 static void
 print_forward(const struct run_state *s, double t_fwd)
 {
     const struct run_opts *o = s->o;
+    const int full = mode_in_force(s) == CLF_MODE_FULL;
 
     printf("forward: batch %zu, seq_len %zu, %s%s%s in %.3f s (first call "
            "includes kernel compilation)\n",
-           s->B, s->n, o->full ? "full attention" : "Linformer",
-           o->causal ? ", causal" : "",
+           s->B, s->n, full ? "full attention" : "Linformer",
+           o->causal || (s->info.slot_mask && full) ? ", causal"
+           : s->info.slot_mask                      ? ", slot mask"
+                                                    : "",
            o->precision == CLF_PRECISION_HALF ? ", half-precision weights" : "",
            t_fwd);
     if (s->g != NULL)
@@ -382,6 +396,23 @@ print_forward(const struct run_state *s, double t_fwd)
     cli_print_choices(s->ctx, o->verbose);
     if (o->launches)
         cli_print_launches(s->ctx);
+}
+
+/* A model trained with linformer-pytorch's causal=True leaks the future in
+ * Linformer mode: said on stderr (rank 0), as it runs. */
+static void
+warn_slot_mask(const struct run_state *s)
+{
+    if (!s->info.slot_mask || mode_in_force(s) != CLF_MODE_LINFORMER ||
+        cli_mpi_rank() != 0)
+        return;
+    fprintf(stderr,
+            "clinformer run: warning: %s was trained with causal=True: "
+            "its mask over the compressed slots is applied as trained, "
+            "but each slot mixes every position, so the output at t "
+            "depends on positions after t (the prefix-safe causal mode "
+            "does not; docs/masks.md)\n",
+            s->o->weights);
 }
 
 /* Everything after the model is loaded: input, forward, output. */
@@ -401,6 +432,7 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
         (rc = s->gm != NULL ? clf_group_model_set_mode(s->gm, CLF_MODE_FULL)
                             : clf_model_set_mode(s->m, CLF_MODE_FULL)) != 0)
         return cli_fail(s->ctx, "--full", rc);
+    warn_slot_mask(s);
     /* Under --mpi only rank 0 receives the output. */
     if (cli_mpi_rank() == 0)
         s->y = malloc(s->B * s->n * s->cols * sizeof *s->y);

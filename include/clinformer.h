@@ -572,6 +572,18 @@ typedef struct clf_attention_desc {
      * compressed_bias.  The sharded forward (clf_shard_*) takes the linear
      * one only. */
     clf_compression compression;
+    /* The linformer-pytorch package's causal=True mask, applied by every
+     * forward (for running models trained with it as they were trained):
+     * in Linformer mode the query at position t attends to slots 0..t
+     * only (to all k from t = k - 1 on), in full mode the ordinary
+     * lower-triangular mask.  Each slot mixes every position, so in
+     * Linformer mode the future still reaches the output at t:
+     * clf_attention_check_lookahead fails such a layer, and the
+     * prefix-safe mode (causal_block, clf_forward_opts.causal) is the one
+     * for causal use.  Not with causal_block; a Linformer forward with
+     * opts->causal is refused; the steps 3 to 5 run on the GEMM path;
+     * not with the sharded forward. */
+    int slot_mask;
 } clf_attention_desc;
 
 /* The layer's parameters.  Shapes (rows x cols, row-major), with
@@ -894,6 +906,10 @@ typedef struct clf_model_info {
     size_t ffn_dim; /* 0 without feed-forward blocks */
     size_t vocab;   /* LM: input token ids, output logits of this width */
     int reversible, share_kv, one_kv_head, layerwise;
+    int slot_mask; /* the attention layers apply the slot mask of a
+                      linformer-pytorch model trained with causal=True
+                      (clf_attention_desc.slot_mask: it leaks the
+                      future in Linformer mode) */
 } clf_model_info;
 
 typedef struct clf_model clf_model;

@@ -90,6 +90,7 @@ typedef struct clf_attention_desc {
     clf_precision precision;
     int bias_proj;
     clf_compression compression;
+    int slot_mask;
     ...;
 } clf_attention_desc;
 
@@ -153,6 +154,7 @@ typedef struct clf_model_info {
     size_t ffn_dim;
     size_t vocab;
     int reversible, share_kv, one_kv_head, layerwise;
+    int slot_mask;
     ...;
 } clf_model_info;
 

@@ -90,7 +90,7 @@ run_open(ref_run *r, const ref_layer *l, int full, size_t n, int causal,
 
     r->l = l;
     r->full = full;
-    r->causal = causal;
+    r->causal = causal || (full && l->slot_mask);
     r->lin_causal = causal && !full;
     r->n = n;
     r->block = block;
@@ -307,7 +307,7 @@ slot_visible(const ref_run *r, size_t i, size_t j)
         return full_key_visible(r, i, j);
     if (r->lin_causal)
         return j < (i / r->block) * r->c;
-    return 1;
+    return !r->l->slot_mask || j <= i;
 }
 
 /* The key row of query i's column j, NULL where it takes no part.  Columns

@@ -20,6 +20,10 @@ typedef struct ref_layer {
      * mode slot i of block m: m*block + i*w..; positions >= n zero rows);
      * for 3, E and F are (nE*dh) x (dh*w), bE and bF nE*dh (or NULL). */
     int compression;
+    /* linformer-pytorch's causal=True: in Linformer mode query t sees
+     * slots 0..t only (not with a causal block); in full mode it is the
+     * causal mask */
+    int slot_mask;
 } ref_layer;
 
 /* y (B*n x D) = attention of x (B*n x D); full != 0 for full attention. */

@@ -427,6 +427,79 @@ START_TEST(causal_lookahead_is_bit_exact)
 }
 END_TEST
 
+/* linformer-pytorch's causal=True mask (slot_mask): in Linformer mode the
+ * query at t sees slots 0..t, on every sharing, with n < N, padding and a
+ * batch, whichever attention way is asked for (the GEMM path runs it);
+ * in full mode the causal mask.  The look-ahead audit fails the Linformer
+ * one (each slot mixes every position) and passes the full one; a causal
+ * block or a prefix-safe forward on such a layer is refused. */
+START_TEST(slot_mask_matches_reference)
+{
+    static const size_t cases[][3] = {
+        {20, 8, 20}, {20, 8, 13}, {9, 9, 9}, {16, 1, 16}, {16, 5, 3}};
+    const unsigned lens[3] = {13, 4, 1};
+    size_t c, positions[3] = {0, 7, 12};
+    clf_lookahead_result r;
+    clf_forward_opts o;
+    float x[13 * 24];
+    int s, v, rc;
+
+    for (s = CLF_SHARE_HEADWISE; s <= CLF_SHARE_KEY_VALUE; s++)
+        for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            clf_attention_desc d =
+                desc_of((clf_sharing)s, cases[c][0], cases[c][1], 0);
+            struct layer l;
+            d.slot_mask = 1;
+            layer_make(&l, &d, 90 + c);
+            memset(&o, 0, sizeof o);
+            for (v = CLF_ATTEND_GEMM; v <= CLF_ATTEND_FLASHWG; v++) {
+                clf__attention_set_attend(l.att, v);
+                check(&l, CLF_MODE_LINFORMER, 2, cases[c][2], &o, 91 + c);
+                ck_assert(!clf__attention_last_fused(l.att) &&
+                          !clf__attention_last_flash(l.att) &&
+                          !clf__attention_last_flash_wg(l.att));
+            }
+            clf__attention_set_attend(l.att, CLF_ATTEND_UNDECIDED);
+            check(&l, CLF_MODE_FULL, 2, cases[c][2], &o, 92 + c);
+            if (cases[c][2] == 13) {
+                o.lengths = lens;
+                check(&l, CLF_MODE_LINFORMER, 3, 13, &o, 93 + c);
+            }
+            layer_free(&l);
+        }
+    {
+        clf_attention_desc d = desc_of(CLF_SHARE_HEADWISE, 20, 4, 0);
+        struct layer l;
+        clf_attention *att = (clf_attention *)&d;
+        d.slot_mask = 1;
+        layer_make(&l, &d, 94);
+        tu_fill(x, 13 * 24, 95, -1.0f, 1.0f);
+        ck_assert_int_eq(clf_attention_check_lookahead(l.att, x, 13, NULL,
+                                                       positions, 3, 96, &r),
+                         0);
+        ck_assert_msg(!r.passed, "the slot mask passed the look-ahead audit");
+        ck_assert_uint_eq(r.t, 0);
+        ck_assert_int_eq(clf_attention_set_mode(l.att, CLF_MODE_FULL), 0);
+        ck_assert_int_eq(clf_attention_check_lookahead(l.att, x, 13, NULL,
+                                                       positions, 3, 96, &r),
+                         0);
+        ck_assert_msg(r.passed, "full mode's slot mask (causal) failed");
+        ck_assert_int_eq(clf_attention_set_mode(l.att, CLF_MODE_LINFORMER), 0);
+        memset(&o, 0, sizeof o);
+        o.causal = 1;
+        rc = clf_attention_forward_ex(l.att, x, 1, 13, x, &o);
+        ck_assert_int_eq(rc, CLF_EUNSUPPORTED);
+        ck_assert_ptr_nonnull(strstr(clf_last_error(), "slot_mask"));
+        layer_free(&l);
+        d.causal_block = 5;
+        ck_assert_int_eq(clf_attention_create(&att, tu_context(), &d),
+                         CLF_EINVALID_ARGUMENT);
+        ck_assert_ptr_null(att);
+        ck_assert_ptr_nonnull(strstr(clf_last_error(), "causal_block"));
+    }
+}
+END_TEST
+
 /* The same audit must catch plain Linformer (and plain full attention):
  * the test can fail. */
 START_TEST(lookahead_fails_without_causal)
@@ -713,6 +786,7 @@ suite(void)
     tcase_add_test(tc, masks_with_each_softmax_on_gemm_path);
     tcase_add_test(tc, causal_lookahead_is_bit_exact);
     tcase_add_test(tc, lookahead_fails_without_causal);
+    tcase_add_test(tc, slot_mask_matches_reference);
     tcase_add_test(tc, lookahead_catches_zero_weighted_future);
     tcase_add_test(tc, masks_reject_bad_input);
     tcase_add_test(tc, masks_on_cl_mem_path);

@@ -153,14 +153,16 @@ END_TEST
  * package computed them (tests/data/gen_fixtures.py): every sharing mode
  * (the shared ones saved by save_model, each shared tensor once), relu, a
  * k per layer, dim_d, w_o_1/w_o_2, no feed-forward, full attention, the
- * LM, a bare MHAttention, padding, the convolution compressor. */
+ * LM, a bare MHAttention, padding, the convolution compressor, causal=True
+ * (its slot mask; in full attention the usual triangle). */
 START_TEST(model_linformer_pytorch_matches_torch)
 {
     static const char *const enc[] = {
-        "lp_linformer_layerwise", "lp_linformer_none", "lp_linformer_headwise",
-        "lp_linformer_kv",        "lp_linformer_relu", "lp_linformer_kreduce",
-        "lp_linformer_dimd",      "lp_linformer_wo2",  "lp_linformer_noff",
-        "lp_linformer_full",      "lp_linformer_conv"};
+        "lp_linformer_layerwise",  "lp_linformer_none", "lp_linformer_headwise",
+        "lp_linformer_kv",         "lp_linformer_relu", "lp_linformer_kreduce",
+        "lp_linformer_dimd",       "lp_linformer_wo2",  "lp_linformer_noff",
+        "lp_linformer_full",       "lp_linformer_conv", "lp_linformer_causal",
+        "lp_linformer_causal_full"};
     const unsigned lengths[2] = {12, 7};
     clf_forward_opts o;
     size_t i;
@@ -182,26 +184,79 @@ START_TEST(model_linformer_pytorch_matches_torch)
 }
 END_TEST
 
-/* What the package builds but clinformer does not run is refused with the
- * reason, nothing loaded. */
-START_TEST(model_linformer_pytorch_refusals_name_the_reason)
+/* A model trained with causal=True runs with its slot mask, and says so;
+ * the mask is what makes it match (the same weights without it do not);
+ * the prefix-safe causal mode, which is not that mask, is refused on it,
+ * at load (a causal block) and at the forward. */
+START_TEST(model_linformer_pytorch_causal_runs_its_slot_mask)
 {
-    static const char *const cases[][2] = {
-        {"lp_linformer_causal", "causal=True"}};
     char p[1200];
-    clf_model *m;
-    size_t i;
+    clf_model *m = NULL, *plain = NULL;
+    clf_model_opts mo;
+    clf_model_info info;
+    clf_forward_opts fo;
+    clf_array x, y;
+    float *out, *unmasked;
+    double err = 0.0, off = 0.0;
+    clf_attention *att;
+    size_t i, l;
 
-    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        path_of(p, sizeof p, cases[i][0]);
-        strcat(p, ".safetensors");
-        m = (clf_model *)p;
-        ck_assert_int_eq(clf_model_load(&m, tu_context(), p, NULL),
-                         CLF_EUNSUPPORTED);
-        ck_assert_ptr_null(m);
-        ck_assert_msg(strstr(clf_last_error(), cases[i][1]) != NULL, "%s",
-                      clf_last_error());
+    path_of(p, sizeof p, "lp_linformer_causal.safetensors");
+    ck_assert_int_eq(clf_model_load(&m, tu_context(), p, NULL), 0);
+    ck_assert_int_eq(clf_model_info_get(m, &info), 0);
+    ck_assert_int_eq(info.slot_mask, 1);
+    path_of(p, sizeof p, "lp_linformer_none.safetensors");
+    ck_assert_int_eq(clf_model_load(&plain, tu_context(), p, NULL), 0);
+    ck_assert_int_eq(clf_model_info_get(plain, &info), 0);
+    ck_assert_int_eq(info.slot_mask, 0);
+    clf_model_destroy(plain);
+    path_of(p, sizeof p, "lp_linformer_causal_x.npy");
+    ck_assert_int_eq(clf_npy_load(p, &x), 0);
+    path_of(p, sizeof p, "lp_linformer_causal_y.npy");
+    ck_assert_int_eq(clf_npy_load(p, &y), 0);
+    out = tu_malloc(x.count * sizeof *out);
+    unmasked = tu_malloc(x.count * sizeof *unmasked);
+    ck_assert_int_eq(
+        clf_model_forward(m, x.data, x.shape[0], x.shape[1], out, NULL), 0);
+    /* The same layers without the mask: their desc with slot_mask 0. */
+    for (l = 0; (att = clf__model_layer(m, l)) != NULL; l++)
+        att->desc.slot_mask = 0;
+    ck_assert_int_eq(
+        clf_model_forward(m, x.data, x.shape[0], x.shape[1], unmasked, NULL),
+        0);
+    for (l = 0; (att = clf__model_layer(m, l)) != NULL; l++)
+        att->desc.slot_mask = 1;
+    for (i = 0; i < x.count; i++) {
+        double e = fabs((double)out[i] - y.data[i]);
+        double d = fabs((double)unmasked[i] - y.data[i]);
+        err = e > err ? e : err;
+        off = d > off ? d : off;
     }
+    ck_assert_msg(err <= 1e-5 * 3.0, "error %.3g", err);
+    ck_assert_msg(off > 1e-2, "without the mask: %.3g", off);
+    memset(&fo, 0, sizeof fo);
+    fo.causal = 1;
+    ck_assert_int_eq(
+        clf_model_forward(m, x.data, x.shape[0], x.shape[1], out, &fo),
+        CLF_EUNSUPPORTED);
+    ck_assert_msg(strstr(clf_last_error(), "slot_mask") &&
+                      strstr(clf_last_error(), "prefix-safe"),
+                  "%s", clf_last_error());
+    clf_model_destroy(m);
+    memset(&mo, 0, sizeof mo);
+    mo.causal_block = 4;
+    path_of(p, sizeof p, "lp_linformer_causal.safetensors");
+    m = (clf_model *)p;
+    ck_assert_int_eq(clf_model_load(&m, tu_context(), p, &mo),
+                     CLF_EINVALID_ARGUMENT);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(clf_last_error(), "causal=True") &&
+                      strstr(clf_last_error(), "causal block"),
+                  "%s", clf_last_error());
+    free(out);
+    free(unmasked);
+    clf_array_free(&x);
+    clf_array_free(&y);
 }
 END_TEST
 
@@ -876,10 +931,14 @@ START_TEST(model_linformer_pytorch_bad_files)
     assert_msg_has("seq.0.fn.heads.0.E.bias", "(2,) expected");
     fake_drop(&f, "seq.0.fn.heads.0.E.bias");
     fake_add(&f, "", "seq.0.fn.heads.0.E.bias", 2, 0);
-    /* Refused with the reason; a bad hyperparameter named. */
-    ck_assert_int_eq(fake_load(&f, "\"causal\":\"True\"", 0, &m),
-                     CLF_EUNSUPPORTED);
-    assert_msg_has("causal=True", "future");
+    /* causal=True: loads with the slot mask; refused with the reason;
+     * a bad hyperparameter named. */
+    ck_assert_int_eq(fake_load(&f, "\"causal\":\"True\"", 0, &m), 0);
+    ck_assert_int_eq(clf_model_info_get(m, &info), 0);
+    ck_assert_int_eq(info.slot_mask, 1);
+    clf_model_destroy(m);
+    ck_assert_int_eq(fake_load(&f, "\"causal\":\"yes\"", 0, &m), CLF_EFORMAT);
+    assert_msg_has("causal", "yes");
     ck_assert_int_eq(fake_load(&f, "\"method\":\"no_params\"", 0, &m),
                      CLF_EUNSUPPORTED);
     assert_msg_has("no_params", "state_dict");
@@ -1090,7 +1149,7 @@ suite(void)
     tcase_add_test(tc, model_layout_names_round_trip);
     tcase_add_test(tc, model_linformer_pytorch_bad_files);
     tcase_add_test(tc, model_linformer_pytorch_matches_torch);
-    tcase_add_test(tc, model_linformer_pytorch_refusals_name_the_reason);
+    tcase_add_test(tc, model_linformer_pytorch_causal_runs_its_slot_mask);
     tcase_add_test(tc, model_single_head_bad_files);
     tcase_add_test(tc, model_linformer_pytorch_conv_bad_files);
     suite_add_tcase(s, tc);

@@ -148,6 +148,42 @@ START_TEST(shard_linformer_matches_reference)
 }
 END_TEST
 
+/* What a split by positions cannot compute as partial sums is refused
+ * with the reason, never run wrong: the windowed compressions (not sums
+ * over positions) and the slot mask. */
+START_TEST(shard_refuses_what_it_cannot_split)
+{
+    static const int comp[] = {CLF_COMPRESS_MEAN, CLF_COMPRESS_MAX,
+                               CLF_COMPRESS_CONV, -1};
+    const size_t B = 1, n = NSEQ, D = 16;
+    float x[NSEQ * 16], y[NSEQ * 16];
+    clf_group *g = group_of(2);
+    clf_group_attention *ga;
+    clf_attention_desc d;
+    size_t i;
+
+    tu_fill(x, B * n * D, 9, -1.0f, 1.0f);
+    for (i = 0; i < sizeof comp / sizeof comp[0]; i++) {
+        d = desc_base();
+        if (comp[i] >= 0)
+            d.compression = (clf_compression)comp[i];
+        else
+            d.slot_mask = 1;
+        ga = NULL;
+        ck_assert_msg(clf_group_attention_create(&ga, g, &d, 1) == 0, "%s",
+                      clf_last_error());
+        ck_assert_int_eq(clf_group_attention_forward_ex(ga, x, B, n, y, NULL),
+                         CLF_EUNSUPPORTED);
+        ck_assert_msg(strstr(clf_last_error(),
+                             comp[i] >= 0 ? "compression" : "slot_mask") &&
+                          strstr(clf_last_error(), "split by batch"),
+                      "%s", clf_last_error());
+        clf_group_attention_destroy(ga);
+    }
+    clf_group_destroy(g);
+}
+END_TEST
+
 START_TEST(shard_causal_linformer_matches_reference)
 {
     clf_attention_desc d = desc_base();
@@ -486,6 +522,7 @@ suite(void)
     tcase_add_test(tc, shard_failing_shard_aborts_the_forward);
     tcase_add_test(tc, shard_linformer_matches_reference);
     tcase_add_test(tc, shard_causal_linformer_matches_reference);
+    tcase_add_test(tc, shard_refuses_what_it_cannot_split);
     tcase_add_test(tc, shard_full_matches_reference);
     tcase_add_test(tc, shard_model_split_by_stored_throughput);
     tcase_add_test(tc, shard_huge_shapes_refused_not_wrapped);

@@ -242,6 +242,7 @@ layer_make_on(struct layer *l, clf_context *ctx, const clf_attention_desc *d,
     l->ref.kv_shared = d->sharing == CLF_SHARE_KEY_VALUE;
     l->ref.compressed_bias = d->compressed_bias;
     l->ref.compression = (int)d->compression;
+    l->ref.slot_mask = d->slot_mask;
     l->ref.wq = l->w[CLF_WEIGHT_Q];
     l->ref.wk = l->w[CLF_WEIGHT_K];
     l->ref.wv = l->w[CLF_WEIGHT_V];

@@ -29,6 +29,7 @@ from ._errors import (
     DTypeError,
     FileError,
     FormatError,
+    FutureLeakWarning,
     InvalidArgumentError,
     NotFoundError,
     OutOfMemoryError,
@@ -45,7 +46,7 @@ __all__ = [
     "LAYOUTS", "WEIGHT_NAMES", "Attention", "Context", "Device", "Model",
     "ModelInfo", "devices", "version", "ClinformerError", "ClosedError",
     "DeviceError", "DeviceNotFoundError", "DTypeError", "FileError",
-    "FormatError", "InvalidArgumentError", "NotFoundError",
+    "FormatError", "FutureLeakWarning", "InvalidArgumentError", "NotFoundError",
     "OutOfMemoryError", "ShapeError", "UnsupportedError",
     "WeightUnsetError", "status_name", "strerror",
 ]

@@ -16,6 +16,7 @@ from ._clinformer import ffi, lib
 from ._errors import (
     ClosedError,
     DTypeError,
+    FutureLeakWarning,
     InvalidArgumentError,
     NotFoundError,
     ShapeError,
@@ -37,7 +38,7 @@ come and go; ``type`` is "gpu", "cpu" or "other"; memory in bytes."""
 ModelInfo = collections.namedtuple(
     "ModelInfo",
     "layout d_model heads head_dim max_seq_len k layers ffn_dim vocab "
-    "reversible share_kv one_kv_head layerwise",
+    "reversible share_kv one_kv_head layerwise slot_mask",
 )
 
 _SHARING = {
@@ -434,8 +435,9 @@ class Attention(_Forward):
     Every clf_attention_desc field is a keyword: head_dim (0: d_model /
     heads), sharing ("headwise", "per-head", "key-value"), share_kv,
     one_kv_head, bias_q, bias_k, bias_v, bias_out, compressed_bias,
-    bias_proj (a bias per compressed slot after E and F), causal_block
-    (0: none), precision ("float" or "half") and compression ("linear",
+    bias_proj (a bias per compressed slot after E and F), slot_mask
+    (linformer-pytorch's causal=True mask: leaks the future in Linformer
+    mode), causal_block (0: none), precision ("float" or "half") and compression ("linear",
     "mean", "max" or "conv": docs/design.md section 1.1; mean and max
     have no E or F).  Weights start unset; set
     them by name ("W_q", "W_k", "W_v", "W_out", "b_q", "b_k", "b_v",
@@ -452,7 +454,8 @@ class Attention(_Forward):
                  sharing="headwise", share_kv=False, one_kv_head=False,
                  bias_q=False, bias_k=False, bias_v=False, bias_out=False,
                  compressed_bias=False, bias_proj=False, causal_block=0,
-                 precision="float", mode="linformer", compression="linear"):
+                 precision="float", mode="linformer", compression="linear",
+                 slot_mask=False):
         self._ptr = ffi.NULL
         self._init_forward(ctx)
         desc = ffi.new("clf_attention_desc *")
@@ -465,7 +468,7 @@ class Attention(_Forward):
         flags = dict(share_kv=share_kv, one_kv_head=one_kv_head,
                      bias_q=bias_q, bias_k=bias_k, bias_v=bias_v,
                      bias_out=bias_out, compressed_bias=compressed_bias,
-                     bias_proj=bias_proj)
+                     bias_proj=bias_proj, slot_mask=slot_mask)
         for name, value in flags.items():
             if not isinstance(value, (bool, np.bool_, int)):
                 raise_for(DTypeError, "CLF_EDTYPE",
@@ -674,7 +677,7 @@ WEIGHT_NAMES = tuple(_text(lib.clf_weight_name(i))
                      for i in range(lib.CLF_WEIGHT_COUNT))
 _WEIGHT_IDS = {name: i for i, name in enumerate(WEIGHT_NAMES)}
 _DESC_FLAGS = ("share_kv", "one_kv_head", "bias_q", "bias_k", "bias_v",
-               "bias_out", "compressed_bias", "bias_proj")
+               "bias_out", "compressed_bias", "bias_proj", "slot_mask")
 _DESC_FIELDS = ("d_model", "heads", "head_dim", "max_seq_len", "k",
                 "sharing", "causal_block", "precision",
                 "compression") + _DESC_FLAGS
@@ -746,7 +749,8 @@ class Model(_Forward):
             heads=i.heads, head_dim=i.head_dim, max_seq_len=i.max_seq_len,
             k=i.k, layers=i.layers, ffn_dim=i.ffn_dim, vocab=i.vocab,
             reversible=bool(i.reversible), share_kv=bool(i.share_kv),
-            one_kv_head=bool(i.one_kv_head), layerwise=bool(i.layerwise))
+            one_kv_head=bool(i.one_kv_head), layerwise=bool(i.layerwise),
+            slot_mask=bool(i.slot_mask))
         self.unexpected = [
             _text(lib.clf_model_unexpected_name(self._ptr, j))
             for j in range(lib.clf_model_unexpected_count(self._ptr))]
@@ -756,6 +760,14 @@ class Model(_Forward):
             self._mode = {v: k for k, v in _MODES.items()}[m[0]]
         else:
             self.mode = mode
+        if self.info.slot_mask and self._mode == "linformer":
+            import warnings
+            warnings.warn(
+                "%s was trained with causal=True: its mask over the "
+                "compressed slots is applied as trained, but each slot "
+                "mixes every position, so the output at t depends on "
+                "positions after t (the prefix-safe causal mode does not)"
+                % os.fsdecode(fspath), FutureLeakWarning, stacklevel=2)
         return self
 
     @property

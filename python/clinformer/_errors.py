@@ -136,3 +136,11 @@ def raise_for(cls, name, message):
     """Raises cls for a failure found before calling the library, carrying
     the status ("CLF_EBAD_SIZE") the library would have returned."""
     raise cls(getattr(lib, name), message)
+
+
+class FutureLeakWarning(UserWarning):
+    """A model runs as trained, but its output at a position depends on
+    later positions: a linformer-pytorch model trained with causal=True,
+    whose mask over the compressed slots does not stop the future (each
+    slot mixes every position).  For causal use, the prefix-safe causal
+    mode (causal_block) is the one."""

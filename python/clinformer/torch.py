@@ -339,9 +339,10 @@ def from_module(module, ctx=None, *, precision="float", causal_block=0,
     state_dict clinformer.Model.load reads (lucidrains Linformer and
     LinformerLM, linformer-pytorch Linformer, LinformerLM and MHAttention,
     the single-head class, fairseq's attention) becomes a ClinformerModel,
-    its hyperparameters read off the module.  What the loaders refuse (a
-    causal or convolution linformer-pytorch model, ...) raises their
-    error."""
+    its hyperparameters read off the module.  A linformer-pytorch model
+    built with causal=True runs with its slot mask, as trained, and warns
+    (FutureLeakWarning) that its outputs depend on later positions.  What
+    the loaders refuse (method="no_params", ...) raises their error."""
     import os
     import tempfile
 

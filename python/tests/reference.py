@@ -10,7 +10,8 @@
 Causal full attention masks j > i; causal Linformer (block b) gives each
 block's c = k / ceil(N / b) slots only that block's positions, and query i
 attends to the slots of the blocks before its own plus exactly positions
-(i // b) * b .. i of its own block.
+(i // b) * b .. i of its own block.  slot_mask (linformer-pytorch's
+causal=True): query i sees slots 0..i only; in full mode it is causality.
 """
 
 import math
@@ -26,9 +27,11 @@ def _get(w, name):
 def attention(x, w, *, d_model, heads, max_seq_len, k, head_dim=0,
               sharing="headwise", share_kv=False, one_kv_head=False,
               compressed_bias=False, causal_block=0, full=False,
-              mask=None, causal=False, mode="linformer", **unused):
+              mask=None, causal=False, mode="linformer", slot_mask=False,
+              **unused):
     # unused: bias_* and precision, which the weights dict already says.
     full = full or mode == "full"
+    causal = causal or (full and slot_mask)
     x = np.asarray(x, dtype=np.float64)
     squeeze = x.ndim == 2
     if squeeze:
@@ -79,6 +82,8 @@ def attention(x, w, *, d_model, heads, max_seq_len, k, head_dim=0,
                     Eh = E[eh * k:(eh + 1) * k]
                     Fh = F[eh * k:(eh + 1) * k]
                     for j in range(k):
+                        if slot_mask and j > i:
+                            continue
                         if lin_causal:
                             if j >= (i // causal_block) * c:
                                 continue

@@ -65,6 +65,26 @@ def test_attention_full_mode_and_causal(ctx, rng):
     assert close(att(x, causal=True), reference(att, desc, x, causal=True))
 
 
+def test_attention_slot_mask(ctx, rng):
+    # linformer-pytorch's causal=True mask: query i sees slots 0..i (and
+    # with n < N, padding); in full mode the causal mask.
+    att, desc = make(ctx, slot_mask=True, bias_proj=True)
+    assert att.slot_mask
+    x = rng.standard_normal((2, 20, 32)).astype(np.float32)
+    assert close(att(x), reference(att, desc, x))
+    assert not close(att(x), reference(att, dict(desc, slot_mask=False), x))
+    mask = np.ones((2, 20), bool)
+    mask[1, 9:] = False
+    assert close(att(x, key_mask=mask), reference(att, desc, x, mask=mask))
+    att.mode = "full"
+    assert close(att(x), reference(att, desc, x, mode="full"))
+    att.mode = "linformer"
+    with pytest.raises(clinformer.UnsupportedError, match="slot_mask"):
+        att(x, causal=True)
+    with pytest.raises(clinformer.InvalidArgumentError, match="exclude"):
+        clinformer.Attention(ctx, **SHAPE, slot_mask=True, causal_block=6)
+
+
 def test_attention_causal_linformer_blocks(ctx, rng):
     # N 24, block 6: 4 blocks of c = 2 slots.
     att, desc = make(ctx, causal_block=6)

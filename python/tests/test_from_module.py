@@ -113,11 +113,39 @@ def test_from_module_linformer_pytorch_lm_and_attention(ctx):
     agree(mha, from_module(mha, ctx), torch.randn(2, 12, 16))
 
 
+def test_from_module_linformer_pytorch_causal(ctx, recwarn):
+    # causal=True runs with its slot mask, as trained, and warns that the
+    # future leaks; with full attention it is the causal mask, no warning.
+    lp = linformer_pytorch()
+    torch.manual_seed(8)
+    x = torch.randn(2, 12, 16)
+    for kw in (dict(parameter_sharing="none"), dict(), dict(method="convolution")):
+        m = perturb_layernorms(lp.Linformer(**dict(LP_BASE, **kw), causal=True))
+        with pytest.warns(clinformer.FutureLeakWarning, match="causal=True"):
+            conv = from_module(m, ctx)
+        agree(m, conv, x)
+    lm = perturb_layernorms(lp.LinformerLM(
+        num_tokens=20, input_size=12, channels=16, dim_k=4, dim_ff=32,
+        nhead=2, depth=2, dropout=0, dropout_ff=0, dropout_tokens=0,
+        causal=True))
+    with pytest.warns(clinformer.FutureLeakWarning):
+        conv = from_module(lm, ctx)
+    agree(lm, conv, torch.randint(0, 20, (2, 12)))
+    recwarn.clear()
+    m = perturb_layernorms(lp.Linformer(**LP_BASE, causal=True,
+                                        full_attention=True))
+    conv = from_module(m, ctx)
+    assert not [w for w in recwarn
+                if issubclass(w.category, clinformer.FutureLeakWarning)]
+    agree(m, conv, x)
+    # The prefix-safe mode is not the trained mask: refused.
+    with pytest.raises(clinformer.InvalidArgumentError, match="causal block"):
+        from_module(lp.Linformer(**LP_BASE, causal=True).eval(), ctx,
+                    causal_block=4)
+
+
 def test_from_module_refuses_what_the_loaders_refuse(ctx):
     lp = linformer_pytorch()
-    m = lp.Linformer(**LP_BASE, causal=True).eval()
-    with pytest.raises(clinformer.UnsupportedError, match="causal=True"):
-        from_module(m, ctx)
     m = lp.Linformer(**LP_BASE, method="no_params").eval()
     with pytest.raises(clinformer.UnsupportedError, match="no_params"):
         from_module(m, ctx)

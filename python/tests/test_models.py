@@ -21,7 +21,7 @@ CASES = {
 LP_CASES = dict(
     {"lp_linformer_" + v: "linformer-pytorch"
      for v in ("layerwise", "none", "headwise", "kv", "relu", "kreduce",
-               "dimd", "wo2", "noff", "full")},
+               "dimd", "wo2", "noff", "full", "conv", "causal_full")},
     lp_lm="linformer-pytorch-lm", lp_mhattention="linformer-pytorch-attention",
     guide_attention="single-head-attention")
 
@@ -37,6 +37,22 @@ def test_model_matches_torch(ctx, case):
     y = m(x)
     assert y.dtype == np.float32
     assert close(y, want)
+    m.close()
+
+
+def test_model_causal_slot_mask_warns_and_matches(ctx):
+    # causal=True: run as trained with its slot mask, and a warning that
+    # the output at t depends on later positions (which it does).
+    with pytest.warns(clinformer.FutureLeakWarning, match="causal=True"):
+        m = clinformer.Model.load(
+            ctx, DATA / "lp_linformer_causal.safetensors")
+    assert m.info.slot_mask and m.mode == "linformer"
+    x = np.load(DATA / "lp_linformer_causal_x.npy")
+    y = m(x)
+    assert close(y, np.load(DATA / "lp_linformer_causal_y.npy"))
+    x2 = x.copy()
+    x2[:, 6:] += 1.0
+    assert not np.array_equal(m(x2)[:, :6], y[:, :6])
     m.close()
 
 

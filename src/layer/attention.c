@@ -441,22 +441,24 @@ keys_values(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff)
 
 /* Step 4 on one pass's scores; in full mode with the padding mask and the
  * causal triangle folded in (the scores buffer still holds the masked
- * keys' raw scores; the softmax reads them as -INFINITY). */
+ * keys' raw scores; the softmax reads them as -INFINITY), in Linformer
+ * mode with the slot mask (the same triangle over the k slots: the query
+ * at t keeps slots 0..t). */
 static int
 softmax_pass(clf_attention *a, const struct plan *p, size_t b, size_t nb,
              size_t r0, size_t rows)
 {
     struct clf__score_mask m;
 
-    if (p->linformer || !(p->masked || p->causal))
+    if (p->linformer ? !p->slot_mask : !(p->masked || p->causal))
         return clf__softmax_rows_variant(a->ctx, p->softmax, a->ws[WS_S].mem, 0,
                                          nb * a->hq * rows, p->ld);
-    m.mask = p->mask;
+    m.mask = p->linformer ? NULL : p->mask; /* slots took it */
     m.mask_off = b * p->n;
     m.heads = a->hq;
     m.chunk = rows;
     m.row0 = r0;
-    m.causal = p->causal;
+    m.causal = p->linformer || p->causal;
     return clf__softmax_masked(a->ctx, p->softmax, a->ws[WS_S].mem,
                                nb * a->hq * rows, p->ld, &m);
 }

@@ -81,6 +81,7 @@ struct plan {
     int masked;   /* a padding mask applies */
     cl_mem mask;  /* its batch x n bytes on the device */
     int causal;
+    int slot_mask; /* Linformer with the layer's slot_mask */
     int linformer;
     int compress_first_k, compress_first_v;
     int v_is_k;   /* share_kv: Vbar = Kbar */

@@ -65,6 +65,10 @@ plan_check(const clf_attention *a, clf_mode mode, size_t B, size_t n,
             return clf__fail(CLF_EINVALID_ARGUMENT,
                              "give lengths or key_mask, not both");
     }
+    /* The trained slot mask: the ordinary causal mask in full mode. */
+    if (a->desc.slot_mask && !p->linformer)
+        p->causal = 1;
+    p->slot_mask = a->desc.slot_mask && p->linformer;
     p->L = p->linformer ? a->k : n;
     p->ld = p->L;
     p->hc = (p->linformer && a->nE > 1) ? a->hq : a->hkv;
@@ -134,8 +138,8 @@ plan_fusable(const clf_attention *a, struct plan *p)
 {
     size_t lp = clf__attend_slots(p->L), need;
 
-    p->fusable = p->linformer && !p->causal && p->seqs == p->B &&
-                 p->chunk == p->n && a->dh % 16 == 0;
+    p->fusable = p->linformer && !p->causal && !p->slot_mask &&
+                 p->seqs == p->B && p->chunk == p->n && a->dh % 16 == 0;
     if (!p->fusable)
         return;
     need = p->B * a->hq * clf__attend_rows(p->n) * lp;
@@ -306,7 +310,9 @@ plan_attend(const clf_attention *a, struct plan *p)
     int way = a->attend;
 
     clf__plan_flash_shape(a, p, &sh);
-    if (way == CLF_ATTEND_UNDECIDED)
+    if (p->slot_mask) /* the softmax folds the slot mask in */
+        way = CLF_ATTEND_GEMM;
+    else if (way == CLF_ATTEND_UNDECIDED)
         CLF_TRY(clf__flash_resolve(a->ctx, &sh, p->fusable, &ways, &way));
     p->fused = p->fusable && way == CLF_ATTEND_FUSED;
     p->flash = way == CLF_ATTEND_FLASH && clf__flash_blocks(a->ctx, &sh) > 0;

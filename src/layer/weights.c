@@ -32,6 +32,11 @@ check_causal(const clf_attention_desc *d)
         return clf__fail(CLF_EBAD_SIZE,
                          "causal_block %zu exceeds max_seq_len %zu",
                          d->causal_block, d->max_seq_len);
+    if (d->slot_mask && d->causal_block != 0)
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "slot_mask (linformer-pytorch's causal=True mask) "
+                         "and causal_block (the prefix-safe causal mode) "
+                         "exclude each other");
     if (d->causal_block == 0)
         return 0;
     nb = (d->max_seq_len + d->causal_block - 1) / d->causal_block;
@@ -47,6 +52,12 @@ check_causal(const clf_attention_desc *d)
 int
 clf__causal_desc_check(const clf_attention_desc *d)
 {
+    if (d->slot_mask)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "a causal Linformer forward on a layer with "
+                         "slot_mask: the layer applies linformer-pytorch's "
+                         "causal=True mask on every forward, and the "
+                         "prefix-safe causal mode is not that mask");
     if (d->causal_block == 0)
         return clf__fail(CLF_EBAD_SIZE,
                          "causal Linformer needs causal_block > 0 in the "

@@ -23,10 +23,13 @@
  *     from the stored inv_freq, the logits.
  *   - method="convolution": E and F are Conv1d(dh, dh, w, stride w),
  *     the layer's convolution compressor (k = floor(N / w) slots);
+ *   - causal=True ("causal" metadata): the layers' slot_mask (query t
+ *     sees slots 0..t, in full mode the ordinary causal mask), as
+ *     trained; in Linformer mode it leaks the future, which the tool
+ *     warns of;
  * What the package offers beyond this is refused with the reason:
- * method="no_params", causal=True (its slot mask
- * lets early positions see the future), ff_intermediate (the resample
- * linear), emb_dim != channels (ProjectInOut) and decoder_mode. */
+ * method="no_params", ff_intermediate (the resample linear),
+ * emb_dim != channels (ProjectInOut) and decoder_mode. */
 #include "model/model.h"
 #include "model/model_impl.h"
 
@@ -50,7 +53,8 @@ struct lp {
     const char *what; /* the layout's name, for messages */
     char *used;       /* per file tensor: explained by the layout */
     enum lp_share share;
-    int method; /* the "method" metadata: 0 learnable, 1 convolution, -1
+    int slot_mask; /* causal=True: the layers apply its slot mask */
+    int method;    /* the "method" metadata: 0 learnable, 1 convolution, -1
                    not given (the tensors' shapes tell) */
     size_t heads, C, dh, N, F;
     char first[PFX]; /* the first attention's prefix (layerwise) */
@@ -223,14 +227,13 @@ refuse_options(struct lp *s, int *relu, int *full)
     s->method = meth;
     TRY(meta_choice(s, "parameter_sharing", share, 5, 0, &sh));
     s->share = (enum lp_share)sh;
-    if (causal)
-        return clf__fail(CLF_EUNSUPPORTED,
-                         "the model was trained with causal=True: its mask "
-                         "over the compressed slots lets position i see "
-                         "slots 0..i, each a mix of every position, future "
-                         "ones included; clinformer does not run that "
-                         "mask (train with the prefix-safe causal mode "
-                         "instead)");
+    s->slot_mask = causal;
+    if (causal && s->o->causal_block != 0)
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "the model was trained with causal=True, whose "
+                         "mask over the compressed slots it runs with; a "
+                         "causal block (the prefix-safe causal mode) would "
+                         "run it unlike it was trained");
     if (dec)
         return clf__fail(CLF_EUNSUPPORTED,
                          "decoder_mode=True (cross-attention to an encoder's "
@@ -605,6 +608,7 @@ make_layer(struct lp *s, const struct lp_layer *L, clf_attention **out)
     d.bias_proj = 1;
     d.compression = L->conv ? CLF_COMPRESS_CONV : CLF_COMPRESS_LINEAR;
     d.causal_block = s->o->causal_block;
+    d.slot_mask = s->slot_mask;
     d.precision = s->o->precision;
     TRY(clf_attention_create(out, s->m->ctx, &d));
     TRY(set_w(*out, CLF_WEIGHT_Q, &L->q));
@@ -1040,6 +1044,7 @@ clf__lp_load(clf_model *m, const clf_safetensors *st, const clf_model_opts *o,
     m->info.heads = layout == CLF_LAYOUT_SINGLE_HEAD_ATTENTION ? 1 : s.heads;
     m->info.head_dim = layout == CLF_LAYOUT_SINGLE_HEAD_ATTENTION ? s.C : s.dh;
     m->info.max_seq_len = s.N;
+    m->info.slot_mask = s.slot_mask;
     TRY(sizes_agree(&s, layout));
     return full ? clf_model_set_mode(m, CLF_MODE_FULL) : 0;
 }

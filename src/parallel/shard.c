@@ -579,6 +579,11 @@ shard_setup(struct shard_fw *s, clf_attention *att, const clf_shard_comm *comm,
                          "compression only (this layer's is %s; split by "
                          "batch or run on one device)",
                          clf_compression_name(att->desc.compression));
+    if (att->desc.slot_mask)
+        return clf__fail(CLF_EUNSUPPORTED,
+                         "a forward split by positions does not apply a "
+                         "layer's slot_mask (linformer-pytorch's causal=True "
+                         "mask; split by batch or run on one device)");
     o.causal = la->causal;
     s->a = att;
     s->ctx = att->ctx;

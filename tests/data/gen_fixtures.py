@@ -617,7 +617,8 @@ def case_lp_encoder(case, seed, lengths=None, **overrides):
         md["lengths"] = ",".join(str(n) for n in lengths)
     save_lp_case(case, model, x, y_out, md, kw["parameter_sharing"] != "none")
     if kw["causal"]:
-        want = np.arange(K)[None, :] <= np.arange(SEQ_LEN)[:, None]
+        cols = SEQ_LEN if kw["full_attention"] else K      # full attention: the usual triangle
+        want = np.arange(cols)[None, :] <= np.arange(SEQ_LEN)[:, None]
         assert np.array_equal(lp.gen_causal_mask(SEQ_LEN, K, kw["full_attention"]).numpy(), want)
     m = None if mask is None else mask.numpy()
     ref = np_lp_encoder(read_weights(case), "", x.double().numpy(), kw["depth"], kw["nhead"],
@@ -764,6 +765,8 @@ def main():
     case_guide_attention("guide_attention", 22, N_SHORT)
     case_lp_encoder("lp_linformer_conv", 23, parameter_sharing="none", method="convolution")
     case_lp_encoder("lp_linformer_causal", 24, parameter_sharing="none", causal=True)
+    case_lp_encoder("lp_linformer_causal_full", 25, parameter_sharing="none", causal=True,
+                    full_attention=True)
     text = "\n".join(manifest)
     with open(os.path.join(OUT_DIR, "MANIFEST.txt"), "w") as f:
         f.write(text)

@@ -13,7 +13,7 @@ static const char csv_header[] =
     "causal_block,status,runs,first_call_s,median_s,min_s,max_s,"
     "device_median_s,projection_s,compression_s,scores_s,softmax_s,"
     "weighted_sum_s,fused_s,output_s,flops,gflops,device_bytes,io_bytes,"
-    "precision,fp32_error,rel_error,"
+    "precision,fp32_error,rel_error,compression,"
     "note";
 
 static const char csv_accuracy_header[] =
@@ -93,6 +93,7 @@ clf_bench_csv_write(FILE *f, const clf_bench_report *r)
         fprintf(f, "%s,", clf_precision_name(x->precision));
         csv_num(f, x->fp32_error);
         csv_num(f, x->rel_error);
+        fprintf(f, "%s,", clf_compression_name(x->compression));
         csv_text(f, x->note, 1);
     }
     return ferror(f) ? -1 : 0;

@@ -300,10 +300,11 @@ static void
 compare_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x)
 {
     const clf_bench_result *b = clf_bench_report_row_on(r, x, r->baseline);
+    char mode[CLF_BENCH_MODE_LABEL];
     size_t d;
 
     fputs("<tr>", f);
-    td(f, "t", "%s", clf_bench_mode_name(x->mode));
+    td(f, "t", "%s", clf_bench_mode_label(x, mode, sizeof mode));
     td(f, NULL, "%zu", x->n);
     td(f, NULL, "%zu", x->k_requested);
     td(f, NULL, "%zu", x->d_model);
@@ -361,13 +362,13 @@ any_stage_time(const clf_bench_report *r)
 static void
 stage_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x)
 {
-    char label[64], ms[32];
+    char label[64], ms[32], mode[CLF_BENCH_MODE_LABEL];
     int st;
 
     clf_bench_device_label(r, x->device, label, sizeof label);
     fputs("<tr>", f);
     td(f, "t", "%s", label);
-    td(f, "t", "%s", clf_bench_mode_name(x->mode));
+    td(f, "t", "%s", clf_bench_mode_label(x, mode, sizeof mode));
     td(f, NULL, "%zu", x->n);
     for (st = 0; st < CLF_STAGE_COUNT; st++) {
         const clf_bench_stats *t = &x->stage[st];
@@ -530,7 +531,7 @@ html_accuracy(FILE *f, const clf_bench_report *r)
 static void
 html_notes(FILE *f, const clf_bench_report *r)
 {
-    char label[64];
+    char label[64], mode[CLF_BENCH_MODE_LABEL];
     size_t i, n = 0;
 
     for (i = 0; i < r->nresults; i++) {
@@ -543,8 +544,9 @@ html_notes(FILE *f, const clf_bench_report *r)
         fprintf(f, "<li>");
         esc(f, label);
         fprintf(f, ", %s n=%zu k=%zu D=%zu h=%zu B=%zu (%s): ",
-                clf_bench_mode_name(x->mode), x->n, x->k_requested, x->d_model,
-                x->heads, x->batch, clf_bench_status_name(x->status));
+                clf_bench_mode_label(x, mode, sizeof mode), x->n,
+                x->k_requested, x->d_model, x->heads, x->batch,
+                clf_bench_status_name(x->status));
         esc(f, x->note);
         fputs("</li>\n", f);
     }

@@ -251,6 +251,22 @@ read_precision(struct jr *j, const json_t *config, const char *path,
         jr_fail(j, path, "precision", "unknown precision");
 }
 
+/* config.compression, "linear" when absent (runs from before
+ * --compression). */
+static void
+read_compression(struct jr *j, const json_t *config, const char *path,
+                 clf_compression *out)
+{
+    char name[16];
+
+    *out = CLF_COMPRESS_LINEAR;
+    if (json_object_get(config, "compression") == NULL)
+        return;
+    jr_string(j, config, path, "compression", name, sizeof name);
+    if (!j->bad && clf_compression_parse(name, out) != 0)
+        jr_fail(j, path, "compression", "unknown compression");
+}
+
 static void
 read_result(struct jr *j, const json_t *o, const char *path,
             clf_bench_report *r)
@@ -284,6 +300,7 @@ read_result(struct jr *j, const json_t *o, const char *path,
         x->batch = jr_size(j, config, p, "batch");
         x->causal_block = jr_size(j, config, p, "causal_block");
         read_precision(j, config, p, &x->precision);
+        read_compression(j, config, p, &x->compression);
     }
     jr_status(j, o, path, &x->status);
     jr_string(j, o, path, "note", x->note, sizeof x->note);

@@ -124,6 +124,9 @@ result_to_json(const clf_bench_report *r, const clf_bench_result *x)
     bad |= add_identity(o, r, x->device);
     bad |= json_object_set_new(config, "precision",
                                json_string(clf_precision_name(x->precision)));
+    bad |=
+        json_object_set_new(config, "compression",
+                            json_string(clf_compression_name(x->compression)));
     bad |= json_object_set_new(o, "config", config);
     bad |= json_object_set_new(o, "status",
                                json_string(clf_bench_status_name(x->status)));

@@ -61,7 +61,7 @@ reference_output(struct run *run, clf_context *ctx, const struct config *c,
 
     if ((rc = clf_bench_layer_make_p(&l, ctx, ref, c->n, c->k, c->h, w,
                                      CLF_BENCH_INIT_LUCIDRAINS, run->o->seed,
-                                     prec)) != 0)
+                                     prec, CLF_COMPRESS_LINEAR)) != 0)
         return rc;
     clf_attention_flops_ex(l.att, clf_bench_layer_lib_mode(&l), c->B, c->n,
                            &l.fo, &flops);
@@ -116,6 +116,11 @@ add_rows(struct cfgrun *cr)
         sl->res = cr->run->rep->nresults - 1;
         sl->l.mode = (clf_bench_mode)(m / 2);
         sl->l.precision = (clf_precision)p;
+        sl->l.compression =
+            m / 2 == CLF_BENCH_FULL || m / 2 == CLF_BENCH_CAUSAL_FULL
+                ? CLF_COMPRESS_LINEAR
+                : cr->run->o->compression;
+        r->compression = sl->l.compression;
         r->device = c->dev;
         r->mode = (clf_bench_mode)(m / 2);
         r->precision = (clf_precision)p;
@@ -165,7 +170,8 @@ make_layers(struct cfgrun *cr, int rc)
         }
         rc = clf_bench_layer_make_p(&sl->l, cr->ctx, sl->l.mode, c->n, c->k,
                                     c->h, cr->w, CLF_BENCH_INIT_LUCIDRAINS,
-                                    cr->run->o->seed, sl->l.precision);
+                                    cr->run->o->seed, sl->l.precision,
+                                    sl->l.compression);
         if (rc == 0)
             rc = clf_attention_flops_ex(sl->l.att,
                                         clf_bench_layer_lib_mode(&sl->l), c->B,

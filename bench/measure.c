@@ -166,11 +166,34 @@ clf_bench_layer_destroy(struct layer *l)
     l->att = NULL;
 }
 
-/* The shared weights, E and F under init (not in full modes) and the
- * library's mode. */
+/* A convolution's E and F (and no biases): uniform +-1/sqrt(fan_in), the
+ * fan-in d_h w of PyTorch's Conv1d, its count the layer's. */
+static int
+set_conv(clf_attention *att, size_t fan_in, unsigned long long seed)
+{
+    size_t count = 0;
+    float *e;
+    int rc = clf_attention_weight_size(att, CLF_PROJ_E, &count), f;
+
+    if (rc != 0 || count == 0)
+        return rc;
+    if ((e = malloc(count * sizeof *e)) == NULL)
+        return CLF_ENO_MEMORY;
+    for (f = 0; f < 2 && rc == 0; f++) {
+        clf_bench_fill_uniform(e, count, clf_bench_mix_seed(seed, 16 + f),
+                               1.0 / sqrt((double)fan_in));
+        rc = clf_attention_set_weight(att, f ? CLF_PROJ_F : CLF_PROJ_E, e,
+                                      count);
+    }
+    free(e);
+    return rc;
+}
+
+/* The shared weights, E and F under init (not in full modes, as the
+ * compression needs them) and the library's mode. */
 static int
 set_weights(struct layer *l, const struct weights *w, int full, size_t n,
-            clf_bench_init init, unsigned long long seed)
+            size_t heads, clf_bench_init init, unsigned long long seed)
 {
     size_t D = w->D;
     int rc;
@@ -181,8 +204,11 @@ set_weights(struct layer *l, const struct weights *w, int full, size_t n,
         (rc = clf_attention_set_weight(l->att, CLF_WEIGHT_OUT, w->wo, D * D)) ||
         (rc = clf_attention_set_weight(l->att, CLF_BIAS_OUT, w->bo, D)))
         return rc;
-    if (!full &&
+    if (!full && l->compression == CLF_COMPRESS_LINEAR &&
         (rc = clf_bench_set_projections(l->att, l->k, n, init, seed)) != 0)
+        return rc;
+    if (!full && l->compression == CLF_COMPRESS_CONV &&
+        (rc = set_conv(l->att, D / heads * (n / l->k), seed)) != 0)
         return rc;
     return clf_attention_set_mode(l->att,
                                   full ? CLF_MODE_FULL : CLF_MODE_LINFORMER);
@@ -195,7 +221,8 @@ int
 clf_bench_layer_make_p(struct layer *l, clf_context *ctx, clf_bench_mode m,
                        size_t n, size_t k, size_t heads,
                        const struct weights *w, clf_bench_init init,
-                       unsigned long long seed, clf_precision prec)
+                       unsigned long long seed, clf_precision prec,
+                       clf_compression comp)
 {
     clf_attention_desc d;
     int rc, full = m == CLF_BENCH_FULL || m == CLF_BENCH_CAUSAL_FULL;
@@ -204,8 +231,10 @@ clf_bench_layer_make_p(struct layer *l, clf_context *ctx, clf_bench_mode m,
     memset(l, 0, sizeof *l);
     l->mode = m;
     l->precision = prec;
+    l->compression = full ? CLF_COMPRESS_LINEAR : comp;
     memset(&d, 0, sizeof d);
     d.precision = prec;
+    d.compression = l->compression;
     d.d_model = D;
     d.heads = heads;
     d.max_seq_len = n;
@@ -219,7 +248,7 @@ clf_bench_layer_make_p(struct layer *l, clf_context *ctx, clf_bench_mode m,
     l->fo.causal = m == CLF_BENCH_CAUSAL || m == CLF_BENCH_CAUSAL_FULL;
     if ((rc = clf_attention_create(&l->att, ctx, &d)) != 0)
         return rc;
-    if ((rc = set_weights(l, w, full, n, init, seed)) != 0)
+    if ((rc = set_weights(l, w, full, n, heads, init, seed)) != 0)
         clf_bench_layer_destroy(l);
     return rc;
 }
@@ -231,7 +260,7 @@ clf_bench_layer_make(struct layer *l, clf_context *ctx, clf_bench_mode m,
                      clf_bench_init init, unsigned long long seed)
 {
     return clf_bench_layer_make_p(l, ctx, m, n, k, heads, w, init, seed,
-                                  CLF_PRECISION_FLOAT);
+                                  CLF_PRECISION_FLOAT, CLF_COMPRESS_LINEAR);
 }
 
 clf_mode

@@ -40,6 +40,7 @@ struct layer {
     clf_forward_opts fo;
     size_t k, block; /* k = 0: not used (full modes) */
     clf_precision precision;
+    clf_compression compression; /* linear in full modes */
 };
 
 /* One (n, k, D, h, B) with every requested mode. */
@@ -82,13 +83,16 @@ int clf_bench_set_projections(clf_attention *att, size_t k, size_t n,
                               clf_bench_init init, unsigned long long seed);
 
 /* A layer of mode m at max_seq_len n with the shared weights w and E, F
- * under init, its weights stored in precision prec (clf_bench_layer_make:
- * float32).  Full modes get k = 1 and no E or F.  Returns a library
- * status. */
+ * under init, its weights stored in precision prec and compressing by
+ * comp (clf_bench_layer_make: float32, linear).  Full modes get k = 1 and
+ * no E or F; a convolution's E and F are drawn as PyTorch's Conv1d
+ * (uniform +-1/sqrt(d_h w)), mean and max pooling have none.  Returns a
+ * library status. */
 int clf_bench_layer_make_p(struct layer *l, clf_context *ctx, clf_bench_mode m,
                            size_t n, size_t k, size_t heads,
                            const struct weights *w, clf_bench_init init,
-                           unsigned long long seed, clf_precision prec);
+                           unsigned long long seed, clf_precision prec,
+                           clf_compression comp);
 int clf_bench_layer_make(struct layer *l, clf_context *ctx, clf_bench_mode m,
                          size_t n, size_t k, size_t heads,
                          const struct weights *w, clf_bench_init init,

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -223,13 +224,33 @@ clf_bench_report_config_seen(const clf_bench_report *r, size_t i)
 
 /* ---------------------------------------------------------- arithmetic */
 
+const char *
+clf_bench_mode_label(const clf_bench_result *x, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s%s%s", clf_bench_mode_name(x->mode),
+             x->compression != CLF_COMPRESS_LINEAR ? ":" : "",
+             x->compression != CLF_COMPRESS_LINEAR
+                 ? clf_compression_name(x->compression)
+                 : "",
+             x->precision == CLF_PRECISION_HALF ? "/h" : "");
+    return buf;
+}
+
+int
+clf_bench_same_compression(const clf_bench_result *a, const clf_bench_result *b)
+{
+    return a->compression == b->compression || a->mode == CLF_BENCH_FULL ||
+           a->mode == CLF_BENCH_CAUSAL_FULL || b->mode == CLF_BENCH_FULL ||
+           b->mode == CLF_BENCH_CAUSAL_FULL;
+}
+
 int
 clf_bench_same_config(const clf_bench_result *a, const clf_bench_result *b)
 {
     return a->mode == b->mode && a->n == b->n &&
            a->k_requested == b->k_requested && a->d_model == b->d_model &&
            a->heads == b->heads && a->batch == b->batch &&
-           a->precision == b->precision;
+           a->precision == b->precision && clf_bench_same_compression(a, b);
 }
 
 static int
@@ -435,7 +456,8 @@ same_group(const clf_bench_result *a, const clf_bench_result *b)
 {
     return a->device == b->device && a->d_model == b->d_model &&
            a->heads == b->heads && a->batch == b->batch &&
-           a->k_requested == b->k_requested && a->precision == b->precision;
+           a->k_requested == b->k_requested && a->precision == b->precision &&
+           clf_bench_same_compression(a, b);
 }
 
 static int
@@ -512,6 +534,7 @@ group_crossing(const clf_bench_report *r, const clf_bench_result *g, size_t *ns,
         c->k_requested = g->k_requested;
         c->causal = g->mode == CLF_BENCH_CAUSAL;
         c->precision = g->precision;
+        c->compression = g->compression;
         c->points = points;
         c->n = clf_bench_crossover(ns, lin, ref, m, &c->n_estimate);
     }

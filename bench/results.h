@@ -116,6 +116,9 @@ typedef struct clf_bench_result {
      * weights on the same input (NaN: float rows, or not measured). */
     clf_precision precision;
     double fp32_error;
+    /* How the row's layer compresses (--compression; linear in full
+     * modes). */
+    clf_compression compression;
     /* Roofline (NaN where not known): counted bytes moved to and from
      * device memory, FLOPs per byte, and the percent of
      * min(peak_gflops, intensity * peak_gbps) reached, for the whole
@@ -128,9 +131,19 @@ typedef struct clf_bench_result {
 } clf_bench_result;
 
 /* Whether two rows measure the same configuration (mode, n, the matrix's
- * k, D, h, B and weight precision), whatever their devices: the key that
- * lines rows up across devices and across runs. */
+ * k, D, h, B, weight precision and compression), whatever their devices:
+ * the key that lines rows up across devices and across runs. */
 int clf_bench_same_config(const clf_bench_result *a, const clf_bench_result *b);
+/* The row's mode, with ":" and its compression after it where that is not
+ * the linear one ("linformer:mean") and "/h" for half-precision weights,
+ * into buf; returns buf. */
+#define CLF_BENCH_MODE_LABEL 40
+const char *clf_bench_mode_label(const clf_bench_result *x, char *buf,
+                                 size_t len);
+/* Whether two rows compress alike: the same compression, or one of them
+ * a full mode's (which has none, and is compared with every one). */
+int clf_bench_same_compression(const clf_bench_result *a,
+                               const clf_bench_result *b);
 
 /* Weight that reaches the decisive position, over the trials. */
 typedef struct clf_bench_weight {
@@ -274,6 +287,7 @@ typedef struct clf_bench_crossing {
     double n_estimate; /* NaN when not bracketed */
     /* the weight storage of both modes */
     clf_precision precision;
+    clf_compression compression; /* the Linformer mode's */
 } clf_bench_crossing;
 
 /* The crossovers of every group of the report's results that has both

@@ -30,6 +30,10 @@ struct clf_bench_options {
     /* --precision: the weight storages each mode runs in (indexed by
      * clf_precision); float alone unless given */
     int precisions[2];
+    /* --compression: how the Linformer and causal rows compress (full rows
+     * have none); linear (E and F) unless given */
+    clf_compression compression;
+    int compression_given;
     size_t repeat, trials;
     double budget;
     unsigned long long seed;

@@ -68,6 +68,12 @@ static const char usage_text[] =
     "                    each, side by side, and half rows report their\n"
     "                    error against float32 weights (fp32 err) and\n"
     "                    their device memory\n"
+    "  --compression C   how the linformer and causal rows compress:\n"
+    "                    linear (E and F, default), mean or max pooling,\n"
+    "                    or conv (a convolution over windows of\n"
+    "                    floor(n/k) positions); their rows are marked\n"
+    "                    :mean, :max or :conv and pair with the full rows\n"
+    "                    (the accuracy study stays linear)\n"
     "  --repeat R        at most R warm runs per mode after the first\n"
     "                    call, 1..%d (default 15; --quick 9).  A row stops\n"
     "                    earlier once the medians have settled: after at\n"
@@ -148,7 +154,8 @@ static const char usage_text[] =
     "                    (also in --html's report)\n"
     "  --from FILE       measure nothing: print the tables of a saved JSON\n"
     "                    run and write its --csv, --svg, --html (and --json);\n"
-    "                    --peak, --no-peak and --precision do not apply\n"
+    "                    --peak, --no-peak, --precision and --compression\n"
+    "                    do not apply\n"
     "  --help            this text\n"
     "\n"
     "Exit status: 0 when everything was measured or reported as too large\n"
@@ -230,10 +237,10 @@ static int
 takes_value(const char *opt)
 {
     static const char *const valued[] = {
-        "--device", "--n",        "--k",      "--d-model", "--heads",
-        "--batch",  "--modes",    "--repeat", "--budget",  "--seed",
-        "--trials", "--json",     "--csv",    "--svg",     "--compare",
-        "--from",   "--precision"};
+        "--device", "--n",         "--k",          "--d-model", "--heads",
+        "--batch",  "--modes",     "--repeat",     "--budget",  "--seed",
+        "--trials", "--json",      "--csv",        "--svg",     "--compare",
+        "--from",   "--precision", "--compression"};
     size_t i;
 
     if (strcmp(opt, "--html") == 0 || strcmp(opt, "--baseline") == 0)
@@ -316,6 +323,15 @@ parse_number(struct clf_bench_options *o, const char *opt, const char *val)
         fprintf(stderr,
                 "%s: bad --precision \"%s\" (a comma list of float and "
                 "half)\n",
+                o->prog, val);
+    } else if (strcmp(opt, "--compression") == 0) {
+        if (clf_compression_parse(val, &o->compression) == 0) {
+            o->compression_given = 1;
+            return 0;
+        }
+        fprintf(stderr,
+                "%s: bad --compression \"%s\" (linear, mean, max or "
+                "conv)\n",
                 o->prog, val);
     } else if (strcmp(opt, "--repeat") == 0) {
         if (parse_count(val, 1, MAX_REPEAT, &o->repeat) == 0)
@@ -823,7 +839,8 @@ check_from_options(const struct clf_bench_options *o)
                        : o->precisions[CLF_PRECISION_FLOAT] ||
                                o->precisions[CLF_PRECISION_HALF]
                            ? "--precision"
-                           : NULL;
+                       : o->compression_given ? "--compression"
+                                              : NULL;
 
     if (o->from == NULL || what == NULL)
         return 0;
@@ -849,9 +866,12 @@ check_shard_options(const struct clf_bench_options *o)
             fprintf(stderr, "%s: --shard takes no %s\n", o->prog, names[i]);
             return 2;
         }
-    if (o->accuracy || o->precisions[CLF_PRECISION_HALF]) {
+    if (o->accuracy || o->precisions[CLF_PRECISION_HALF] ||
+        o->compression != CLF_COMPRESS_LINEAR) {
         fprintf(stderr, "%s: --shard takes no %s\n", o->prog,
-                o->accuracy ? "--accuracy" : "--precision half");
+                o->accuracy                         ? "--accuracy"
+                : o->precisions[CLF_PRECISION_HALF] ? "--precision half"
+                                                    : "--compression");
         return 2;
     }
     return 0;

@@ -193,7 +193,8 @@ same_panel(const clf_bench_result *a, const clf_bench_result *b)
 {
     return a->device == b->device && a->d_model == b->d_model &&
            a->heads == b->heads && a->batch == b->batch &&
-           a->k_requested == b->k_requested && a->precision == b->precision;
+           a->k_requested == b->k_requested && a->precision == b->precision &&
+           clf_bench_same_compression(a, b);
 }
 
 void
@@ -211,17 +212,14 @@ clf_bench_fmt_g(char *buf, size_t len, const char *fmt, double v)
         snprintf(buf, len, "%.3g", v); /* a cut number would mislead */
 }
 
-/* The row's mode, with "/h" after it for half-precision weights. */
+/* The row's mode label (clf_bench_mode_label), valid until the next
+ * call. */
 static const char *
 row_mode(const clf_bench_result *x)
 {
-    static const char *const half[CLF_BENCH_MODE_COUNT] = {
-        "linformer/h", "full/h", "causal/h", "causal-full/h"};
+    static char label[CLF_BENCH_MODE_LABEL];
 
-    if (x->precision == CLF_PRECISION_HALF && (int)x->mode >= 0 &&
-        x->mode < CLF_BENCH_MODE_COUNT)
-        return half[x->mode];
-    return clf_bench_mode_name(x->mode);
+    return clf_bench_mode_label(x, label, sizeof label);
 }
 
 /* The same configuration's row of mode m, or NULL. */
@@ -289,10 +287,14 @@ print_crossings(FILE *f, const clf_bench_report *r, size_t dev)
         const clf_bench_crossing *c = &cs[i];
         if (c->device != dev)
             continue;
-        fprintf(f, "crossover, %s (D=%zu h=%zu B=%zu k=%zu%s): ",
+        fprintf(f, "crossover, %s (D=%zu h=%zu B=%zu k=%zu%s%s%s): ",
                 c->causal ? "causal vs causal-full" : "linformer vs full",
                 c->d_model, c->heads, c->batch, c->k_requested,
-                c->precision == CLF_PRECISION_HALF ? ", half weights" : "");
+                c->precision == CLF_PRECISION_HALF ? ", half weights" : "",
+                c->compression != CLF_COMPRESS_LINEAR ? ", compression " : "",
+                c->compression != CLF_COMPRESS_LINEAR
+                    ? clf_compression_name(c->compression)
+                    : "");
         if (c->n == 0)
             fprintf(f, "none measured (%zu lengths with both modes)\n",
                     c->points);
@@ -322,7 +324,7 @@ print_matrix_row(FILE *f, const clf_bench_report *r, const clf_bench_result *x)
         snprintf(k, sizeof k, "%zu", x->k);
     if (x->causal_block)
         snprintf(b, sizeof b, "%zu", x->causal_block);
-    fprintf(f, "%6zu %5s %4s %5zu %3zu %3zu  %-11s ", x->n, k, b, x->d_model,
+    fprintf(f, "%6zu %5s %4s %5zu %3zu %3zu  %-16s ", x->n, k, b, x->d_model,
             x->heads, x->batch, row_mode(x));
     if (x->status != CLF_BENCH_OK || x->wall.runs == 0) {
         fprintf(f, "%s\n",
@@ -365,7 +367,7 @@ print_matrix_table(FILE *f, const clf_bench_report *r, size_t dev)
                "context includes CLBlast's GEMM compile, unless the "
                "OpenCL driver\ncached it)\n\n");
     fprintf(f,
-            "%6s %5s %4s %5s %3s %3s  %-11s %8s %9s %19s %9s %7s %7s "
+            "%6s %5s %4s %5s %3s %3s  %-16s %8s %9s %19s %9s %7s %7s "
             "%7s %9s %8s %5s %6s\n",
             "n", "k", "b", "D", "h", "B", "mode", "first s", "median ms",
             "spread ms", "device ms", "GFLOP", "GFLOP/s", "MiB", "rel.err",
@@ -392,7 +394,7 @@ print_stages(FILE *f, const clf_bench_report *r, size_t dev)
 
     fprintf(f,
             "\nper stage, median ms (GFLOP/s), from profiling "
-            "markers:\n%6s %-11s",
+            "markers:\n%6s %-16s",
             "n", "mode");
     for (s = 0; s < CLF_STAGE_COUNT; s++)
         fprintf(f, " %16s", clf_stage_name((clf_stage)s));
@@ -401,7 +403,7 @@ print_stages(FILE *f, const clf_bench_report *r, size_t dev)
         const clf_bench_result *x = &r->results[i];
         if (x->device != dev || x->status != CLF_BENCH_OK || x->wall.runs == 0)
             continue;
-        fprintf(f, "%6zu %-11s", x->n, row_mode(x));
+        fprintf(f, "%6zu %-16s", x->n, row_mode(x));
         for (s = 0; s < CLF_STAGE_COUNT; s++) {
             char cell[40], ms[16], g[16];
             clf_bench_fmt_ms(ms, sizeof ms, x->stage[s].median);

@@ -426,6 +426,23 @@ START_TEST(crossings_group_rows_of_a_report)
     /* counting only */
     ck_assert_int_eq(clf_bench_report_crossings(&r, NULL, 0, &count), 0);
     ck_assert_uint_eq(count, 1);
+    /* Linformer rows of another compression: their own group, against the
+     * same full rows (which have no compression); never the same config
+     * as the linear rows. */
+    add_row(&r, CLF_BENCH_LINFORMER, 512, 0.1, CLF_BENCH_OK)->compression =
+        CLF_COMPRESS_MEAN;
+    add_row(&r, CLF_BENCH_LINFORMER, 1024, 0.2, CLF_BENCH_OK)->compression =
+        CLF_COMPRESS_MEAN;
+    ck_assert_int_eq(clf_bench_report_crossings(&r, cs, 4, &count), 0);
+    ck_assert_uint_eq(count, 2);
+    ck_assert_int_eq(cs[0].compression, CLF_COMPRESS_LINEAR);
+    ck_assert_uint_eq(cs[0].n, 1024);
+    ck_assert_int_eq(cs[1].compression, CLF_COMPRESS_MEAN);
+    ck_assert_uint_eq(cs[1].n, 512);
+    ck_assert_uint_eq(cs[1].points, 2);
+    ck_assert(!clf_bench_same_config(&r.results[0], &r.results[7]));
+    ck_assert(clf_bench_same_config(&r.results[0], &r.results[0]));
+    ck_assert(clf_bench_same_compression(&r.results[1], &r.results[7]));
     clf_bench_report_free(&r);
 }
 END_TEST
@@ -519,6 +536,7 @@ sample_report(clf_bench_report *r)
     x->device_bytes = 13633536;
     x->io_bytes = 2097152;
     x->rel_error = 0.5343;
+    x->compression = CLF_COMPRESS_CONV;
     snprintf(x->note, sizeof x->note, "a note, with \"quotes\"");
     x = add_row(r, CLF_BENCH_FULL, 512, 0.2, CLF_BENCH_OK);
     x->precision = CLF_PRECISION_HALF;
@@ -628,7 +646,9 @@ START_TEST(json_round_trip_keeps_every_field)
         ck_assert(same_double(y->rel_error, x->rel_error));
         ck_assert_int_eq(y->precision, x->precision);
         ck_assert(same_double(y->fp32_error, x->fp32_error));
+        ck_assert_int_eq(y->compression, x->compression);
     }
+    ck_assert_int_eq(out.results[0].compression, CLF_COMPRESS_CONV);
     ck_assert_int_eq(out.results[1].precision, CLF_PRECISION_HALF);
     /* a row that did not run keeps its NaNs as nulls */
     ck_assert(isnan(out.results[2].wall.median));
@@ -832,7 +852,7 @@ START_TEST(csv_header_names_every_column)
     char want[64];
     int s;
 
-    ck_assert_uint_eq(csv_fields(h, strlen(h)), 26 + CLF_STAGE_COUNT);
+    ck_assert_uint_eq(csv_fields(h, strlen(h)), 27 + CLF_STAGE_COUNT);
     ck_assert(strncmp(h, "platform,device,driver,mode,n,k,", 32) == 0);
     for (s = 0; s < CLF_STAGE_COUNT; s++) {
         snprintf(want, sizeof want, ",%s_s,", clf_stage_name((clf_stage)s));
@@ -840,7 +860,7 @@ START_TEST(csv_header_names_every_column)
     }
     ck_assert_ptr_nonnull(strstr(h, ",median_s,min_s,max_s,"));
     ck_assert_ptr_nonnull(strstr(h, ",flops,gflops,device_bytes,"));
-    ck_assert_ptr_nonnull(strstr(h, ",rel_error,note"));
+    ck_assert_ptr_nonnull(strstr(h, ",rel_error,compression,note"));
     ck_assert_ptr_nonnull(strstr(h, ",precision,fp32_error,rel_error,"));
     h = clf_bench_csv_accuracy_header();
     ck_assert_uint_eq(csv_fields(h, strlen(h)), 25);

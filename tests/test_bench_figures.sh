@@ -105,7 +105,7 @@ check html_refuses_what_is_not_a_regular_file_and_two_dashes refusals
 
 # Options that say how to measure do not apply to a saved run.
 from_measuring() {
-    for opt in --peak --no-peak "--precision half"; do
+    for opt in --peak --no-peak "--precision half" "--compression mean"; do
         # shellcheck disable=SC2086
         $bench --from "$tmp/made/run.json" $opt >/dev/null 2>"$tmp/m.err"
         rc=$?

@@ -33,7 +33,7 @@ X="$data/lucidrains_encoder_x.npy" # (2, 10, 16)
 Y="$data/lucidrains_encoder_y.npy"
 commands="devices demo check-lookahead run compare tune help version"
 
-echo "1..72"
+echo "1..74"
 # Options.
 check cli_unknown_option_names_option_and_command \
     fails 2 "clinformer demo: unknown or ambiguous option --bogus" demo --bogus
@@ -93,6 +93,10 @@ check cli_bench_shard_refuses_svg fails 2 "--shard takes no --svg" \
     bench --shard --device all --n 64 --svg "$tmp/shard.svg"
 check cli_bench_shard_refuses_half fails 2 "--shard takes no --precision half" \
     bench --shard --device all --n 64 --precision half
+check cli_bench_shard_refuses_compression fails 2 "--shard takes no --compression" \
+    bench --shard --device all --n 64 --compression max
+check cli_bench_bad_compression_is_named fails 2 'bad --compression "pool"' \
+    bench --n 64 --compression pool
 
 # Sizes.
 check cli_lookahead_overflow_is_named \

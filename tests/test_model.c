@@ -154,15 +154,18 @@ END_TEST
  * (the shared ones saved by save_model, each shared tensor once), relu, a
  * k per layer, dim_d, w_o_1/w_o_2, no feed-forward, full attention, the
  * LM, a bare MHAttention, padding, the convolution compressor, causal=True
- * (its slot mask; in full attention the usual triangle). */
+ * (its slot mask; in full attention the usual triangle), ff_intermediate
+ * (widths 16, 24, 24, 16 through the resample linears). */
 START_TEST(model_linformer_pytorch_matches_torch)
 {
     static const char *const enc[] = {
-        "lp_linformer_layerwise",  "lp_linformer_none", "lp_linformer_headwise",
-        "lp_linformer_kv",         "lp_linformer_relu", "lp_linformer_kreduce",
-        "lp_linformer_dimd",       "lp_linformer_wo2",  "lp_linformer_noff",
-        "lp_linformer_full",       "lp_linformer_conv", "lp_linformer_causal",
-        "lp_linformer_causal_full"};
+        "lp_linformer_layerwise",   "lp_linformer_none",
+        "lp_linformer_headwise",    "lp_linformer_kv",
+        "lp_linformer_relu",        "lp_linformer_kreduce",
+        "lp_linformer_dimd",        "lp_linformer_wo2",
+        "lp_linformer_noff",        "lp_linformer_full",
+        "lp_linformer_conv",        "lp_linformer_causal",
+        "lp_linformer_causal_full", "lp_linformer_ffint"};
     const unsigned lengths[2] = {12, 7};
     clf_forward_opts o;
     size_t i;
@@ -967,10 +970,36 @@ START_TEST(model_linformer_pytorch_bad_files)
                                0, &m),
                      0);
     clf_model_destroy(m);
+    /* A resample belongs to a feed-forward residual, never to an
+     * attention's. */
     fake_add(&f, "", "seq.0.resample.weight", 8, 8);
-    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_EUNSUPPORTED);
-    assert_msg_has("seq.0.resample.weight", "ff_intermediate");
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_EWEIGHT_UNUSED);
+    assert_msg_has("seq.0.resample.weight", NULL);
     fake_drop(&f, "seq.0.resample.weight");
+    /* The last feed-forward widening to 12 (ff_intermediate that never
+     * comes back): the model's output would not have its input's width. */
+    fake_drop(&f, "seq.3.fn.w_2.weight");
+    fake_drop(&f, "seq.3.fn.w_2.bias");
+    fake_drop(&f, "seq.3.norm.weight");
+    fake_drop(&f, "seq.3.norm.bias");
+    fake_add(&f, "", "seq.3.fn.w_2.weight", 12, 16);
+    fake_add(&f, "", "seq.3.fn.w_2.bias", 12, 0);
+    fake_add(&f, "", "seq.3.norm.weight", 12, 0);
+    fake_add(&f, "", "seq.3.norm.bias", 12, 0);
+    fake_add(&f, "", "seq.3.resample.weight", 12, 8);
+    fake_add(&f, "", "seq.3.resample.bias", 12, 0);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ESHAPE_MISMATCH);
+    assert_msg_has("output is 12 wide", "input 8");
+    fake_drop(&f, "seq.3.fn.w_2.weight");
+    fake_drop(&f, "seq.3.fn.w_2.bias");
+    fake_drop(&f, "seq.3.norm.weight");
+    fake_drop(&f, "seq.3.norm.bias");
+    fake_drop(&f, "seq.3.resample.weight");
+    fake_drop(&f, "seq.3.resample.bias");
+    fake_add(&f, "", "seq.3.fn.w_2.weight", 8, 16);
+    fake_add(&f, "", "seq.3.fn.w_2.bias", 8, 0);
+    fake_add(&f, "", "seq.3.norm.weight", 8, 0);
+    fake_add(&f, "", "seq.3.norm.bias", 8, 0);
     /* relu and full attention come from the metadata. */
     ck_assert_int_eq(fake_load(&f,
                                "\"activation\":\"relu\","
@@ -1058,6 +1087,36 @@ START_TEST(model_linformer_pytorch_conv_bad_files)
                                  "\"method\":\"learnable\"", dst),
                      CLF_ESHAPE_MISMATCH);
     assert_msg_has("Conv1d weight", "method");
+}
+END_TEST
+
+/* ff_intermediate's widths are read from the shapes: a resample that does
+ * not fit its layer, a missing one, or a last layer that does not go back
+ * to the input's width are named. */
+START_TEST(model_linformer_pytorch_ffint_bad_files)
+{
+    static const char *const fx = "lp_linformer_ffint.safetensors";
+    const char *dst = "/tmp/clf-ffint-edited.safetensors";
+
+    /* (24, 16) written as (16, 24): it does not read the layer's 16 */
+    ck_assert_int_eq(load_edited(fx,
+                                 "\"seq.1.resample.weight\":"
+                                 "{\"dtype\":\"F32\",\"shape\":[24,16]",
+                                 "\"seq.1.resample.weight\":"
+                                 "{\"dtype\":\"F32\",\"shape\":[16,24]",
+                                 dst),
+                     CLF_ESHAPE_MISMATCH);
+    assert_msg_has("seq.1.resample.weight", "(?, 16) expected");
+    /* the last layer's resample missing: its w_2 does not fit */
+    ck_assert_int_eq(load_edited(fx, "\"seq.5.resample.weight\"",
+                                 "\"seq.5.resample.wEight\"", dst),
+                     CLF_ESHAPE_MISMATCH);
+    assert_msg_has("seq.5.fn.w_2.weight", "(24, 32) expected");
+    /* the last layer's output width not the input's */
+    ck_assert_int_eq(
+        load_edited(fx, "\"channels\":\"16\"", "\"channels\":\"24\"", dst),
+        CLF_ESHAPE_MISMATCH);
+    assert_msg_has("channels", NULL);
 }
 END_TEST
 
@@ -1152,6 +1211,7 @@ suite(void)
     tcase_add_test(tc, model_linformer_pytorch_causal_runs_its_slot_mask);
     tcase_add_test(tc, model_single_head_bad_files);
     tcase_add_test(tc, model_linformer_pytorch_conv_bad_files);
+    tcase_add_test(tc, model_linformer_pytorch_ffint_bad_files);
     suite_add_tcase(s, tc);
     return s;
 }

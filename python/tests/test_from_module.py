@@ -93,7 +93,8 @@ LP_BASE = dict(input_size=12, channels=16, dim_k=4, dim_ff=32, nhead=2,
     dict(k_reduce_by_layer=1, parameter_sharing="headwise"),
     dict(dim_d=6), dict(w_o_intermediate_dim=10), dict(include_ff=False),
     dict(full_attention=True), dict(method="convolution"),
-    dict(method="convolution", dim_k=5, parameter_sharing="kv")], ids=str)
+    dict(method="convolution", dim_k=5, parameter_sharing="kv"),
+    dict(ff_intermediate=24, parameter_sharing="none", depth=3)], ids=str)
 def test_from_module_linformer_pytorch(ctx, kw):
     lp = linformer_pytorch()
     torch.manual_seed(6)

@@ -21,7 +21,7 @@ CASES = {
 LP_CASES = dict(
     {"lp_linformer_" + v: "linformer-pytorch"
      for v in ("layerwise", "none", "headwise", "kv", "relu", "kreduce",
-               "dimd", "wo2", "noff", "full", "conv", "causal_full")},
+               "dimd", "wo2", "noff", "full", "conv", "causal_full", "ffint")},
     lp_lm="linformer-pytorch-lm", lp_mhattention="linformer-pytorch-attention",
     guide_attention="single-head-attention")
 

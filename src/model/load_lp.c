@@ -17,6 +17,9 @@
  *     w_o_1 then w_o_2 (folded on the host, in double, into one);
  *   - post-LN residuals x = LN(x + f(x)), feed-forward w_1, gelu or relu
  *     ("activation" metadata), w_2, or no feed-forward (include_ff=False);
+ *     where a feed-forward changes the width (ff_intermediate: the first
+ *     layer widens to it, the last goes back), x = LN(resample(x) +
+ *     f(x)) with the resample linear, and the next layer at that width;
  *   - full_attention=True ("full_attention" metadata): full mode, E and F
  *     loaded but unused;
  *   - LinformerLM: token embedding, the sinusoidal position table built
@@ -28,8 +31,8 @@
  *     trained; in Linformer mode it leaks the future, which the tool
  *     warns of;
  * What the package offers beyond this is refused with the reason:
- * method="no_params", ff_intermediate (the resample linear),
- * emb_dim != channels (ProjectInOut) and decoder_mode. */
+ * method="no_params", emb_dim != channels (ProjectInOut) and
+ * decoder_mode. */
 #include "model/model.h"
 #include "model/model_impl.h"
 
@@ -654,38 +657,49 @@ load_buf(struct lp *s, const char *name, size_t *len, size_t *cols, cl_mem *out)
     return rc;
 }
 
-/* A residual's LayerNorm: <r>norm.weight and .bias, as LN1 or LN2. */
+/* A residual's LayerNorm of `width` columns: <r>norm.weight and .bias, as
+ * LN1 or LN2. */
 static int
-load_norm(struct lp *s, const char *r, cl_mem *g, cl_mem *b)
+load_norm(struct lp *s, const char *r, size_t *width, cl_mem *g, cl_mem *b)
 {
     char name[NAME];
 
-    snprintf(name, sizeof name, "%sresample.weight", r);
-    if (has(s, name))
-        return clf__fail(CLF_EUNSUPPORTED,
-                         "tensor %s: a residual that changes the width "
-                         "(ff_intermediate) is not supported",
-                         name);
     snprintf(name, sizeof name, "%snorm.weight", r);
-    TRY(load_buf(s, name, &s->C, NULL, g));
+    TRY(load_buf(s, name, width, NULL, g));
     snprintf(name, sizeof name, "%snorm.bias", r);
-    return load_buf(s, name, &s->C, NULL, b);
+    return load_buf(s, name, width, NULL, b);
 }
 
+/* The feed-forward residual at width s->C in: w_1, w_2 and, where it
+ * changes the width (ff_intermediate), the resample linear, whose rows
+ * give the width out; then s->C is the width out. */
 static int
 load_ffn(struct lp *s, const char *r, struct model_layer *M)
 {
     char name[NAME];
+    size_t out = 0;
 
+    M->d_in = s->C;
+    snprintf(name, sizeof name, "%sresample.weight", r);
+    if (has(s, name)) {
+        TRY(load_buf(s, name, &out, &s->C, &M->wr));
+        snprintf(name, sizeof name, "%sresample.bias", r);
+        TRY(load_buf(s, name, &out, NULL, &M->br));
+    } else {
+        out = s->C;
+    }
     snprintf(name, sizeof name, "%sfn.w_1.weight", r);
     TRY(load_buf(s, name, &s->F, &s->C, &M->w1));
     snprintf(name, sizeof name, "%sfn.w_1.bias", r);
     TRY(load_buf(s, name, &s->F, NULL, &M->b1));
     snprintf(name, sizeof name, "%sfn.w_2.weight", r);
-    TRY(load_buf(s, name, &s->C, &s->F, &M->w2));
+    TRY(load_buf(s, name, &out, &s->F, &M->w2));
     snprintf(name, sizeof name, "%sfn.w_2.bias", r);
-    TRY(load_buf(s, name, &s->C, NULL, &M->b2));
-    return load_norm(s, r, &M->ln2_g, &M->ln2_b);
+    TRY(load_buf(s, name, &out, NULL, &M->b2));
+    TRY(load_norm(s, r, &out, &M->ln2_g, &M->ln2_b));
+    M->d_out = out;
+    s->C = out;
+    return 0;
 }
 
 /* One attention layer (prefix a) into M. */
@@ -757,7 +771,7 @@ encoder(struct lp *s)
 {
     clf_model *m = s->m;
     char a[PFX], r[64], f[NAME];
-    size_t i = 0, l, k;
+    size_t i = 0, l, k, C0 = 0;
     int ffn = -1;
 
     snprintf(s->first, sizeof s->first, "%sseq.0.fn.", s->root);
@@ -773,9 +787,12 @@ encoder(struct lp *s)
         snprintf(a, sizeof a, "%sfn.", r);
         m->info.layers = l + 1;
         TRY(attention_layer(s, a, &m->layers[l], &k));
-        if (l == 0)
+        if (l == 0) {
             m->info.k = k;
-        TRY(load_norm(s, r, &m->layers[l].ln1_g, &m->layers[l].ln1_b));
+            C0 = s->C;
+        }
+        m->layers[l].d_in = m->layers[l].d_out = s->C;
+        TRY(load_norm(s, r, &s->C, &m->layers[l].ln1_g, &m->layers[l].ln1_b));
         snprintf(f, sizeof f, "%sseq.%zu.fn.w_1.weight", s->root, i + 1);
         if (ffn < 0)
             ffn = has(s, f);
@@ -795,6 +812,12 @@ encoder(struct lp *s)
                          f, r);
     }
     m->info.ffn_dim = ffn == 1 ? s->F : 0;
+    if (s->C != C0) /* ff_intermediate: the last layer goes back */
+        return clf__fail(CLF_ESHAPE_MISMATCH,
+                         "the last feed-forward's output is %zu wide, its "
+                         "input %zu (seq.0's width): a model's output must "
+                         "have its input's width",
+                         s->C, C0);
     return 0;
 }
 

@@ -71,6 +71,8 @@ clf_model_destroy(clf_model *m)
         release(&L->b1);
         release(&L->w2);
         release(&L->b2);
+        release(&L->wr);
+        release(&L->br);
     }
     free(m->layers);
     release(&m->tok);
@@ -234,7 +236,8 @@ ensure(clf_model *m, enum model_ws id, size_t bytes)
 
 /* The way of the feed-forward GEMMs over `rows` rows, resolved for the
  * model's own shape (rows x ffn_dim x d_model): the model's choice, never
- * what the attention layers' plans chose. */
+ * what the attention layers' plans chose (the resample linear and layers
+ * of other widths take it too). */
 static int
 ffn_way(clf_model *m, size_t rows, int *way)
 {
@@ -242,21 +245,43 @@ ffn_way(clf_model *m, size_t rows, int *way)
                              m->info.d_model, 1, way);
 }
 
-/* out = W2 act(W1 h + b1) + b2 over rows, added to out when residual:
- * bias, activation and residual go into the GEMMs' last step where the blocked
- * kernel runs them, saving three passes over the rows. */
+/* out = W2 act(W1 h + b1) + b2 over rows (h of the layer's d_in columns,
+ * out of its d_out), added to out when residual: bias, activation and
+ * residual go into the GEMMs' last step where the blocked kernel runs
+ * them, saving three passes over the rows. */
 static int
 feed_forward(clf_model *m, int way, const struct model_layer *L, cl_mem h,
              cl_mem out, size_t rows, int residual)
 {
     clf_context *ctx = m->ctx;
-    const size_t D = m->info.d_model, F = m->info.ffn_dim;
+    const size_t Di = L->d_in, Do = L->d_out, F = m->info.ffn_dim;
     cl_mem f = m->ws[MW_F];
 
-    TRY(clf__gemm_ex(ctx, way, 1, rows, F, D, h, 0, D, L->w1, 0, D, 0, f, 0, F,
-                     L->b1, m->act));
-    return clf__gemm_ex(ctx, way, 1, rows, D, F, f, 0, F, L->w2, 0, F, residual,
-                        out, 0, D, L->b2, 0);
+    TRY(clf__gemm_ex(ctx, way, 1, rows, F, Di, h, 0, Di, L->w1, 0, Di, 0, f, 0,
+                     F, L->b1, m->act));
+    return clf__gemm_ex(ctx, way, 1, rows, Do, F, f, 0, F, L->w2, 0, F,
+                        residual, out, 0, Do, L->b2, 0);
+}
+
+/* The post-LN feed-forward residual x = LN2(r(x) + FFN(x)) over rows, with
+ * r the identity or, where the layer changes the width, the resample
+ * linear (into a first, the FFN added to it). */
+static int
+ffn_residual(clf_model *m, int way, const struct model_layer *L, cl_mem x,
+             cl_mem a, size_t rows)
+{
+    clf_context *ctx = m->ctx;
+
+    if (L->wr != NULL) {
+        TRY(clf__gemm_ex(ctx, way, 1, rows, L->d_out, L->d_in, x, 0, L->d_in,
+                         L->wr, 0, L->d_in, 0, a, 0, L->d_out, L->br, 0));
+        TRY(feed_forward(m, way, L, x, a, rows, 1));
+    } else {
+        TRY(feed_forward(m, way, L, x, a, rows, 0));
+        TRY(clf__residual_add(ctx, a, 0, x, 0, rows * L->d_out));
+    }
+    return clf__layernorm(ctx, a, 0, x, 0, rows, L->d_out, L->ln2_g, L->ln2_b,
+                          LN_EPS);
 }
 
 /* One attention layer, with the model's device copy of the mask. */
@@ -278,7 +303,7 @@ static int
 post_ln_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
 {
     clf_context *ctx = m->ctx;
-    const size_t D = m->info.d_model, rows = B * n;
+    const size_t rows = B * n;
     cl_mem x = m->ws[MW_X], a = m->ws[MW_A];
     size_t l;
     int ffn = CLF_GEMM_UNDECIDED;
@@ -288,15 +313,11 @@ post_ln_stack(clf_model *m, size_t B, size_t n, const clf_forward_opts *o)
     for (l = 0; l < m->info.layers; l++) {
         const struct model_layer *L = &m->layers[l];
         TRY(attend(m, L, x, a, B, n, o));
-        TRY(clf__residual_add(ctx, a, 0, x, 0, rows * D));
-        TRY(clf__layernorm(ctx, a, 0, x, 0, rows, D, L->ln1_g, L->ln1_b,
+        TRY(clf__residual_add(ctx, a, 0, x, 0, rows * L->d_in));
+        TRY(clf__layernorm(ctx, a, 0, x, 0, rows, L->d_in, L->ln1_g, L->ln1_b,
                            LN_EPS));
-        if (m->info.ffn_dim == 0)
-            continue;
-        TRY(feed_forward(m, ffn, L, x, a, rows, 0));
-        TRY(clf__residual_add(ctx, a, 0, x, 0, rows * D));
-        TRY(clf__layernorm(ctx, a, 0, x, 0, rows, D, L->ln2_g, L->ln2_b,
-                           LN_EPS));
+        if (m->info.ffn_dim != 0)
+            TRY(ffn_residual(m, ffn, L, x, a, rows));
     }
     return 0;
 }
@@ -423,7 +444,8 @@ prepare(clf_model *m, size_t B, size_t n, size_t out_cols,
         return clf__fail(CLF_ESEQ_TOO_LONG,
                          "seq_len %zu exceeds max_seq_len %zu", n,
                          m->info.max_seq_len);
-    if (clf__mul(B, n, &rows) || clf__mul3(rows, D, sizeof(float), &bytes) ||
+    if (clf__mul(B, n, &rows) ||
+        clf__mul3(rows, D > m->width ? D : m->width, sizeof(float), &bytes) ||
         clf__mul3(rows, m->info.ffn_dim, sizeof(float), &fb) ||
         clf__mul3(rows, out_cols, sizeof(float), &ob))
         return clf__fail(CLF_ESIZE_OVERFLOW,

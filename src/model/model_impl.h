@@ -12,6 +12,12 @@ struct model_layer {
     cl_mem ln1_g, ln1_b, ln2_g, ln2_b; /* LN1 before (pre-LN) or after
                                           (post-LN) attention */
     cl_mem w1, b1, w2, b2;             /* feed-forward */
+    /* Widths: the layer's attention and feed-forward read d_in columns,
+     * the feed-forward writes d_out (both d_model, except in a
+     * linformer-pytorch model with ff_intermediate), and where they
+     * differ the residual is wr x + br (the package's resample linear). */
+    size_t d_in, d_out;
+    cl_mem wr, br;
 };
 
 enum model_ws {
@@ -44,6 +50,8 @@ struct clf_model {
      * of the rows' first column (LM position embeddings). */
     int post_ln;   /* x = LN1(x + Attn(x)) (and LN2 after the
                       feed-forward), not pre-LN */
+    size_t width;  /* the widest activation row: d_model, or a layer's
+                      d_in or d_out where wider (ff_intermediate) */
     int act;       /* the feed-forward's activation, an enum clf__act */
     clf_mode mode; /* every layer's (clf_model_set_mode; the load's) */
     clf__model_attend_fn shard_attend;

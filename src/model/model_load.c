@@ -585,6 +585,24 @@ load(clf_model *m, const clf_safetensors *st, const clf_model_opts *o)
     return load_specs(m, &s, ls->model, ls->nmodel, NULL, NULL);
 }
 
+/* Every layer's widths: d_model where its loader set none; the widest. */
+static void
+widths(clf_model *m)
+{
+    size_t l;
+
+    m->width = m->info.d_model;
+    for (l = 0; m->layers != NULL && l < m->info.layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        if (L->d_in == 0)
+            L->d_in = m->info.d_model;
+        if (L->d_out == 0)
+            L->d_out = m->info.d_model;
+        m->width = L->d_in > m->width ? L->d_in : m->width;
+        m->width = L->d_out > m->width ? L->d_out : m->width;
+    }
+}
+
 CLF_EXTERN int
 clf_model_load(clf_model **out, clf_context *ctx, const char *path,
                const clf_model_opts *opts)
@@ -628,6 +646,7 @@ clf_model_load(clf_model **out, clf_context *ctx, const char *path,
         clf_model_destroy(m);
         return rc;
     }
+    widths(m);
     *out = m;
     return 0;
 }

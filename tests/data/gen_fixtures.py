@@ -573,6 +573,8 @@ def np_lp_encoder(w, prefix, x, depth, nhead, activation, include_ff, method, fu
             p = "%sseq.%d." % (prefix, i)
             h = act(x @ w[p + "fn.w_1.weight"].T + w[p + "fn.w_1.bias"])
             h = h @ w[p + "fn.w_2.weight"].T + w[p + "fn.w_2.bias"]
+            if p + "resample.weight" in w:                    # ff_intermediate: width changes
+                x = x @ w[p + "resample.weight"].T + w[p + "resample.bias"]
             x = np_layernorm(x + h, w[p + "norm.weight"], w[p + "norm.bias"])
             i += 1
     return x
@@ -767,6 +769,8 @@ def main():
     case_lp_encoder("lp_linformer_causal", 24, parameter_sharing="none", causal=True)
     case_lp_encoder("lp_linformer_causal_full", 25, parameter_sharing="none", causal=True,
                     full_attention=True)
+    case_lp_encoder("lp_linformer_ffint", 26, parameter_sharing="none", ff_intermediate=24,
+                    depth=3)
     text = "\n".join(manifest)
     with open(os.path.join(OUT_DIR, "MANIFEST.txt"), "w") as f:
         f.write(text)

@@ -302,6 +302,14 @@ def _metadata(module):
             md["input_size"] = str(module.input_size)
         if getattr(module, "decoder_mode", False):
             md["decoder_mode"] = "True"
+    else:
+        # fairseq's MultiheadLinearAttention (examples/linformer): its
+        # compress_k and num_heads; the tensors show the rest.
+        att = next((m for m in module.modules()
+                    if hasattr(m, "compress_k") and hasattr(m, "num_heads")),
+                   None)
+        if att is not None:
+            md["heads"] = str(att.num_heads)
     return md
 
 

@@ -197,3 +197,63 @@ def test_from_module_guide_class_and_padding(ctx):
         alone = conv(x[1:, :7])
     assert torch.all(y[1, 7:] == 0)
     assert rel_error(y[1, :7].numpy(), alone[0].numpy()) <= TOL
+
+
+class MultiheadLinearAttention(torch.nn.Module):
+    """fairseq's examples/linformer MultiheadLinearAttention, self-attention
+    path, transcribed from its source (attribute names, initialisation
+    shapes and the (T, B, C) forward with the compression before k_proj
+    and v_proj): fairseq 0.12.2, its last release, does not import on
+    Python 3.11 (facebookresearch/fairseq#5012)."""
+
+    def __init__(self, embed_dim, num_heads, max_seq_len, compressed,
+                 shared_kv_compressed=False):
+        super().__init__()
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.scaling = self.head_dim ** -0.5
+        self.shared_kv_compressed = shared_kv_compressed
+        self.k_proj = torch.nn.Linear(embed_dim, embed_dim)
+        self.v_proj = torch.nn.Linear(embed_dim, embed_dim)
+        self.q_proj = torch.nn.Linear(embed_dim, embed_dim)
+        self.out_proj = torch.nn.Linear(embed_dim, embed_dim)
+        k = max_seq_len // compressed
+        self.compress_k = torch.nn.Linear(max_seq_len, k, bias=False)
+        if not shared_kv_compressed:
+            self.compress_v = torch.nn.Linear(max_seq_len, k, bias=False)
+
+    def forward(self, query):
+        T, B, C = query.size()
+        F = torch.nn.functional
+        q = self.q_proj(query)
+        kin = F.linear(query.permute(1, 2, 0),
+                       self.compress_k.weight[:, 0:T]).permute(2, 0, 1)
+        k = self.k_proj(kin)
+        cv = self.compress_k if self.shared_kv_compressed else self.compress_v
+        vin = F.linear(query.permute(1, 2, 0), cv.weight[:, 0:T])
+        v = self.v_proj(vin.permute(2, 0, 1))
+        q = (q * self.scaling).contiguous().view(
+            T, B * self.num_heads, self.head_dim).transpose(0, 1)
+        k = k.contiguous().view(-1, B * self.num_heads,
+                                self.head_dim).transpose(0, 1)
+        v = v.contiguous().view(-1, B * self.num_heads,
+                                self.head_dim).transpose(0, 1)
+        w = torch.softmax(torch.bmm(q, k.transpose(1, 2)), dim=-1)
+        o = torch.bmm(w, v).transpose(0, 1).contiguous().view(T, B, C)
+        return self.out_proj(o)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["kv", "shared_kv"])
+def test_from_module_fairseq_attention(ctx, shared):
+    # The converted module is batch-first (B, n, C), fairseq's (T, B, C).
+    torch.manual_seed(9)
+    att = MultiheadLinearAttention(16, 2, 12, 3,
+                                   shared_kv_compressed=shared).eval()
+    conv = from_module(att, ctx)
+    assert conv.model.info.layout == "fairseq-attention"
+    for n in (12, 9):
+        x = torch.randn(2, n, 16)
+        with torch.no_grad():
+            want = att(x.transpose(0, 1)).transpose(0, 1)
+            got = conv(x)
+        assert rel_error(got.numpy(), want.numpy()) <= TOL

@@ -102,6 +102,23 @@ def test_from_module_linformer_pytorch(ctx, kw):
     agree(m, from_module(m, ctx), torch.randn(2, 12, 16))
 
 
+def test_from_module_linformer_pytorch_padding(ctx):
+    # The package's input_mask zeroes padded K and V rows before the
+    # compression; lengths do the same here.  Rows at padding are the
+    # package's to define (clinformer writes zeros): the real rows agree.
+    lp = linformer_pytorch()
+    torch.manual_seed(10)
+    m = perturb_layernorms(lp.Linformer(**LP_BASE, parameter_sharing="none"))
+    conv = from_module(m, ctx)
+    x = torch.randn(2, 12, 16)
+    mask = torch.arange(12)[None, :] < torch.tensor([12, 7])[:, None]
+    with torch.no_grad():
+        want = m(x, input_mask=mask)
+        got = conv(x, lengths=torch.tensor([12, 7]))
+    assert rel_error(got[mask].numpy(), want[mask].numpy()) <= TOL
+    assert torch.all(got[~mask] == 0)
+
+
 def test_from_module_linformer_pytorch_lm_and_attention(ctx):
     lp = linformer_pytorch()
     torch.manual_seed(7)

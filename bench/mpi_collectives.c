@@ -30,7 +30,7 @@ static const char *const op_names[OP_COUNT] = {"MPI_Allreduce", "allreduce_sum",
                                                "MPI_Allgatherv"};
 
 struct bench {
-    clf_shard_comm comm;
+    clf__shard_comm comm;
     float *a, *b;
     size_t *counts;
     int repeat;

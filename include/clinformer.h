@@ -569,8 +569,8 @@ typedef struct clf_attention_desc {
                       (causal Linformer too); not with mean or max */
     /* How positions are compressed; 0 = the linear E and F.  Mean and max
      * pooling take no compressed_bias or bias_proj; the convolution no
-     * compressed_bias.  The sharded forward (clf_shard_*) takes the linear
-     * one only. */
+     * compressed_bias.  A forward split by positions (CLF_SHARD_SEQ, MPI)
+     * takes the linear one only. */
     clf_compression compression;
     /* The linformer-pytorch package's causal=True mask, applied by every
      * forward (for running models trained with it as they were trained):

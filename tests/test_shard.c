@@ -225,23 +225,23 @@ START_TEST(shard_split_weighted_and_in_units)
     size_t b[4];
     const double w[3] = {3.0, 1.0, 1.0};
 
-    ck_assert_int_eq(clf_shard_split(10, 3, NULL, 1, b), 0);
+    ck_assert_int_eq(clf__shard_split(10, 3, NULL, 1, b), 0);
     ck_assert_uint_eq(b[0], 0);
     ck_assert_uint_eq(b[1], 3);
     ck_assert_uint_eq(b[2], 7);
     ck_assert_uint_eq(b[3], 10);
-    ck_assert_int_eq(clf_shard_split(10, 3, w, 1, b), 0);
+    ck_assert_int_eq(clf__shard_split(10, 3, w, 1, b), 0);
     ck_assert_uint_eq(b[1], 6);
     ck_assert_uint_eq(b[2], 8);
     /* causal blocks of 3: 4 units, the last one short */
-    ck_assert_int_eq(clf_shard_split(10, 2, NULL, 3, b), 0);
+    ck_assert_int_eq(clf__shard_split(10, 2, NULL, 3, b), 0);
     ck_assert_uint_eq(b[1], 6);
     ck_assert_uint_eq(b[2], 10);
     /* every shard keeps at least one unit */
-    ck_assert_int_eq(clf_shard_split(4, 3, w, 1, b), 0);
+    ck_assert_int_eq(clf__shard_split(4, 3, w, 1, b), 0);
     ck_assert_uint_eq(b[1], 2);
     ck_assert_uint_eq(b[2], 3);
-    ck_assert_int_eq(clf_shard_split(5, 3, NULL, 3, b), CLF_EBAD_SIZE);
+    ck_assert_int_eq(clf__shard_split(5, 3, NULL, 3, b), CLF_EBAD_SIZE);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "fewer than the 3 shards"));
 }
 END_TEST
@@ -255,7 +255,7 @@ struct coll_job {
 };
 
 static int
-coll_run(void *user, int rank, const clf_shard_comm *comm)
+coll_run(void *user, int rank, const clf__shard_comm *comm)
 {
     struct coll_job *j = user;
     float gathered[15];
@@ -329,11 +329,11 @@ struct fw_job {
 };
 
 static int
-fw_run(void *user, int rank, const clf_shard_comm *comm)
+fw_run(void *user, int rank, const clf__shard_comm *comm)
 {
     struct fw_job *j = user;
 
-    return j->rc[rank] = clf_shard_attention_forward(
+    return j->rc[rank] = clf__shard_attention_forward(
                j->a[rank], comm, 1, NSEQ, j->bounds, j->x, j->y, NULL);
 }
 
@@ -346,7 +346,7 @@ START_TEST(shard_failing_shard_aborts_the_forward)
     memset(&j, 0, sizeof j);
     ck_assert_int_eq(clf_attention_create(&j.a[0], tu_context(), &d), 0);
     ck_assert_int_eq(clf_attention_randomize(j.a[0], 3), 0);
-    ck_assert_int_eq(clf_shard_split(NSEQ, 2, NULL, 1, j.bounds), 0);
+    ck_assert_int_eq(clf__shard_split(NSEQ, 2, NULL, 1, j.bounds), 0);
     tu_fill(j.x, sizeof j.x / sizeof j.x[0], 4, -1.0f, 1.0f);
     rc = clf__group_run(2, fw_run, &j);
     ck_assert_int_eq(rc, CLF_ENULL_ARGUMENT);
@@ -475,7 +475,7 @@ END_TEST
  * sized.  And a split of SIZE_MAX positions, whose unit count must not
  * wrap to 0. */
 static int
-huge_run(void *user, int rank, const clf_shard_comm *comm)
+huge_run(void *user, int rank, const clf__shard_comm *comm)
 {
     const size_t bounds[2] = {0, (size_t)1 << 32};
     const unsigned lengths[2] = {1, 1};
@@ -486,8 +486,8 @@ huge_run(void *user, int rank, const clf_shard_comm *comm)
     memset(x, 0, sizeof x);
     o.lengths = lengths;
     (void)rank;
-    return clf_shard_attention_forward(user, comm, (size_t)1 << 33,
-                                       (size_t)1 << 32, bounds, x, y, &o);
+    return clf__shard_attention_forward(user, comm, (size_t)1 << 33,
+                                        (size_t)1 << 32, bounds, x, y, &o);
 }
 
 START_TEST(shard_entry_points_refuse_wrapping_sizes)
@@ -501,7 +501,7 @@ START_TEST(shard_entry_points_refuse_wrapping_sizes)
     ck_assert_msg(strstr(clf_last_error(), "overflows") != NULL, "%s",
                   clf_last_error());
     clf_attention_destroy(a);
-    ck_assert_msg(clf_shard_split(SIZE_MAX, 2, NULL, 2, b) == 0, "%s",
+    ck_assert_msg(clf__shard_split(SIZE_MAX, 2, NULL, 2, b) == 0, "%s",
                   clf_last_error());
     ck_assert_uint_eq(b[0], 0);
     ck_assert(b[1] > 0 && b[1] < SIZE_MAX && b[1] % 2 == 0);

@@ -51,7 +51,7 @@ report(const char *name, int ok)
 
 /* Whether every rank holds rank 0's bits in buf; want is scratch. */
 static int
-same_bits_everywhere(const clf_shard_comm *c, const float *buf, float *want,
+same_bits_everywhere(const clf__shard_comm *c, const float *buf, float *want,
                      size_t count)
 {
     memcpy(want, buf, count * sizeof *buf);
@@ -61,7 +61,7 @@ same_bits_everywhere(const clf_shard_comm *c, const float *buf, float *want,
 }
 
 static int
-check_allreduce(const clf_shard_comm *c, size_t count, unsigned seed)
+check_allreduce(const clf__shard_comm *c, size_t count, unsigned seed)
 {
     float *buf = malloc((count + 1) * sizeof *buf);
     float *all = malloc(((size_t)c->size * count + 1) * sizeof *all);
@@ -102,7 +102,7 @@ check_allreduce(const clf_shard_comm *c, size_t count, unsigned seed)
 }
 
 static int
-check_allgatherv(const clf_shard_comm *c)
+check_allgatherv(const clf__shard_comm *c)
 {
     size_t counts[64], total = 0, off = 0, i;
     float *send, *recv;
@@ -129,7 +129,7 @@ check_allgatherv(const clf_shard_comm *c)
 }
 
 static int
-check_bcast(const clf_shard_comm *c)
+check_bcast(const clf__shard_comm *c)
 {
     unsigned char buf[1001];
     size_t i;
@@ -146,7 +146,7 @@ check_bcast(const clf_shard_comm *c)
 
 /* The last rank fails; the others wait in an allreduce it never joins. */
 static void
-abort_case(const clf_shard_comm *c)
+abort_case(const clf__shard_comm *c)
 {
     float x = 1.0f;
 
@@ -161,7 +161,7 @@ int
 main(int argc, char **argv)
 {
     static const size_t counts[] = {1, 7, 1000, 65536, (1 << 22) + 3};
-    clf_shard_comm c;
+    clf__shard_comm c;
     char name[96];
     size_t i;
 

@@ -54,7 +54,7 @@ enum clf__gemm_variant {
     CLF_GEMM_UNDECIDED = 0, /* no choice: the pinned way, else CLBlast */
     CLF_GEMM_CLBLAST,
     CLF_GEMM_BLOCKED, /* the register-blocked kernel, where the shape fits */
-    CLF_GEMM_TILED    /* the work-group tiled kernel (tiled.c) */
+    CLF_GEMM_TILED    /* the work-group tiled kernel (gemm_tiled.c) */
 };
 
 /* The way of one GEMM, the first argument of every entry point below
@@ -170,7 +170,7 @@ int clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
 int clf__gemm_resolve(clf_context *ctx, int role, size_t m, size_t n, size_t k,
                       size_t batch, int *variant);
 
-/* tiled.c: the tiled GEMM kernel.  Sizes: the defaults of kernel_params.h,
+/* gemm_tiled.c: the tiled GEMM kernel.  Sizes: the defaults of kernel_params.h,
  * the checks of a set against the kernel's rules and a device's limits
  * (CLF_TUNE_* limits below; -1 with the reason in why), the small space
  * clinformer tune searches (the valid ones, at most cap; the defaults

@@ -1,5 +1,5 @@
 /* The forward of the multi-head Linformer attention layer (the pipeline of
- * the project's design notes, section 3): plan the shape (plan.c, every
+ * docs/design.md, section 2): plan the shape (plan.c, every
  * kernel choice resolved), then enqueue the stages in order.
  *
  * Shapes (row-major, per batch element b):

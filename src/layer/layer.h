@@ -117,7 +117,7 @@ int clf__attention_ensure(clf_attention *a, enum ws_id id, size_t need);
 /* weights.c: 0 when every weight the mode uses has been set. */
 int clf__attention_check_weights(const clf_attention *a, int linformer);
 
-/* attention.c, for tests: the order a Linformer forward of this shape uses. */
+/* plan.c, for tests: the order a Linformer forward of this shape uses. */
 int clf__attention_compress_first(const clf_attention *att, size_t batch,
                                   size_t seq_len);
 

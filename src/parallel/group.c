@@ -155,9 +155,9 @@ clf_group_last_split(const clf_group *g, clf_shard_by *by, size_t *devices)
 
 /* One shard's work: run(job, rank, comm) in its own thread. */
 struct runner {
-    int (*run)(void *job, int rank, const clf_shard_comm *comm);
+    int (*run)(void *job, int rank, const clf__shard_comm *comm);
     void *job;
-    struct clf_shard_threads *t;
+    struct clf__shard_threads *t;
 };
 
 struct shard_thread {
@@ -170,9 +170,9 @@ static void *
 shard_main(void *arg)
 {
     struct shard_thread *st = arg;
-    clf_shard_comm comm;
+    clf__shard_comm comm;
 
-    clf_shard_threads_comm(st->r->t, st->rank, &comm);
+    clf__shard_threads_comm(st->r->t, st->rank, &comm);
     st->rc = st->r->run(st->r->job, st->rank, &comm);
     if (st->rc != 0)
         snprintf(st->msg, sizeof st->msg, "%s", clf_last_error());
@@ -195,7 +195,7 @@ first_error(const struct shard_thread *st, int shards)
 }
 
 int
-clf__group_run(int shards, int (*run)(void *, int, const clf_shard_comm *),
+clf__group_run(int shards, int (*run)(void *, int, const clf__shard_comm *),
                void *job)
 {
     struct runner r;
@@ -212,12 +212,12 @@ clf__group_run(int shards, int (*run)(void *, int, const clf_shard_comm *),
     }
     r.run = run;
     r.job = job;
-    rc = clf_shard_threads_create(&r.t, shards);
+    rc = clf__shard_threads_create(&r.t, shards);
     for (i = 0; rc == 0 && i < shards; i++) {
         st[i].r = &r;
         st[i].rank = i;
         if (pthread_create(&tid[i], NULL, shard_main, &st[i]) != 0) {
-            clf_shard_threads_abort(r.t, i, CLF_ENO_MEMORY);
+            clf__shard_threads_abort(r.t, i, CLF_ENO_MEMORY);
             rc =
                 clf__fail(CLF_ENO_MEMORY, "starting shard thread %d failed", i);
             break;
@@ -228,7 +228,7 @@ clf__group_run(int shards, int (*run)(void *, int, const clf_shard_comm *),
         pthread_join(tid[i], NULL);
     if (rc == 0)
         rc = first_error(st, shards);
-    clf_shard_threads_destroy(r.t);
+    clf__shard_threads_destroy(r.t);
     free(st);
     free(tid);
     return rc;

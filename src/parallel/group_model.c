@@ -143,21 +143,21 @@ unslice_rows(const struct job *j, int rank, const float *yl)
 }
 
 static int
-seq_part(struct job *j, int rank, const clf_shard_comm *comm, void *xl,
+seq_part(struct job *j, int rank, const clf__shard_comm *comm, void *xl,
          float *yl)
 {
     if (j->ga != NULL)
-        return clf_shard_attention_forward(j->ga->a[rank], comm, j->B, j->n,
-                                           j->bounds, xl, yl, j->opts);
+        return clf__shard_attention_forward(j->ga->a[rank], comm, j->B, j->n,
+                                            j->bounds, xl, yl, j->opts);
     if (j->in_w == 1)
-        return clf_shard_model_forward_tokens(j->gm->m[rank], comm, j->B, j->n,
-                                              j->bounds, xl, yl, j->opts);
-    return clf_shard_model_forward(j->gm->m[rank], comm, j->B, j->n, j->bounds,
-                                   xl, yl, j->opts);
+        return clf__shard_model_forward_tokens(j->gm->m[rank], comm, j->B, j->n,
+                                               j->bounds, xl, yl, j->opts);
+    return clf__shard_model_forward(j->gm->m[rank], comm, j->B, j->n, j->bounds,
+                                    xl, yl, j->opts);
 }
 
 static int
-run_seq(void *user, int rank, const clf_shard_comm *comm)
+run_seq(void *user, int rank, const clf__shard_comm *comm)
 {
     struct job *j = user;
     const size_t nl = j->bounds[rank + 1] - j->bounds[rank];
@@ -181,7 +181,7 @@ run_seq(void *user, int rank, const clf_shard_comm *comm)
 
 /* Whole sequences [bounds[r], bounds[r+1]) on device r: no exchange. */
 static int
-run_batch(void *user, int rank, const clf_shard_comm *comm)
+run_batch(void *user, int rank, const clf__shard_comm *comm)
 {
     struct job *j = user;
     const size_t s0 = j->bounds[rank], cnt = j->bounds[rank + 1] - s0;
@@ -239,8 +239,8 @@ run_job(clf_group *g, struct job *j, size_t unit, const double *weights)
     if (j->bounds == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     rc = j->batch
-             ? clf_shard_split(j->B, (int)shards, weights, 1, j->bounds)
-             : clf_shard_split(j->n, (int)shards, weights, unit, j->bounds);
+             ? clf__shard_split(j->B, (int)shards, weights, 1, j->bounds)
+             : clf__shard_split(j->n, (int)shards, weights, unit, j->bounds);
     if (rc == 0)
         rc = clf__group_run((int)shards, j->batch ? run_batch : run_seq, j);
     g->last = j->batch ? CLF_SHARD_BATCH : CLF_SHARD_SEQ;
@@ -342,7 +342,7 @@ model_forward(clf_group_model *gm, const void *x, size_t B, size_t n, float *y,
     rc = model_weights(gm, &j, &w);
     if (rc == 0)
         rc = run_job(gm->g, &j,
-                     clf_shard_unit(gm->m[0], opts != NULL && opts->causal),
+                     clf__shard_unit(gm->m[0], opts != NULL && opts->causal),
                      w != NULL ? w : gm->g->weights);
     free(w);
     return rc;

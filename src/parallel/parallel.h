@@ -10,13 +10,13 @@
  * Sequence-parallel (sharded) forward: the collectives it needs, and the
  * entry points a shard calls (stable; usage under "the entry points"):
  *
- *   int clf_shard_model_forward(clf_model *m, const clf_shard_comm *comm,
+ *   int clf__shard_model_forward(clf_model *m, const clf__shard_comm *comm,
  *                               size_t batch, size_t seq_len,
  *                               const size_t *bounds, const float *x,
  *                               float *y, const clf_forward_opts *opts);
  *
- * with clf_shard_model_forward_tokens for an LM and the split from
- * clf_shard_split(seq_len, comm->size, weights, clf_shard_unit(m, causal),
+ * with clf__shard_model_forward_tokens for an LM and the split from
+ * clf__shard_split(seq_len, comm->size, weights, clf__shard_unit(m, causal),
  * bounds).
  *
  * A sharded forward runs the same code on every shard (one shard per
@@ -24,8 +24,8 @@
  * shard is an MPI rank).  Shard r holds a contiguous range of positions of
  * every sequence and calls the collectives below between its phases; all
  * shards call them in the same order with the same counts.  The
- * transports are: threads of one process (src/shard_threads.c) and MPI
- * (src/shard_mpi.c, built with ./configure --with-mpi).
+ * transports are: threads of one process (shard_threads.c) and MPI
+ * (shard_mpi.c, built with ./configure --with-mpi).
  *
  * Every collective returns 0 or a negative clf error code.  A shard that
  * fails calls abort_all so that no other shard waits forever in a
@@ -35,7 +35,7 @@
 
 #include <stddef.h>
 
-typedef struct clf_shard_comm {
+typedef struct clf__shard_comm {
     int rank, size;
     void *self;
     /* Sums count floats element-wise over all shards, in place, in double
@@ -49,28 +49,28 @@ typedef struct clf_shard_comm {
     int (*bcast)(void *self, void *buf, size_t bytes, int root);
     /* Tells every other shard to give up; rc is this shard's error. */
     void (*abort_all)(void *self, int rc);
-} clf_shard_comm;
+} clf__shard_comm;
 
 /* ------------------------------------------------------ the entry points
  *
- *   int clf_shard_model_forward(clf_model *m, const clf_shard_comm *comm,
+ *   int clf__shard_model_forward(clf_model *m, const clf__shard_comm *comm,
  *                               size_t batch, size_t seq_len,
  *                               const size_t *bounds, const float *x,
  *                               float *y, const clf_forward_opts *opts);
- *   int clf_shard_model_forward_tokens(..., const long long *ids,
+ *   int clf__shard_model_forward_tokens(..., const long long *ids,
  *                                      float *logits, ...);
- *   int clf_shard_attention_forward(clf_attention *att, ...same...);
- *   int clf_shard_split(size_t seq_len, int shards, const double *weights,
+ *   int clf__shard_attention_forward(clf_attention *att, ...same...);
+ *   int clf__shard_split(size_t seq_len, int shards, const double *weights,
  *                       size_t unit, size_t *bounds);
- *   size_t clf_shard_unit(const clf_model *m, int causal);
+ *   size_t clf__shard_unit(const clf_model *m, int causal);
  *
  * Usage: every shard loads the same model on its own device (its own
  * clf_context), and all agree on the split: bounds (comm->size + 1
  * entries, bounds[0] = 0, bounds[size] = seq_len, each shard at least one
- * position, starts on multiples of clf_shard_unit(), which is the causal
- * block in causal Linformer mode, else 1) from clf_shard_split() with the
+ * position, starts on multiples of clf__shard_unit(), which is the causal
+ * block in causal Linformer mode, else 1) from clf__shard_split() with the
  * same arguments everywhere (weights: relative throughput per shard, NULL
- * for an even split).  Shard r then calls clf_shard_model_forward with the
+ * for an even split).  Shard r then calls clf__shard_model_forward with the
  * whole batch's batch, seq_len and opts (lengths or key_mask over all
  * seq_len positions, causal), its own rows x (batch x (bounds[r+1] -
  * bounds[r]) x d_model, row-major, sequence by sequence) and receives its
@@ -82,36 +82,38 @@ typedef struct clf_shard_comm {
  * collective was aborted returns CLF_ESHARD_ABORTED. */
 
 /* What one sharded attention layer's forward needs besides its rows. */
-struct clf_shard_layer_args {
+struct clf__shard_layer_args {
     size_t batch, seq_len;
     const size_t *bounds;      /* comm->size + 1 entries */
     const unsigned char *mask; /* batch x seq_len, 1 = real; NULL: none */
     int causal;
 };
 
-int clf_shard_model_forward(clf_model *m, const clf_shard_comm *comm,
-                            size_t batch, size_t seq_len, const size_t *bounds,
-                            const float *x, float *y,
-                            const clf_forward_opts *opts);
-int clf_shard_model_forward_tokens(clf_model *m, const clf_shard_comm *comm,
-                                   size_t batch, size_t seq_len,
-                                   const size_t *bounds, const long long *ids,
-                                   float *logits, const clf_forward_opts *opts);
-int clf_shard_attention_forward(clf_attention *att, const clf_shard_comm *comm,
-                                size_t batch, size_t seq_len,
-                                const size_t *bounds, const float *x, float *y,
-                                const clf_forward_opts *opts);
+int clf__shard_model_forward(clf_model *m, const clf__shard_comm *comm,
+                             size_t batch, size_t seq_len, const size_t *bounds,
+                             const float *x, float *y,
+                             const clf_forward_opts *opts);
+int clf__shard_model_forward_tokens(clf_model *m, const clf__shard_comm *comm,
+                                    size_t batch, size_t seq_len,
+                                    const size_t *bounds, const long long *ids,
+                                    float *logits,
+                                    const clf_forward_opts *opts);
+int clf__shard_attention_forward(clf_attention *att,
+                                 const clf__shard_comm *comm, size_t batch,
+                                 size_t seq_len, const size_t *bounds,
+                                 const float *x, float *y,
+                                 const clf_forward_opts *opts);
 
 /* Splits seq_len positions over `shards` in whole units of `unit`
  * positions (the last may be short), in proportion to weights (NULL: even;
  * every shard gets at least one unit): bounds receives shards + 1
  * entries.  CLF_EBAD_SIZE when there are fewer units than shards. */
-int clf_shard_split(size_t seq_len, int shards, const double *weights,
-                    size_t unit, size_t *bounds);
+int clf__shard_split(size_t seq_len, int shards, const double *weights,
+                     size_t unit, size_t *bounds);
 
 /* The unit a model's split must respect: the causal block in causal
  * Linformer mode, else 1. */
-size_t clf_shard_unit(const clf_model *m, int causal);
+size_t clf__shard_unit(const clf_model *m, int causal);
 
 /* Checks, before the first collective of a forward, that every shard runs
  * the same forward: a shard whose batch, seq_len, split, model shape
@@ -125,25 +127,25 @@ size_t clf_shard_unit(const clf_model *m, int causal);
  * shard that differs CLF_EINVALID_ARGUMENT
  * naming the first field that differs, this shard and both values; it
  * does not call abort_all (the caller does). */
-int clf__shard_agree(const clf_shard_comm *comm, const clf_model *m,
+int clf__shard_agree(const clf__shard_comm *comm, const clf_model *m,
                      const clf_attention *att, size_t batch, size_t seq_len,
                      const size_t *bounds, const clf_forward_opts *opts);
 
 /* shard.c: one attention layer's part, on the shard's device rows x and
  * y (cl_mem of the layer's context). */
-int clf__shard_attention(clf_attention *att, const clf_shard_comm *comm,
-                         const struct clf_shard_layer_args *la, cl_mem x,
+int clf__shard_attention(clf_attention *att, const clf__shard_comm *comm,
+                         const struct clf__shard_layer_args *la, cl_mem x,
                          cl_mem y);
 
 /* shard_threads.c: the collectives over the threads of one process.  One
- * group per forward; clf_shard_threads_comm fills shard `rank`'s comm. */
-struct clf_shard_threads;
-int clf_shard_threads_create(struct clf_shard_threads **out, int size);
-void clf_shard_threads_destroy(struct clf_shard_threads *t);
-void clf_shard_threads_comm(struct clf_shard_threads *t, int rank,
-                            clf_shard_comm *out);
+ * group per forward; clf__shard_threads_comm fills shard `rank`'s comm. */
+struct clf__shard_threads;
+int clf__shard_threads_create(struct clf__shard_threads **out, int size);
+void clf__shard_threads_destroy(struct clf__shard_threads *t);
+void clf__shard_threads_comm(struct clf__shard_threads *t, int rank,
+                             clf__shard_comm *out);
 /* What abort_all does: every pending and later collective fails. */
-void clf_shard_threads_abort(struct clf_shard_threads *t, int rank, int rc);
+void clf__shard_threads_abort(struct clf__shard_threads *t, int rank, int rc);
 
 /* Private to the group files: group.c (the group and its thread runner)
  * and group_model.c (models and layers on a group). */
@@ -160,11 +162,11 @@ struct clf_group {
 /* Runs run(job, rank, comm) for rank 0..shards-1, one thread each, over
  * the thread collectives; the first shard's own error (rather than
  * another's CLF_ESHARD_ABORTED), naming the shard, or 0. */
-int clf__group_run(int shards, int (*run)(void *, int, const clf_shard_comm *),
+int clf__group_run(int shards, int (*run)(void *, int, const clf__shard_comm *),
                    void *job);
 
 /*
- * The MPI transport of the sharded forward (src/shard.h), built only with
+ * The MPI transport of the sharded forward (shard_mpi.c), built only with
  * ./configure --with-mpi.  One shard per rank of MPI_COMM_WORLD; the
  * collectives run on host buffers (no GPU-aware MPI).
  *
@@ -188,7 +190,7 @@ int clf__group_run(int shards, int (*run)(void *, int, const clf_shard_comm *),
 /* Fills *comm with the transport over MPI_COMM_WORLD.  The caller has
  * initialised MPI (MPI_Init) and finalises it after the last collective.
  * Returns 0, or CLF_EUNSUPPORTED when MPI is not initialised. */
-int clf__shard_mpi_comm(clf_shard_comm *comm);
+int clf__shard_mpi_comm(clf__shard_comm *comm);
 
 /* The deterministic sum allreduce_sum computes from the gathered
  * contributions: out[i] = float(sum over r in order of all[r * count + i]),

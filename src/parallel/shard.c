@@ -26,7 +26,7 @@
 struct shard_fw {
     clf_attention *a;
     clf_context *ctx;
-    const clf_shard_comm *comm;
+    const clf__shard_comm *comm;
     struct plan p;            /* of the whole sequence: hc, c, v_is_k, ... */
     size_t B, n, b0, nl;      /* batch, length, first position, count */
     const size_t *bounds;     /* comm->size + 1 entries */
@@ -503,7 +503,7 @@ masks(struct shard_fw *s, cl_mem *gmask)
 }
 
 static int
-check_bounds(const clf_shard_comm *comm, const size_t *bounds, size_t n,
+check_bounds(const clf__shard_comm *comm, const size_t *bounds, size_t n,
              size_t unit)
 {
     int r;
@@ -557,8 +557,8 @@ shard_choose(struct shard_fw *s)
 }
 
 static int
-shard_setup(struct shard_fw *s, clf_attention *att, const clf_shard_comm *comm,
-            const struct clf_shard_layer_args *la)
+shard_setup(struct shard_fw *s, clf_attention *att, const clf__shard_comm *comm,
+            const struct clf__shard_layer_args *la)
 {
     clf_forward_opts o;
 
@@ -611,8 +611,8 @@ shard_setup(struct shard_fw *s, clf_attention *att, const clf_shard_comm *comm,
 }
 
 int
-clf__shard_attention(clf_attention *att, const clf_shard_comm *comm,
-                     const struct clf_shard_layer_args *la, cl_mem x, cl_mem y)
+clf__shard_attention(clf_attention *att, const clf__shard_comm *comm,
+                     const struct clf__shard_layer_args *la, cl_mem x, cl_mem y)
 {
     struct shard_fw s;
     cl_mem gmask;

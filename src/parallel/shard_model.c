@@ -10,8 +10,8 @@
 #include <string.h>
 
 struct hook_state {
-    const clf_shard_comm *comm;
-    struct clf_shard_layer_args la;
+    const clf__shard_comm *comm;
+    struct clf__shard_layer_args la;
 };
 
 static int
@@ -23,8 +23,8 @@ hook(void *user, clf_attention *att, cl_mem in, cl_mem out)
 }
 
 int
-clf_shard_split(size_t seq_len, int shards, const double *weights, size_t unit,
-                size_t *bounds)
+clf__shard_split(size_t seq_len, int shards, const double *weights, size_t unit,
+                 size_t *bounds)
 {
     size_t units, lo, hi, u;
     double total = 0.0, cum = 0.0;
@@ -63,7 +63,7 @@ clf_shard_split(size_t seq_len, int shards, const double *weights, size_t unit,
 }
 
 size_t
-clf_shard_unit(const clf_model *m, int causal)
+clf__shard_unit(const clf_model *m, int causal)
 {
     const clf_attention *att = clf__model_layer(m, 0);
 
@@ -155,7 +155,7 @@ agree_shape(unsigned long long *rec, const clf_model *m,
 }
 
 static void
-agree_record(unsigned long long *rec, const clf_shard_comm *comm, size_t batch,
+agree_record(unsigned long long *rec, const clf__shard_comm *comm, size_t batch,
              size_t seq_len, const size_t *bounds, const clf_forward_opts *opts)
 {
     const unsigned long long h0 = 0xcbf29ce484222325ULL;
@@ -203,7 +203,7 @@ agree_value(char *buf, size_t cap, int field, unsigned long long v)
 }
 
 int
-clf__shard_agree(const clf_shard_comm *comm, const clf_model *m,
+clf__shard_agree(const clf__shard_comm *comm, const clf_model *m,
                  const clf_attention *att, size_t batch, size_t seq_len,
                  const size_t *bounds, const clf_forward_opts *opts)
 {
@@ -267,8 +267,8 @@ build_masks(const clf_forward_opts *opts, size_t B, size_t n, size_t b0,
 }
 
 static int
-check_args(const clf_shard_comm *comm, size_t B, size_t n, const size_t *bounds,
-           size_t width)
+check_args(const clf__shard_comm *comm, size_t B, size_t n,
+           const size_t *bounds, size_t width)
 {
     size_t t;
     int r;
@@ -300,7 +300,7 @@ check_args(const clf_shard_comm *comm, size_t B, size_t n, const size_t *bounds,
 
 /* Both model entry points: x is float rows or token ids. */
 static int
-model_part(clf_model *m, const clf_shard_comm *comm, size_t B, size_t n,
+model_part(clf_model *m, const clf__shard_comm *comm, size_t B, size_t n,
            const size_t *bounds, const void *x, int tokens, float *y,
            const clf_forward_opts *opts)
 {
@@ -341,9 +341,9 @@ model_part(clf_model *m, const clf_shard_comm *comm, size_t B, size_t n,
 }
 
 int
-clf_shard_model_forward(clf_model *m, const clf_shard_comm *comm, size_t batch,
-                        size_t seq_len, const size_t *bounds, const float *x,
-                        float *y, const clf_forward_opts *opts)
+clf__shard_model_forward(clf_model *m, const clf__shard_comm *comm,
+                         size_t batch, size_t seq_len, const size_t *bounds,
+                         const float *x, float *y, const clf_forward_opts *opts)
 {
     int rc = model_part(m, comm, batch, seq_len, bounds, x, 0, y, opts);
 
@@ -353,10 +353,10 @@ clf_shard_model_forward(clf_model *m, const clf_shard_comm *comm, size_t batch,
 }
 
 int
-clf_shard_model_forward_tokens(clf_model *m, const clf_shard_comm *comm,
-                               size_t batch, size_t seq_len,
-                               const size_t *bounds, const long long *ids,
-                               float *logits, const clf_forward_opts *opts)
+clf__shard_model_forward_tokens(clf_model *m, const clf__shard_comm *comm,
+                                size_t batch, size_t seq_len,
+                                const size_t *bounds, const long long *ids,
+                                float *logits, const clf_forward_opts *opts)
 {
     int rc = model_part(m, comm, batch, seq_len, bounds, ids, 1, logits, opts);
 
@@ -367,11 +367,11 @@ clf_shard_model_forward_tokens(clf_model *m, const clf_shard_comm *comm,
 
 /* One layer: the shard's rows up, the sharded layer, its rows back. */
 static int
-attention_part(clf_attention *att, const clf_shard_comm *comm, size_t B,
+attention_part(clf_attention *att, const clf__shard_comm *comm, size_t B,
                size_t n, const size_t *bounds, const float *x, float *y,
                const clf_forward_opts *opts)
 {
-    struct clf_shard_layer_args la;
+    struct clf__shard_layer_args la;
     struct masks mk = {NULL, NULL};
     clf_forward_opts lo;
     cl_mem in = NULL, out = NULL;
@@ -423,10 +423,10 @@ attention_part(clf_attention *att, const clf_shard_comm *comm, size_t B,
 }
 
 int
-clf_shard_attention_forward(clf_attention *att, const clf_shard_comm *comm,
-                            size_t batch, size_t seq_len, const size_t *bounds,
-                            const float *x, float *y,
-                            const clf_forward_opts *opts)
+clf__shard_attention_forward(clf_attention *att, const clf__shard_comm *comm,
+                             size_t batch, size_t seq_len, const size_t *bounds,
+                             const float *x, float *y,
+                             const clf_forward_opts *opts)
 {
     int rc = attention_part(att, comm, batch, seq_len, bounds, x, y, opts);
 

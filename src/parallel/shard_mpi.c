@@ -204,7 +204,7 @@ mpi_abort_all(void *self, int rc)
 }
 
 int
-clf__shard_mpi_comm(clf_shard_comm *comm)
+clf__shard_mpi_comm(clf__shard_comm *comm)
 {
     int init = 0;
 
@@ -284,7 +284,7 @@ rows_pack(const struct mpi_rows *l, int size, unsigned char *whole,
 
 /* Rank 0's rows (whole) to every rank (mine), or back when gather. */
 static int
-rows_move(const struct mpi_rows *l, const clf_shard_comm *c, void *whole,
+rows_move(const struct mpi_rows *l, const clf__shard_comm *c, void *whole,
           void *mine, size_t row, int gather)
 {
     unsigned char *packed = NULL;
@@ -318,7 +318,7 @@ rows_move(const struct mpi_rows *l, const clf_shard_comm *c, void *whole,
 /* The sharded forward of this rank's rows, between the scatter and the
  * gather. */
 static int
-forward_rows(clf_model *m, const clf_shard_comm *c, const struct mpi_rows *l,
+forward_rows(clf_model *m, const clf__shard_comm *c, const struct mpi_rows *l,
              const void *whole_in, float *whole_out,
              const clf_forward_opts *opts, const clf_model_info *info)
 {
@@ -335,10 +335,10 @@ forward_rows(clf_model *m, const clf_shard_comm *c, const struct mpi_rows *l,
         rc = clf__fail(CLF_ENO_MEMORY, "out of host memory");
     else if ((rc = rows_move(l, c, (void *)whole_in, in, in_row, 0)) == 0)
         rc = info->vocab
-                 ? clf_shard_model_forward_tokens(m, c, l->batch, l->seq_len,
-                                                  l->bounds, in, out, opts)
-                 : clf_shard_model_forward(m, c, l->batch, l->seq_len,
-                                           l->bounds, in, out, opts);
+                 ? clf__shard_model_forward_tokens(m, c, l->batch, l->seq_len,
+                                                   l->bounds, in, out, opts)
+                 : clf__shard_model_forward(m, c, l->batch, l->seq_len,
+                                            l->bounds, in, out, opts);
     if (rc == 0)
         rc = rows_move(l, c, whole_out, out, out_row, 1);
     free(in);
@@ -347,7 +347,7 @@ forward_rows(clf_model *m, const clf_shard_comm *c, const struct mpi_rows *l,
 }
 
 static int
-forward_args(const clf_shard_comm *c, clf_model *m, const float *x,
+forward_args(const clf__shard_comm *c, clf_model *m, const float *x,
              const long long *ids, float *y, clf_model_info *info)
 {
     if (m == NULL)
@@ -368,7 +368,7 @@ clf_model_forward_mpi(clf_model *m, const float *x, const long long *ids,
                       size_t batch, size_t seq_len, float *y,
                       const clf_forward_opts *opts)
 {
-    clf_shard_comm c;
+    clf__shard_comm c;
     clf_model_info info;
     struct mpi_rows l;
     size_t *bounds = NULL;
@@ -394,9 +394,9 @@ clf_model_forward_mpi(clf_model *m, const float *x, const long long *ids,
         c.abort_all(c.self, rc);
     }
     /* The same split on every rank: a failure here is every rank's. */
-    else if ((rc = clf_shard_split(seq_len, c.size, NULL,
-                                   clf_shard_unit(m, opts && opts->causal),
-                                   bounds)) == 0) {
+    else if ((rc = clf__shard_split(seq_len, c.size, NULL,
+                                    clf__shard_unit(m, opts && opts->causal),
+                                    bounds)) == 0) {
         l.bounds = bounds;
         l.batch = batch;
         l.seq_len = seq_len;

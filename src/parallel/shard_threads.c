@@ -9,11 +9,11 @@
 #include <string.h>
 
 struct shard_rank {
-    struct clf_shard_threads *t;
+    struct clf__shard_threads *t;
     int rank;
 };
 
-struct clf_shard_threads {
+struct clf__shard_threads {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int size, arrived;
@@ -25,9 +25,9 @@ struct clf_shard_threads {
 };
 
 int
-clf_shard_threads_create(struct clf_shard_threads **out, int size)
+clf__shard_threads_create(struct clf__shard_threads **out, int size)
 {
-    struct clf_shard_threads *t;
+    struct clf__shard_threads *t;
     int r;
 
     if (out == NULL)
@@ -63,7 +63,7 @@ clf_shard_threads_create(struct clf_shard_threads **out, int size)
 }
 
 void
-clf_shard_threads_destroy(struct clf_shard_threads *t)
+clf__shard_threads_destroy(struct clf__shard_threads *t)
 {
     if (t == NULL)
         return;
@@ -75,7 +75,7 @@ clf_shard_threads_destroy(struct clf_shard_threads *t)
 }
 
 static int
-aborted_rc(const struct clf_shard_threads *t)
+aborted_rc(const struct clf__shard_threads *t)
 {
     return clf__fail(CLF_ESHARD_ABORTED,
                      "shard %d of %d failed (%s), so the sharded forward "
@@ -85,7 +85,7 @@ aborted_rc(const struct clf_shard_threads *t)
 
 /* Waits until every shard has arrived; an error when a shard aborted. */
 static int
-barrier(struct clf_shard_threads *t)
+barrier(struct clf__shard_threads *t)
 {
     unsigned long gen;
     int rc = 0;
@@ -109,14 +109,14 @@ static int
 threads_allreduce(void *self, float *buf, size_t count)
 {
     struct shard_rank *me = self;
-    struct clf_shard_threads *t = me->t;
+    struct clf__shard_threads *t = me->t;
     float *sum = NULL;
     size_t i;
     int r, rc;
 
     if (count > 0 && (sum = malloc(count * sizeof *sum)) == NULL) {
         me->t->slot[me->rank] = NULL;
-        clf_shard_threads_abort(t, me->rank, CLF_ENO_MEMORY);
+        clf__shard_threads_abort(t, me->rank, CLF_ENO_MEMORY);
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     }
     t->slot[me->rank] = buf;
@@ -140,7 +140,7 @@ threads_allgatherv(void *self, const float *send, float *recv,
                    const size_t *counts)
 {
     struct shard_rank *me = self;
-    struct clf_shard_threads *t = me->t;
+    struct clf__shard_threads *t = me->t;
     size_t off = 0;
     int r, rc;
 
@@ -158,7 +158,7 @@ static int
 threads_bcast(void *self, void *buf, size_t bytes, int root)
 {
     struct shard_rank *me = self;
-    struct clf_shard_threads *t = me->t;
+    struct clf__shard_threads *t = me->t;
     int rc;
 
     if (root < 0 || root >= t->size)
@@ -173,7 +173,7 @@ threads_bcast(void *self, void *buf, size_t bytes, int root)
 }
 
 void
-clf_shard_threads_abort(struct clf_shard_threads *t, int rank, int rc)
+clf__shard_threads_abort(struct clf__shard_threads *t, int rank, int rc)
 {
     pthread_mutex_lock(&t->lock);
     if (!t->aborted) {
@@ -190,12 +190,12 @@ threads_abort(void *self, int rc)
 {
     struct shard_rank *me = self;
 
-    clf_shard_threads_abort(me->t, me->rank, rc);
+    clf__shard_threads_abort(me->t, me->rank, rc);
 }
 
 void
-clf_shard_threads_comm(struct clf_shard_threads *t, int rank,
-                       clf_shard_comm *out)
+clf__shard_threads_comm(struct clf__shard_threads *t, int rank,
+                        clf__shard_comm *out)
 {
     out->rank = rank;
     out->size = t->size;

@@ -4,7 +4,7 @@
  *   FILE(stem)         the file cl/<stem>.cl, embedded as clf__cl_<stem>
  *   KERNEL(ID, name)   the kernel `name`, reached as ctx->kernels[CLF_K_ID]
  *
- * The kernel enum (internal.h), the kernel names, the file names that
+ * The kernel enum (runtime.h), the kernel names, the file names that
  * CLINFORMER_KERNEL_DIR must hold and the embedded-source table (program.c)
  * all expand this one list (and the files built apart, below).  Adding a
  * kernel file means: the .cl file, its

@@ -32,7 +32,8 @@ enum clf__choice_kind {
     CLF_KIND_SOFTMAX = 0, /* enum clf__softmax_variant */
     CLF_KIND_GEMM,        /* enum clf__gemm_variant - 1 */
     CLF_KIND_ATTEND,      /* enum clf__attend_variant - 1 */
-    CLF_KIND_HALFGEMM,    /* half-weight GEMMs: widen or native (fp16.h) */
+    CLF_KIND_HALFGEMM,    /* half-weight GEMMs: widen or native
+                             (src/gemm/half_gemm.c) */
     CLF_KIND_COUNT
 };
 /* What a choice is remembered and listed by (ctx->last*, the lines of

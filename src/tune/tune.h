@@ -86,8 +86,8 @@ struct clf__tune_file {
     size_t nmi_tried;
     size_t mi_tried[CLF_TUNE_MAX_MI];
     double mi_tried_ms[CLF_TUNE_MAX_MI];
-    /* The tiled GEMM's sizes (tiled.c): the best, checked against the
-     * kernel's rules and the device, and those measured. */
+    /* The tiled GEMM's sizes (src/gemm/gemm_tiled.c): the best, checked against
+     * the kernel's rules and the device, and those measured. */
     int have_tiled;
     struct clf__tiled_cfg tiled;
     size_t ntiled_tried;

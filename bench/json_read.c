@@ -391,6 +391,20 @@ read_peaks(struct jr *j, const json_t *v, const char *p, clf_bench_device *d)
     d->peak_gbps = jr_num(j, pk, q, "copy_gbps");
     d->h2d_gbps = jr_num(j, pk, q, "h2d_gbps");
     d->peak_cached = jr_bool(j, pk, q, "cached");
+    /* Runs from before the kernel grid have none of these. */
+    if (json_object_get(pk, "fma_width") != NULL) {
+        d->fma_width = (int)jr_size(j, pk, q, "fma_width");
+        d->fma_chains = (int)jr_size(j, pk, q, "fma_chains");
+    }
+    if (json_object_get(pk, "copy_with") != NULL) {
+        char how[32];
+        jr_string(j, pk, q, "copy_with", how, sizeof how);
+        d->copy_api = strcmp(how, "clEnqueueCopyBuffer") == 0;
+    }
+    d->fma_measured = jr_opt_num(j, pk, q, "fma_measured_gflops");
+    d->copy_measured = jr_opt_num(j, pk, q, "copy_measured_gbps");
+    if (json_object_get(pk, "note") != NULL)
+        jr_string(j, pk, q, "note", d->peak_note, sizeof d->peak_note);
 }
 
 static void

@@ -209,15 +209,21 @@ device_to_json(const clf_bench_device *d)
         (json_int_t)d->source_builds, "cache_loads", (json_int_t)d->cache_loads,
         "gemm_tuning", d->tuning, "kernel_choices", d->choices);
 
-    if (o != NULL &&
-        (json_object_set_new(o, "stable_name", json_string(d->stable_name)) ||
-         json_object_set_new(
-             o, "peaks",
-             json_pack("{s:o, s:o, s:o, s:b}", "fma_gflops",
-                       clf_bench_json_num(d->peak_gflops), "copy_gbps",
-                       clf_bench_json_num(d->peak_gbps), "h2d_gbps",
-                       clf_bench_json_num(d->h2d_gbps), "cached",
-                       d->peak_cached)))) {
+    json_t *pk = json_pack(
+        "{s:o, s:o, s:o, s:b, s:i, s:i, s:s, s:o, s:o, s:s}", "fma_gflops",
+        clf_bench_json_num(d->peak_gflops), "copy_gbps",
+        clf_bench_json_num(d->peak_gbps), "h2d_gbps",
+        clf_bench_json_num(d->h2d_gbps), "cached", d->peak_cached, "fma_width",
+        d->fma_width, "fma_chains", d->fma_chains, "copy_with",
+        d->copy_api ? "clEnqueueCopyBuffer" : "kernel", "fma_measured_gflops",
+        clf_bench_json_num(d->fma_measured), "copy_measured_gbps",
+        clf_bench_json_num(d->copy_measured), "note", d->peak_note);
+
+    if (o == NULL || pk == NULL ||
+        json_object_set_new(o, "stable_name", json_string(d->stable_name)) ||
+        json_object_set_new(o, "peaks", pk)) {
+        if (o == NULL || pk == NULL)
+            json_decref(pk);
         json_decref(o);
         return NULL;
     }

@@ -144,6 +144,7 @@ clf_bench_report_add_device(clf_bench_report *r)
     memset(d, 0, sizeof *d);
     d->build_s = NAN;
     d->peak_gflops = d->peak_gbps = d->h2d_gbps = NAN;
+    d->fma_measured = d->copy_measured = NAN;
     return d;
 }
 

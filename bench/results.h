@@ -90,6 +90,16 @@ typedef struct clf_bench_device {
      * memory copy bandwidth, host-to-device transfer bandwidth. */
     double peak_gflops, peak_gbps, h2d_gbps;
     int peak_cached; /* the peaks came from the per-device cache */
+    /* How they were set: the multiply-add kernel's grid point (vector
+     * width x chains; 0 when not known) and the copy (1:
+     * clEnqueueCopyBuffer, 0: the copy kernel).  Where a rate the run
+     * measured on the device passed a peak, the peak was raised to it
+     * (clf_bench_peaks_hold): fma_measured and copy_measured keep what the
+     * kernels measured, peak_note says which row, so that no roof% is
+     * above 100; NaN and "" where nothing was raised. */
+    int fma_width, fma_chains, copy_api;
+    double fma_measured, copy_measured;
+    char peak_note[256];
 } clf_bench_device;
 
 /* One configuration and mode on one device. */

@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -317,4 +318,78 @@ clf_bench_loadavg(const char *path, double out[3])
         return -1;
     }
     return 0;
+}
+
+/* The best rate of the device's rows: GFLOP/s (bw 0) or GB/s (bw 1) of a
+ * whole forward or a stage; *who names it. */
+static double
+best_rate(const clf_bench_report *r, size_t dev, int bw, char *who, size_t cap)
+{
+    double best = 0.0;
+    size_t i;
+    int s;
+
+    for (i = 0; i < r->nresults; i++) {
+        const clf_bench_result *x = &r->results[i];
+        char label[CLF_BENCH_MODE_LABEL];
+        if (x->device != dev || x->status != CLF_BENCH_OK)
+            continue;
+        for (s = -1; s < CLF_STAGE_COUNT; s++) {
+            const double t = s < 0 ? x->wall.median : x->stage[s].median;
+            const double w = s < 0
+                                 ? (bw ? x->bytes : x->flops)
+                                 : (bw ? x->stage_bytes[s] : x->stage_flops[s]);
+            const double v = w / t * 1e-9;
+            if (!(t > 0.0) || !(w > 0.0) || !isfinite(v) || v <= best)
+                continue;
+            best = v;
+            snprintf(who, cap, "%s n=%zu k=%zu D=%zu h=%zu B=%zu, %s",
+                     clf_bench_mode_label(x, label, sizeof label), x->n,
+                     x->k_requested, x->d_model, x->heads, x->batch,
+                     s < 0 ? "whole forward" : clf_stage_name((clf_stage)s));
+        }
+    }
+    return best;
+}
+
+/* Raises *peak to rate where rate passes it; *kept keeps the first
+ * figure.  Appends to note.  Returns 1 when raised. */
+static int
+raise_peak(double *peak, double *kept, double rate, const char *unit,
+           const char *what, const char *who, char *note, size_t cap)
+{
+    size_t len = strlen(note);
+
+    if (isnan(*peak) || !(rate > *peak))
+        return 0;
+    if (isnan(*kept))
+        *kept = *peak;
+    snprintf(note + len, cap - len,
+             "%s%s raised from the %.4g %s the kernels measured to %.4g, "
+             "the rate of %s",
+             len ? "; " : "", what, *kept, unit, rate, who);
+    *peak = rate;
+    return 1;
+}
+
+int
+clf_bench_peaks_hold(clf_bench_report *r, size_t dev)
+{
+    clf_bench_device *d = &r->devices[dev];
+    char who[160];
+    double rate;
+    size_t i;
+    int raised = 0;
+
+    rate = best_rate(r, dev, 0, who, sizeof who);
+    raised |= raise_peak(&d->peak_gflops, &d->fma_measured, rate, "GFLOP/s",
+                         "fp32 peak", who, d->peak_note, sizeof d->peak_note);
+    rate = best_rate(r, dev, 1, who, sizeof who);
+    raised |=
+        raise_peak(&d->peak_gbps, &d->copy_measured, rate, "GB/s",
+                   "copy bandwidth", who, d->peak_note, sizeof d->peak_note);
+    for (i = 0; i < r->nresults; i++)
+        if (r->results[i].device == dev)
+            clf_bench_result_roofline(&r->results[i], d);
+    return raised;
 }

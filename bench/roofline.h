@@ -51,6 +51,15 @@ void clf_bench_fused_bytes(const clf_bench_shape *shape,
  * where its fused stage took time. */
 void clf_bench_result_bytes(clf_bench_result *x);
 
+/* Holds the device's peaks above every rate its rows measured: where a
+ * row's whole forward or a stage ran more GFLOP/s than peak_gflops, or
+ * moved more GB/s (the bytes model over its time) than peak_gbps, the
+ * peak is raised to that rate, the kernels' figure kept in
+ * fma_measured / copy_measured and the row named in peak_note; then
+ * every row's roofline figures of the device are computed again, so no
+ * roof% passes 100.  Returns 1 when a peak was raised, else 0. */
+int clf_bench_peaks_hold(clf_bench_report *r, size_t dev);
+
 /* The roofline bound in GFLOP/s: min(peak_gflops, intensity * peak_gbps),
  * intensity = flops / bytes; NaN when any input is NaN or not positive. */
 double clf_bench_roofline_bound(double flops, double bytes, double peak_gflops,

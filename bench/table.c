@@ -41,6 +41,17 @@ clf_bench_print_peaks(FILE *f, const clf_bench_device *d)
             g, m, h,
             d->peak_cached ? "from the cache; --peak measures again"
                            : "measured now");
+    if (d->fma_width > 0) {
+        char type[16] = "float";
+        if (d->fma_width > 1)
+            snprintf(type, sizeof type, "float%d", d->fma_width);
+        fprintf(f,
+                "       multiply-add: %d chains of %s a work-item; copy: %s\n",
+                d->fma_chains, type,
+                d->copy_api ? "clEnqueueCopyBuffer" : "the copy kernel");
+    }
+    if (d->peak_note[0] != '\0')
+        fprintf(f, "       %s\n", d->peak_note);
 }
 
 /* --------------------------------------------------------- comparison */

@@ -823,14 +823,19 @@ CLF_EXTERN int clf_attention_desc_flops(const clf_attention_desc *desc,
  * roofline bound min(fma_gflops, intensity x copy_gbps)). */
 typedef struct clf_device_peaks {
     double fma_gflops; /* fp32 multiply-add throughput, GFLOP/s (2 FLOPs a
-                          multiply-add): 8 independent float8 chains per
-                          work-item, 2048 work-items per compute unit */
+                          multiply-add): the best of a grid of kernels,
+                          float to float16, 8 to 24 independent chains
+                          per work-item, 2048 work-items per compute
+                          unit */
     double copy_gbps;  /* device-memory copy bandwidth, GB/s (bytes read
-                          plus bytes written): a float4 copy kernel over
-                          a buffer of up to 128 MiB */
+                          plus bytes written): the faster of a float4
+                          copy kernel and clEnqueueCopyBuffer over a
+                          buffer of up to 128 MiB */
     double h2d_gbps;   /* host-to-device bandwidth, GB/s: a blocking
                           clEnqueueWriteBuffer of the same buffer */
     int cached;        /* 1: read from the cache, not measured by this call */
+    int fma_width, fma_chains; /* the grid point that set fma_gflops */
+    int copy_api; /* 1: clEnqueueCopyBuffer set copy_gbps, 0: the kernel */
 } clf_device_peaks;
 
 /* Measures again even when the cache holds the device's peaks. */

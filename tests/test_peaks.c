@@ -66,6 +66,9 @@ assert_measured(const clf_device_peaks *p)
     ck_assert(isfinite(p->fma_gflops) && p->fma_gflops > 0.0);
     ck_assert(isfinite(p->copy_gbps) && p->copy_gbps > 0.0);
     ck_assert(isfinite(p->h2d_gbps) && p->h2d_gbps > 0.0);
+    /* the grid point that set the multiply-add figure */
+    ck_assert(p->fma_width >= 1 && p->fma_width <= 16);
+    ck_assert(p->fma_chains >= 8 && p->fma_chains <= 24);
 }
 
 static void
@@ -75,6 +78,8 @@ assert_same(const clf_device_peaks *a, const clf_device_peaks *b)
     ck_assert(fabs(a->fma_gflops - b->fma_gflops) <= 1e-5 * a->fma_gflops);
     ck_assert(fabs(a->copy_gbps - b->copy_gbps) <= 1e-5 * a->copy_gbps);
     ck_assert(fabs(a->h2d_gbps - b->h2d_gbps) <= 1e-5 * a->h2d_gbps);
+    ck_assert(a->fma_width == b->fma_width && a->fma_chains == b->fma_chains &&
+              a->copy_api == b->copy_api);
 }
 
 START_TEST(peaks_bad_arguments)
@@ -113,29 +118,42 @@ END_TEST
 /* Each bad file is ignored (cached == 0) and replaced by a good one. */
 START_TEST(peaks_bad_cache_ignored)
 {
+    /* M: the method line of a good file */
+#define M "method 8x16 kernel\n"
     static const char *const bad[] = {
         "garbage\n", "",
         /* a figure that is not a positive number */
-        "clinformer-peaks 1\n%s\nfma_gflops -3\ncopy_gbps 1\nh2d_gbps 1\n",
-        "clinformer-peaks 1\n%s\nfma_gflops nan\ncopy_gbps 1\nh2d_gbps 1\n",
+        "clinformer-peaks 1\n%s\nfma_gflops -3\ncopy_gbps 1\nh2d_gbps 1\n" M,
+        "clinformer-peaks 1\n%s\nfma_gflops nan\ncopy_gbps 1\nh2d_gbps 1\n" M,
         /* a figure no device reaches: below 1e-3 or above 1e7 */
-        "clinformer-peaks 1\n%s\nfma_gflops 1e-300\ncopy_gbps 1\nh2d_gbps 1\n",
-        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 0.0009\nh2d_gbps 1\n",
-        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\nh2d_gbps 2e7\n",
-        "clinformer-peaks 1\n%s\nfma_gflops 5e8\ncopy_gbps 1\nh2d_gbps 1\n",
+        "clinformer-peaks 1\n%s\nfma_gflops 1e-300\ncopy_gbps 1\nh2d_gbps "
+        "1\n" M,
+        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 0.0009\nh2d_gbps "
+        "1\n" M,
+        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\nh2d_gbps 2e7\n" M,
+        "clinformer-peaks 1\n%s\nfma_gflops 5e8\ncopy_gbps 1\nh2d_gbps 1\n" M,
         /* a figure's number on the next line, or after more space */
-        "clinformer-peaks 1\n%s\nfma_gflops\n3\ncopy_gbps 1\nh2d_gbps 1\n",
-        "clinformer-peaks 1\n%s\nfma_gflops \n3\ncopy_gbps 1\nh2d_gbps 1\n",
-        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps  1\nh2d_gbps 1\n",
+        "clinformer-peaks 1\n%s\nfma_gflops\n3\ncopy_gbps 1\nh2d_gbps 1\n" M,
+        "clinformer-peaks 1\n%s\nfma_gflops \n3\ncopy_gbps 1\nh2d_gbps 1\n" M,
+        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps  1\nh2d_gbps 1\n" M,
         /* a figure missing, one too many, a cut-off line */
-        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\n",
-        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\nh2d_gbps 1\nx 1\n",
-        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\nh2d_gbps 1",
+        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\n" M,
+        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\nh2d_gbps 1\n" M
+        "x 1\n",
+        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\nh2d_gbps 1\n"
+        "method 8x16 kernel",
+        /* the method: missing, a point not in the grid, an unknown copy */
+        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\nh2d_gbps 1\n",
+        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\nh2d_gbps 1\n"
+        "method 3x5 kernel\n",
+        "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1\nh2d_gbps 1\n"
+        "method 8x16 dma\n",
         /* another device's key */
         "clinformer-peaks 1\nkey other|device\nfma_gflops 3\ncopy_gbps 1\n"
-        "h2d_gbps 1\n",
+        "h2d_gbps 1\n" M,
         /* another format version */
-        "clinformer-peaks 2\n%s\nfma_gflops 3\ncopy_gbps 1\nh2d_gbps 1\n"};
+        "clinformer-peaks 2\n%s\nfma_gflops 3\ncopy_gbps 1\nh2d_gbps 1\n" M};
+#undef M
     char key[700], text[1400], path[600];
     clf_device_peaks p;
     FILE *f;
@@ -154,16 +172,17 @@ START_TEST(peaks_bad_cache_ignored)
     /* the file the library wrote is what a good one looks like */
     snprintf(text, sizeof text,
              "clinformer-peaks 1\n%s\nfma_gflops 3\ncopy_gbps 1.5\n"
-             "h2d_gbps 0.25\n",
+             "h2d_gbps 0.25\nmethod 16x24 buffer\n",
              key);
     put_file(path, text);
     ck_assert_int_eq(clf_context_peaks(tu_context(), 0, &p), 0);
     ck_assert_int_eq(p.cached, 1);
     ck_assert(p.fma_gflops == 3.0 && p.copy_gbps == 1.5 && p.h2d_gbps == 0.25);
+    ck_assert(p.fma_width == 16 && p.fma_chains == 24 && p.copy_api == 1);
     /* the bounds themselves are plausible */
     snprintf(text, sizeof text,
              "clinformer-peaks 1\n%s\nfma_gflops 1e7\ncopy_gbps 0.001\n"
-             "h2d_gbps 1\n",
+             "h2d_gbps 1\nmethod 1x8 kernel\n",
              key);
     put_file(path, text);
     ck_assert_int_eq(clf_context_peaks(tu_context(), 0, &p), 0);

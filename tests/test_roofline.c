@@ -325,6 +325,61 @@ two_devices(clf_bench_report *r)
     add_row(r, 1, CLF_BENCH_FULL, 256, 20.0, 0.0);
 }
 
+/* No rate a run measured stays above its device's peak: a faster row
+ * (or stage) raises the peak to its rate, keeps the kernels' figure and
+ * names the row, and then no roof% passes 100; rows that did not run
+ * and other devices are left alone. */
+START_TEST(peaks_hold_every_measured_rate)
+{
+    clf_bench_report r;
+    clf_bench_result *x;
+    size_t i;
+    int s;
+
+    two_devices(&r);
+    /* at the peaks (100 GFLOP/s, 10 GB/s), not above: nothing raised */
+    ck_assert_int_eq(clf_bench_peaks_hold(&r, 0), 0);
+    ck_assert(r.devices[0].peak_gflops == 100.0);
+    ck_assert(isnan(r.devices[0].fma_measured));
+    ck_assert_str_eq(r.devices[0].peak_note, "");
+    /* a row that did not run, however fast, is no rate */
+    add_row(&r, 0, CLF_BENCH_LINFORMER, 2048, 0.001, 0.0);
+    r.results[r.nresults - 1].status = CLF_BENCH_OVER_BUDGET;
+    ck_assert_int_eq(clf_bench_peaks_hold(&r, 0), 0);
+    /* 200 GFLOP/s and 20 GB/s over the whole forward, 500 GFLOP/s in
+     * its projection stage */
+    add_row(&r, 0, CLF_BENCH_LINFORMER, 1024, 5.0, 0.0);
+    x = &r.results[r.nresults - 1];
+    x->stage_flops[CLF_STAGE_PROJECTION] = 5e8;
+    x->stage_bytes[CLF_STAGE_PROJECTION] = 1e6;
+    x->stage[CLF_STAGE_PROJECTION].median = 1e-3;
+    x->stage[CLF_STAGE_PROJECTION].runs = 3;
+    ck_assert(x->roofline_pct > 100.0); /* against the kernels' peaks */
+    ck_assert_int_eq(clf_bench_peaks_hold(&r, 0), 1);
+    ck_assert(fabs(r.devices[0].peak_gflops - 500.0) < 1e-6);
+    ck_assert(fabs(r.devices[0].peak_gbps - 20.0) < 1e-6);
+    ck_assert(r.devices[0].fma_measured == 100.0);
+    ck_assert(r.devices[0].copy_measured == 10.0);
+    ck_assert_ptr_nonnull(strstr(r.devices[0].peak_note, "fp32 peak raised"));
+    ck_assert_ptr_nonnull(strstr(r.devices[0].peak_note, "n=1024"));
+    ck_assert_ptr_nonnull(strstr(r.devices[0].peak_note, "projection"));
+    ck_assert_ptr_nonnull(strstr(r.devices[0].peak_note, "copy bandwidth"));
+    for (i = 0; i < r.nresults; i++) {
+        const clf_bench_result *y = &r.results[i];
+        if (y->device != 0 || y->status != CLF_BENCH_OK)
+            continue;
+        ck_assert_msg(!(y->roofline_pct > 100.0 + 1e-9), "row %zu: %g", i,
+                      y->roofline_pct);
+        for (s = 0; s < CLF_STAGE_COUNT; s++)
+            ck_assert(!(y->stage_roofline_pct[s] > 100.0 + 1e-9));
+    }
+    ck_assert(r.devices[1].peak_gflops == 100.0);
+    /* held again: nothing more to raise */
+    ck_assert_int_eq(clf_bench_peaks_hold(&r, 0), 0);
+    clf_bench_report_free(&r);
+}
+END_TEST
+
 /* The comparison table as a string (the caller frees it). */
 static char *
 comparison(const clf_bench_report *r)
@@ -623,6 +678,12 @@ START_TEST(json_keeps_peaks_roofline_noise_load_baseline)
 
     two_devices(&in);
     in.devices[1].peak_cached = 1;
+    in.devices[0].fma_width = 8;
+    in.devices[0].fma_chains = 16;
+    in.devices[1].copy_api = 1;
+    in.devices[1].fma_measured = 80.0;
+    snprintf(in.devices[1].peak_note, sizeof in.devices[1].peak_note,
+             "fp32 peak raised");
     in.load_start[0] = 1.5;
     in.load_end[2] = 3.25;
     in.baseline = 1;
@@ -649,7 +710,13 @@ START_TEST(json_keeps_peaks_roofline_noise_load_baseline)
                   out.devices[i].peak_gbps == 10.0 &&
                   out.devices[i].h2d_gbps == 5.0);
         ck_assert_int_eq(out.devices[i].peak_cached, (int)i);
+        ck_assert_int_eq(out.devices[i].fma_width, in.devices[i].fma_width);
+        ck_assert_int_eq(out.devices[i].fma_chains, in.devices[i].fma_chains);
+        ck_assert_int_eq(out.devices[i].copy_api, in.devices[i].copy_api);
+        ck_assert_str_eq(out.devices[i].peak_note, in.devices[i].peak_note);
     }
+    ck_assert(out.devices[1].fma_measured == 80.0);
+    ck_assert(isnan(out.devices[0].fma_measured));
     ck_assert_uint_eq(out.nresults, in.nresults);
     for (i = 0; i < in.nresults; i++) {
         const clf_bench_result *a = &in.results[i], *b = &out.results[i];
@@ -775,6 +842,7 @@ main(void)
     tcase_add_test(tc, json_keeps_peaks_roofline_noise_load_baseline);
     tcase_add_test(tc, json_without_the_new_fields_still_reads);
     tcase_add_test(tc, json_rejects_bad_new_fields);
+    tcase_add_test(tc, peaks_hold_every_measured_rate);
     suite_add_tcase(s, tc);
     return tu_run(s, 0);
 }

@@ -48,8 +48,13 @@
     KERNEL(ADD_BIAS, clf_add_bias)                                             \
     KERNEL(ACT, clf_act)                                                       \
     FILE(peaks)                                                                \
-    KERNEL(PEAK_FMA, clf_peak_fma)                                             \
-    KERNEL(PEAK_FMA1, clf_peak_fma1)                                           \
+    KERNEL(PEAK_FMA_W1C8, clf_peak_fma_w1c8)                                   \
+    KERNEL(PEAK_FMA_W1C16, clf_peak_fma_w1c16)                                 \
+    KERNEL(PEAK_FMA_W4C16, clf_peak_fma_w4c16)                                 \
+    KERNEL(PEAK_FMA_W8C8, clf_peak_fma_w8c8)                                   \
+    KERNEL(PEAK_FMA_W8C16, clf_peak_fma_w8c16)                                 \
+    KERNEL(PEAK_FMA_W8C24, clf_peak_fma_w8c24)                                 \
+    KERNEL(PEAK_FMA_W16C24, clf_peak_fma_w16c24)                               \
     KERNEL(PEAK_COPY, clf_peak_copy)                                           \
     FILE(gemm_tiled)                                                           \
     KERNEL(GEMM_TILED, clf_gemm_tiled)                                         \

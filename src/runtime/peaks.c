@@ -22,7 +22,7 @@
 #define PEAK_MAGIC "clinformer-peaks 1"
 /* The host side of the method (runs, sizes, repeats): change it when that
  * changes, so that figures measured the old way are measured again. */
-#define PEAK_HOST_METHOD 2
+#define PEAK_HOST_METHOD 3
 #define PEAK_FILE_MAX 4096
 /* What a device can plausibly do, in GFLOP/s and GB/s alike: from a
  * microcontroller-class emulation (1e-3) to far beyond any device built
@@ -35,10 +35,16 @@
 #define PEAK_TARGET_S 0.05         /* a timed FMA run */
 #define PEAK_COPY_S 0.02           /* a timed copy run, at least */
 #define PEAK_COPY_MAX (128u << 20) /* bytes of each copy buffer */
-/* FLOPs per work-item and iteration of the two FMA kernels of cl/peaks.cl:
- * 16 steps of 8 chains of float8, or of float. */
-#define PEAK_FLOPS_VEC (16.0 * 8.0 * 8.0 * 2.0)
-#define PEAK_FLOPS_SCALAR (16.0 * 8.0 * 2.0)
+/* The multiply-add kernels of cl/peaks.cl: vector width and chains of
+ * each; an iteration makes 4 steps of every chain, 2 FLOPs a lane. */
+static const struct {
+    enum clf__kernel_id id;
+    int width, chains;
+} fma_grid[] = {{CLF_K_PEAK_FMA_W1C8, 1, 8},    {CLF_K_PEAK_FMA_W1C16, 1, 16},
+                {CLF_K_PEAK_FMA_W4C16, 4, 16},  {CLF_K_PEAK_FMA_W8C8, 8, 8},
+                {CLF_K_PEAK_FMA_W8C16, 8, 16},  {CLF_K_PEAK_FMA_W8C24, 8, 24},
+                {CLF_K_PEAK_FMA_W16C24, 16, 24}};
+#define FMA_GRID (sizeof fma_grid / sizeof fma_grid[0])
 
 /* ------------------------------------------------------------- measure */
 
@@ -155,7 +161,30 @@ copy_bytes(const clf_context *ctx)
     return (size_t)(b / 16 * 16);
 }
 
-/* The copy kernel and the host write over two buffers of `bytes`. */
+/* reps clEnqueueCopyBuffer copies back to back, then clFinish: the
+ * runtime's own copy, which some devices run faster than a kernel. */
+static int
+buffer_copy_run(clf_context *ctx, cl_mem src, cl_mem dst, size_t bytes,
+                unsigned reps, double *secs)
+{
+    double t0 = clf__now_s();
+    cl_int err = CL_SUCCESS;
+    unsigned r;
+
+    for (r = 0; r < reps && err == CL_SUCCESS; r++)
+        err = clEnqueueCopyBuffer(ctx->queue, src, dst, 0, 0, bytes, 0, NULL,
+                                  NULL);
+    if (err == CL_SUCCESS)
+        err = clFinish(ctx->queue);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "peaks: clEnqueueCopyBuffer of %zu bytes (%d)",
+                         bytes, err);
+    *secs = clf__now_s() - t0;
+    return 0;
+}
+
+/* The copy kernel, clEnqueueCopyBuffer and the host write over two
+ * buffers of `bytes`; the faster copy is kept, and which it was. */
 static int
 measure_copies(clf_context *ctx, cl_mem a, cl_mem b, size_t bytes,
                clf_device_peaks *p)
@@ -175,14 +204,24 @@ measure_copies(clf_context *ctx, cl_mem a, cl_mem b, size_t bytes,
         rc = copy_run(ctx, a, b, n, 1, &t);
     if (rc == 0 && t > 0.0 && t < PEAK_COPY_S)
         reps = PEAK_COPY_S / t > 256.0 ? 256u : (unsigned)(PEAK_COPY_S / t);
+    if (rc == 0) /* untimed */
+        rc = buffer_copy_run(ctx, a, b, bytes, 1, &t);
     for (i = 0; i <= PEAK_RUNS && rc == 0; i++) {
         rc = write_run(ctx, a, host, bytes, &t);
         if (rc == 0 && i > 0 && bytes / t > best_w)
             best_w = bytes / t;
         if (rc == 0)
             rc = copy_run(ctx, a, b, n, reps, &t);
-        if (rc == 0 && 2.0 * bytes * reps / t > best)
+        if (rc == 0 && 2.0 * bytes * reps / t > best) {
             best = 2.0 * bytes * reps / t;
+            p->copy_api = 0;
+        }
+        if (rc == 0)
+            rc = buffer_copy_run(ctx, a, b, bytes, reps, &t);
+        if (rc == 0 && 2.0 * bytes * reps / t > best) {
+            best = 2.0 * bytes * reps / t;
+            p->copy_api = 1;
+        }
     }
     free(host);
     p->copy_gbps = best * 1e-9;
@@ -212,7 +251,7 @@ make_buf(clf_context *ctx, size_t bytes, int *rc)
 static int
 measure_locked(clf_context *ctx, clf_device_peaks *p)
 {
-    size_t bytes = copy_bytes(ctx);
+    size_t bytes = copy_bytes(ctx), i;
     cl_mem out, a, b;
     int rc = 0;
 
@@ -220,12 +259,16 @@ measure_locked(clf_context *ctx, clf_device_peaks *p)
     a = make_buf(ctx, bytes, &rc);
     b = make_buf(ctx, bytes, &rc);
     p->fma_gflops = 0.0;
-    if (rc == 0)
-        rc = measure_fma(ctx, CLF_K_PEAK_FMA, PEAK_FLOPS_VEC, out,
+    for (i = 0; i < FMA_GRID && rc == 0; i++) {
+        const double before = p->fma_gflops;
+        rc = measure_fma(ctx, fma_grid[i].id,
+                         8.0 * fma_grid[i].chains * fma_grid[i].width, out,
                          &p->fma_gflops);
-    if (rc == 0)
-        rc = measure_fma(ctx, CLF_K_PEAK_FMA1, PEAK_FLOPS_SCALAR, out,
-                         &p->fma_gflops);
+        if (rc == 0 && p->fma_gflops > before) {
+            p->fma_width = fma_grid[i].width;
+            p->fma_chains = fma_grid[i].chains;
+        }
+    }
     if (rc == 0)
         rc = measure_copies(ctx, a, b, bytes, p);
     if (out != NULL)
@@ -296,8 +339,32 @@ parse_figure(const char **p, const char *name, double *out)
     return 0;
 }
 
-/* Parses a cache file's text: magic, key, the three figures, nothing
- * else.  Returns 0, or -1 for anything else. */
+/* The line "method <width>x<chains> <kernel|buffer>\n" at *q: the grid
+ * point of the multiply-add figure and the copy that set the copy one;
+ * advances *q. */
+static int
+parse_method(const char **q, clf_device_peaks *p)
+{
+    int w, c, used = 0;
+    char how[8];
+
+    if (sscanf(*q, "method %2dx%2d %6[a-z]\n%n", &w, &c, how, &used) != 3 ||
+        used == 0 || (*q)[used - 1] != '\n')
+        return -1;
+    for (size_t i = 0; i < FMA_GRID; i++)
+        if (fma_grid[i].width == w && fma_grid[i].chains == c &&
+            (strcmp(how, "kernel") == 0 || strcmp(how, "buffer") == 0)) {
+            p->fma_width = w;
+            p->fma_chains = c;
+            p->copy_api = how[0] == 'b';
+            *q += used;
+            return 0;
+        }
+    return -1;
+}
+
+/* Parses a cache file's text: magic, key, the three figures and the
+ * method line, nothing else.  Returns 0, or -1 for anything else. */
 static int
 parse_cache(const char *text, const char *key, clf_device_peaks *p)
 {
@@ -312,7 +379,8 @@ parse_cache(const char *text, const char *key, clf_device_peaks *p)
     q += klen + 1;
     if (parse_figure(&q, "fma_gflops", &p->fma_gflops) != 0 ||
         parse_figure(&q, "copy_gbps", &p->copy_gbps) != 0 ||
-        parse_figure(&q, "h2d_gbps", &p->h2d_gbps) != 0 || *q != '\0')
+        parse_figure(&q, "h2d_gbps", &p->h2d_gbps) != 0 ||
+        parse_method(&q, p) != 0 || *q != '\0')
         return -1;
     return 0;
 }
@@ -357,8 +425,11 @@ cache_save(const clf_context *ctx, const clf_device_peaks *p)
         !plausible(p->copy_gbps) || !plausible(p->h2d_gbps))
         return;
     len = snprintf(text, sizeof text,
-                   "%s\n%s\nfma_gflops %.6g\ncopy_gbps %.6g\nh2d_gbps %.6g\n",
-                   PEAK_MAGIC, key, p->fma_gflops, p->copy_gbps, p->h2d_gbps);
+                   "%s\n%s\nfma_gflops %.6g\ncopy_gbps %.6g\nh2d_gbps %.6g\n"
+                   "method %dx%d %s\n",
+                   PEAK_MAGIC, key, p->fma_gflops, p->copy_gbps, p->h2d_gbps,
+                   p->fma_width, p->fma_chains,
+                   p->copy_api ? "buffer" : "kernel");
     if (len > 0 && (size_t)len < sizeof text)
         (void)clf__file_write_atomic(path, text, (size_t)len);
 }

@@ -183,49 +183,65 @@ buffer_copy_run(clf_context *ctx, cl_mem src, cl_mem dst, size_t bytes,
     return 0;
 }
 
+/* Rates of one timed round, in bytes per second: the copy (the faster
+ * of the kernel and clEnqueueCopyBuffer, and which) and the host write. */
+struct copy_best {
+    double copy, write;
+    int api;
+};
+
+/* One round: the host write (kept where keep_write), the copy kernel and
+ * clEnqueueCopyBuffer, reps copies each. */
+static int
+copy_round(clf_context *ctx, cl_mem a, cl_mem b, size_t bytes, unsigned reps,
+           const void *host, int keep_write, struct copy_best *best)
+{
+    double t = 0.0;
+    int api;
+
+    CLF_TRY(write_run(ctx, a, host, bytes, &t));
+    if (keep_write && bytes / t > best->write)
+        best->write = bytes / t;
+    for (api = 0; api < 2; api++) {
+        CLF_TRY(api ? buffer_copy_run(ctx, a, b, bytes, reps, &t)
+                    : copy_run(ctx, a, b, (cl_uint)(bytes / 16), reps, &t));
+        if (2.0 * bytes * reps / t > best->copy) {
+            best->copy = 2.0 * bytes * reps / t;
+            best->api = api;
+        }
+    }
+    return 0;
+}
+
 /* The copy kernel, clEnqueueCopyBuffer and the host write over two
  * buffers of `bytes`; the faster copy is kept, and which it was. */
 static int
 measure_copies(clf_context *ctx, cl_mem a, cl_mem b, size_t bytes,
                clf_device_peaks *p)
 {
-    cl_uint n = (cl_uint)(bytes / 16);
-    double t = 0.0, best = 0.0, best_w = 0.0;
+    struct copy_best best = {0.0, 0.0, 0};
+    double t = 0.0;
     unsigned reps = 1;
     void *host;
-    int i, rc = 0;
+    int i, rc;
 
     if ((host = calloc(1, bytes)) == NULL)
         return clf__fail(CLF_ENO_MEMORY, "peaks: %zu bytes of host memory",
                          bytes);
     /* untimed (a first launch may compile), then one to size the runs */
-    rc = copy_run(ctx, a, b, n, 1, &t);
+    rc = copy_run(ctx, a, b, (cl_uint)(bytes / 16), 1, &t);
     if (rc == 0)
-        rc = copy_run(ctx, a, b, n, 1, &t);
+        rc = copy_run(ctx, a, b, (cl_uint)(bytes / 16), 1, &t);
     if (rc == 0 && t > 0.0 && t < PEAK_COPY_S)
         reps = PEAK_COPY_S / t > 256.0 ? 256u : (unsigned)(PEAK_COPY_S / t);
     if (rc == 0) /* untimed */
         rc = buffer_copy_run(ctx, a, b, bytes, 1, &t);
-    for (i = 0; i <= PEAK_RUNS && rc == 0; i++) {
-        rc = write_run(ctx, a, host, bytes, &t);
-        if (rc == 0 && i > 0 && bytes / t > best_w)
-            best_w = bytes / t;
-        if (rc == 0)
-            rc = copy_run(ctx, a, b, n, reps, &t);
-        if (rc == 0 && 2.0 * bytes * reps / t > best) {
-            best = 2.0 * bytes * reps / t;
-            p->copy_api = 0;
-        }
-        if (rc == 0)
-            rc = buffer_copy_run(ctx, a, b, bytes, reps, &t);
-        if (rc == 0 && 2.0 * bytes * reps / t > best) {
-            best = 2.0 * bytes * reps / t;
-            p->copy_api = 1;
-        }
-    }
+    for (i = 0; i <= PEAK_RUNS && rc == 0; i++)
+        rc = copy_round(ctx, a, b, bytes, reps, host, i > 0, &best);
     free(host);
-    p->copy_gbps = best * 1e-9;
-    p->h2d_gbps = best_w * 1e-9;
+    p->copy_gbps = best.copy * 1e-9;
+    p->h2d_gbps = best.write * 1e-9;
+    p->copy_api = best.api;
     return rc;
 }
 

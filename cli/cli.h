@@ -134,6 +134,8 @@ void cli_print_choices(clf_context *ctx, int verbose);
  * the bucket's first word: comp, score, weigh, ffn; proj without one),
  * else the kind itself. */
 void cli_choice_kind(const clf_kernel_choice *c, char *buf, size_t cap);
+/* "clblast 1.20 ms, blocked 0.80 ms" from c->ms ("" when none known). */
+void cli_choice_times(const clf_kernel_choice *c, char *buf, size_t cap);
 /* The context's launch log as a table on stdout. */
 void cli_print_launches(clf_context *ctx);
 

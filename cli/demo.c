@@ -25,7 +25,7 @@ list_kernel_choices(const clf_device_info *d)
     clf_context *ctx = NULL;
     clf_kernel_choice c;
     size_t count = 0, i;
-    char sel[16], kind[32];
+    char sel[16], kind[32], times[160];
 
     snprintf(sel, sizeof sel, "%u", d->index);
     if (clf_context_create(&ctx, sel) != 0 ||
@@ -44,7 +44,9 @@ list_kernel_choices(const clf_device_info *d)
     for (i = 0; i < count; i++)
         if (clf_context_kernel_choice(ctx, i, &c) == 0) {
             cli_choice_kind(&c, kind, sizeof kind);
-            printf("      %-11s %-24s %s\n", kind, c.bucket, c.name);
+            cli_choice_times(&c, times, sizeof times);
+            printf("      %-11s %-24s %-8s%s%s%s\n", kind, c.bucket, c.name,
+                   times[0] ? " (timed: " : "", times, times[0] ? ")" : "");
         }
     clf_context_destroy(ctx);
 }

@@ -17,6 +17,7 @@ struct tune_opts {
     const char *device;
     size_t d_model, heads, k, seq_len;
     double budget;
+    int choices;
 };
 
 #define TO(field) offsetof(struct tune_opts, field)
@@ -44,6 +45,12 @@ const struct cli_option cli_tune_options[] = {
      "devices) still fits; the progress ends with what was\n"
      "tried and what was skipped",
      0, 0, NULL},
+    {"choices", CLI_FLAG, TO(choices), NULL,
+     "instead: forget the device's stored kernel choices\n"
+     "(listed first, with the times they were chosen by),\n"
+     "so that the next forward of each shape times its\n"
+     "candidates again: for choices timed on a busy machine",
+     1, 0, NULL},
     {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
 
 /* The largest difference, its element and max |B|. */
@@ -168,10 +175,38 @@ tune_sizes(const char *cmd, struct tune_opts *o)
     return 0;
 }
 
+/* tune --choices: the stored choices listed, then forgotten. */
+static int
+forget_choices(clf_context *ctx)
+{
+    clf_kernel_choice c;
+    size_t count = 0, i;
+    char kind[32], times[160];
+    int rc;
+
+    if ((rc = clf_context_kernel_choice_count(ctx, &count)) != 0)
+        return cli_fail(ctx, "reading the kernel choices", rc);
+    for (i = 0; i < count; i++)
+        if (clf_context_kernel_choice(ctx, i, &c) == 0 &&
+            strcmp(c.kind, "throughput") != 0) {
+            cli_choice_kind(&c, kind, sizeof kind);
+            cli_choice_times(&c, times, sizeof times);
+            printf("forgetting %-11s %-24s %-8s%s%s%s\n", kind, c.bucket,
+                   c.name, times[0] ? " (timed: " : "", times,
+                   times[0] ? ")" : "");
+        }
+    if ((rc = clf_context_forget_kernel_choices(ctx, &count)) != 0)
+        return cli_fail(ctx, "forgetting the kernel choices", rc);
+    printf("%zu kernel choice%s forgotten: the next forward of each shape "
+           "times its candidates again\n",
+           count, count == 1 ? "" : "s");
+    return 0;
+}
+
 int
 cli_tune_main(const struct cli_command *cmd, int argc, char **argv)
 {
-    struct tune_opts o = {NULL, 512, 8, 0, 2048, 120.0};
+    struct tune_opts o = {NULL, 512, 8, 0, 2048, 120.0, 0};
     clf_context *ctx = NULL;
     clf_tune_opts to;
     int first, rc;
@@ -189,6 +224,11 @@ cli_tune_main(const struct cli_command *cmd, int argc, char **argv)
     to.progress = progress_line;
     if ((rc = clf_context_create(&ctx, o.device)) != 0)
         return cli_fail(NULL, "creating a context", rc);
+    if (o.choices) {
+        rc = forget_choices(ctx);
+        clf_context_destroy(ctx);
+        return rc;
+    }
     rc = clf_tune(ctx, &to);
     if (rc != 0) {
         cli_fail(ctx, "tuning", rc);

@@ -137,6 +137,27 @@ cli_choice_kind(const clf_kernel_choice *c, char *buf, size_t cap)
     snprintf(buf, cap, "gemm[%s]", role);
 }
 
+void
+cli_choice_times(const clf_kernel_choice *c, char *buf, size_t cap)
+{
+    size_t len = 0;
+    const char *name;
+    int i;
+
+    buf[0] = '\0';
+    for (i = 0; i < 4 && len < cap; i++) {
+        if ((name = clf_kernel_candidate_name(c->kind, i)) == NULL)
+            break;
+        if (c->ms[i] == 0.0)
+            continue;
+        len += (size_t)(c->ms[i] < 0.0
+                            ? snprintf(buf + len, cap - len, "%s%s failed",
+                                       len ? ", " : "", name)
+                            : snprintf(buf + len, cap - len, "%s%s %.2f ms",
+                                       len ? ", " : "", name, c->ms[i]));
+    }
+}
+
 /* One line per choice of the listing "softmax: X (...); gemm: Y (...);
  * gemm[comp]: ...", as "  softmax = X (...)", the projections' GEMMs
  * named gemm[proj]. */
@@ -164,7 +185,7 @@ cli_print_choices(clf_context *ctx, int verbose)
 {
     clf_kernel_choice c;
     size_t count = 0, i;
-    char kind[32];
+    char kind[32], times[160];
 
     printf("kernel choices: %s\n", clf_context_kernel_choices(ctx));
     if (!verbose)
@@ -176,8 +197,10 @@ cli_print_choices(clf_context *ctx, int verbose)
     for (i = 0; i < count; i++)
         if (clf_context_kernel_choice(ctx, i, &c) == 0) {
             cli_choice_kind(&c, kind, sizeof kind);
-            printf("  %-11s %-24s %-8s (%s)\n", kind, c.bucket, c.name,
-                   (unsigned)c.source < 4 ? source_names[c.source] : "?");
+            cli_choice_times(&c, times, sizeof times);
+            printf("  %-11s %-24s %-8s (%s%s%s)\n", kind, c.bucket, c.name,
+                   (unsigned)c.source < 4 ? source_names[c.source] : "?",
+                   times[0] ? ": " : "", times);
         }
 }
 

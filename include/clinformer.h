@@ -374,8 +374,10 @@ typedef struct clf_kernel_choice {
                          with the role ("comp.", "score.", "weigh.",
                          "ffn.") */
     clf_choice_source source; /* CLF_SOURCE_STORED or CLF_SOURCE_TIMED */
-    double ms[4]; /* when timed by this context: each candidate's best time
-                     in the order listed above (-1 failed), else 0 */
+    double ms[4]; /* each candidate's best time when it was timed, by this
+                     context or by the one that stored it, in the order
+                     listed above (-1 failed, 0 did not apply or not
+                     known) */
 } clf_kernel_choice;
 
 /* Forces `name` for `kind` on this context (CLINFORMER_KERNELS still
@@ -392,6 +394,21 @@ CLF_EXTERN int clf_context_force_kernel(clf_context *ctx, const char *kind,
 CLF_EXTERN int clf_context_kernel_choice_count(clf_context *ctx, size_t *count);
 CLF_EXTERN int clf_context_kernel_choice(clf_context *ctx, size_t index,
                                          clf_kernel_choice *out);
+
+/* The name of candidate `index` of a choice kind ("softmax", "gemm",
+ * "attend", "halfgemm"), in the order of clf_kernel_choice.ms; NULL for
+ * an unknown kind or an index past its candidates. */
+CLF_EXTERN const char *clf_kernel_candidate_name(const char *kind, int index);
+
+/* Forgets the kernel choices stored for the context's device, in the
+ * store and in the context (not those forced), so that the next forward
+ * of each shape times its candidates again: for choices timed while the
+ * machine was busy, whose stored times (clf_kernel_choice.ms) say so.
+ * Other contexts keep what they already read until they are made again.
+ * *dropped (may be NULL) receives how many there were.  Errors:
+ * CLF_ENULL_ARGUMENT. */
+CLF_EXTERN int clf_context_forget_kernel_choices(clf_context *ctx,
+                                                 size_t *dropped);
 
 /* The choice each kind last took in the context's plans and where it came
  * from, e.g. "softmax: vector (stored r2048.c256); gemm: blocked (timed

@@ -198,7 +198,7 @@ START_TEST(choice_store_is_read_by_a_fresh_context)
     ck_assert_int_eq(b->last_source[CLF_KIND_GEMM], CLF_SOURCE_STORED);
     ck_assert_ptr_null(b->program);
     ck_assert_ptr_nonnull(
-        strstr(clf_context_kernel_choices(b), "(stored m512.n64.k64)"));
+        strstr(clf_context_kernel_choices(b), "(stored m512.n64.k64: "));
     clf_context_destroy(b);
     clf_context_destroy(a);
     drop_dir();
@@ -541,6 +541,136 @@ assert_listed(clf_context *ctx, const char *want)
                   clf_context_kernel_choices(ctx));
 }
 
+/* Load planted on one candidate's runs: a delay after the launch of the
+ * candidate `victim` in rounds 1..rounds, before its clFinish. */
+struct planted {
+    int victim, rounds;
+};
+
+static void
+plant(void *user, int v, int round)
+{
+    const struct planted *p = user;
+    const struct timespec ts = {0, 200000000L}; /* 200 ms */
+
+    if (v == p->victim && round >= 1 && round <= p->rounds)
+        nanosleep(&ts, NULL);
+}
+
+/* A burst of load on the fastest candidate's runs in one round does not
+ * move the GEMM choice: the candidates take turns in every round and each
+ * keeps its best; the same load on every round of it does (the test can
+ * fail).  The stored times show what the choice saw. */
+START_TEST(choice_survives_a_burst_of_load)
+{
+    clf_context *ctx = fresh_context();
+    struct planted p = {0, 0};
+    int quiet = -1, burst = -1, always = -1;
+    clf_kernel_choice kc;
+
+    ck_assert_int_eq(
+        clf__gemm_resolve(ctx, CLF_ROLE_PROJ, 512, 512, 512, 1, &quiet), 0);
+    p.victim = quiet - 1;
+    ctx->timing_hook = plant;
+    ctx->timing_hook_user = &p;
+    p.rounds = 1; /* of the 2 kept */
+    ctx->nchoices = 0;
+    ck_assert_int_eq(
+        clf__gemm_resolve(ctx, CLF_ROLE_PROJ, 512, 512, 512, 1, &burst), 0);
+    ck_assert_int_eq(burst, quiet);
+    ck_assert_int_eq(clf_context_kernel_choice(ctx, 0, &kc), 0);
+    ck_assert(kc.ms[quiet - 1] > 0.0 && kc.ms[quiet - 1] < 200.0);
+    p.rounds = 2;
+    ctx->nchoices = 0;
+    ck_assert_int_eq(
+        clf__gemm_resolve(ctx, CLF_ROLE_PROJ, 512, 512, 512, 1, &always), 0);
+    ck_assert_int_ne(always, quiet);
+    ck_assert_int_eq(clf_context_kernel_choice(ctx, 0, &kc), 0);
+    ck_assert(kc.ms[quiet - 1] >= 200.0);
+    ctx->timing_hook = NULL;
+    ctx->timing_hook_user = NULL;
+    ctx->nchoices = 0;
+    unsetenv("CLINFORMER_CACHE_DIR");
+    tu_cache_dir_restore();
+}
+END_TEST
+
+/* The store keeps each candidate's time with the winner, and a fresh
+ * context reads them back; a line whose times are not one per candidate
+ * (positive, "-" or "x") is not trusted.  Forgetting the choices empties
+ * the store: the next forward times them again. */
+START_TEST(choice_store_keeps_times_and_forgets)
+{
+    clf_context *a = NULL, *b = NULL;
+    const double ms[3] = {1.5, -1.0, 0.25};
+    clf_kernel_choice kc;
+    char path[512], text[2048];
+    size_t count = 0, dropped = 0;
+    FILE *f;
+    int w = -1;
+
+    fresh_dir();
+    ck_assert_int_eq(clf_context_create(&a, NULL), 0);
+    clf__lock(a);
+    clf__choice_record(a, CLF_KIND_GEMM, "m64.n64.k64", 2, ms);
+    clf__unlock(a);
+    ck_assert_int_eq(clf_context_create(&b, NULL), 0);
+    ck_assert_int_eq(clf_context_kernel_choice_count(b, &count), 0);
+    ck_assert_uint_eq(count, 1);
+    ck_assert_int_eq(clf_context_kernel_choice(b, 0, &kc), 0);
+    ck_assert_str_eq(kc.name, "tiled");
+    ck_assert(kc.ms[0] == 1.5 && kc.ms[1] == -1.0 && kc.ms[2] == 0.25);
+    ck_assert_str_eq(clf_kernel_candidate_name("gemm", 2), "tiled");
+    ck_assert_ptr_null(clf_kernel_candidate_name("gemm", 3));
+    ck_assert_ptr_null(clf_kernel_candidate_name("pool", 0));
+    clf__lock(b);
+    ck_assert_int_eq(clf__choice_lookup(b, CLF_KIND_GEMM, "m64.n64.k64", &w),
+                     1);
+    clf__unlock(b);
+    ck_assert_ptr_nonnull(strstr(clf_context_kernel_choices(b),
+                                 "(stored m64.n64.k64: clblast 1.50 ms, "
+                                 "blocked failed, tiled 0.25 ms)"));
+    clf_context_destroy(b);
+    /* times of another count, or not numbers: the line is not read */
+    store_file(path, sizeof path);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    text[fread(text, 1, sizeof text - 1, f)] = '\0';
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(text, "gemm m64.n64.k64 tiled 1.5,x,0.25\n"));
+    {
+        static const char *const bad[] = {"1.5,x", "1.5,x,0.25,1", "1.5,y,2",
+                                          "0,1,2", "1.5,x,nan",    "1.5,,2"};
+        size_t i;
+        for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            char *at = strstr(text, "tiled ");
+            ck_assert_ptr_nonnull(at);
+            f = fopen(path, "w");
+            ck_assert_ptr_nonnull(f);
+            fprintf(f, "%.*stiled %s\n", (int)(at - text), text, bad[i]);
+            fclose(f);
+            ck_assert_int_eq(clf_context_create(&b, NULL), 0);
+            ck_assert_int_eq(clf_context_kernel_choice_count(b, &count), 0);
+            ck_assert_msg(count == 0, "times \"%s\" were trusted", bad[i]);
+            clf_context_destroy(b);
+        }
+    }
+    /* forgotten: a's choice gone from the store */
+    ck_assert_int_eq(clf_context_forget_kernel_choices(a, &dropped), 0);
+    ck_assert_uint_eq(dropped, 1);
+    ck_assert_int_eq(clf_context_kernel_choice_count(a, &count), 0);
+    ck_assert_uint_eq(count, 0);
+    ck_assert_int_eq(clf_context_create(&b, NULL), 0);
+    ck_assert_int_eq(clf_context_kernel_choice_count(b, &count), 0);
+    ck_assert_uint_eq(count, 0);
+    ck_assert_int_eq(clf_context_forget_kernel_choices(NULL, NULL),
+                     CLF_ENULL_ARGUMENT);
+    clf_context_destroy(b);
+    clf_context_destroy(a);
+    drop_dir();
+}
+END_TEST
+
 /* A choice found again for an earlier shape is listed with that shape's
  * times, not with those of the slot's last timing (another shape): the
  * listing once said "clblast (timed A: clblast 0.08 ms, tiled 0.05 ms)"
@@ -600,8 +730,8 @@ START_TEST(choice_roles_of_a_forward_take_their_own_ways)
      * are CLBlast's); E X and the weighted sum: tiled. */
     ck_assert_uint_eq(clf__gemm_state(ctx)->blocked_calls - blocked, 4);
     ck_assert_uint_ge(clf__tiled_state(ctx)->calls - tiled, 2);
-    assert_listed(ctx, "gemm: blocked (stored m128.n64.k64)");
-    assert_listed(ctx, "gemm[comp]: tiled (stored comp.m16.n64.k64.b2)");
+    assert_listed(ctx, "gemm: blocked (stored m128.n64.k64");
+    assert_listed(ctx, "gemm[comp]: tiled (stored comp.m16.n64.k64.b2");
     assert_listed(ctx, "gemm[score]: clblast (stored score.");
     assert_listed(ctx, "gemm[weigh]: tiled (stored weigh.");
     ref_attention(&l.ref, 0, x, B, n, ref);
@@ -705,8 +835,8 @@ START_TEST(choice_feed_forward_takes_its_own_way)
     blocked = clf__gemm_state(ctx)->blocked_calls;
     encoder_forward(m, alone);
     ck_assert_uint_eq(clf__gemm_state(ctx)->blocked_calls - blocked, 4);
-    assert_listed(ctx, "gemm[ffn]: blocked (stored ffn.m32.n64.k16)");
-    assert_listed(ctx, "gemm: clblast (stored m32.n16.k16)");
+    assert_listed(ctx, "gemm[ffn]: blocked (stored ffn.m32.n64.k16");
+    assert_listed(ctx, "gemm: clblast (stored m32.n16.k16");
     ck_assert_int_eq(pthread_create(&tid, NULL, other_forwards, &o), 0);
     for (i = 0; i < 20; i++) {
         encoder_forward(m, y);
@@ -756,6 +886,8 @@ suite(void)
     tcase_add_test(tc, choice_forced_attend_runs);
     tcase_add_test(tc, choice_unknown_names_list_valid_ones);
     tcase_add_test(tc, choice_store_is_read_by_a_fresh_context);
+    tcase_add_test(tc, choice_store_keeps_times_and_forgets);
+    tcase_add_test(tc, choice_survives_a_burst_of_load);
     tcase_add_test(tc, choice_bad_stores_are_ignored);
     tcase_add_test(tc, choice_implausible_throughput_is_ignored);
     tcase_add_test(tc, choice_new_tuning_times_again);

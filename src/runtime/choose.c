@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,33 +338,77 @@ bucket_ok(const char *b)
     return i > 0 && i < CLF_BUCKET_MAX;
 }
 
-/* One "kind bucket name" line; anything else is ignored. */
+/* The times of a line's last field into ms: one per candidate of kind,
+ * comma-separated, each a positive number of ms, "-" (did not apply) or
+ * "x" (failed).  Returns 0, or -1 for anything else. */
+static int
+parse_times(int kind, char *text, double *ms)
+{
+    double v[CLF_MAX_CANDIDATES];
+    char *t = text, *end;
+    int i, n = table[kind].count;
+
+    for (i = 0; i < n; i++) {
+        if (*t == '-' || *t == 'x') {
+            v[i] = *t == '-' ? 0.0 : -1.0;
+            end = t + 1;
+        } else if (*t >= '0' && *t <= '9') {
+            v[i] = strtod(t, &end);
+            if (!(v[i] > 0.0) || !isfinite(v[i]))
+                return -1;
+        } else {
+            return -1;
+        }
+        if (*end != (i + 1 < n ? ',' : '\0'))
+            return -1;
+        t = end + 1;
+    }
+    for (i = 0; i < n; i++)
+        ms[i] = v[i];
+    return 0;
+}
+
+/* A "throughput bucket rate" line's rate. */
+static void
+parse_rate(clf_context *ctx, const char *bucket, const char *rate)
+{
+    char *end;
+    unsigned long v = strtoul(rate, &end, 10);
+
+    if (*end == '\0' && v > 0 && v <= RATE_MAX &&
+        find_entry(ctx, KIND_RATE, bucket) == NULL)
+        add_entry(ctx, KIND_RATE, bucket, (int)v, CLF_SOURCE_STORED,
+                  --ctx->choice_floor);
+}
+
+/* One "kind bucket name [times]" line; anything else is ignored. */
 static void
 parse_line(clf_context *ctx, char *line)
 {
     char *kind = strtok(line, " "), *bucket = strtok(NULL, " ");
-    char *name = strtok(NULL, " ");
+    char *name = strtok(NULL, " "), *times = strtok(NULL, " ");
+    double ms[CLF_MAX_CANDIDATES] = {0};
+    struct clf__choice_entry *e;
     int k, c;
 
     if (kind == NULL || bucket == NULL || name == NULL ||
         strtok(NULL, " ") != NULL || !bucket_ok(bucket))
         return;
     if (strcmp(kind, rate_kind) == 0) {
-        char *end;
-        unsigned long v = strtoul(name, &end, 10);
-        if (*end == '\0' && v > 0 && v <= RATE_MAX &&
-            find_entry(ctx, KIND_RATE, bucket) == NULL)
-            add_entry(ctx, KIND_RATE, bucket, (int)v, CLF_SOURCE_STORED,
-                      --ctx->choice_floor);
+        if (times == NULL)
+            parse_rate(ctx, bucket, name);
         return;
     }
     k = kind_of(kind, strlen(kind));
-    if (k < 0 || (c = candidate_of(k, name, strlen(name))) < 0)
+    if (k < 0 || (c = candidate_of(k, name, strlen(name))) < 0 ||
+        (times != NULL && parse_times(k, times, ms) != 0))
         return;
     /* Lines come most recent first; each is older than every entry this
      * context has used. */
-    if (find_entry(ctx, k, bucket) == NULL)
-        add_entry(ctx, k, bucket, c, CLF_SOURCE_STORED, --ctx->choice_floor);
+    if (find_entry(ctx, k, bucket) == NULL &&
+        (e = add_entry(ctx, k, bucket, c, CLF_SOURCE_STORED,
+                       --ctx->choice_floor)) != NULL)
+        memcpy(e->ms, ms, sizeof e->ms);
 }
 
 /* The cache directory exists, belongs to the user and only the user may
@@ -419,18 +464,30 @@ more_recent_first(const void *a, const void *b)
     return x->used < y->used ? 1 : x->used > y->used ? -1 : 0;
 }
 
-/* One entry's line into buf (cap bytes); its length, or cap or more when
- * it does not fit. */
+/* One entry's line into buf (cap bytes): its kind, bucket and winner,
+ * and the time each candidate took when it was timed (so that a choice
+ * timed under load shows it); its length, or cap or more when it does not
+ * fit. */
 static size_t
 entry_line(const struct clf__choice_entry *e, char *buf, size_t cap)
 {
-    int len;
+    int len, i;
 
     if (e->kind == KIND_RATE)
         len = snprintf(buf, cap, "%s %s %d\n", rate_kind, e->bucket, e->winner);
     else
-        len = snprintf(buf, cap, "%s %s %s\n", table[e->kind].kind, e->bucket,
+        len = snprintf(buf, cap, "%s %s %s", table[e->kind].kind, e->bucket,
                        table[e->kind].names[e->winner]);
+    for (i = 0; e->kind != KIND_RATE && i < table[e->kind].count && len > 0 &&
+                (size_t)len < cap;
+         i++)
+        len += e->ms[i] > 0.0
+                   ? snprintf(buf + len, cap - (size_t)len, "%c%.4g",
+                              i ? ',' : ' ', e->ms[i])
+                   : snprintf(buf + len, cap - (size_t)len, "%c%c",
+                              i ? ',' : ' ', e->ms[i] < 0.0 ? 'x' : '-');
+    if (e->kind != KIND_RATE && len > 0 && (size_t)len < cap)
+        len += snprintf(buf + len, cap - (size_t)len, "\n");
     return len < 0 ? cap : (size_t)len;
 }
 
@@ -708,6 +765,49 @@ clf_context_kernel_choice(clf_context *ctx, size_t index,
     return 0;
 }
 
+CLF_EXTERN const char *
+clf_kernel_candidate_name(const char *kind, int index)
+{
+    int k = kind != NULL ? kind_of(kind, strlen(kind)) : -1;
+
+    return k < 0 || index < 0 || index >= table[k].count
+               ? NULL
+               : table[k].names[index];
+}
+
+CLF_EXTERN int
+clf_context_forget_kernel_choices(clf_context *ctx, size_t *dropped)
+{
+    char path[1100], key[1200], *text;
+    size_t n = 0, i, kept = 0;
+
+    if (ctx == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
+    clf__lock(ctx);
+    store_ensure_loaded(ctx);
+    store_lock(ctx);
+    store_load(ctx); /* what other processes stored meanwhile, too */
+    for (i = 0; i < ctx->nchoices; i++) {
+        if (ctx->choice_list[i].kind == KIND_RATE) {
+            ctx->choice_list[kept++] = ctx->choice_list[i];
+            continue;
+        }
+        n++;
+    }
+    ctx->nchoices = kept;
+    store_path(ctx, path, sizeof path, key, sizeof key);
+    if (path[0] != '\0' && store_dir_private() &&
+        (text = store_text(ctx, key)) != NULL) {
+        (void)clf__file_write_atomic(path, text, strlen(text));
+        free(text);
+    }
+    clf__choice_release(ctx);
+    clf__unlock(ctx);
+    if (dropped != NULL)
+        *dropped = n;
+    return 0;
+}
+
 int
 clf__rate_lookup(clf_context *ctx, const char *bucket, double *rate)
 {
@@ -767,6 +867,23 @@ clf__timing_buffer(clf_context *ctx, size_t floats, unsigned seed, int *rc)
     return m;
 }
 
+/* One run of variant v in round `round`, to its clFinish, in *ms. */
+static int
+time_one(clf_context *ctx, clf__variant_fn run, void *user, int v, int round,
+         double *ms)
+{
+    const double t0 = clf__now_s();
+    cl_int err;
+
+    CLF_TRY(run(ctx, v, user));
+    if (ctx->timing_hook != NULL)
+        ctx->timing_hook(ctx->timing_hook_user, v, round);
+    if ((err = clFinish(ctx->queue)) != CL_SUCCESS)
+        return clf__fail(err, "timing: clFinish failed (%d)", err);
+    *ms = (clf__now_s() - t0) * 1e3;
+    return 0;
+}
+
 int
 clf__time_variants(clf_context *ctx, int count, clf__variant_fn run, void *user,
                    int reps, double *ms)
@@ -781,21 +898,15 @@ clf__time_variants(clf_context *ctx, int count, clf__variant_fn run, void *user,
      * on all of them alike. */
     for (rep = 0; rep <= reps; rep++)
         for (v = 0; v < count; v++) {
-            double t0, dt;
-            cl_int err;
+            double dt = 0.0;
             int st;
             if (ms[v] < 0.0)
                 continue; /* failed before */
-            t0 = clf__now_s();
-            st = run(ctx, v, user);
-            if (st == 0 && (err = clFinish(ctx->queue)) != CL_SUCCESS)
-                st = clf__fail(err, "timing: clFinish failed (%d)", err);
-            if (st != 0) {
+            if ((st = time_one(ctx, run, user, v, rep, &dt)) != 0) {
                 ms[v] = -1.0;
                 rc = st;
                 continue;
             }
-            dt = (clf__now_s() - t0) * 1e3;
             if (rep > 0 && (ms[v] == 0.0 || dt < ms[v]))
                 ms[v] = dt;
         }
@@ -838,6 +949,7 @@ describe(char *buf, size_t cap, const clf_context *ctx, int slot)
                                           "forced"};
     const int kind = slots[slot].kind, c = ctx->last[slot];
     const double *ms = ctx->last_ms[slot];
+    const char *sep = ": ";
     size_t len = strlen(buf);
     int i;
 
@@ -855,17 +967,18 @@ describe(char *buf, size_t cap, const clf_context *ctx, int slot)
         buf + len, cap - len, "%s (%s%s%s", clf__choice_name(kind, c),
         sources[ctx->last_source[slot]], ctx->last_bucket[slot][0] ? " " : "",
         ctx->last_bucket[slot]);
-    for (i = 0; ctx->last_source[slot] == CLF_SOURCE_TIMED &&
+    for (i = 0; ctx->last_source[slot] != CLF_SOURCE_FORCED &&
                 i < clf__choice_count(kind) && len < cap;
-         i++)
-        len +=
-            ms[i] == 0.0 ? 0 /* did not apply: not timed */
-            : ms[i] < 0.0
-                ? (size_t)snprintf(buf + len, cap - len, "%s%s failed",
-                                   i ? ", " : ": ", clf__choice_name(kind, i))
-                : (size_t)snprintf(buf + len, cap - len, "%s%s %.2f ms",
-                                   i ? ", " : ": ", clf__choice_name(kind, i),
-                                   ms[i]);
+         i++) {
+        if (ms[i] == 0.0)
+            continue; /* did not apply, or stored without times */
+        len += ms[i] < 0.0
+                   ? (size_t)snprintf(buf + len, cap - len, "%s%s failed", sep,
+                                      clf__choice_name(kind, i))
+                   : (size_t)snprintf(buf + len, cap - len, "%s%s %.2f ms", sep,
+                                      clf__choice_name(kind, i), ms[i]);
+        sep = ", ";
+    }
     if (len < cap)
         snprintf(buf + len, cap - len, ")");
 }

@@ -155,6 +155,11 @@ struct clf_context {
      * when it was resolved from a forced name, the store or a timing. */
     const char *last_why[CLF_SLOT_COUNT];
     double last_ms[CLF_SLOT_COUNT][CLF_MAX_CANDIDATES];
+    /* For tests: called after each timed run of clf__time_variants
+     * (candidate v, round r; round 0 is not kept), before its clFinish,
+     * so that a test can plant load on chosen runs.  NULL in use. */
+    void (*timing_hook)(void *user, int v, int round);
+    void *timing_hook_user;
     char choices[2048];  /* clf_context_kernel_choices */
     char warnings[5376]; /* clf_context_warnings: a path and a whole line */
 };

@@ -198,9 +198,10 @@ cli_print_choices(clf_context *ctx, int verbose)
         if (clf_context_kernel_choice(ctx, i, &c) == 0) {
             cli_choice_kind(&c, kind, sizeof kind);
             cli_choice_times(&c, times, sizeof times);
-            printf("  %-11s %-24s %-8s (%s%s%s)\n", kind, c.bucket, c.name,
-                   (unsigned)c.source < 4 ? source_names[c.source] : "?",
-                   times[0] ? ": " : "", times);
+            printf("  %-11s %-24s %-8s (%s)\n", kind, c.bucket, c.name,
+                   (unsigned)c.source < 4 ? source_names[c.source] : "?");
+            if (times[0] != '\0')
+                printf("      times: %s\n", times);
         }
 }
 

@@ -29,11 +29,11 @@ check repro_stored_run_gives_the_same_bytes cmp "$tmp/a.npy" "$tmp/b.npy"
 # compression, scores, ...) were timed to different ways, forcing cannot
 # reproduce the store and the byte comparison is skipped, saying so.
 forced=$(cat "$tmp/cache"/choices-*.txt 2>/dev/null |
-    awk 'NR > 2 && NF == 3 { w[$1] = $3 }
+    awk 'NR > 2 && (NF == 3 || NF == 4) { w[$1] = $3 }
          END { s = ""; for (k in w) s = s (s == "" ? "" : ",") k "=" w[k];
                print s }')
 mixed=$(cat "$tmp/cache"/choices-*.txt 2>/dev/null |
-    awk 'NR > 2 && NF == 3 && !seen[$1 " " $3]++ { n[$1]++ }
+    awk 'NR > 2 && (NF == 3 || NF == 4) && !seen[$1 " " $3]++ { n[$1]++ }
          END { for (k in n) if (n[k] > 1) printf "%s ", k }')
 check repro_store_names_every_kind sh -c "
     echo '$forced' | grep -q softmax= && echo '$forced' | grep -q gemm="

@@ -9,6 +9,7 @@ struct run_opts {
     const char *device, *weights, *input, *output, *mask, *lengths, *layout;
     size_t heads, block, repeat; /* 0: not given */
     int causal, full, layerwise, non_strict, verbose, shard_by, launches;
+    int check_choices;
     int mpi;       /* one forward over the ranks of an mpirun (cli/mpi.c) */
     int precision; /* clf_precision */
 };
@@ -66,6 +67,13 @@ const struct cli_option cli_run_options[] = {
      "GEMMs' by role: gemm[proj], gemm[comp], ...) and\n"
      "every kernel choice stored or timed for the device,\n"
      "with where each came from",
+     1, 0, NULL},
+    {"check-choices", CLI_FLAG, RO(check_choices), NULL,
+     "time each stored kernel choice the forward uses\n"
+     "again, now, and list those times beside the stored\n"
+     "ones (the forward still runs the stored kernels), so\n"
+     "a choice stored on a busy machine shows (on the first\n"
+     "device of a list)",
      1, 0, NULL},
     {"launches", CLI_FLAG, RO(launches), NULL,
      "also list the geometry of every kernel the forward\n"
@@ -440,6 +448,9 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
         fprintf(stderr, "clinformer run: out of host memory\n");
         return CLI_ERROR;
     }
+    if (o->check_choices &&
+        (rc = clf_context_check_kernel_choices(s->ctx, 1)) != 0)
+        return cli_fail(s->ctx, "--check-choices", rc);
     if (o->launches && (rc = clf_context_record_launches(s->ctx, 1)) != 0)
         return cli_fail(s->ctx, "--launches", rc);
     t0 = cli_now();
@@ -550,7 +561,8 @@ check_options(const char *cmd, const struct run_opts *o, clf_model_opts *mo,
  * other option shapes the forward and so the collectives, and must agree;
  * --mask counts as given or not. */
 static const char *const per_rank_options[] = {
-    "weights", "input", "output", "device", "verbose", "launches", "mpi", NULL};
+    "weights",  "input",         "output", "device", "verbose",
+    "launches", "check-choices", "mpi",    NULL};
 
 static int
 per_rank(const char *name)

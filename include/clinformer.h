@@ -395,6 +395,16 @@ CLF_EXTERN int clf_context_kernel_choice_count(clf_context *ctx, size_t *count);
 CLF_EXTERN int clf_context_kernel_choice(clf_context *ctx, size_t index,
                                          clf_kernel_choice *out);
 
+/* With on != 0, each stored choice a later forward of this context looks
+ * up is timed again once on this machine, now: the forward still runs
+ * the stored winner (results keep their bits), and
+ * clf_context_kernel_choices lists the times now beside the stored ones
+ * ("; now: ..."), saying where another candidate now runs in less than
+ * two thirds of the stored winner's time (a choice stored while the
+ * machine was busy).  Costs the timing the store saves.  Errors:
+ * CLF_ENULL_ARGUMENT. */
+CLF_EXTERN int clf_context_check_kernel_choices(clf_context *ctx, int on);
+
 /* The name of candidate `index` of a choice kind ("softmax", "gemm",
  * "attend", "halfgemm"), in the order of clf_kernel_choice.ms; NULL for
  * an unknown kind or an index past its candidates. */

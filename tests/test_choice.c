@@ -595,6 +595,57 @@ START_TEST(choice_survives_a_burst_of_load)
 }
 END_TEST
 
+/* Checking stored choices (clf_context_check_kernel_choices) times each
+ * again once and lists the times now beside the stored ones, saying when
+ * another candidate now beats the stored winner by 1.5x (here the stored
+ * one's runs carry a planted 200 ms); the forward keeps the stored
+ * winner and the store keeps it too. */
+START_TEST(choice_check_times_stored_choices_again)
+{
+    clf_context *a = NULL, *b = NULL;
+    const double ms[3] = {0.01, 50.0, 50.0}; /* as if timed under load */
+    struct planted p = {0, 2};
+    int v = -1;
+
+    fresh_dir();
+    ck_assert_int_eq(clf_context_create(&a, NULL), 0);
+    clf__lock(a);
+    clf__choice_record(a, CLF_KIND_GEMM, "m512.n512.k512", 0, ms);
+    clf__unlock(a);
+    clf_context_destroy(a);
+    ck_assert_int_eq(clf_context_create(&b, NULL), 0);
+    ck_assert_int_eq(clf_context_build(b), 0);
+    ck_assert_int_eq(clf_context_check_kernel_choices(b, 1), 0);
+    b->timing_hook = plant;
+    b->timing_hook_user = &p;
+    ck_assert_int_eq(clf__gemm_resolve(b, CLF_ROLE_PROJ, 512, 512, 512, 1, &v),
+                     0);
+    ck_assert_int_eq(v, CLF_GEMM_CLBLAST); /* the stored winner runs */
+    assert_listed(b, "gemm: clblast (stored m512.n512.k512: clblast 0.01 ms, "
+                     "blocked 50.00 ms, tiled 50.00 ms; now: clblast ");
+    assert_listed(b, "x faster than the stored clblast: clinformer tune "
+                     "--choices re-times)");
+    /* once per choice and context: found again, not timed again */
+    b->timing_hook = NULL;
+    ck_assert_int_eq(clf__gemm_resolve(b, CLF_ROLE_PROJ, 512, 512, 512, 1, &v),
+                     0);
+    ck_assert_int_eq(v, CLF_GEMM_CLBLAST);
+    assert_listed(b, "now: clblast ");
+    clf_context_destroy(b);
+    /* the store still holds the stored winner, and a context that does
+     * not check lists no times now */
+    ck_assert_int_eq(clf_context_create(&a, NULL), 0);
+    ck_assert_int_eq(clf__gemm_resolve(a, CLF_ROLE_PROJ, 512, 512, 512, 1, &v),
+                     0);
+    ck_assert_int_eq(v, CLF_GEMM_CLBLAST);
+    ck_assert_ptr_null(strstr(clf_context_kernel_choices(a), "now:"));
+    ck_assert_int_eq(clf_context_check_kernel_choices(NULL, 1),
+                     CLF_ENULL_ARGUMENT);
+    clf_context_destroy(a);
+    drop_dir();
+}
+END_TEST
+
 /* The store keeps each candidate's time with the winner, and a fresh
  * context reads them back; a line whose times are not one per candidate
  * (positive, "-" or "x") is not trusted.  Forgetting the choices empties
@@ -888,6 +939,7 @@ suite(void)
     tcase_add_test(tc, choice_store_is_read_by_a_fresh_context);
     tcase_add_test(tc, choice_store_keeps_times_and_forgets);
     tcase_add_test(tc, choice_survives_a_burst_of_load);
+    tcase_add_test(tc, choice_check_times_stored_choices_again);
     tcase_add_test(tc, choice_bad_stores_are_ignored);
     tcase_add_test(tc, choice_implausible_throughput_is_ignored);
     tcase_add_test(tc, choice_new_tuning_times_again);

@@ -746,8 +746,8 @@ time_gemm(clf_context *ctx, int role, const char *bucket, size_t m, size_t n,
     for (i = 0; i < count; i++)
         if (!applies(ctx, i, &t.g))
             ms[i] = 0.0;
-    clf__choice_record(ctx, roles[role].slot, bucket, best, ms);
-    *variant = CLF_GEMM_CLBLAST + best;
+    *variant = CLF_GEMM_CLBLAST +
+               clf__choice_record(ctx, roles[role].slot, bucket, best, ms);
     return 0;
 }
 

@@ -361,10 +361,9 @@ time_ways(clf_context *ctx, const char *bucket, size_t D, size_t dq, int way,
     if (rc == 0)
         rc = timing_weight(ctx, &t);
     best = rc == 0 ? clf__time_variants(ctx, 2, time_one, &t, 3, ms) : rc;
-    if (best >= 0) {
-        *native = best == CLF_HALFGEMM_NATIVE;
-        clf__choice_record(ctx, CLF_KIND_HALFGEMM, bucket, best, ms);
-    }
+    if (best >= 0)
+        *native = clf__choice_record(ctx, CLF_KIND_HALFGEMM, bucket, best,
+                                     ms) == CLF_HALFGEMM_NATIVE;
     /* Timing is optional: where its buffers or a run fail (a nearly full
      * device), the forward widens, which needs none of them. */
     if (t.g.a)

@@ -661,6 +661,8 @@ clf__choice_lookup(clf_context *ctx, int slot, const char *bucket, int *winner)
         ctx->last_source[slot] = CLF_SOURCE_FORCED;
         ctx->last_bucket[slot][0] = '\0';
         ctx->last_why[slot] = NULL;
+        for (i = 0; i < CLF_MAX_CANDIDATES; i++)
+            ctx->last_check_ms[slot][i] = 0.0;
         return 1;
     }
     store_ensure_loaded(ctx);
@@ -673,6 +675,14 @@ clf__choice_lookup(clf_context *ctx, int slot, const char *bucket, int *winner)
         clf__choice_release(ctx);
     }
     e->used = ++ctx->choice_clock;
+    if (ctx->check_stored && e->source == CLF_SOURCE_STORED && !e->checked) {
+        /* timed again by the caller; its record keeps the stored winner */
+        e->checked = 1;
+        ctx->checking_kind = kind;
+        snprintf(ctx->checking_bucket, CLF_BUCKET_MAX, "%s", bucket);
+        store_lock(ctx);
+        return 0;
+    }
     *winner = e->winner;
     ctx->last[slot] = e->winner;
     ctx->last_source[slot] = e->source;
@@ -680,20 +690,53 @@ clf__choice_lookup(clf_context *ctx, int slot, const char *bucket, int *winner)
     snprintf(ctx->last_bucket[slot], CLF_BUCKET_MAX, "%s", bucket);
     /* the times shown with it are this entry's, not those of the slot's
      * last timing (another bucket) */
-    for (i = 0; i < CLF_MAX_CANDIDATES; i++)
+    for (i = 0; i < CLF_MAX_CANDIDATES; i++) {
         ctx->last_ms[slot][i] = e->ms[i];
+        ctx->last_check_ms[slot][i] = e->checked ? e->check_ms[i] : 0.0;
+    }
     return 1;
 }
 
-void
+/* The record of a check (clf_context_check_kernel_choices): the times now
+ * beside the stored ones; the stored winner stays, in the store too. */
+static int
+record_check(clf_context *ctx, int slot, const char *bucket, const double *ms)
+{
+    const int kind = slots[slot].kind;
+    struct clf__choice_entry *e = find_entry(ctx, kind, bucket);
+    int i;
+
+    ctx->checking_kind = -1;
+    if (e == NULL)
+        return -1;
+    ctx->last[slot] = e->winner;
+    ctx->last_source[slot] = e->source;
+    ctx->last_why[slot] = NULL;
+    snprintf(ctx->last_bucket[slot], CLF_BUCKET_MAX, "%s", bucket);
+    for (i = 0; i < CLF_MAX_CANDIDATES; i++) {
+        e->check_ms[i] = i < table[kind].count ? ms[i] : 0.0;
+        ctx->last_ms[slot][i] = e->ms[i];
+        ctx->last_check_ms[slot][i] = e->check_ms[i];
+    }
+    return e->winner;
+}
+
+int
 clf__choice_record(clf_context *ctx, int slot, const char *bucket, int winner,
                    const double *ms)
 {
     const int kind = slots[slot].kind;
-    struct clf__choice_entry *e = add_entry(
-        ctx, kind, bucket, winner, CLF_SOURCE_TIMED, ++ctx->choice_clock);
-    int i;
+    struct clf__choice_entry *e;
+    int i, kept;
 
+    if (ctx->checking_kind == kind &&
+        strcmp(ctx->checking_bucket, bucket) == 0 &&
+        (kept = record_check(ctx, slot, bucket, ms)) >= 0)
+        return kept;
+    e = add_entry(ctx, kind, bucket, winner, CLF_SOURCE_TIMED,
+                  ++ctx->choice_clock);
+    for (i = 0; i < CLF_MAX_CANDIDATES; i++)
+        ctx->last_check_ms[slot][i] = 0.0;
     ctx->last[slot] = winner;
     ctx->last_source[slot] = CLF_SOURCE_TIMED;
     ctx->last_why[slot] = NULL;
@@ -701,10 +744,11 @@ clf__choice_record(clf_context *ctx, int slot, const char *bucket, int winner,
     for (i = 0; i < table[kind].count && i < CLF_MAX_CANDIDATES; i++)
         ctx->last_ms[slot][i] = ms[i];
     if (e == NULL)
-        return;
+        return winner;
     for (i = 0; i < table[kind].count && i < CLF_MAX_CANDIDATES; i++)
         e->ms[i] = ms[i];
     store_save(ctx);
+    return winner;
 }
 
 size_t
@@ -761,6 +805,17 @@ clf_context_kernel_choice(clf_context *ctx, size_t index,
         out->ms[i] = e->ms[i];
     if (e->kind == KIND_RATE)
         out->ms[0] = e->winner; /* the rate */
+    clf__unlock(ctx);
+    return 0;
+}
+
+CLF_EXTERN int
+clf_context_check_kernel_choices(clf_context *ctx, int on)
+{
+    if (ctx == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
+    clf__lock(ctx);
+    ctx->check_stored = on != 0;
     clf__unlock(ctx);
     return 0;
 }
@@ -940,6 +995,37 @@ describe_untimed(char *buf, size_t cap, const clf_context *ctx, int slot)
                  ctx->last_why[slot]);
 }
 
+/* A checked stored choice (clf_context_check_kernel_choices): "; now:
+ * clblast 1.10 ms, ..." and, where another candidate now runs in less
+ * than two thirds of the stored winner's time, what to do about it. */
+static void
+describe_check(char *buf, size_t cap, const clf_context *ctx, int slot)
+{
+    const int kind = slots[slot].kind, c = ctx->last[slot];
+    const double *now = ctx->last_check_ms[slot];
+    const char *sep = "; now: ";
+    size_t len = 0;
+    int i, best = -1;
+
+    buf[0] = '\0';
+    for (i = 0; i < clf__choice_count(kind) && len < cap; i++) {
+        if (!(now[i] > 0.0))
+            continue;
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s %.2f ms", sep,
+                                clf__choice_name(kind, i), now[i]);
+        sep = ", ";
+        if (best < 0 || now[i] < now[best])
+            best = i;
+    }
+    if (best >= 0 && best != c && now[c] > 0.0 && now[best] * 1.5 < now[c] &&
+        len < cap)
+        snprintf(buf + len, cap - len,
+                 "; %s is now %.1fx faster than the stored %s: clinformer "
+                 "tune --choices re-times",
+                 clf__choice_name(kind, best), now[c] / now[best],
+                 clf__choice_name(kind, c));
+}
+
 /* One slot for clf_context_kernel_choices: "gemm: blocked (timed
  * m1024.n512.k512: clblast 1.20 ms, blocked 0.80 ms)". */
 static void
@@ -979,6 +1065,9 @@ describe(char *buf, size_t cap, const clf_context *ctx, int slot)
                                       clf__choice_name(kind, i), ms[i]);
         sep = ", ";
     }
+    if (len < cap)
+        describe_check(buf + len, cap - len, ctx, slot);
+    len = strlen(buf);
     if (len < cap)
         snprintf(buf + len, cap - len, ")");
 }

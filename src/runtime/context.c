@@ -44,6 +44,7 @@ context_alloc(void)
         return NULL;
     }
     ctx->has_lock = 1;
+    ctx->checking_kind = -1; /* no check under way */
     for (i = 0; i < CLF_KIND_COUNT; i++)
         ctx->forced[i] = -1;
     for (i = 0; i < CLF_SLOT_COUNT; i++)

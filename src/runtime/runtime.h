@@ -59,6 +59,9 @@ struct clf__choice_entry {
     clf_choice_source source;
     double ms[CLF_MAX_CANDIDATES];
     long long used; /* recency: higher = used later (see choose.c) */
+    /* timed again by clf_context_check_kernel_choices: the times now */
+    int checked;
+    double check_ms[CLF_MAX_CANDIDATES];
 };
 
 struct clf__launch_log; /* launches.c */
@@ -155,6 +158,14 @@ struct clf_context {
      * when it was resolved from a forced name, the store or a timing. */
     const char *last_why[CLF_SLOT_COUNT];
     double last_ms[CLF_SLOT_COUNT][CLF_MAX_CANDIDATES];
+    /* clf_context_check_kernel_choices: stored choices are timed again
+     * once each (check_stored), the entry being checked between its
+     * lookup and its record (checking, by kind and bucket), and each
+     * slot's times now (last_check_ms; 0 when not checked). */
+    int check_stored;
+    int checking_kind;
+    char checking_bucket[CLF_BUCKET_MAX];
+    double last_check_ms[CLF_SLOT_COUNT][CLF_MAX_CANDIDATES];
     /* For tests: called after each timed run of clf__time_variants
      * (candidate v, round r; round 0 is not kept), before its clFinish,
      * so that a test can plant load on chosen runs.  NULL in use. */
@@ -272,8 +283,12 @@ int clf__choice_lookup(clf_context *ctx, int slot, const char *bucket,
                        int *winner);
 /* Lets go of the store's lock a lookup that returned 0 took. */
 void clf__choice_release(clf_context *ctx);
-void clf__choice_record(clf_context *ctx, int slot, const char *bucket,
-                        int winner, const double *ms);
+/* Records a timed winner with every candidate's time; returns the winner
+ * the caller runs: `winner`, or the stored one where the lookup before it
+ * was a check of a stored choice (clf_context_check_kernel_choices), so
+ * that a process keeps the bits it started with. */
+int clf__choice_record(clf_context *ctx, int slot, const char *bucket,
+                       int winner, const double *ms);
 /* Notes that a forward ran `winner` because it has no other way (why: a
  * phrase that outlives the context's next listing, e.g. static), so that
  * clf_context_kernel_choices says what ran instead of "not chosen yet".

@@ -314,8 +314,8 @@ time_ways(clf_context *ctx, const char *bucket, struct flash_timing *t,
     /* Candidates that do not apply keep 0: not timed. */
     for (i = 0; i < t->count; i++)
         ms[t->way[i]] = got[i];
-    clf__choice_record(ctx, CLF_KIND_ATTEND, bucket, t->way[best], ms);
-    *variant = CLF_ATTEND_GEMM + t->way[best];
+    *variant = CLF_ATTEND_GEMM + clf__choice_record(ctx, CLF_KIND_ATTEND,
+                                                    bucket, t->way[best], ms);
     return 0;
 }
 

@@ -149,8 +149,7 @@ time_softmax(clf_context *ctx, const char *bucket, size_t rows, size_t cols,
     clReleaseMemObject(t.m);
     if (best < 0)
         return best;
-    clf__choice_record(ctx, CLF_KIND_SOFTMAX, bucket, best, ms);
-    *variant = best;
+    *variant = clf__choice_record(ctx, CLF_KIND_SOFTMAX, bucket, best, ms);
     return 0;
 }
 

@@ -497,7 +497,7 @@ static char *
 store_text(const clf_context *ctx, const char *key)
 {
     const struct clf__choice_entry **order;
-    char *buf = malloc(STORE_MAX_BYTES + 1), line[CLF_BUCKET_MAX + 64];
+    char *buf = malloc(STORE_MAX_BYTES + 1), line[CLF_BUCKET_MAX + 128];
     size_t len, i, l;
     int head;
 

@@ -46,7 +46,7 @@ __all__ = [
     "LAYOUTS", "WEIGHT_NAMES", "Attention", "Context", "Device", "Model",
     "ModelInfo", "devices", "version", "ClinformerError", "ClosedError",
     "DeviceError", "DeviceNotFoundError", "DTypeError", "FileError",
-    "FormatError", "FutureLeakWarning", "InvalidArgumentError", "NotFoundError",
-    "OutOfMemoryError", "ShapeError", "UnsupportedError",
+    "FormatError", "FutureLeakWarning", "InvalidArgumentError",
+    "NotFoundError", "OutOfMemoryError", "ShapeError", "UnsupportedError",
     "WeightUnsetError", "status_name", "strerror",
 ]

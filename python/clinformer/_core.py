@@ -437,9 +437,9 @@ class Attention(_Forward):
     one_kv_head, bias_q, bias_k, bias_v, bias_out, compressed_bias,
     bias_proj (a bias per compressed slot after E and F), slot_mask
     (linformer-pytorch's causal=True mask: leaks the future in Linformer
-    mode), causal_block (0: none), precision ("float" or "half") and compression ("linear",
-    "mean", "max" or "conv": docs/design.md section 1.1; mean and max
-    have no E or F).  Weights start unset; set
+    mode), causal_block (0: none), precision ("float" or "half") and
+    compression ("linear", "mean", "max" or "conv": docs/design.md
+    section 1.1; mean and max have no E or F).  Weights start unset; set
     them by name ("W_q", "W_k", "W_v", "W_out", "b_q", "b_k", "b_v",
     "b_out", "E", "F", "b_E", "b_F") with set_weight() or all at once with
     randomize().  It cannot be copied or pickled (TypeError): keep the

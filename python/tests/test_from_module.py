@@ -137,8 +137,10 @@ def test_from_module_linformer_pytorch_causal(ctx, recwarn):
     lp = linformer_pytorch()
     torch.manual_seed(8)
     x = torch.randn(2, 12, 16)
-    for kw in (dict(parameter_sharing="none"), dict(), dict(method="convolution")):
-        m = perturb_layernorms(lp.Linformer(**dict(LP_BASE, **kw), causal=True))
+    for kw in (dict(parameter_sharing="none"), dict(),
+               dict(method="convolution")):
+        m = perturb_layernorms(lp.Linformer(**dict(LP_BASE, **kw),
+                                            causal=True))
         with pytest.warns(clinformer.FutureLeakWarning, match="causal=True"):
             conv = from_module(m, ctx)
         agree(m, conv, x)

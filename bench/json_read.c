@@ -236,6 +236,18 @@ read_roofline(struct jr *j, const json_t *o, const char *path,
                    : clf_bench_stats_noisy(&x->wall);
 }
 
+/* config.<key>, a name read into name; 0 when absent (runs from before
+ * the option that added it), else 1. */
+static int
+read_opt_name(struct jr *j, const json_t *config, const char *path,
+              const char *key, char *name, size_t cap)
+{
+    if (json_object_get(config, key) == NULL)
+        return 0;
+    jr_string(j, config, path, key, name, cap);
+    return !j->bad;
+}
+
 /* config.precision, "float" when absent (runs from before --precision). */
 static void
 read_precision(struct jr *j, const json_t *config, const char *path,
@@ -244,15 +256,12 @@ read_precision(struct jr *j, const json_t *config, const char *path,
     char name[16];
 
     *out = CLF_PRECISION_FLOAT;
-    if (json_object_get(config, "precision") == NULL)
-        return;
-    jr_string(j, config, path, "precision", name, sizeof name);
-    if (!j->bad && clf_precision_parse(name, out) != 0)
+    if (read_opt_name(j, config, path, "precision", name, sizeof name) &&
+        clf_precision_parse(name, out) != 0)
         jr_fail(j, path, "precision", "unknown precision");
 }
 
-/* config.compression, "linear" when absent (runs from before
- * --compression). */
+/* config.compression, "linear" when absent. */
 static void
 read_compression(struct jr *j, const json_t *config, const char *path,
                  clf_compression *out)
@@ -260,10 +269,8 @@ read_compression(struct jr *j, const json_t *config, const char *path,
     char name[16];
 
     *out = CLF_COMPRESS_LINEAR;
-    if (json_object_get(config, "compression") == NULL)
-        return;
-    jr_string(j, config, path, "compression", name, sizeof name);
-    if (!j->bad && clf_compression_parse(name, out) != 0)
+    if (read_opt_name(j, config, path, "compression", name, sizeof name) &&
+        clf_compression_parse(name, out) != 0)
         jr_fail(j, path, "compression", "unknown compression");
 }
 

@@ -595,6 +595,19 @@ START_TEST(choice_survives_a_burst_of_load)
 }
 END_TEST
 
+/* A new context that records one choice (into the store of fresh_dir). */
+static clf_context *
+with_choice(int slot, const char *bucket, int winner, const double *ms)
+{
+    clf_context *ctx = NULL;
+
+    ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
+    clf__lock(ctx);
+    clf__choice_record(ctx, slot, bucket, winner, ms);
+    clf__unlock(ctx);
+    return ctx;
+}
+
 /* Checking stored choices (clf_context_check_kernel_choices) times each
  * again once and lists the times now beside the stored ones, saying when
  * another candidate now beats the stored winner by 1.5x (here the stored
@@ -608,11 +621,7 @@ START_TEST(choice_check_times_stored_choices_again)
     int v = -1;
 
     fresh_dir();
-    ck_assert_int_eq(clf_context_create(&a, NULL), 0);
-    clf__lock(a);
-    clf__choice_record(a, CLF_KIND_GEMM, "m512.n512.k512", 0, ms);
-    clf__unlock(a);
-    clf_context_destroy(a);
+    clf_context_destroy(with_choice(CLF_KIND_GEMM, "m512.n512.k512", 0, ms));
     ck_assert_int_eq(clf_context_create(&b, NULL), 0);
     ck_assert_int_eq(clf_context_build(b), 0);
     ck_assert_int_eq(clf_context_check_kernel_choices(b, 1), 0);
@@ -661,10 +670,7 @@ START_TEST(choice_store_keeps_times_and_forgets)
     int w = -1;
 
     fresh_dir();
-    ck_assert_int_eq(clf_context_create(&a, NULL), 0);
-    clf__lock(a);
-    clf__choice_record(a, CLF_KIND_GEMM, "m64.n64.k64", 2, ms);
-    clf__unlock(a);
+    a = with_choice(CLF_KIND_GEMM, "m64.n64.k64", 2, ms);
     ck_assert_int_eq(clf_context_create(&b, NULL), 0);
     ck_assert_int_eq(clf_context_kernel_choice_count(b, &count), 0);
     ck_assert_uint_eq(count, 1);

@@ -577,6 +577,34 @@ fake_drop(struct fake *f, const char *name)
     f->n--;
 }
 
+/* The width the last feed-forward (seq.3) of two fake_lp_layer layers
+ * writes: its w_2 and norm and, where it is not the input's 8, the
+ * resample linear that ff_intermediate adds to its residual. */
+static void
+fake_lp_last_width(struct fake *f, size_t width)
+{
+    static const char *const out[] = {"seq.3.fn.w_2.weight",
+                                      "seq.3.fn.w_2.bias", "seq.3.norm.weight",
+                                      "seq.3.norm.bias"};
+    size_t i, was = 0;
+
+    for (i = 0; i < f->n; i++)
+        if (strcmp(f->name[i], "seq.3.norm.weight") == 0)
+            was = f->shapes[i][0];
+    for (i = 0; i < 4; i++) {
+        fake_drop(f, out[i]);
+        fake_add(f, "", out[i], width, i == 0 ? 16 : 0);
+    }
+    if (was != 8) {
+        fake_drop(f, "seq.3.resample.weight");
+        fake_drop(f, "seq.3.resample.bias");
+    }
+    if (width != 8) {
+        fake_add(f, "", "seq.3.resample.weight", width, 8);
+        fake_add(f, "", "seq.3.resample.bias", width, 0);
+    }
+}
+
 /* lucidrains attention, d_model 8, 2 heads, N 6, k 2. */
 static void
 fake_attention(struct fake *f, const char *p, int share_kv)
@@ -978,28 +1006,10 @@ START_TEST(model_linformer_pytorch_bad_files)
     fake_drop(&f, "seq.0.resample.weight");
     /* The last feed-forward widening to 12 (ff_intermediate that never
      * comes back): the model's output would not have its input's width. */
-    fake_drop(&f, "seq.3.fn.w_2.weight");
-    fake_drop(&f, "seq.3.fn.w_2.bias");
-    fake_drop(&f, "seq.3.norm.weight");
-    fake_drop(&f, "seq.3.norm.bias");
-    fake_add(&f, "", "seq.3.fn.w_2.weight", 12, 16);
-    fake_add(&f, "", "seq.3.fn.w_2.bias", 12, 0);
-    fake_add(&f, "", "seq.3.norm.weight", 12, 0);
-    fake_add(&f, "", "seq.3.norm.bias", 12, 0);
-    fake_add(&f, "", "seq.3.resample.weight", 12, 8);
-    fake_add(&f, "", "seq.3.resample.bias", 12, 0);
+    fake_lp_last_width(&f, 12);
     ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ESHAPE_MISMATCH);
     assert_msg_has("output is 12 wide", "input 8");
-    fake_drop(&f, "seq.3.fn.w_2.weight");
-    fake_drop(&f, "seq.3.fn.w_2.bias");
-    fake_drop(&f, "seq.3.norm.weight");
-    fake_drop(&f, "seq.3.norm.bias");
-    fake_drop(&f, "seq.3.resample.weight");
-    fake_drop(&f, "seq.3.resample.bias");
-    fake_add(&f, "", "seq.3.fn.w_2.weight", 8, 16);
-    fake_add(&f, "", "seq.3.fn.w_2.bias", 8, 0);
-    fake_add(&f, "", "seq.3.norm.weight", 8, 0);
-    fake_add(&f, "", "seq.3.norm.bias", 8, 0);
+    fake_lp_last_width(&f, 8);
     /* relu and full attention come from the metadata. */
     ck_assert_int_eq(fake_load(&f,
                                "\"activation\":\"relu\","

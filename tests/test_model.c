@@ -998,18 +998,6 @@ START_TEST(model_linformer_pytorch_bad_files)
                                0, &m),
                      0);
     clf_model_destroy(m);
-    /* A resample belongs to a feed-forward residual, never to an
-     * attention's. */
-    fake_add(&f, "", "seq.0.resample.weight", 8, 8);
-    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_EWEIGHT_UNUSED);
-    assert_msg_has("seq.0.resample.weight", NULL);
-    fake_drop(&f, "seq.0.resample.weight");
-    /* The last feed-forward widening to 12 (ff_intermediate that never
-     * comes back): the model's output would not have its input's width. */
-    fake_lp_last_width(&f, 12);
-    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ESHAPE_MISMATCH);
-    assert_msg_has("output is 12 wide", "input 8");
-    fake_lp_last_width(&f, 8);
     /* relu and full attention come from the metadata. */
     ck_assert_int_eq(fake_load(&f,
                                "\"activation\":\"relu\","
@@ -1107,6 +1095,8 @@ START_TEST(model_linformer_pytorch_ffint_bad_files)
 {
     static const char *const fx = "lp_linformer_ffint.safetensors";
     const char *dst = "/tmp/clf-ffint-edited.safetensors";
+    struct fake f;
+    clf_model *m;
 
     /* (24, 16) written as (16, 24): it does not read the layer's 16 */
     ck_assert_int_eq(load_edited(fx,
@@ -1127,6 +1117,24 @@ START_TEST(model_linformer_pytorch_ffint_bad_files)
         load_edited(fx, "\"channels\":\"16\"", "\"channels\":\"24\"", dst),
         CLF_ESHAPE_MISMATCH);
     assert_msg_has("channels", NULL);
+    /* A resample belongs to a feed-forward residual, never to an
+     * attention's. */
+    fake_init(&f);
+    fake_lp_layer(&f, 0);
+    fake_lp_layer(&f, 1);
+    fake_add(&f, "", "seq.0.resample.weight", 8, 8);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_EWEIGHT_UNUSED);
+    assert_msg_has("seq.0.resample.weight", NULL);
+    fake_drop(&f, "seq.0.resample.weight");
+    /* The last feed-forward widening to 12 (ff_intermediate that never
+     * comes back): the model's output would not have its input's width. */
+    fake_lp_last_width(&f, 12);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), CLF_ESHAPE_MISMATCH);
+    assert_msg_has("output is 12 wide", "input 8");
+    fake_lp_last_width(&f, 8);
+    ck_assert_int_eq(fake_load(&f, NULL, 0, &m), 0);
+    clf_model_destroy(m);
+    fake_done(&f);
 }
 END_TEST
 

@@ -221,6 +221,7 @@ int cli_list_devices(int kernels);
 int cli_demo_main(const struct cli_command *cmd, int argc, char **argv);
 int cli_lookahead_main(const struct cli_command *cmd, int argc, char **argv);
 int cli_run_main(const struct cli_command *cmd, int argc, char **argv);
+int cli_stream_main(const struct cli_command *cmd, int argc, char **argv);
 int cli_compare_main(const struct cli_command *cmd, int argc, char **argv);
 int cli_tune_main(const struct cli_command *cmd, int argc, char **argv);
 
@@ -228,6 +229,7 @@ extern const struct cli_option cli_devices_options[];
 extern const struct cli_option cli_demo_options[];
 extern const struct cli_option cli_lookahead_options[];
 extern const struct cli_option cli_run_options[];
+extern const struct cli_option cli_stream_options[];
 extern const struct cli_option cli_compare_options[];
 extern const struct cli_option cli_tune_options[];
 

@@ -51,6 +51,19 @@ const struct cli_command cli_commands[] = {
      "(B, n, D) or (n, D), or for an LM int token ids (B, n) or (n).  Writes\n"
      "float32 (B, n, D), or logits (B, n, vocab), to --output.\n",
      cli_run_options, 0, cli_run_main},
+    {"stream", "",
+     "feed a trained model its input --chunk M positions\n"
+     "at a time in prefix-safe causal mode (--block B, or\n"
+     "--full); prints each append's latency (median, p99)\n"
+     "and the state's memory; --check compares with the\n"
+     "whole-sequence causal forward\n",
+     "Feed a trained model (as clinformer run loads it) its input --chunk M\n"
+     "positions at a time, as a stream (clf_stream_*), in prefix-safe causal\n"
+     "Linformer (--block B) or causal full attention (--full).  Prints the\n"
+     "appends' latency (median, p99) and the state's memory, writes the\n"
+     "outputs to --output, and with --check compares them with the\n"
+     "whole-sequence causal forward (MATCH exit 0, DIFFER exit 3).\n",
+     cli_stream_options, 0, cli_stream_main},
     {"compare", "A.npy B.npy",
      "max |A - B| relative to max |B| (absolute when B\n"
      "is all zeros); exit 0 when within --tol (default\n"

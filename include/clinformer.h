@@ -1000,6 +1000,81 @@ CLF_EXTERN int clf_model_forward_tokens(clf_model *m, const long long *ids,
                                         float *logits,
                                         const clf_forward_opts *opts);
 
+/* ------------------------------------------------------------- streams
+ *
+ * A stream runs a layer or a model in prefix-safe causal mode over
+ * positions that arrive a few at a time: each append takes the next
+ * `count` positions of every sequence of the batch and returns their
+ * outputs, equal to what the whole-sequence causal forward
+ * (clf_forward_opts.causal) gives at those positions, within float
+ * rounding.
+ *
+ * Causal Linformer (the mode the layer or model is in when the stream is
+ * made, with a causal_block b): a query at t in block m needs only the
+ * slots of blocks 0..m-1 and the positions m*b..t, so the stream keeps
+ * per layer the k slots (keys and values) and, for the whole model, the
+ * input rows of the open block (at most b): its state does not grow with
+ * the stream.  An append recomputes the open block's earlier positions
+ * with the new ones (b + count positions at most) through every layer, so
+ * its cost depends on b, count and k, not on how long the stream is; a
+ * block's slots are kept once a position after it has arrived.  Full mode
+ * (causal) keeps every position's projected keys and values per layer, a
+ * cache that grows with the stream, for comparison.
+ * The state is held in host memory and sent to the device at each append.
+ * A stream ends at max_seq_len (reset it to start again).  Padding: a
+ * key_mask of batch x count bytes per append (0 = padding: that position
+ * is left out of every later position's attention and its output row is
+ * zeros), as clf_forward_opts.key_mask over the whole sequence.
+ * A stream is used by one thread at a time, and the layer or model it
+ * runs on is not used by another thread during an append; it must
+ * outlive the stream, and its mode must not change (an append then fails).
+ * A failed append leaves the state as it was. */
+typedef struct clf_stream clf_stream;
+
+typedef struct clf_stream_info {
+    size_t batch, position, max_seq_len;
+    size_t block;          /* causal_block in Linformer mode; 0 in full */
+    size_t width_in;       /* floats per input row; 0: token ids (an LM) */
+    size_t width_out;      /* floats per output row (vocab for an LM) */
+    size_t open_positions; /* kept input rows per sequence (recomputed by
+                              the next append) */
+    size_t state_bytes;    /* host memory of the state: every layer's kept
+                              slots (full mode: keys and values as
+                              allocated), the open block's rows, the
+                              padding of batch x max_seq_len bytes */
+} clf_stream_info;
+
+/* A stream over a model (clf_stream_create) or one attention layer, for
+ * `batch` sequences.  Errors: CLF_ENULL_ARGUMENT, CLF_EBAD_SIZE (batch 0),
+ * CLF_EINVALID_ARGUMENT (Linformer mode without causal_block: plain
+ * Linformer is not causal), CLF_EUNSUPPORTED (half-precision weights, a
+ * compression other than linear, a layer's slot_mask), CLF_ENO_MEMORY,
+ * CLF_ESIZE_OVERFLOW. */
+CLF_EXTERN int clf_stream_create(clf_stream **out, clf_model *m, size_t batch);
+CLF_EXTERN int clf_stream_create_attention(clf_stream **out, clf_attention *att,
+                                           size_t batch);
+CLF_EXTERN void clf_stream_destroy(clf_stream *s); /* NULL-safe */
+
+/* Appends count positions to each of batch sequences: x holds batch x
+ * count rows of d_model floats (sequence by sequence), y receives batch x
+ * count output rows; key_mask (batch x count bytes) may be NULL.  Errors:
+ * CLF_ENULL_ARGUMENT, CLF_EBAD_SIZE (count 0), CLF_EINVALID_ARGUMENT (a
+ * batch other than the stream's; floats to an LM's stream or ids to
+ * another; the mode changed), CLF_ESEQ_TOO_LONG (past max_seq_len), and
+ * those of the forward. */
+CLF_EXTERN int clf_stream_append(clf_stream *s, const float *x, size_t batch,
+                                 size_t count, const unsigned char *key_mask,
+                                 float *y);
+/* The same for an LM: batch x count token ids in, batch x count rows of
+ * vocab logits out. */
+CLF_EXTERN int clf_stream_append_tokens(clf_stream *s, const long long *ids,
+                                        size_t batch, size_t count,
+                                        const unsigned char *key_mask,
+                                        float *logits);
+/* Back to position 0 (the state's memory is kept). */
+CLF_EXTERN int clf_stream_reset(clf_stream *s);
+CLF_EXTERN int clf_stream_info_get(const clf_stream *s, clf_stream_info *out);
+
 /* ------------------------------------------ several devices: a group
  *
  * One forward over several devices, which may come from different

@@ -131,6 +131,19 @@ int clf__shard_agree(const clf__shard_comm *comm, const clf_model *m,
                      const clf_attention *att, size_t batch, size_t seq_len,
                      const size_t *bounds, const clf_forward_opts *opts);
 
+/* What a causal forward split by positions exchanges per layer (shard.c):
+ * per sequence, `units` units of `per` floats on each of `sides` sides
+ * (keys, then values unless they are the keys), a unit covering `unit`
+ * positions.  Causal Linformer: a unit is a block's c slots (unit =
+ * causal_block, units = k / c); full mode: a position's projected key or
+ * value (unit 1, units = seq_len).  In the exchange (allgatherv) a shard
+ * sends, per side and sequence, its own units in order. */
+struct clf__gather_layout {
+    size_t sides, per, unit, units;
+};
+int clf__shard_gather_layout(clf_attention *att, size_t batch, size_t seq_len,
+                             struct clf__gather_layout *out);
+
 /* shard.c: one attention layer's part, on the shard's device rows x and
  * y (cl_mem of the layer's context). */
 int clf__shard_attention(clf_attention *att, const clf__shard_comm *comm,

@@ -288,6 +288,35 @@ gather(struct shard_fw *s, const struct gather_spec *g, cl_mem kdev,
     return rc;
 }
 
+int
+clf__shard_gather_layout(clf_attention *att, size_t batch, size_t seq_len,
+                         struct clf__gather_layout *out)
+{
+    clf_forward_opts o;
+    struct plan p;
+
+    memset(&o, 0, sizeof o);
+    memset(out, 0, sizeof *out);
+    o.causal = 1;
+    TRY(clf__plan_make(att, att->mode, batch, seq_len, &o, &p));
+    out->sides = p.v_is_k ? 1 : 2;
+    if (!p.linformer) {
+        out->per = att->dkv;
+        out->unit = 1;
+        out->units = seq_len;
+        return 0;
+    }
+    if (!p.causal || p.c == 0)
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "a causal Linformer layer needs a causal_block "
+                         "(it has %zu)",
+                         att->desc.causal_block);
+    out->per = p.c * p.hc * att->dh;
+    out->unit = att->desc.causal_block;
+    out->units = att->k / p.c;
+    return 0;
+}
+
 /* Causal Linformer keys and values: exact projections of the shard's rows
  * (for the own-block window) and every block's slots, gathered. */
 static int

@@ -42,7 +42,9 @@ struct clf_bench_options {
     int accuracy, quick;
     int peak;             /* 1: --peak (measure again), -1: --no-peak */
     const char *baseline; /* --baseline SEL, NULL: the first device */
-    int shard; /* --shard: one forward over the devices (bench/shard.c) */
+    int shard;  /* --shard: one forward over the devices (bench/shard.c) */
+    int stream; /* --stream: a causal layer streamed (bench/stream.c) */
+    size_t stream_block, stream_chunk; /* its --block and --chunk */
 };
 
 /* bench/shard.c: --shard.  For each n, one Linformer and one full layer:

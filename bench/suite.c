@@ -9,6 +9,7 @@
 #include "roofline.h"
 #include "run.h"
 #include "shard.h"
+#include "stream.h"
 
 #include <errno.h>
 #include <math.h>
@@ -105,6 +106,22 @@ static const char usage_text[] =
     "                    and --html save it (JSON schema\n"
     "                    clinformer-bench-shard/1); no --accuracy,\n"
     "                    --baseline, --svg, --from or --compare\n"
+    "\n"
+    "A stream (instead of the matrix):\n"
+    "  --stream          one prefix-safe causal Linformer layer (first D,\n"
+    "                    h, B, float) fed --chunk positions an append\n"
+    "                    (clf_stream_append) up to the largest n; at each n\n"
+    "                    of --n, the appends' median and max latency over\n"
+    "                    the block before n, the whole causal forward over\n"
+    "                    the n positions (median of --repeat), and the\n"
+    "                    stream's state bytes; k is a multiple of the\n"
+    "                    blocks of the largest n (at least --k's share);\n"
+    "                    --json, --csv and --html save it (JSON schema\n"
+    "                    clinformer-bench-stream/1); one device; no\n"
+    "                    --accuracy, --shard, --baseline, --svg, --from or\n"
+    "                    --compare\n"
+    "  --block B         the causal block (default 64)\n"
+    "  --chunk M         positions an append (default 1)\n"
     "\n"
     "Accuracy study (instead of the matrix):\n"
     "  --accuracy        for each n of --n (default 2048) and each D, h, B,\n"
@@ -237,10 +254,10 @@ static int
 takes_value(const char *opt)
 {
     static const char *const valued[] = {
-        "--device", "--n",         "--k",          "--d-model", "--heads",
-        "--batch",  "--modes",     "--repeat",     "--budget",  "--seed",
-        "--trials", "--json",      "--csv",        "--svg",     "--compare",
-        "--from",   "--precision", "--compression"};
+        "--device", "--n",         "--k",           "--d-model", "--heads",
+        "--batch",  "--modes",     "--repeat",      "--budget",  "--seed",
+        "--trials", "--json",      "--csv",         "--svg",     "--compare",
+        "--from",   "--precision", "--compression", "--block",   "--chunk"};
     size_t i;
 
     if (strcmp(opt, "--html") == 0 || strcmp(opt, "--baseline") == 0)
@@ -338,6 +355,11 @@ parse_number(struct clf_bench_options *o, const char *opt, const char *val)
             return 0;
         fprintf(stderr, "%s: bad --repeat \"%s\" (1..%d)\n", o->prog, val,
                 MAX_REPEAT);
+    } else if (strcmp(opt, "--block") == 0 || strcmp(opt, "--chunk") == 0) {
+        size_t *v = opt[2] == 'b' ? &o->stream_block : &o->stream_chunk;
+        if (parse_count(val, 1, 65536, v) == 0)
+            return 0;
+        fprintf(stderr, "%s: bad %s \"%s\" (1..65536)\n", o->prog, opt, val);
     } else if (strcmp(opt, "--trials") == 0) {
         if (parse_count(val, 1, MAX_TRIALS, &o->trials) == 0)
             return 0;
@@ -431,6 +453,9 @@ parse_args(int argc, char **argv, struct clf_bench_options *o)
         } else if (strcmp(opt, "--shard") == 0) {
             o->shard = 1;
             continue;
+        } else if (strcmp(opt, "--stream") == 0) {
+            o->stream = 1;
+            continue;
         }
         if (strncmp(opt, "--", 2) != 0) {
             fprintf(stderr, "%s: unexpected argument \"%s\"\n", o->prog, opt);
@@ -465,7 +490,15 @@ fill_defaults(struct clf_bench_options *o)
     static const size_t d_def[] = {512};
     static const size_t h_def[] = {8};
     static const size_t b_def[] = {1};
+    static const size_t n_stream[] = {256, 1024, 4096, 16384};
 
+    if (o->stream) {
+        set_default(o->n, &o->nn, n_stream, 4);
+        if (o->stream_block == 0)
+            o->stream_block = 64;
+        if (o->stream_chunk == 0)
+            o->stream_chunk = 1;
+    }
     if (o->accuracy) {
         /* --n and --k are the study's */
         set_default(o->n, &o->nn, n_acc, 1);
@@ -877,12 +910,11 @@ check_shard_options(const struct clf_bench_options *o)
     return 0;
 }
 
-/* Writes one of --shard's files to path, or standard output for "-";
- * returns 1 when it failed (reported). */
+/* Writes one of --shard's or --stream's files (the report s) to path, or
+ * standard output for "-"; returns 1 when it failed (reported). */
 static int
-write_shard_file(const struct clf_bench_options *o, const char *opt,
-                 const char *path, clf_bench_ctx_writer write,
-                 const clf_bench_shard_report *s)
+write_run_file(const struct clf_bench_options *o, const char *opt,
+               const char *path, clf_bench_ctx_writer write, const void *s)
 {
     int rc;
 
@@ -914,12 +946,73 @@ run_shard(const struct clf_bench_options *o, int argc, char **argv)
     fill_header(o, argc, argv, &hdr);
     rc = clf_bench_shard(o, stdout_taken(o) ? stderr : stdout, &hdr, &s);
     if (s.nrows > 0) {
-        bad |= write_shard_file(o, "--json", o->json,
-                                clf_bench_shard_json_fwrite, &s);
-        bad |= write_shard_file(o, "--csv", o->csv, clf_bench_shard_csv_fwrite,
-                                &s);
-        bad |= write_shard_file(o, "--html", o->html,
-                                clf_bench_shard_html_fwrite, &s);
+        bad |= write_run_file(o, "--json", o->json, clf_bench_shard_json_fwrite,
+                              &s);
+        bad |=
+            write_run_file(o, "--csv", o->csv, clf_bench_shard_csv_fwrite, &s);
+        bad |= write_run_file(o, "--html", o->html, clf_bench_shard_html_fwrite,
+                              &s);
+    }
+    free(s.rows);
+    clf_bench_report_free(&hdr);
+    return rc != 0 ? rc : bad;
+}
+
+/* --stream: one device, a float layer, its own files (--json, --csv,
+ * --html); returns 0, or 2 (reported). */
+static int
+check_stream_options(const struct clf_bench_options *o)
+{
+    const char *what = o->from                             ? "--from"
+                       : o->compare                        ? "--compare"
+                       : o->svg                            ? "--svg"
+                       : o->baseline                       ? "--baseline"
+                       : o->accuracy                       ? "--accuracy"
+                       : o->shard                          ? "--shard"
+                       : o->precisions[CLF_PRECISION_HALF] ? "--precision half"
+                       : o->compression != CLF_COMPRESS_LINEAR ? "--compression"
+                                                               : NULL;
+
+    if (what != NULL) {
+        fprintf(stderr, "%s: --stream takes no %s\n", o->prog, what);
+        return 2;
+    }
+    if (o->device != NULL &&
+        (strcmp(o->device, "all") == 0 || strchr(o->device, ',') != NULL)) {
+        fprintf(stderr, "%s: --stream runs on one device, not %s\n", o->prog,
+                o->device);
+        return 2;
+    }
+    if (o->stream_block > o->n[o->nn - 1] ||
+        o->stream_chunk > o->n[o->nn - 1]) {
+        fprintf(stderr,
+                "%s: --stream: --block %zu and --chunk %zu must not pass "
+                "the largest n, %zu\n",
+                o->prog, o->stream_block, o->stream_chunk, o->n[o->nn - 1]);
+        return 2;
+    }
+    return 0;
+}
+
+/* --stream: measures, then writes the files; returns the exit status. */
+static int
+run_stream(const struct clf_bench_options *o, int argc, char **argv)
+{
+    clf_bench_report hdr;
+    clf_bench_stream_report s;
+    int rc, bad = 0;
+
+    clf_bench_report_init(&hdr);
+    memset(&s, 0, sizeof s);
+    fill_header(o, argc, argv, &hdr);
+    rc = clf_bench_stream(o, stdout_taken(o) ? stderr : stdout, &hdr, &s);
+    if (s.nrows > 0) {
+        bad |= write_run_file(o, "--json", o->json,
+                              clf_bench_stream_json_fwrite, &s);
+        bad |=
+            write_run_file(o, "--csv", o->csv, clf_bench_stream_csv_fwrite, &s);
+        bad |= write_run_file(o, "--html", o->html,
+                              clf_bench_stream_html_fwrite, &s);
     }
     free(s.rows);
     clf_bench_report_free(&hdr);
@@ -971,6 +1064,10 @@ clf_bench_main(int argc, char **argv)
         return rc == 1 ? 0 : 2;
     if (check_from_options(&o) != 0)
         return 2;
+    if (!o.stream && (o.stream_block != 0 || o.stream_chunk != 0)) {
+        fprintf(stderr, "%s: --block and --chunk are --stream's\n", o.prog);
+        return 2;
+    }
     fill_defaults(&o);
     if (clf_bench_check_sizes(&o, why, sizeof why) != 0) {
         fprintf(stderr, "%s: %s\n", o.prog, why);
@@ -992,6 +1089,8 @@ clf_bench_main(int argc, char **argv)
     sort_sizes(o.b, &o.nb);
     sort_sizes(o.acc_n, &o.acc_nn);
     sort_sizes(o.acc_k, &o.acc_nk);
+    if (o.stream)
+        return check_stream_options(&o) != 0 ? 2 : run_stream(&o, argc, argv);
     if (o.shard)
         return check_shard_options(&o) != 0 ? 2 : run_shard(&o, argc, argv);
     if (read_baseline(&o, &base) != 0 || check_baseline(&o) != 0)

@@ -172,6 +172,29 @@ int clf_model_forward(clf_model *m, const float *x, size_t batch,
 int clf_model_forward_tokens(clf_model *m, const long long *ids, size_t batch,
                              size_t seq_len, float *logits,
                              const clf_forward_opts *opts);
+
+/* streams */
+typedef struct clf_stream clf_stream;
+typedef struct clf_stream_info {
+    size_t batch, position, max_seq_len;
+    size_t block;
+    size_t width_in;
+    size_t width_out;
+    size_t open_positions;
+    size_t state_bytes;
+    ...;
+} clf_stream_info;
+int clf_stream_create(clf_stream **out, clf_model *m, size_t batch);
+int clf_stream_create_attention(clf_stream **out, clf_attention *att,
+                                size_t batch);
+void clf_stream_destroy(clf_stream *s);
+int clf_stream_append(clf_stream *s, const float *x, size_t batch,
+                      size_t count, const unsigned char *key_mask, float *y);
+int clf_stream_append_tokens(clf_stream *s, const long long *ids,
+                             size_t batch, size_t count,
+                             const unsigned char *key_mask, float *logits);
+int clf_stream_reset(clf_stream *s);
+int clf_stream_info_get(const clf_stream *s, clf_stream_info *out);
 """
 
 SOURCE = r"""

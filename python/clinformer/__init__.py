@@ -18,6 +18,7 @@ from ._core import (
     Device,
     Model,
     ModelInfo,
+    Stream,
     devices,
     version,
 )
@@ -44,7 +45,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LAYOUTS", "WEIGHT_NAMES", "Attention", "Context", "Device", "Model",
-    "ModelInfo", "devices", "version", "ClinformerError", "ClosedError",
+    "ModelInfo", "Stream", "devices", "version", "ClinformerError", "ClosedError",
     "DeviceError", "DeviceNotFoundError", "DTypeError", "FileError",
     "FormatError", "FutureLeakWarning", "InvalidArgumentError",
     "NotFoundError", "OutOfMemoryError", "ShapeError", "UnsupportedError",

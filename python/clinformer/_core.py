@@ -315,6 +315,7 @@ class _Forward(_OwnsHandle):
         self._ptr = ffi.NULL
         # Reentrant: set_weight holds it while it asks for the shape.
         self._lock = threading.RLock()
+        self._streams = weakref.WeakSet()
 
     def _handle(self):
         if self._ptr == ffi.NULL:
@@ -334,8 +335,17 @@ class _Forward(_OwnsHandle):
         """Releases the device memory.  Idempotent."""
         with self._lock:
             if self._ptr != ffi.NULL:
+                for st in list(self._streams):
+                    st.close()
                 self._destroy(self._ptr)
                 self._ptr = ffi.NULL
+
+    def stream(self, batch=1):
+        """A Stream of `batch` sequences over this layer or model, in
+        prefix-safe causal mode (Linformer needs a causal_block; full mode
+        keeps a growing key/value cache): `with model.stream(batch=B) as
+        s: y = s.append(x_chunk)`."""
+        return Stream(self, batch)
 
     def __enter__(self):
         self._handle()
@@ -851,3 +861,148 @@ class Model(_Forward):
         return "<clinformer.Model %s, %d layer(s)%s>" % (
             self.info.layout, self.info.layers,
             " closed" if self.closed else "")
+
+
+class Stream:
+    """Positions appended a few at a time to a causal layer or model
+    (clf_stream): each append returns the outputs of the new positions,
+    equal to the whole-sequence causal forward's there.  Made by
+    Model.stream() or Attention.stream(); closed with its layer or model.
+    Its state (the compressed slots of finished blocks, the open block's
+    rows) does not grow with the stream in Linformer mode; a stream ends
+    at max_seq_len (reset() starts again)."""
+
+    def __init__(self, owner, batch):
+        if not isinstance(owner, _Forward):
+            raise_for(DTypeError, "CLF_EDTYPE",
+                      "a stream runs on a clinformer.Model or Attention, "
+                      "not %s" % type(owner).__name__)
+        self._owner = owner
+        self._ptr = ffi.NULL
+        self._batch = _size("batch", batch)
+        out = ffi.new("clf_stream **")
+        create = (lib.clf_stream_create if isinstance(owner, Model)
+                  else lib.clf_stream_create_attention)
+        with owner._lock:
+            check(create(out, owner._handle(), self._batch))
+            self._ptr = out[0]
+            owner._streams.add(self)
+        info = self._info()
+        self._w_in, self._w_out = info.width_in, info.width_out
+
+    def _handle(self):
+        if self._ptr == ffi.NULL:
+            raise_for(ClosedError, "CLF_EINVALID_ARGUMENT",
+                      "the stream is closed")
+        return self._ptr
+
+    def _info(self):
+        out = ffi.new("clf_stream_info *")
+        with self._owner._lock:
+            check(lib.clf_stream_info_get(self._handle(), out))
+        return out[0]
+
+    @property
+    def closed(self):
+        return self._ptr == ffi.NULL
+
+    def close(self):
+        """Releases the stream's state.  Idempotent."""
+        with self._owner._lock:
+            if self._ptr != ffi.NULL:
+                lib.clf_stream_destroy(self._ptr)
+                self._ptr = ffi.NULL
+
+    def __enter__(self):
+        self._handle()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            if getattr(self, "_ptr", ffi.NULL) != ffi.NULL:
+                self.close()
+        except Exception:
+            pass
+
+    @property
+    def position(self):
+        """Positions appended so far."""
+        return int(self._info().position)
+
+    @property
+    def state_bytes(self):
+        """Host memory of the stream's state (clf_stream_info)."""
+        return int(self._info().state_bytes)
+
+    def reset(self):
+        """Back to position 0."""
+        with self._owner._lock:
+            check(lib.clf_stream_reset(self._handle()))
+
+    def _input(self, x):
+        B = self._batch
+        if self._w_in == 0:
+            arr = self._owner._tokens(x)
+            if arr.ndim == 1 and B == 1:
+                arr = arr.reshape(1, -1)
+            want = "(%d, m) token ids" % B
+            ok = arr.ndim == 2 and arr.shape[0] == B
+        else:
+            # a chunk is usually a slice along the positions: copied
+            arr = _float_array("x", np.ascontiguousarray(x))
+            if arr.ndim == 2 and B == 1:
+                arr = arr.reshape(1, *arr.shape)
+            want = "(%d, m, %d)" % (B, self._w_in)
+            ok = (arr.ndim == 3 and arr.shape[0] == B
+                  and arr.shape[2] == self._w_in)
+        if not ok:
+            raise_for(ShapeError, "CLF_ESHAPE_MISMATCH",
+                      "x has shape %s; this stream of %d sequence%s takes %s"
+                      % (_shape_text(np.shape(x)), B,
+                         "" if B == 1 else "s", want))
+        if arr.shape[1] == 0:
+            raise_for(ShapeError, "CLF_EBAD_SIZE", "x holds no positions")
+        return np.ascontiguousarray(arr)
+
+    def append(self, x, *, key_mask=None):
+        """The outputs (B, m, D), or logits (B, m, vocab), of the m
+        positions of x: float32 (B, m, D) rows, or an LM's integer token
+        ids (B, m) ((m, D) and (m,) when the batch is 1).  key_mask
+        (B, m), nonzero = real position, marks padding."""
+        arr = self._input(x)
+        B, m = arr.shape[0], arr.shape[1]
+        mk = ffi.NULL
+        keep = None
+        if key_mask is not None:
+            km = np.asarray(key_mask)
+            if km.ndim == 1 and B == 1:
+                km = km.reshape(1, -1)
+            if km.shape != (B, m):
+                raise_for(ShapeError, "CLF_ESHAPE_MISMATCH",
+                          "key_mask has shape %s; expected (%d, %d)"
+                          % (_shape_text(np.shape(key_mask)), B, m))
+            keep = np.ascontiguousarray(km != 0, dtype=np.uint8)
+            mk = ffi.cast("const unsigned char *", ffi.from_buffer(keep))
+        y = np.empty((B, m, self._w_out), dtype=np.float32)
+        with ffi.from_buffer(arr) as xbuf, \
+                ffi.from_buffer("float[]", y, require_writable=True) as yout, \
+                self._owner._lock:
+            h = self._handle()
+            self._owner._handle()
+            if self._w_in == 0:
+                check(lib.clf_stream_append_tokens(
+                    h, ffi.cast("const long long *", xbuf), B, m, mk, yout))
+            else:
+                check(lib.clf_stream_append(
+                    h, ffi.cast("const float *", xbuf), B, m, mk, yout))
+        del keep
+        return y
+
+    def __repr__(self):
+        if self.closed:
+            return "<clinformer.Stream closed>"
+        return "<clinformer.Stream batch=%d position=%d>" % (
+            self._batch, self.position)

@@ -196,6 +196,133 @@ class LinformerSelfAttention(nn.Module):
         return torch.from_numpy(y)
 
 
+# ------------------------------------------------- training causal models
+
+
+class CausalLinformerSelfAttention(nn.Module):
+    """The prefix-safe causal Linformer attention in plain PyTorch, to
+    train: the parameters (and state_dict names) of the lucidrains
+    package's LinformerSelfAttention (to_q, to_k, to_v, proj_k, proj_v,
+    to_out), with positions cut into blocks of `block`.  The k slots are
+    split evenly over the ceil(seq_len / block) blocks (k must be a
+    multiple of their number); the c slots of block m compress only block
+    m's positions (the other entries of proj_k and proj_v are unused), and
+    the query at t in block m attends to the slots of blocks 0..m-1 and to
+    positions m*block..t, under one softmax.  Nothing after t reaches the
+    output at t.  clinformer runs its state_dict (Model.load(...,
+    causal_block=block), or from_module) with causal=True and in a stream,
+    with the same outputs.  Differentiable; dropout applies to the
+    attention weights in training mode, as lucidrains'."""
+
+    def __init__(self, dim, seq_len, k=256, heads=8, dim_head=None,
+                 one_kv_head=False, share_kv=False, dropout=0.0, *, block):
+        super().__init__()
+        if dim_head is None:
+            if dim % heads:
+                raise_for(ShapeError, "CLF_ESHAPE_MISMATCH",
+                          "dim %d is not a multiple of heads %d"
+                          % (dim, heads))
+            dim_head = dim // heads
+        blocks = (seq_len + block - 1) // block if block > 0 else 0
+        if block < 1 or k % blocks:
+            raise_for(ShapeError, "CLF_ESHAPE_MISMATCH",
+                      "k %d must be a multiple of the %d blocks of %d "
+                      "positions (block %d, seq_len %d)"
+                      % (k, blocks, block, block, seq_len))
+        self.seq_len, self.k, self.heads = seq_len, k, heads
+        self.dim_head, self.block = dim_head, block
+        self.share_kv, self.one_kv_head = share_kv, one_kv_head
+        kv_dim = dim_head if one_kv_head else dim_head * heads
+        self.to_q = nn.Linear(dim, dim_head * heads, bias=False)
+        self.to_k = nn.Linear(dim, kv_dim, bias=False)
+        self.proj_k = nn.Parameter(LinformerSelfAttention._init(
+            torch.zeros(seq_len, k)))
+        if not share_kv:
+            self.to_v = nn.Linear(dim, kv_dim, bias=False)
+            self.proj_v = nn.Parameter(LinformerSelfAttention._init(
+                torch.zeros(seq_len, k)))
+        self.dropout = nn.Dropout(dropout)
+        self.to_out = nn.Linear(dim_head * heads, dim)
+
+    def _split(self, t, b, rows):
+        # (b, rows, heads' columns) -> (b, heads or 1, rows, dim_head)
+        return t.reshape(b, rows, -1, self.dim_head).transpose(1, 2)
+
+    def forward(self, x, context=None, *, key_mask=None):
+        """x: (B, n, dim), n <= seq_len; key_mask (B, n), nonzero = real
+        position (padding takes no part, and its output rows are zeros)."""
+        if context is not None:
+            raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
+                      "context: cross-attention is not supported")
+        b, n, _ = x.shape
+        if n > self.seq_len:
+            raise_for(ShapeError, "CLF_ESEQ_TOO_LONG",
+                      "x has %d positions; seq_len is %d" % (n, self.seq_len))
+        blk, k = self.block, self.k
+        c = k // ((self.seq_len + blk - 1) // blk)
+        keys = self.to_k(x)
+        values = keys if self.share_kv else self.to_v(x)
+        mask = None
+        if key_mask is not None:
+            mask = torch.as_tensor(key_mask, device=x.device) != 0
+            keys = keys * mask[..., None]
+            values = values * mask[..., None]
+        pos = torch.arange(n, device=x.device)
+        slot = torch.arange(k, device=x.device)
+        own = (pos[:, None] // blk) == (slot[None, :] // c)  # (n, k)
+        ek = self.proj_k[:n] * own
+        ev = ek if self.share_kv else self.proj_v[:n] * own
+        kbar = self._split(torch.einsum("bnd,nk->bkd", keys, ek), b, k)
+        vbar = self._split(torch.einsum("bnd,nk->bkd", values, ev), b, k)
+        q = self._split(self.to_q(x), b, n)
+        kw, vw = self._split(keys, b, n), self._split(values, b, n)
+        scale = self.dim_head ** -0.5
+        s_slot = torch.matmul(q, kbar.transpose(-1, -2)) * scale
+        s_win = torch.matmul(q, kw.transpose(-1, -2)) * scale
+        qblk = pos // blk
+        slot_ok = slot[None, :] < (qblk[:, None] * c)
+        win_ok = ((pos[None, :] <= pos[:, None])
+                  & ((pos[None, :] // blk) == qblk[:, None]))
+        if mask is not None:  # a padded query still sees itself: its row
+            win_ok = ((win_ok[None] & mask[:, None, :])  # is zeroed below
+                      | torch.eye(n, dtype=torch.bool, device=x.device))
+            win_ok = win_ok[:, None]
+        s_slot = s_slot.masked_fill(~slot_ok, float("-inf"))
+        s_win = s_win.masked_fill(~win_ok, float("-inf"))
+        attn = self.dropout(torch.softmax(torch.cat([s_slot, s_win], -1), -1))
+        out = (torch.matmul(attn[..., :k], vbar)
+               + torch.matmul(attn[..., k:], vw))
+        y = self.to_out(out.transpose(1, 2).reshape(b, n, -1))
+        return y if mask is None else y * mask[..., None]
+
+
+def make_causal(module, block):
+    """Replaces every lucidrains LinformerSelfAttention inside module (a
+    lucidrains Linformer or LinformerLM, or the attention itself) by a
+    CausalLinformerSelfAttention with the same shape and parameters, so
+    that the model trains in the prefix-safe causal form that clinformer
+    runs with causal=True and in a stream; returns the module (the
+    attention's replacement when module is one)."""
+    def convert(att):
+        new = CausalLinformerSelfAttention(
+            att.to_q.in_features, att.seq_len, k=att.k, heads=att.heads,
+            dim_head=att.dim_head,
+            one_kv_head=att.to_k.out_features == att.dim_head
+            and att.heads > 1, share_kv=att.share_kv,
+            dropout=getattr(att.dropout, "p", 0.0), block=block)
+        new.load_state_dict(att.state_dict())
+        return new.train(att.training)
+
+    if type(module).__name__ == "LinformerSelfAttention":
+        return convert(module)
+    for name, child in list(module.named_modules()):
+        for cname, sub in list(child.named_children()):
+            if (type(sub).__name__ == "LinformerSelfAttention"
+                    and _package(sub) == "lucidrains"):
+                setattr(child, cname, convert(sub))
+    return module
+
+
 # ------------------------------------------------------------ from_module
 
 
@@ -280,7 +407,10 @@ def _metadata(module):
     the names the loaders read from safetensors metadata."""
     md = {}
     package = _package(module)
-    if package == "lucidrains":
+    causal = _first(module, "CausalLinformerSelfAttention")
+    if causal is not None:
+        md["heads"] = str(causal.heads)
+    elif package == "lucidrains":
         att = _first(module, "LinformerSelfAttention")
         if att is not None:
             md["heads"] = str(att.heads)
@@ -367,6 +497,9 @@ def from_module(module, ctx=None, *, precision="float", causal_block=0,
             and module.heads > 1, share_kv=module.share_kv, ctx=ctx)
         m.load_state_dict(module.state_dict())
         return m
+    causal = _first(module, "CausalLinformerSelfAttention")
+    if causal is not None and not causal_block:
+        causal_block = causal.block  # trained prefix-safe: its blocks
     ctx = ctx if ctx is not None else default_context()
     tensors = {k: v.detach().cpu().numpy()
                for k, v in module.state_dict().items()}

@@ -320,6 +320,22 @@ parse_seed(const char *val, unsigned long long *out)
     return 0;
 }
 
+/* --block and --chunk (--stream's): 0 or 2 (reported), -1 for another
+ * option. */
+static int
+parse_stream_size(struct clf_bench_options *o, const char *opt, const char *val)
+{
+    size_t *v;
+
+    if (strcmp(opt, "--block") != 0 && strcmp(opt, "--chunk") != 0)
+        return -1;
+    v = opt[2] == 'b' ? &o->stream_block : &o->stream_chunk;
+    if (parse_count(val, 1, 65536, v) == 0)
+        return 0;
+    fprintf(stderr, "%s: bad %s \"%s\" (1..65536)\n", o->prog, opt, val);
+    return 2;
+}
+
 /* Options with a number: --repeat, --trials, --budget, --seed, --modes.
  * Returns 0, 2 (reported), or -1 for another option. */
 static int
@@ -355,11 +371,6 @@ parse_number(struct clf_bench_options *o, const char *opt, const char *val)
             return 0;
         fprintf(stderr, "%s: bad --repeat \"%s\" (1..%d)\n", o->prog, val,
                 MAX_REPEAT);
-    } else if (strcmp(opt, "--block") == 0 || strcmp(opt, "--chunk") == 0) {
-        size_t *v = opt[2] == 'b' ? &o->stream_block : &o->stream_chunk;
-        if (parse_count(val, 1, 65536, v) == 0)
-            return 0;
-        fprintf(stderr, "%s: bad %s \"%s\" (1..65536)\n", o->prog, opt, val);
     } else if (strcmp(opt, "--trials") == 0) {
         if (parse_count(val, 1, MAX_TRIALS, &o->trials) == 0)
             return 0;
@@ -412,7 +423,8 @@ parse_value(struct clf_bench_options *o, const char *opt, const char *val)
         o->baseline = val;
         return 0;
     }
-    if ((rc = parse_number(o, opt, val)) >= 0)
+    if ((rc = parse_stream_size(o, opt, val)) >= 0 ||
+        (rc = parse_number(o, opt, val)) >= 0)
         return rc;
     if ((list = size_list(o, opt, &cnt)) == NULL) {
         fprintf(stderr, "%s: unknown option %s (see --help)\n", o->prog, opt);

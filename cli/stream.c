@@ -75,6 +75,29 @@ stream_free(struct stream_run *r)
     free(r->lat);
 }
 
+/* Whether the input's type and rank suit the model (said when not). */
+static int
+input_kind(const struct stream_run *r)
+{
+    const clf_array *x = &r->x;
+
+    if (r->info.vocab != 0) {
+        if (x->ids != NULL && x->ndim >= 1 && x->ndim <= 2)
+            return 0;
+        cli_error("stream",
+                  "%s: an LM takes an int array of token ids shaped (B, n) "
+                  "or (n)",
+                  r->o->input);
+        return CLI_ERROR;
+    }
+    if (x->data != NULL && x->ndim >= 2 && x->ndim <= 3 &&
+        x->shape[x->ndim - 1] == r->info.d_model)
+        return 0;
+    cli_error("stream", "%s: expected float32 shaped (B, n, %zu) or (n, %zu)",
+              r->o->input, r->info.d_model, r->info.d_model);
+    return CLI_ERROR;
+}
+
 /* B, n and the widths, from the input against the model. */
 static int
 input_shape(struct stream_run *r)
@@ -83,20 +106,8 @@ input_shape(struct stream_run *r)
     const int lm = r->info.vocab != 0;
     size_t shape[3], bytes;
 
-    if (lm ? x->ids == NULL || x->ndim < 1 || x->ndim > 2
-           : x->data == NULL || x->ndim < 2 || x->ndim > 3 ||
-                 x->shape[x->ndim - 1] != r->info.d_model) {
-        if (lm)
-            cli_error("stream",
-                      "%s: an LM takes an int array of token ids shaped "
-                      "(B, n) or (n)",
-                      r->o->input);
-        else
-            cli_error("stream",
-                      "%s: expected float32 shaped (B, n, %zu) or (n, %zu)",
-                      r->o->input, r->info.d_model, r->info.d_model);
+    if (input_kind(r) != 0)
         return CLI_ERROR;
-    }
     r->B = x->ndim == (lm ? 2u : 3u) ? x->shape[0] : 1;
     r->n = x->shape[lm ? x->ndim - 1 : x->ndim - 2];
     r->w_in = lm ? 1 : r->info.d_model;

@@ -194,18 +194,43 @@ layers_setup(clf_stream *s)
     return 0;
 }
 
+/* The shapes of the stream's model or layer, and its mode now. */
+static int
+stream_shape(clf_stream *s)
+{
+    clf_model_info info;
+    size_t t;
+
+    if (s->m != NULL) {
+        CLF_TRY(clf_model_info_get(s->m, &info));
+        CLF_TRY(clf_model_get_mode(s->m, &s->mode));
+        s->layers = info.layers;
+        s->N = info.max_seq_len;
+        s->tokens = info.vocab > 0;
+        s->w_in = s->tokens ? 1 : info.d_model;
+        s->w_out = s->tokens ? info.vocab : info.d_model;
+    } else {
+        s->mode = s->att->mode;
+        s->layers = 1;
+        s->N = s->att->N;
+        s->w_in = s->w_out = s->att->D;
+    }
+    s->linformer = s->mode == CLF_MODE_LINFORMER;
+    if (clf__mul3(s->B, s->N, s->w_in + s->w_out, &t))
+        return clf__fail(CLF_ESIZE_OVERFLOW, "batch %zu overflows size_t",
+                         s->B);
+    return 0;
+}
+
 static int
 stream_new(clf_stream **out, clf_model *m, clf_attention *att, size_t batch)
 {
     clf_stream *s;
-    clf_model_info info;
-    int rc = 0;
+    int rc;
 
     if (out == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "out is NULL");
     *out = NULL;
-    if (m == NULL && att == NULL)
-        return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL", att ? "m" : "att");
     if (batch == 0)
         return clf__fail(CLF_EBAD_SIZE, "batch is 0");
     s = calloc(1, sizeof *s);
@@ -214,24 +239,7 @@ stream_new(clf_stream **out, clf_model *m, clf_attention *att, size_t batch)
     s->m = m;
     s->att = att;
     s->B = batch;
-    if (m != NULL) {
-        rc = clf_model_info_get(m, &info);
-        if (rc == 0)
-            rc = clf_model_get_mode(m, &s->mode);
-        s->layers = info.layers;
-        s->N = info.max_seq_len;
-        s->tokens = info.vocab > 0;
-        s->w_in = s->tokens ? 1 : info.d_model;
-        s->w_out = s->tokens ? info.vocab : info.d_model;
-    } else {
-        s->mode = att->mode;
-        s->layers = 1;
-        s->N = att->N;
-        s->w_in = s->w_out = att->D;
-    }
-    s->linformer = s->mode == CLF_MODE_LINFORMER;
-    if (rc == 0 && clf__mul3(batch, s->N, s->w_in + s->w_out, &(size_t){0}))
-        rc = clf__fail(CLF_ESIZE_OVERFLOW, "batch %zu overflows size_t", batch);
+    rc = stream_shape(s);
     if (rc == 0)
         rc = layers_setup(s);
     if (rc == 0) {
@@ -348,12 +356,26 @@ grow(clf_stream *s, size_t units)
     return 0;
 }
 
+/* The layer's or model's mode is still the stream's. */
+static int
+mode_holds(const clf_stream *s)
+{
+    clf_mode mode = s->att ? s->att->mode : s->mode;
+
+    if (s->m != NULL && clf_model_get_mode(s->m, &mode) != 0)
+        return clf__fail(CLF_EINVALID_ARGUMENT, "the model's mode is unknown");
+    if (mode != s->mode)
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "the %s's mode changed since the stream was made "
+                         "(make a new stream)",
+                         s->m ? "model" : "layer");
+    return 0;
+}
+
 static int
 check_append(clf_stream *s, const void *in, size_t batch, size_t count,
              const float *y, int tokens)
 {
-    clf_mode mode;
-
     if (s == NULL || in == NULL || y == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL",
                          s == NULL    ? "s"
@@ -377,15 +399,7 @@ check_append(clf_stream *s, const void *in, size_t batch, size_t count,
                          "appending %zu position(s) at position %zu passes "
                          "max_seq_len %zu (a stream ends there; reset it)",
                          count, s->pos, s->N);
-    mode = s->att ? s->att->mode : s->mode;
-    if (s->m != NULL && clf_model_get_mode(s->m, &mode) != 0)
-        return clf__fail(CLF_EINVALID_ARGUMENT, "the model's mode is unknown");
-    if (mode != s->mode)
-        return clf__fail(CLF_EINVALID_ARGUMENT,
-                         "the %s's mode changed since the stream was made "
-                         "(make a new stream)",
-                         s->m ? "model" : "layer");
-    return 0;
+    return mode_holds(s);
 }
 
 /* Shard 1's rows: the open block's kept rows, then the new ones. */

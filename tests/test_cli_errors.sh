@@ -31,14 +31,14 @@ mknpy() {
 W="$data/lucidrains_encoder.safetensors"
 X="$data/lucidrains_encoder_x.npy" # (2, 10, 16)
 Y="$data/lucidrains_encoder_y.npy"
-commands="devices demo check-lookahead run compare tune help version"
+commands="devices demo check-lookahead run stream compare tune help version"
 
-echo "1..74"
+echo "1..82"
 # Options.
 check cli_unknown_option_names_option_and_command \
     fails 2 "clinformer demo: unknown or ambiguous option --bogus" demo --bogus
 check cli_foreign_option_is_refused \
-    fails 2 "clinformer demo: --weights is an option of run, not of demo" \
+    fails 2 "clinformer demo: --weights is an option of run and stream, not of demo" \
     demo --weights w.safetensors
 check cli_foreign_option_of_tune_is_refused \
     fails 2 "clinformer tune: --seed is an option of check-lookahead" \
@@ -97,6 +97,33 @@ check cli_bench_shard_refuses_compression fails 2 "--shard takes no --compressio
     bench --shard --device all --n 64 --compression max
 check cli_bench_bad_compression_is_named fails 2 'bad --compression "pool"' \
     bench --n 64 --compression pool
+
+# Streams.
+check cli_stream_needs_block fails 2 "needs --block B (or --full)" \
+    stream --weights "$W" --input "$X"
+check cli_stream_block_excludes_full \
+    fails 2 "--block and --full exclude each other" \
+    stream --weights "$W" --input "$X" --block 3 --full
+check cli_stream_lengths_per_sequence fails 2 "the input has 2 sequences" \
+    stream --weights "$W" --input "$X" --block 3 --lengths 5
+check cli_stream_block_must_fit_k \
+    fails 1 "causal mode needs k a multiple of the 3 blocks" \
+    stream --weights "$W" --input "$X" --block 5
+stream_equals_causal_run() {
+    "$cli" stream --weights "$W" --input "$X" --block 3 --chunk 4 --check \
+        --output "$tmp/st.npy" >"$out" 2>"$err" &&
+        grep -q ': MATCH (tol 1e-5)$' "$out" &&
+        "$cli" run --weights "$W" --input "$X" --causal --block 3 \
+            --output "$tmp/cr.npy" >/dev/null 2>>"$err" &&
+        "$cli" compare "$tmp/st.npy" "$tmp/cr.npy" --tol 1e-5 >/dev/null
+}
+check cli_stream_equals_the_causal_run stream_equals_causal_run
+check cli_bench_stream_refuses_svg fails 2 "--stream takes no --svg" \
+    bench --stream --n 64 --svg "$tmp/stream.svg"
+check cli_bench_block_needs_stream \
+    fails 2 "--block and --chunk are --stream's" bench --n 64 --block 4
+check cli_bench_stream_takes_one_device \
+    fails 2 "--stream runs on one device" bench --stream --device all --n 64
 
 # Sizes.
 check cli_lookahead_overflow_is_named \

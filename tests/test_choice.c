@@ -545,16 +545,35 @@ assert_listed(clf_context *ctx, const char *want)
  * candidate `victim` in rounds 1..rounds, before its clFinish. */
 struct planted {
     int victim, rounds;
+    double ms; /* the delay */
 };
 
 static void
 plant(void *user, int v, int round)
 {
     const struct planted *p = user;
-    const struct timespec ts = {0, 200000000L}; /* 200 ms */
+    struct timespec ts;
 
+    ts.tv_sec = (time_t)(p->ms / 1e3);
+    ts.tv_nsec = (long)((p->ms - 1e3 * (double)ts.tv_sec) * 1e6);
     if (v == p->victim && round >= 1 && round <= p->rounds)
         nanosleep(&ts, NULL);
+}
+
+/* A delay that dwarfs every candidate's time of the 512^3 projection GEMM
+ * on this device (as the fresh context's timing just gave them in kc):
+ * 200 ms on a CPU runtime, more where the GEMM itself takes that long
+ * (rusticl on llvmpipe takes most of a second). */
+static double
+planted_ms(const clf_kernel_choice *kc)
+{
+    double top = 0.0;
+    int i;
+
+    for (i = 0; i < 3; i++)
+        if (kc->ms[i] > top)
+            top = kc->ms[i];
+    return 200.0 + 4.0 * top;
 }
 
 /* A burst of load on the fastest candidate's runs in one round does not
@@ -564,12 +583,14 @@ plant(void *user, int v, int round)
 START_TEST(choice_survives_a_burst_of_load)
 {
     clf_context *ctx = fresh_context();
-    struct planted p = {0, 0};
+    struct planted p = {0, 0, 0.0};
     int quiet = -1, burst = -1, always = -1;
     clf_kernel_choice kc;
 
     ck_assert_int_eq(
         clf__gemm_resolve(ctx, CLF_ROLE_PROJ, 512, 512, 512, 1, &quiet), 0);
+    ck_assert_int_eq(clf_context_kernel_choice(ctx, 0, &kc), 0);
+    p.ms = planted_ms(&kc);
     p.victim = quiet - 1;
     ctx->timing_hook = plant;
     ctx->timing_hook_user = &p;
@@ -579,14 +600,14 @@ START_TEST(choice_survives_a_burst_of_load)
         clf__gemm_resolve(ctx, CLF_ROLE_PROJ, 512, 512, 512, 1, &burst), 0);
     ck_assert_int_eq(burst, quiet);
     ck_assert_int_eq(clf_context_kernel_choice(ctx, 0, &kc), 0);
-    ck_assert(kc.ms[quiet - 1] > 0.0 && kc.ms[quiet - 1] < 200.0);
+    ck_assert(kc.ms[quiet - 1] > 0.0 && kc.ms[quiet - 1] < p.ms);
     p.rounds = 2;
     ctx->nchoices = 0;
     ck_assert_int_eq(
         clf__gemm_resolve(ctx, CLF_ROLE_PROJ, 512, 512, 512, 1, &always), 0);
     ck_assert_int_ne(always, quiet);
     ck_assert_int_eq(clf_context_kernel_choice(ctx, 0, &kc), 0);
-    ck_assert(kc.ms[quiet - 1] >= 200.0);
+    ck_assert(kc.ms[quiet - 1] >= p.ms);
     ctx->timing_hook = NULL;
     ctx->timing_hook_user = NULL;
     ctx->nchoices = 0;
@@ -611,15 +632,22 @@ with_choice(int slot, const char *bucket, int winner, const double *ms)
 /* Checking stored choices (clf_context_check_kernel_choices) times each
  * again once and lists the times now beside the stored ones, saying when
  * another candidate now beats the stored winner by 1.5x (here the stored
- * one's runs carry a planted 200 ms); the forward keeps the stored
+ * one's runs carry a planted delay, planted_ms); the forward keeps the stored
  * winner and the store keeps it too. */
 START_TEST(choice_check_times_stored_choices_again)
 {
     clf_context *a = NULL, *b = NULL;
     const double ms[3] = {0.01, 50.0, 50.0}; /* as if timed under load */
-    struct planted p = {0, 2};
+    struct planted p = {0, 2, 0.0};
+    clf_kernel_choice kc;
     int v = -1;
 
+    ck_assert_int_eq(
+        clf__gemm_resolve(fresh_context(), CLF_ROLE_PROJ, 512, 512, 512, 1, &v),
+        0);
+    ck_assert_int_eq(clf_context_kernel_choice(tu_context(), 0, &kc), 0);
+    p.ms = planted_ms(&kc);
+    tu_context()->nchoices = 0;
     fresh_dir();
     clf_context_destroy(with_choice(CLF_KIND_GEMM, "m512.n512.k512", 0, ms));
     ck_assert_int_eq(clf_context_create(&b, NULL), 0);

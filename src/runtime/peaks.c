@@ -86,6 +86,8 @@ static int
 measure_fma(clf_context *ctx, enum clf__kernel_id id, double flops_per_iter,
             cl_mem out, double *gflops)
 {
+    const double target = ctx->peaks_quick ? 0.002 : PEAK_TARGET_S;
+    const int runs = ctx->peaks_quick ? 1 : PEAK_RUNS;
     cl_uint iters = 4;
     double t = 0.0;
     int i;
@@ -93,12 +95,12 @@ measure_fma(clf_context *ctx, enum clf__kernel_id id, double flops_per_iter,
     /* untimed: a runtime may compile the kernel at its first launch */
     CLF_TRY(fma_run(ctx, id, out, 1, &t));
     CLF_TRY(fma_run(ctx, id, out, iters, &t));
-    while (t < PEAK_TARGET_S && iters < (1u << 20)) {
-        double scale = t > 0.0 ? PEAK_TARGET_S / t : 16.0;
+    while (t < target && iters < (1u << 20)) {
+        double scale = t > 0.0 ? target / t : 16.0;
         iters = (cl_uint)((double)iters * (scale > 16.0 ? 16.0 : scale) + 1.0);
         CLF_TRY(fma_run(ctx, id, out, iters, &t));
     }
-    for (i = 0; i < PEAK_RUNS; i++) {
+    for (i = 0; i < runs; i++) {
         double rate;
         CLF_TRY(fma_run(ctx, id, out, iters, &t));
         rate = (double)fma_items(ctx) * iters * flops_per_iter / t * 1e-9;
@@ -152,7 +154,7 @@ write_run(clf_context *ctx, cl_mem dst, const void *host, size_t bytes,
 static size_t
 copy_bytes(const clf_context *ctx)
 {
-    unsigned long long b = PEAK_COPY_MAX;
+    unsigned long long b = ctx->peaks_quick ? 1u << 20 : PEAK_COPY_MAX;
 
     if (ctx->info.max_alloc > 0 && ctx->info.max_alloc < b)
         b = ctx->info.max_alloc;
@@ -232,11 +234,11 @@ measure_copies(clf_context *ctx, cl_mem a, cl_mem b, size_t bytes,
     rc = copy_run(ctx, a, b, (cl_uint)(bytes / 16), 1, &t);
     if (rc == 0)
         rc = copy_run(ctx, a, b, (cl_uint)(bytes / 16), 1, &t);
-    if (rc == 0 && t > 0.0 && t < PEAK_COPY_S)
+    if (rc == 0 && t > 0.0 && t < PEAK_COPY_S && !ctx->peaks_quick)
         reps = PEAK_COPY_S / t > 256.0 ? 256u : (unsigned)(PEAK_COPY_S / t);
     if (rc == 0) /* untimed */
         rc = buffer_copy_run(ctx, a, b, bytes, 1, &t);
-    for (i = 0; i <= PEAK_RUNS && rc == 0; i++)
+    for (i = 0; i <= (ctx->peaks_quick ? 1 : PEAK_RUNS) && rc == 0; i++)
         rc = copy_round(ctx, a, b, bytes, reps, host, i > 0, &best);
     free(host);
     p->copy_gbps = best.copy * 1e-9;

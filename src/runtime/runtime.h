@@ -171,6 +171,10 @@ struct clf_context {
      * so that a test can plant load on chosen runs.  NULL in use. */
     void (*timing_hook)(void *user, int v, int round);
     void *timing_hook_user;
+    /* For tests: measured peaks (peaks.c) take a few milliseconds, on
+     * 1 MiB copies, rather than a few seconds: figures of no worth, for
+     * the suites that check the peaks' cache, not the figures.  0 in use. */
+    int peaks_quick;
     char choices[2048];  /* clf_context_kernel_choices */
     char warnings[5376]; /* clf_context_warnings: a path and a whole line */
 };

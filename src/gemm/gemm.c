@@ -213,7 +213,7 @@ blocked_fits(int trans_a, size_t m, size_t n, size_t k, float beta, size_t lda,
            lda <= 0xffffffffu && ldb <= 0xffffffffu && ldc <= 0xffffffffu;
 }
 
-#define BLOCKED_KC 1024
+#define BLOCKED_KC 512
 
 /* C = alpha A op(B) + beta C through the blocked kernel; a transposed B is
  * copied into the scratch buffer first. */
@@ -245,19 +245,19 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
     st->blocked_calls++;
     st->gemm_calls++;
     /* A long inner dimension in slices of BLOCKED_KC, each added into C:
-     * the rows of B one work-group streams (BLOCKED_KC x 64 floats) then
-     * stay in a CPU core's cache for the group's next work-item.  On PoCL
-     * this keeps the 256 x 512 x n compression GEMM at about 170 GFLOP/s
-     * for n = 4096 to 16384, where it had fallen to 144, 92 and 81.  With
-     * 16-column blocks (8-float devices) slices of half that: a group's
-     * 96 rows of A (E in the compression, 384 KiB a slice of 1024) then
-     * stay well inside a 512 KiB L2 beside the piece of B; on an AVX2
-     * host the compression ran at 1.00x the projection GEMM's rate
-     * against 0.90x (medians of 14 alternating rounds, bench/RESULTS.md).
+     * the rows of A and the piece of B one work-group streams then stay
+     * in a CPU core's cache for the group's next work-item.  On PoCL this
+     * keeps the 256 x 512 x n compression GEMM near the projections' rate
+     * for n = 1024 to 16384, where it had fallen to 144, 92 and 81 GFLOP/s
+     * unsliced.  512 steps a slice with 64- and 16-column blocks alike: on
+     * an AVX2 host (16-column blocks) the compression then ran at 1.00x
+     * the projection GEMM's rate against 0.90x with 1024, and on an
+     * AVX-512 Xeon (64-column blocks) at 229-261 GFLOP/s against 126-153
+     * with 1024, the forward 12-19% faster (bench/RESULTS.md, section 18).
      * The bias goes in with the first slice, the activation with the
      * last. */
     {
-        const size_t slice = st->cols64 ? BLOCKED_KC : BLOCKED_KC / 2;
+        const size_t slice = BLOCKED_KC;
         size_t k0 = 0, kc;
         do {
             kc = k - k0 < slice ? k - k0 : slice;

@@ -133,6 +133,21 @@ grow(void **items, size_t *cap, size_t count, size_t size)
     return 0;
 }
 
+void
+clf_bench_device_describe(clf_bench_device *d, const clf_device_info *info)
+{
+    d->index = info->index;
+    snprintf(d->platform, sizeof d->platform, "%s", info->platform);
+    snprintf(d->name, sizeof d->name, "%s", info->name);
+    snprintf(d->driver, sizeof d->driver, "%s", info->driver);
+    snprintf(d->version, sizeof d->version, "%s", info->version);
+    d->is_gpu = info->is_gpu;
+    d->compute_units = info->compute_units;
+    d->global_mem = info->global_mem;
+    d->max_alloc = info->max_alloc;
+    snprintf(d->stable_name, sizeof d->stable_name, "%s", info->stable_name);
+}
+
 clf_bench_device *
 clf_bench_report_add_device(clf_bench_report *r)
 {

@@ -204,6 +204,12 @@ void clf_bench_report_free(clf_bench_report *r);
  * returns it, or NULL when out of memory.  The pointer is valid until the
  * next append of the same kind. */
 clf_bench_device *clf_bench_report_add_device(clf_bench_report *r);
+/* A device record from what the library says of the device (index,
+ * platform, name, driver, version, is_gpu, compute units, memory, largest
+ * allocation, stable name; the peaks and their notes are left as they
+ * are). */
+void clf_bench_device_describe(clf_bench_device *d,
+                               const clf_device_info *info);
 clf_bench_result *clf_bench_report_add_result(clf_bench_report *r);
 clf_bench_accuracy *clf_bench_report_add_accuracy(clf_bench_report *r);
 

@@ -76,16 +76,7 @@ device_open(struct run *run, clf_context *ctx)
     d = clf_bench_report_add_device(run->rep);
     if (d == NULL)
         return -1;
-    d->index = info.index;
-    snprintf(d->platform, sizeof d->platform, "%s", info.platform);
-    snprintf(d->name, sizeof d->name, "%s", info.name);
-    snprintf(d->driver, sizeof d->driver, "%s", info.driver);
-    snprintf(d->version, sizeof d->version, "%s", info.version);
-    d->is_gpu = info.is_gpu;
-    d->compute_units = info.compute_units;
-    d->global_mem = info.global_mem;
-    d->max_alloc = info.max_alloc;
-    snprintf(d->stable_name, sizeof d->stable_name, "%s", info.stable_name);
+    clf_bench_device_describe(d, &info);
     clf_bench_progress(run, "device %u: %s / %s (driver %s): building kernels",
                        info.index, info.platform, info.name, info.driver);
     t = clf_bench_now();

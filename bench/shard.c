@@ -74,13 +74,7 @@ add_devices(FILE *t, const clf_group *g, clf_bench_report *hdr)
                 info.platform, info.name);
         if ((d = clf_bench_report_add_device(hdr)) == NULL)
             return -1;
-        d->index = info.index;
-        snprintf(d->platform, sizeof d->platform, "%s", info.platform);
-        snprintf(d->name, sizeof d->name, "%s", info.name);
-        snprintf(d->driver, sizeof d->driver, "%s", info.driver);
-        snprintf(d->version, sizeof d->version, "%s", info.version);
-        d->is_gpu = info.is_gpu;
-        snprintf(d->stable_name, sizeof d->stable_name, "%s", info.stable_name);
+        clf_bench_device_describe(d, &info);
     }
     return 0;
 }

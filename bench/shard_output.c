@@ -1,6 +1,7 @@
 /* The files of bench --shard (bench/shard.h): JSON, CSV and HTML of the
  * records bench/shard.c measured.  Nothing here measures. */
 #include "json.h"
+#include "plot.h"
 #include "shard.h"
 
 #include <math.h>
@@ -205,28 +206,6 @@ clf_bench_shard_csv_fwrite(FILE *f, const void *ctx)
 
 /* ---------------------------------------------------------------- HTML */
 
-static void
-esc(FILE *f, const char *s)
-{
-    for (; *s != '\0'; s++)
-        switch (*s) {
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        default:
-            fputc(*s, f);
-        }
-}
-
 /* A cell of milliseconds, "-" when not measured. */
 static void
 td_ms(FILE *f, double s)
@@ -253,31 +232,31 @@ html_head(FILE *f, const clf_bench_shard_report *s)
           "</style></head>\n<body>\n<h1>One forward over several devices"
           "</h1>\n<p>",
           f);
-    esc(f, CLF_BENCH_SHARD_SCHEMA);
+    clf_bench_xml_text(f, CLF_BENCH_SHARD_SCHEMA);
     fputs("; clinformer ", f);
-    esc(f, r->version);
+    clf_bench_xml_text(f, r->version);
     fputs(", started ", f);
-    esc(f, r->started);
+    clf_bench_xml_text(f, r->started);
     fputs(" on ", f);
-    esc(f, r->host);
+    clf_bench_xml_text(f, r->host);
     fprintf(f,
             "; host-clock medians of %zu warm forwards, split by "
             "positions</p>\n<p><code>",
             r->repeat);
-    esc(f, r->command);
+    clf_bench_xml_text(f, r->command);
     fputs("</code></p>\n<table><tr><th>#</th><th>stable name</th>"
           "<th>platform</th><th>device</th><th>driver</th></tr>\n",
           f);
     for (i = 0; i < r->ndevices; i++) {
         const clf_bench_device *d = &r->devices[i];
         fprintf(f, "<tr><td class=\"n\">%zu</td><td>", i);
-        esc(f, d->stable_name);
+        clf_bench_xml_text(f, d->stable_name);
         fputs("</td><td>", f);
-        esc(f, d->platform);
+        clf_bench_xml_text(f, d->platform);
         fputs("</td><td>", f);
-        esc(f, d->name);
+        clf_bench_xml_text(f, d->name);
         fputs("</td><td>", f);
-        esc(f, d->driver);
+        clf_bench_xml_text(f, d->driver);
         fputs("</td></tr>\n", f);
     }
     fputs("</table>\n", f);
@@ -306,7 +285,7 @@ html_row(FILE *f, const clf_bench_shard_report *s, const clf_bench_shard_row *x)
     else
         fputs("<td class=\"n\">-</td>", f);
     fputs("<td>", f);
-    esc(f, x->ok ? "ok" : x->note);
+    clf_bench_xml_text(f, x->ok ? "ok" : x->note);
     fputs("</td></tr>\n", f);
 }
 

@@ -2,6 +2,7 @@
  * by position against the whole causal forward over each prefix. */
 #include "stream.h"
 #include "json.h"
+#include "plot.h"
 #include "run.h"
 
 #include <math.h>
@@ -47,7 +48,7 @@ row_init(clf_bench_stream_row *x, const struct clf_bench_options *o, size_t n,
     x->append_median_ms = x->append_max_ms = x->prefix_ms = NAN;
 }
 
-static void
+static int
 add_device(FILE *t, clf_context *ctx, clf_bench_report *hdr)
 {
     clf_device_info info;
@@ -57,14 +58,9 @@ add_device(FILE *t, clf_context *ctx, clf_bench_report *hdr)
     fprintf(t, "  device: %s (%s / %s)\n", info.stable_name, info.platform,
             info.name);
     if ((d = clf_bench_report_add_device(hdr)) == NULL)
-        return;
-    d->index = info.index;
-    snprintf(d->platform, sizeof d->platform, "%s", info.platform);
-    snprintf(d->name, sizeof d->name, "%s", info.name);
-    snprintf(d->driver, sizeof d->driver, "%s", info.driver);
-    snprintf(d->version, sizeof d->version, "%s", info.version);
-    d->is_gpu = info.is_gpu;
-    snprintf(d->stable_name, sizeof d->stable_name, "%s", info.stable_name);
+        return -1;
+    clf_bench_device_describe(d, &info);
+    return 0;
 }
 
 /* Median ms of `repeat` whole causal forwards over n positions (after one
@@ -278,7 +274,10 @@ clf_bench_stream(const struct clf_bench_options *o, FILE *t,
             "%zu)\n",
             j.chunk, j.chunk == 1 ? "" : "s", N, j.B, j.D, o->h[0], k,
             o->stream_block, o->repeat);
-    add_device(t, ctx, hdr);
+    if (rc == 0 && add_device(t, ctx, hdr) != 0) {
+        fprintf(stderr, "%s: out of host memory\n", o->prog);
+        rc = 1;
+    }
     if (rc == 0 && make_layer(&j, ctx, N, k) != 0) {
         fprintf(stderr, "%s: the layer: %s\n", o->prog, clf_last_error());
         rc = 1;
@@ -387,22 +386,6 @@ clf_bench_stream_csv_fwrite(FILE *f, const void *ctx)
     return ferror(f) ? -1 : 0;
 }
 
-static void
-esc(FILE *f, const char *s)
-{
-    for (; *s != '\0'; s++)
-        if (*s == '<')
-            fputs("&lt;", f);
-        else if (*s == '>')
-            fputs("&gt;", f);
-        else if (*s == '&')
-            fputs("&amp;", f);
-        else if (*s == '"')
-            fputs("&quot;", f);
-        else
-            fputc(*s, f);
-}
-
 /* Both times against n on log-log axes, 480 x 240. */
 static void
 figure(FILE *f, const clf_bench_stream_report *s)
@@ -467,22 +450,22 @@ clf_bench_stream_html_fwrite(FILE *f, const void *ctx)
           "</style></head>\n<body>\n<h1>A causal Linformer layer as a stream"
           "</h1>\n<p>",
           f);
-    esc(f, CLF_BENCH_STREAM_SCHEMA);
+    clf_bench_xml_text(f, CLF_BENCH_STREAM_SCHEMA);
     fputs("; clinformer ", f);
-    esc(f, r->version);
+    clf_bench_xml_text(f, r->version);
     fputs(", started ", f);
-    esc(f, r->started);
+    clf_bench_xml_text(f, r->started);
     fputs(" on ", f);
-    esc(f, r->host);
+    clf_bench_xml_text(f, r->host);
     if (r->ndevices > 0) {
         fputs("; device ", f);
-        esc(f, r->devices[0].stable_name);
+        clf_bench_xml_text(f, r->devices[0].stable_name);
         fputs(" (", f);
-        esc(f, r->devices[0].name);
+        clf_bench_xml_text(f, r->devices[0].name);
         fputs(")", f);
     }
     fprintf(f, "; %zu position(s) an append</p>\n<p><code>", s->chunk);
-    esc(f, r->command);
+    clf_bench_xml_text(f, r->command);
     fputs("</code></p>\n", f);
     figure(f, s);
     fputs("<table><tr><th>n</th><th>k</th><th>block</th><th>append median "
@@ -498,9 +481,9 @@ clf_bench_stream_html_fwrite(FILE *f, const void *ctx)
                 "<td class=\"n\">%.1f</td><td>",
                 x->n, x->k, x->block, x->append_median_ms, x->append_max_ms,
                 x->prefix_ms, (double)x->state_bytes / 1024.0);
-        esc(f, x->status == CLF_BENCH_OK ? "ok"
-               : x->note[0]              ? x->note
-                                         : clf_bench_status_name(x->status));
+        clf_bench_xml_text(f, x->status == CLF_BENCH_OK ? "ok"
+                              : x->note[0]              ? x->note
+                                           : clf_bench_status_name(x->status));
         fputs("</td></tr>\n", f);
     }
     fputs("</table>\n</body>\n</html>\n", f);

@@ -855,12 +855,7 @@ check_baseline(const struct clf_bench_options *o)
         clf_bench_device *d = clf_bench_report_add_device(&all);
         if (d == NULL)
             break;
-        d->index = infos[i].index;
-        d->is_gpu = infos[i].is_gpu;
-        snprintf(d->platform, sizeof d->platform, "%s", infos[i].platform);
-        snprintf(d->name, sizeof d->name, "%s", infos[i].name);
-        snprintf(d->stable_name, sizeof d->stable_name, "%s",
-                 infos[i].stable_name);
+        clf_bench_device_describe(d, &infos[i]);
     }
     b = clf_bench_find_device(&all, o->baseline);
     clf_bench_report_free(&all);

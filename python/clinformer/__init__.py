@@ -46,8 +46,8 @@ __version__ = "0.1.0"
 __all__ = [
     "LAYOUTS", "WEIGHT_NAMES", "Attention", "Context", "Device", "Model",
     "ModelInfo", "Stream", "devices", "version", "ClinformerError",
-    "ClosedError", "DeviceError", "DeviceNotFoundError", "DTypeError", "FileError",
-    "FormatError", "FutureLeakWarning", "InvalidArgumentError",
+    "ClosedError", "DeviceError", "DeviceNotFoundError", "DTypeError",
+    "FileError", "FormatError", "FutureLeakWarning", "InvalidArgumentError",
     "NotFoundError", "OutOfMemoryError", "ShapeError", "UnsupportedError",
     "WeightUnsetError", "status_name", "strerror",
 ]

@@ -863,14 +863,17 @@ class Model(_Forward):
             " closed" if self.closed else "")
 
 
-class Stream:
+class Stream(_OwnsHandle):
     """Positions appended a few at a time to a causal layer or model
     (clf_stream): each append returns the outputs of the new positions,
     equal to the whole-sequence causal forward's there.  Made by
     Model.stream() or Attention.stream(); closed with its layer or model.
     Its state (the compressed slots of finished blocks, the open block's
     rows) does not grow with the stream in Linformer mode; a stream ends
-    at max_seq_len (reset() starts again)."""
+    at max_seq_len (reset() starts again).  It cannot be copied or
+    pickled (TypeError): make another with .stream()."""
+
+    _copy_hint = "make another with Model.stream() or Attention.stream()"
 
     def __init__(self, owner, batch):
         if not isinstance(owner, _Forward):

@@ -48,6 +48,16 @@ def default_context():
         return _default
 
 
+def _dim_head(dim, heads, dim_head):
+    """lucidrains' default head width, dim / heads, checked."""
+    if dim_head is not None:
+        return dim_head
+    if dim % heads:
+        raise_for(ShapeError, "CLF_ESHAPE_MISMATCH",
+                  "dim %d is not a multiple of heads %d" % (dim, heads))
+    return dim // heads
+
+
 class LinformerSelfAttention(nn.Module):
     """linformer.LinformerSelfAttention(dim, seq_len, k, heads, dim_head,
     one_kv_head, share_kv) on a clinformer Context.  dropout must be 0
@@ -57,12 +67,7 @@ class LinformerSelfAttention(nn.Module):
                  one_kv_head=False, share_kv=False, dropout=0.0, *,
                  ctx=None):
         super().__init__()
-        if dim_head is None:
-            if dim % heads:
-                raise_for(ShapeError, "CLF_ESHAPE_MISMATCH",
-                          "dim %d is not a multiple of heads %d"
-                          % (dim, heads))
-            dim_head = dim // heads
+        dim_head = _dim_head(dim, heads, dim_head)
         if dropout:
             raise_for(InvalidArgumentError, "CLF_EINVALID_ARGUMENT",
                       "dropout %r: the clinformer forward is inference "
@@ -217,12 +222,7 @@ class CausalLinformerSelfAttention(nn.Module):
     def __init__(self, dim, seq_len, k=256, heads=8, dim_head=None,
                  one_kv_head=False, share_kv=False, dropout=0.0, *, block):
         super().__init__()
-        if dim_head is None:
-            if dim % heads:
-                raise_for(ShapeError, "CLF_ESHAPE_MISMATCH",
-                          "dim %d is not a multiple of heads %d"
-                          % (dim, heads))
-            dim_head = dim // heads
+        dim_head = _dim_head(dim, heads, dim_head)
         blocks = (seq_len + block - 1) // block if block > 0 else 0
         if block < 1 or k % blocks:
             raise_for(ShapeError, "CLF_ESHAPE_MISMATCH",

@@ -3,6 +3,9 @@ whole-sequence causal forward, and clinformer.torch's trainable
 prefix-safe causal attention: trained a few steps, then run by clinformer
 in causal mode and in a stream, within 1e-5 of the module's own output
 (relative to its largest value)."""
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -48,6 +51,9 @@ def test_stream_model_matches_whole_forward(ctx):
         with pytest.raises(clinformer.ShapeError, match="takes"):
             s.append(np.zeros((2, 1, 8), np.float32))
         assert s.position == 0
+        for copy_of in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError, match="Model.stream"):
+                copy_of(s)
     assert s.closed
 
 

@@ -43,7 +43,6 @@ struct clf_stream {
     size_t pos; /* positions appended */
     size_t layers;
     struct layer_state *ls;
-    size_t units;        /* units kept (blocks, or positions in full mode) */
     void *open;          /* input rows (or ids) of positions open0..pos */
     size_t open0;        /* first position of shard 1 at the next append */
     unsigned char *hist; /* B x N: 1 = a real position, 0 = padding */
@@ -298,7 +297,7 @@ clf_stream_reset(clf_stream *s)
 {
     if (s == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "s is NULL");
-    s->pos = s->units = s->open0 = 0;
+    s->pos = s->open0 = 0;
     s->masked = 0;
     return 0;
 }
@@ -482,8 +481,9 @@ commit(clf_stream *s, const char *x, const float *out, size_t count, size_t t1,
     for (b = 0; b < s->B; b++)
         memcpy(y + b * count * s->w_out, out + (b * nl + keep) * s->w_out,
                count * s->w_out * sizeof *y);
-    s->units = s->linformer ? (t1 - 1) / s->blk : t1;
-    open0 = s->units * s->blk;
+    /* the units kept: every block before the last position's, or every
+     * position in full mode */
+    open0 = s->linformer ? (t1 - 1) / s->blk * s->blk : t1;
     nk = t1 - open0;
     for (b = 0; nk > 0 && b < s->B; b++)
         memcpy((char *)s->open + b * nk * row,

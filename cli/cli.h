@@ -17,7 +17,8 @@ enum {
     CLI_OK = 0,         /* success (check-lookahead: PASS; compare: MATCH) */
     CLI_ERROR = 1,      /* a runtime failure; the message names it */
     CLI_USAGE = 2,      /* a usage error: bad option, value or argument */
-    CLI_DIFFER = 3,     /* check-lookahead FAIL, compare DIFFER */
+    CLI_DIFFER = 3,     /* check-lookahead FAIL, compare DIFFER, verify
+                           found a failing case */
     CLI_HELP_SHOWN = -1 /* cli_parse() printed --help: exit 0 */
 };
 
@@ -180,6 +181,10 @@ int cli_is_stdout(const char *path);
  * stderr, so the two never mix.  Returns 0, or CLI_ERROR (printed). */
 int cli_stdout_for_data(const char *cmd);
 
+/* Writes len bytes to the standard output that cli_stdout_for_data()
+ * kept; 0, or -1 (nothing kept, or the write failed). */
+int cli_data_write(const void *data, size_t len);
+
 /* Writes a version 1 .npy of little-endian float32 to `path` atomically:
  * a new temporary file in the same directory (O_EXCL | O_NOFOLLOW), fsync,
  * rename over `path`; for "-", to the standard output that
@@ -224,6 +229,7 @@ int cli_run_main(const struct cli_command *cmd, int argc, char **argv);
 int cli_stream_main(const struct cli_command *cmd, int argc, char **argv);
 int cli_compare_main(const struct cli_command *cmd, int argc, char **argv);
 int cli_tune_main(const struct cli_command *cmd, int argc, char **argv);
+int cli_verify_main(const struct cli_command *cmd, int argc, char **argv);
 
 extern const struct cli_option cli_devices_options[];
 extern const struct cli_option cli_demo_options[];
@@ -232,5 +238,6 @@ extern const struct cli_option cli_run_options[];
 extern const struct cli_option cli_stream_options[];
 extern const struct cli_option cli_compare_options[];
 extern const struct cli_option cli_tune_options[];
+extern const struct cli_option cli_verify_options[];
 
 #endif

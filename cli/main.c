@@ -89,6 +89,26 @@ const struct cli_command cli_commands[] = {
      "the fastest for this device; every later context on it applies them.\n"
      "Rerun to resume where the last run stopped.\n",
      cli_tune_options, 0, cli_tune_main},
+    {"verify", "",
+     "check this device: every attention way, GEMM way and\n"
+     "softmax forced in turn, in every mode, padded and\n"
+     "not, float and half weights, at odd shapes, against\n"
+     "a double-precision reference, with guard bands\n"
+     "around every buffer and a bitwise repeat, for\n"
+     "--budget seconds (default 180); prints a reproducer\n"
+     "for each failure\n",
+     "Check the device: every attention way, GEMM way and softmax forced in\n"
+     "turn, in Linformer, full, causal and causal-full mode, with and without\n"
+     "padding, float and half weights, at odd shapes (n, k and d_h multiples\n"
+     "of no tile, n = 1, k > n, 48 short sequences, a head of 67), each\n"
+     "against a double-precision reference on the host (max |y - ref| /\n"
+     "max |ref| within 1e-4; 2e-3 for half weights whose products may run in\n"
+     "binary16), every device buffer with a guard band whose damage names the\n"
+     "kernel, and the same input run twice giving the same bits.  Cases run\n"
+     "in a spread order until --budget runs out.  Each failure prints the\n"
+     "clinformer run and compare commands that reproduce it, its files\n"
+     "written under --save.  Exit 0 when none failed, 3 otherwise.\n",
+     cli_verify_options, 0, cli_verify_main},
     {"help", "[COMMAND]", "show this text, or a command's options\n",
      "Show the commands, or the options of COMMAND.\n", no_options, 0,
      help_main},
@@ -113,8 +133,9 @@ const char cli_epilogue[] =
     "2 on a usage error, before a device is opened (an unknown option or\n"
     "one of another command, a missing, empty or invalid value, options that\n"
     "exclude each other, sizes whose product overflows, an output path that\n"
-    "is refused), 3 when check-lookahead FAILs or compare finds the arrays\n"
-    "DIFFER.  An output FILE of - is standard output.\n";
+    "is refused), 3 when check-lookahead FAILs, compare finds the arrays\n"
+    "DIFFER or verify finds a failing case.  An output FILE of - is standard\n"
+    "output.\n";
 
 const struct cli_command *
 cli_command_find(const char *name)

@@ -96,6 +96,12 @@ write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
+int
+cli_data_write(const void *data, size_t len)
+{
+    return data_fd >= 0 && write_all(data_fd, data, len) == 0 ? 0 : -1;
+}
+
 /* The header clf_npy_save writes (version 1, '<f4', C order, padded with
  * spaces so the data starts at a multiple of 64 bytes); its length, or 0
  * when the shape does not fit. */

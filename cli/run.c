@@ -10,6 +10,7 @@ struct run_opts {
     size_t heads, block, repeat; /* 0: not given */
     int causal, full, layerwise, non_strict, verbose, shard_by, launches;
     int check_choices;
+    int guard;     /* guard bands around every device buffer */
     int mpi;       /* one forward over the ranks of an mpirun (cli/mpi.c) */
     int precision; /* clf_precision */
 };
@@ -79,6 +80,11 @@ const struct cli_option cli_run_options[] = {
      "also list the geometry of every kernel the forward\n"
      "launched (global and local size, work-groups,\n"
      "work-items; on the first device of a list)",
+     1, 0, NULL},
+    {"guard", CLI_FLAG, RO(guard), NULL,
+     "guard bands around every device buffer of the model:\n"
+     "a kernel that writes outside one fails the run with\n"
+     "an error naming it (slow; one device)",
      1, 0, NULL},
     {"non-strict", CLI_FLAG, RO(non_strict), NULL,
      "skip tensors the layout does not use (listed on\n"
@@ -424,11 +430,37 @@ warn_slot_mask(const struct run_state *s)
 }
 
 /* Everything after the model is loaded: input, forward, output. */
+/* The forward, timed into *t_fwd, with what --check-choices, --launches
+ * and --guard put around it. */
+static int
+checked_forward(struct run_state *s, double *t_fwd)
+{
+    const struct run_opts *o = s->o;
+    double t0;
+    int rc;
+
+    if (o->check_choices &&
+        (rc = clf_context_check_kernel_choices(s->ctx, 1)) != 0)
+        return cli_fail(s->ctx, "--check-choices", rc);
+    if (o->launches && (rc = clf_context_record_launches(s->ctx, 1)) != 0)
+        return cli_fail(s->ctx, "--launches", rc);
+    t0 = cli_now();
+    rc = forward(s);
+    *t_fwd = cli_now() - t0;
+    if (o->launches)
+        (void)clf_context_record_launches(s->ctx, 0);
+    if (rc != 0)
+        return cli_fail(s->ctx, "forward", rc);
+    if (o->guard && (rc = clf_context_guard_check(s->ctx)) != 0)
+        return cli_fail(s->ctx, "--guard", rc);
+    return 0;
+}
+
 static int
 run_forward(struct run_state *s, const struct cli_file *inputs)
 {
     const struct run_opts *o = s->o;
-    double t0, t_fwd;
+    double t_fwd = 0.0;
     int rc;
 
     print_shape("input", &s->x);
@@ -448,19 +480,8 @@ run_forward(struct run_state *s, const struct cli_file *inputs)
         fprintf(stderr, "clinformer run: out of host memory\n");
         return CLI_ERROR;
     }
-    if (o->check_choices &&
-        (rc = clf_context_check_kernel_choices(s->ctx, 1)) != 0)
-        return cli_fail(s->ctx, "--check-choices", rc);
-    if (o->launches && (rc = clf_context_record_launches(s->ctx, 1)) != 0)
-        return cli_fail(s->ctx, "--launches", rc);
-    t0 = cli_now();
-    rc = forward(s);
-    t_fwd = cli_now() - t0;
-    if (o->launches)
-        (void)clf_context_record_launches(s->ctx, 0);
-    if (rc != 0)
-        return cli_fail(s->ctx, "forward", rc);
-    if ((rc = write_output(s, inputs)) != 0)
+    if ((rc = checked_forward(s, &t_fwd)) != 0 ||
+        (rc = write_output(s, inputs)) != 0)
         return rc;
     print_forward(s, t_fwd);
     if (o->repeat != 0 && (rc = time_repeats(s)) != 0)
@@ -491,6 +512,8 @@ load(struct run_state *s, const clf_model_opts *mo, double *t0)
     if (!cli_is_device_list(s->o->device)) {
         if ((rc = cli_context(&s->ctx, s->o->device)) != 0)
             return 0; /* reported; s->ctx stays NULL */
+        if (s->o->guard && (rc = clf_context_guard_buffers(s->ctx, 1)) != 0)
+            return rc;
         *t0 = cli_now();
         return clf_model_load(&s->m, s->ctx, s->o->weights, mo);
     }
@@ -547,7 +570,10 @@ check_options(const char *cmd, const struct run_opts *o, clf_model_opts *mo,
     if (check_causal(cmd, o) != 0 ||
         cli_exclusive(cmd, "--mask", o->mask != NULL, "--lengths",
                       o->lengths != NULL,
-                      "both say which positions are real") != 0)
+                      "both say which positions are real") != 0 ||
+        cli_exclusive(cmd, "--guard", o->guard, "a device list",
+                      cli_is_device_list(o->device),
+                      "guard bands check one device") != 0)
         return CLI_USAGE;
     return o->lengths == NULL
                ? 0
@@ -562,7 +588,7 @@ check_options(const char *cmd, const struct run_opts *o, clf_model_opts *mo,
  * --mask counts as given or not. */
 static const char *const per_rank_options[] = {
     "weights",  "input",         "output", "device", "verbose",
-    "launches", "check-choices", "mpi",    NULL};
+    "launches", "check-choices", "mpi",    "guard",  NULL};
 
 static int
 per_rank(const char *name)

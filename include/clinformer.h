@@ -68,7 +68,8 @@ extern "C" {
     XX(FORMAT, -4018, "a file is malformed")                                   \
     XX(NOT_FOUND, -4019, "no tensor or entry of that name")                    \
     XX(DTYPE, -4020, "unsupported data type")                                  \
-    XX(SHARD_ABORTED, -4021, "another shard of a sharded forward failed")
+    XX(SHARD_ABORTED, -4021, "another shard of a sharded forward failed")      \
+    XX(OUT_OF_BOUNDS, -4022, "a kernel wrote outside a device buffer")
 
 typedef enum clf_status {
     CLF_OK = 0,
@@ -463,6 +464,30 @@ CLF_EXTERN int clf_context_launch_count(clf_context *ctx, size_t *count,
  * CLF_EINVALID_ARGUMENT (index past the count). */
 CLF_EXTERN int clf_context_launch(clf_context *ctx, size_t index,
                                   clf_launch *out);
+
+/* Guard bands, a checking aid for kernels (slow: every launch waits and
+ * reads buffers back).  With on != 0, every device buffer the context
+ * creates from then on for a layer, a model, a stream or a GEMM's scratch
+ * gets a band of at least 1 KiB on either side, filled with the 4-byte
+ * pattern 0xFFBFFFFF (a signalling NaN as float, NaNs as half: a kernel
+ * reading a band spoils its result, and one adding to it changes its
+ * bits, as arithmetic quiets the NaN);
+ * after every kernel the context launches, and every GEMM handed to
+ * CLBlast, the bands of all its live guarded buffers are read back.  The
+ * first damaged band is kept (and the band refilled): the forward itself
+ * goes on and returns as usual, and clf_context_guard_check reports it.
+ * Buffers made while guards were off stay unguarded; turn guards on before
+ * creating the layer or model.  Errors: CLF_ENULL_ARGUMENT,
+ * CLF_ENO_MEMORY. */
+CLF_EXTERN int clf_context_guard_buffers(clf_context *ctx, int on);
+
+/* 0 when no guard band was damaged since the last call; else
+ * CLF_EOUT_OF_BOUNDS, and clf_last_error() names the kernel launched just
+ * before the damage was seen, the buffer, its size and where outside it the
+ * first changed byte lies ("kernel clf_add_bias wrote outside device buffer
+ * output staging (11544 bytes): the first byte changed is byte 2 past its
+ * end").  Clears the record.  Errors: CLF_ENULL_ARGUMENT. */
+CLF_EXTERN int clf_context_guard_check(clf_context *ctx);
 
 /* The build log of the last failed kernel build on this context, or "" when
  * none failed.  Owned by the context; valid until the context's next

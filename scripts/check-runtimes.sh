@@ -68,7 +68,7 @@ tests/test_bench_report tests/test_shard tests/test_threads tests/test_bench \
 tests/test_tune tests/test_clblast_host tests/test_cli.sh \
 tests/test_cli_errors.sh tests/test_half_cli.sh tests/test_fp16_cli.sh \
 tests/test_bench_figures.sh tests/test_tune_budget.sh tests/test_shard_cli.sh \
-tests/test_mpi.sh tests/test_stream}
+tests/test_mpi.sh tests/test_stream tests/test_guard tests/test_verify.sh}
 # Suites left out on an implementation, where RUNTIMES_QUICK=yes (CI):
 # NAME:SUITE pairs.  Intel's compiler builds each of the many GEMM
 # parameter sets that test_tune times in seconds, so that suite alone

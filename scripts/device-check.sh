@@ -94,9 +94,9 @@ step_budget=0
 # The planned share of each step in seconds; a step that finishes early
 # leaves its time to the next ones.
 if [ "$dry" = 1 ]; then
-    plan=(devices:20 tests:150 bench_quick:50 bench_large:40 pytorch:30 tune:20)
+    plan=(devices:20 verify:25 tests:130 bench_quick:50 bench_large:40 pytorch:30 tune:20)
 else
-    plan=(devices:20 tests:240 bench_quick:40 bench_large:110 pytorch:60 tune:60)
+    plan=(devices:20 verify:60 tests:200 bench_quick:40 bench_large:90 pytorch:60 tune:60)
 fi
 # a budget below the plan's sum shrinks every share in proportion
 plan_sum=0
@@ -352,6 +352,30 @@ else
         step_end devices failed "$ndev devices, none a GPU: the figures would be a CPU's"
     else
         step_end devices ok "$ndev devices, $ngpu GPU; first: $(grep -m1 '^\[0\]' "$devices_txt" | sed 's/^\[0\] *//')"
+    fi
+fi
+
+# ------------------------------------------------------------------ verify
+# clinformer verify first: every attention way, GEMM way and softmax in
+# every mode against the double-precision reference, with guard bands, for
+# the step's budget less a margin; its JSON and any failure's files go to
+# OUTDIR.
+step_begin verify
+if [ $step_budget -lt 10 ]; then
+    step_end verify cut "no time left"
+else
+    timeout -k 5 "$step_budget" ${ENV[@]+"${ENV[@]}"} "$CLF" verify \
+        --budget $((step_budget - 8)) --json "$out/verify.json" \
+        --save "$out/verify-failures" >"$work/verify.txt" 2>&1
+    rc=$?
+    cat "$work/verify.txt" >>"$log"
+    line=$(grep '^verify: [0-9]* passed' "$work/verify.txt" | sed 's/^verify: //')
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        step_end verify cut "timed out after $((SECONDS - step_t0)) s"
+    elif [ $rc -ne 0 ] || [ -z "$line" ]; then
+        step_end verify failed "exit $rc: ${line:-$(tail -1 "$work/verify.txt")}"
+    else
+        step_end verify ok "$line"
     fi
 fi
 

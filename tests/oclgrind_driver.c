@@ -7,8 +7,8 @@
  * the work-group streaming kernel, make check's run) or "flash_wg" (that
  * kernel alone: about 150 s of the simulator's 165, make check-slow's
  * run). */
+#include "../bench/reference.h"
 #include "internal.h"
-#include "reference.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -3,8 +3,8 @@
  * Tolerance: max |y - y_ref| <= TOL * max |y_ref| over the whole output, with
  * TOL = 1e-5: float32 GEMMs with sums of at most a few hundred terms stay
  * well inside it, while any indexing or layout mistake is of order 1. */
+#include "../bench/reference.h"
 #include "internal.h"
-#include "reference.h"
 #include "testutil.h"
 
 #include <math.h>

@@ -13,8 +13,8 @@
  *
  * Slow on a CPU (about 9 GFLOP a forward, 12 forwards): run by
  * make check-slow (CI's part gpu-shape), not make check. */
+#include "../bench/reference.h"
 #include "internal.h"
-#include "reference.h"
 #include "testutil.h"
 
 #include <math.h>

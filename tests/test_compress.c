@@ -4,8 +4,8 @@
  *
  * Tolerance: max |y - y_ref| <= 1e-5 * max |y_ref|, as in test_attention;
  * a half-precision layer within 1e-2 of its float32 twin. */
+#include "../bench/reference.h"
 #include "internal.h"
-#include "reference.h"
 #include "testutil.h"
 
 #include <math.h>

@@ -13,8 +13,8 @@
  * swaps the layers of the four mode tests for the tiny ones of
  * small_layers: still every mode, mask kind and sharing, with n, k and d_h
  * off the tiles. */
+#include "../bench/reference.h"
 #include "internal.h"
-#include "reference.h"
 #include "testutil.h"
 
 #include <math.h>

@@ -10,8 +10,8 @@
  *
  * Tolerance against the double-precision reference: max |y - y_ref| <=
  * 1e-5 * max |y_ref| over the whole output, as test_flash. */
+#include "../bench/reference.h"
 #include "internal.h"
-#include "reference.h"
 #include "testutil.h"
 
 #include <math.h>

@@ -16,8 +16,8 @@
  * On a device without cl_khr_fp16 (or whose self-test fails) the native
  * tests are skipped with the reason, and the fallback is checked: forcing
  * the native way widens as before, and the choice line says why. */
+#include "../bench/reference.h"
 #include "internal.h"
-#include "reference.h"
 #include "testutil.h"
 
 #include <math.h>

@@ -11,8 +11,8 @@
  *     2.5e-3, the 2e-3 above plus float32's own error;
  *   - the peer fixtures (tests/data, PyTorch float32 outputs): 2e-3 against
  *     the float32 model and 2.5e-3 against PyTorch. */
+#include "../bench/reference.h"
 #include "internal.h"
-#include "reference.h"
 #include "testutil.h"
 
 #include <math.h>

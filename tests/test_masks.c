@@ -3,8 +3,8 @@
  * Tolerance for comparisons with the double-precision reference:
  * max |y - y_ref| <= 1e-5 * max |y_ref|, as in test_attention.  The
  * look-ahead tests compare bit for bit. */
+#include "../bench/reference.h"
 #include "internal.h"
-#include "reference.h"
 #include "testutil.h"
 
 #include <math.h>

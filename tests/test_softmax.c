@@ -1,7 +1,7 @@
 /* The softmax kernel against a double-precision reference.  Tolerance:
  * 1e-6 absolute on probabilities (float rounding of exp and the sum). */
+#include "../bench/reference.h"
 #include "internal.h"
-#include "reference.h"
 #include "testutil.h"
 
 #include <math.h>

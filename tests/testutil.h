@@ -4,7 +4,7 @@
 
 #include "clinformer.h"
 
-#include "reference.h"
+#include "../bench/reference.h"
 
 #include <check.h>
 #include <stddef.h>

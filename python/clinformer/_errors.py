@@ -99,6 +99,7 @@ _BY_NAME = {
     "CLF_EFORMAT": FormatError,
     "CLF_EDTYPE": DTypeError,
     "CLF_ESHARD_ABORTED": DeviceError,
+    "CLF_EOUT_OF_BOUNDS": DeviceError,
     "CL_OUT_OF_HOST_MEMORY": OutOfMemoryError,
     "CL_MEM_OBJECT_ALLOCATION_FAILURE": OutOfMemoryError,
 }

@@ -38,7 +38,13 @@ release_state(clf_context *ctx, void *state)
 {
     struct clf__gemm_state *st = state;
 
-    (void)ctx;
+    /* oclgrind's programs do not keep their context alive: CLBlast's
+     * program cache, emptied at process exit, would release programs of a
+     * context already gone, and the simulator then corrupts the heap.
+     * There the cache goes with the context that used it. */
+    if (st->gemm_calls > 0 &&
+        strncmp(ctx->info.stable_name, "oclgrind", 8) == 0)
+        CLBlastClearCache();
     if (st->scratch != NULL)
         clReleaseMemObject(st->scratch);
     st->scratch = NULL;
@@ -85,8 +91,9 @@ scratch(clf_context *ctx, size_t floats, cl_mem *out)
         if (st->scratch != NULL)
             clReleaseMemObject(st->scratch);
         st->scratch_cap = 0;
-        st->scratch = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
-                                     floats * sizeof(float), NULL, &err);
+        st->scratch =
+            clf__mem_create(ctx, CL_MEM_READ_WRITE, floats * sizeof(float),
+                            NULL, &err, "GEMM scratch");
         if (st->scratch == NULL)
             return clf__fail(err,
                              "GEMM scratch: clCreateBuffer of %zu bytes "
@@ -310,6 +317,7 @@ clblast_gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
                           k, alpha, a, a_off, lda, b, b_off, ldb, beta, c,
                           c_off, ldc, &ctx->queue, NULL);
     pthread_mutex_unlock(&clblast_lock);
+    clf__guard_after(ctx, NULL, "CLBlastSgemm");
     if (status != CLBlastSuccess)
         return clf__fail((int)status, "CLBlastSgemm %zux%zux%zu failed (%d)", m,
                          n, k, (int)status);
@@ -337,6 +345,7 @@ clblast_batched(clf_context *ctx, const struct clf__gemm_args *g)
         g->b_stride, g->beta, g->c, g->c_off, g->ldc, g->c_stride, g->batch,
         &ctx->queue, NULL);
     pthread_mutex_unlock(&clblast_lock);
+    clf__guard_after(ctx, NULL, "CLBlastSgemmStridedBatched");
     if (status != CLBlastSuccess)
         return clf__fail((int)status,
                          "CLBlastSgemmStridedBatched %zux%zux%zu x%zu failed "

@@ -481,8 +481,8 @@ partial_buffer(clf_context *ctx, struct clf__tiled_state *st, size_t floats)
         (ctx->info.max_alloc != 0 &&
          floats * sizeof(float) > ctx->info.max_alloc))
         return NULL;
-    m = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, floats * sizeof(float),
-                       NULL, &err);
+    m = clf__mem_create(ctx, CL_MEM_READ_WRITE, floats * sizeof(float), NULL,
+                        &err, "tiled GEMM partial sums");
     if (m == NULL)
         return NULL;
     if (st->partial != NULL)

@@ -31,8 +31,8 @@ clf__attention_ensure(clf_attention *a, enum ws_id id, size_t need)
         clReleaseMemObject(w->mem);
     w->mem = NULL;
     w->cap = 0;
-    w->mem = clCreateBuffer(a->ctx->context, CL_MEM_READ_WRITE,
-                            need * sizeof(float), NULL, &err);
+    w->mem = clf__mem_create(a->ctx, CL_MEM_READ_WRITE, need * sizeof(float),
+                             NULL, &err, clf__ws_names[id]);
     if (w->mem == NULL)
         return clf__fail(err, "%s: clCreateBuffer of %zu bytes failed (%d)",
                          clf__ws_names[id], need * sizeof(float), err);

@@ -139,8 +139,8 @@ half_buffer(clf_attention *a, int which, const char *name, size_t count)
 
     if (a->w[which] != NULL)
         return 0;
-    a->w[which] = clCreateBuffer(a->ctx->context, CL_MEM_READ_WRITE,
-                                 count * sizeof(cl_half), NULL, &err);
+    a->w[which] = clf__mem_create(a->ctx, CL_MEM_READ_WRITE,
+                                  count * sizeof(cl_half), NULL, &err, name);
     if (a->w[which] == NULL)
         return clf__fail(err,
                          "weight %s: clCreateBuffer of %zu bytes failed (%d)",
@@ -162,9 +162,8 @@ clf__half_upload(clf_attention *a, int which, const char *name,
     a->wset[which] = 0;
     CLF_TRY(check_range(name, data, count));
     CLF_TRY(half_buffer(a, which, name, count));
-    stage =
-        clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                       count * sizeof(float), (void *)data, &err);
+    stage = clf__mem_create(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                            count * sizeof(float), (void *)data, &err, name);
     if (stage == NULL)
         return clf__fail(err,
                          "weight %s: staging buffer of %zu bytes failed (%d)",
@@ -224,8 +223,9 @@ slot_reserve(clf_context *ctx, struct half_state *st, int s, size_t floats)
         clReleaseMemObject(st->slot[s]);
     st->cap[s] = 0;
     st->owner[s] = NULL;
-    st->slot[s] = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
-                                 floats * sizeof(float), NULL, &err);
+    st->slot[s] =
+        clf__mem_create(ctx, CL_MEM_READ_WRITE, floats * sizeof(float), NULL,
+                        &err, "half-precision widening scratch");
     if (st->slot[s] == NULL)
         return clf__fail(err,
                          "half-precision widening scratch: clCreateBuffer "

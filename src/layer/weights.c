@@ -88,9 +88,9 @@ make_ones(clf_attention *att)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     for (i = 0; i < att->dh; i++)
         one[i] = 1.0f;
-    att->ones = clCreateBuffer(att->ctx->context,
-                               CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                               att->dh * sizeof *one, one, &err);
+    att->ones =
+        clf__mem_create(att->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                        att->dh * sizeof *one, one, &err, "ones");
     free(one);
     if (att->ones == NULL)
         return clf__fail(err, "clCreateBuffer failed (%d)", err);
@@ -351,8 +351,9 @@ clf_attention_set_weight(clf_attention *att, clf_weight which,
     if (clf__half_stored(att, which))
         return clf__half_upload(att, which, weight_names[which], data, count);
     if (att->w[which] == NULL) {
-        att->w[which] = clCreateBuffer(att->ctx->context, CL_MEM_READ_ONLY,
-                                       count * sizeof(float), NULL, &err);
+        att->w[which] =
+            clf__mem_create(att->ctx, CL_MEM_READ_ONLY, count * sizeof(float),
+                            NULL, &err, weight_names[which]);
         if (att->w[which] == NULL)
             return clf__fail(err,
                              "weight %s: clCreateBuffer of %zu bytes "

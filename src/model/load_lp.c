@@ -635,9 +635,8 @@ upload(struct lp *s, const float *v, size_t count, const char *name,
 {
     cl_int err;
 
-    *out = clCreateBuffer(s->m->ctx->context,
-                          CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                          count * sizeof(float), (void *)v, &err);
+    *out = clf__mem_create(s->m->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                           count * sizeof(float), (void *)v, &err, name);
     if (*out == NULL)
         return clf__fail(err, "tensor %s: clCreateBuffer failed (%d)", name,
                          err);

@@ -223,8 +223,8 @@ ensure(clf_model *m, enum model_ws id, size_t bytes)
                          "a model workspace of %zu bytes exceeds the "
                          "device's largest allocation, %llu bytes",
                          bytes, m->ctx->info.max_alloc);
-    m->ws[id] =
-        clCreateBuffer(m->ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    m->ws[id] = clf__mem_create(m->ctx, CL_MEM_READ_WRITE, bytes, NULL, &err,
+                                "model workspace");
     if (m->ws[id] == NULL)
         return clf__fail(err,
                          "model workspace of %zu bytes: clCreateBuffer "

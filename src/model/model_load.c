@@ -425,9 +425,8 @@ upload(clf_model *m, const clf_safetensors *st, const char *name, size_t rows,
     cl_int err;
 
     TRY(read_tensor(st, name, rows, cols, 0, &buf));
-    *out =
-        clCreateBuffer(m->ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                       count * sizeof(float), buf, &err);
+    *out = clf__mem_create(m->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                           count * sizeof(float), buf, &err, name);
     free(buf);
     if (*out == NULL)
         return clf__fail(err, "tensor %s: clCreateBuffer failed (%d)", name,

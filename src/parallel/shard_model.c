@@ -391,12 +391,11 @@ attention_part(clf_attention *att, const clf__shard_comm *comm, size_t B,
     rc = build_masks(opts, B, n, bounds[comm->rank],
                      bounds[comm->rank + 1] - bounds[comm->rank], &mk, &lo);
     if (rc == 0) {
-        in = clCreateBuffer(att->ctx->context,
-                            CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes,
-                            (void *)x, &err);
+        in = clf__mem_create(att->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                             bytes, (void *)x, &err, "shard input");
         if (in != NULL)
-            out = clCreateBuffer(att->ctx->context, CL_MEM_READ_WRITE, bytes,
-                                 NULL, &err);
+            out = clf__mem_create(att->ctx, CL_MEM_READ_WRITE, bytes, NULL,
+                                  &err, "shard output");
         if (out == NULL)
             rc = clf__fail(err, "a shard's buffers of %zu bytes (%d)", bytes,
                            err);

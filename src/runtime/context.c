@@ -297,6 +297,7 @@ clf_context_destroy(clf_context *ctx)
         clReleaseProgram(ctx->program);
     release_features(ctx);
     clf__launch_log_free(ctx);
+    clf__guard_free(ctx);
     if (ctx->queue != NULL)
         clReleaseCommandQueue(ctx->queue);
     if (ctx->context != NULL)

@@ -90,7 +90,10 @@ clf__enqueue_nd(clf_context *ctx, cl_kernel k, unsigned dims,
     clf_launch l;
     unsigned d;
 
-    if (err != CL_SUCCESS || !recording(ctx))
+    if (err != CL_SUCCESS)
+        return err;
+    clf__guard_after(ctx, k, NULL);
+    if (!recording(ctx))
         return err;
     memset(&l, 0, sizeof l);
     if (clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof l.kernel, l.kernel,

@@ -65,6 +65,7 @@ struct clf__choice_entry {
 };
 
 struct clf__launch_log; /* launches.c */
+struct clf__guard;      /* guard.c */
 
 /* State a module above the runtime keeps per context (the GEMM scratch,
  * the tiled kernel's program, the half slots ...), in a list the runtime
@@ -137,6 +138,7 @@ struct clf_context {
     int has_lock;                          /* lock was initialised */
     int forced[CLF_KIND_COUNT];            /* clf_context_force_kernel, or -1 */
     struct clf__launch_log *launch_log;    /* NULL until recording starts */
+    struct clf__guard *guard;              /* guard.c; NULL until turned on */
     struct clf__feature *features;         /* clf__feature */
     struct clf__choice_entry *choice_list; /* stored and timed winners */
     size_t nchoices, choice_cap;
@@ -475,5 +477,28 @@ void clf__launch_pause(clf_context *ctx, int pause);
 
 /* Releases the context's log (context teardown). */
 void clf__launch_log_free(clf_context *ctx);
+
+/* Guard bands (guard.c): a checking aid that finds kernels writing outside
+ * their device buffers (clf_context_guard_buffers).  Every device buffer a
+ * layer, model or GEMM makes goes through clf__mem_create; while the
+ * context's guards are on, each such buffer is a sub-buffer of a larger one
+ * with a band of known bytes on either side, and every launch is followed
+ * by a check of all live bands (clf__guard_after). */
+
+/* clCreateBuffer(ctx->context, flags, bytes, host, err); with guards on,
+ * a guarded sub-buffer named `what` in the guard's report (host data,
+ * under CL_MEM_COPY_HOST_PTR, written into it with a blocking write).  The
+ * buffer is released with clReleaseMemObject as any other. */
+cl_mem clf__mem_create(clf_context *ctx, cl_mem_flags flags, size_t bytes,
+                       void *host, cl_int *err, const char *what);
+
+/* After a launch of `what` (a kernel name, or NULL to ask the kernel k),
+ * with guards on: waits for the queue and checks every live band; the
+ * first damaged one is kept for clf_context_guard_check and its band
+ * refilled.  Nothing when guards are off. */
+void clf__guard_after(clf_context *ctx, cl_kernel k, const char *what);
+
+/* Releases the context's guard records (context teardown). */
+void clf__guard_free(clf_context *ctx);
 
 #endif /* CLF_RUNTIME_H */

@@ -238,36 +238,58 @@ kv_at(const ref_run *r, int v, size_t t, size_t hk, size_t ci)
     return (v ? r->vv : r->kk)[t * r->dkv + hk * r->l->dh + ci];
 }
 
+/* Mean (compression 1) or max (2) pooling of one column over the window
+ * of w positions from start. */
+static double
+window_pool(const ref_run *r, int v, size_t hk, size_t start, size_t w,
+            size_t e)
+{
+    const int mean = r->l->compression == 1;
+    double acc = mean ? 0.0 : -INFINITY;
+    size_t t;
+
+    for (t = start; t < start + w; t++) {
+        const double x = kv_at(r, v, t, hk, e);
+        if (mean)
+            acc += x;
+        else
+            acc = (x > acc || isnan(x)) ? x : acc;
+    }
+    return mean ? acc / (double)w : acc;
+}
+
+/* The convolution (compression 3): output channel e of head h over the
+ * window of w positions from start, and its bias. */
+static double
+window_conv(const ref_run *r, int v, size_t h, size_t hk, size_t start,
+            size_t w, size_t e)
+{
+    const ref_layer *l = r->l;
+    const size_t dh = l->dh, eh = l->per_head_E ? h : 0;
+    const int own_f = v && !l->share_kv && !l->kv_shared;
+    const float *W = own_f ? l->F : l->E, *b = own_f ? l->bF : l->bE;
+    double acc = 0.0;
+    size_t t, ci;
+
+    for (t = start; t < start + w; t++)
+        for (ci = 0; ci < dh; ci++)
+            acc += (double)W[((eh * dh + e) * dh + ci) * w + (t - start)] *
+                   kv_at(r, v, t, hk, ci);
+    return b != NULL ? acc + b[eh * dh + e] : acc;
+}
+
 /* The windowed compressions: slot j, column e of one side (v: values) of
  * head h (reading K/V head hk) from its window of w positions. */
 static double
 window_slot(const ref_run *r, int v, size_t h, size_t hk, size_t j, size_t e)
 {
     const ref_layer *l = r->l;
-    const size_t w = l->N / l->k, dh = l->dh;
+    const size_t w = l->N / l->k;
     const size_t start =
         r->lin_causal ? (j / r->c) * r->block + (j % r->c) * w : j * w;
-    const size_t eh = l->per_head_E ? h : 0;
-    const int own_f = v && !l->share_kv && !l->kv_shared;
-    const float *W = own_f ? l->F : l->E, *b = own_f ? l->bF : l->bE;
-    double acc = l->compression == 2 ? -INFINITY : 0.0;
-    size_t t, ci;
 
-    for (t = start; t < start + w; t++) {
-        const double x = kv_at(r, v, t, hk, e);
-        if (l->compression == 1)
-            acc += x;
-        else if (l->compression == 2)
-            acc = (x > acc || isnan(x)) ? x : acc;
-        for (ci = 0; l->compression == 3 && ci < dh; ci++)
-            acc += (double)W[((eh * dh + e) * dh + ci) * w + (t - start)] *
-                   kv_at(r, v, t, hk, ci);
-    }
-    if (l->compression == 1)
-        acc /= (double)w;
-    if (l->compression == 3 && b != NULL)
-        acc += b[eh * dh + e];
-    return acc;
+    return l->compression == 3 ? window_conv(r, v, h, hk, start, w, e)
+                               : window_pool(r, v, hk, start, w, e);
 }
 
 /* Linformer: head h's k compressed keys and values. */

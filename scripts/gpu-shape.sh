@@ -164,7 +164,6 @@ nv_wg_table() {
         case $name in
         clf_softmax_rows | clf_softmax_rows_vec) wg=256 ;; # launch_1d by variant
         clf_softmax_rows_wg) wg=$(val CLF_SOFTMAX_WG) ;;
-        clf_causal_scores_wg) wg=$(($(val CLF_CAUSAL_TILE) * $(val CLF_CAUSAL_TILE))) ;;
         clf_flash_wg) wg=$(($(val CLF_FLASHWG_ROWS) * $(val CLF_FLASHWG_SPLIT))) ;;
         clf_gemm_tiled) wg=$(($(val CLF_TILED_MDIM) * $(val CLF_TILED_NDIM))) ;;
         esac

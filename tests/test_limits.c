@@ -28,10 +28,8 @@ struct limit_case {
 };
 
 static const struct limit_case cases[] = {
-    {"wg=64", 64, {"clf_flash_wg", "clf_causal_scores_wg", NULL}},
-    {"wg=32",
-     32,
-     {"clf_flash_wg", "clf_causal_scores_wg", "clf_gemm_tiled", NULL}},
+    {"wg=64", 64, {"clf_flash_wg", NULL}},
+    {"wg=32", 32, {"clf_flash_wg", "clf_gemm_tiled", NULL}},
     {"local=49152", 0, {NULL}},
     {"local=8192", 0, {"clf_flash_wg", "clf_gemm_tiled", NULL}},
 };

@@ -331,10 +331,10 @@ START_TEST(causal_variants_match_reference)
 END_TEST
 
 /* The GEMM path with each softmax kernel forced, the masks folded into it
- * and, with the work-group one, the causal window scored by work-groups:
- * heads of 19 columns (a partial 16-column slice), blocks of 20 (a partial
- * 16 x 16 tile), n not a multiple of the block, padding by lengths and by
- * bytes, in Linformer, causal Linformer, full and causal full mode. */
+ * and the causal window through the GEMMs and clf_causal_mask: heads of 19
+ * columns (a partial 16-column slice), blocks of 20, n not a multiple of
+ * the block (a partial last block), padding by lengths and by bytes, in
+ * Linformer, causal Linformer, full and causal full mode. */
 START_TEST(masks_with_each_softmax_on_gemm_path)
 {
     static const char *const names[] = {"scalar", "vector", "group"};
@@ -344,7 +344,7 @@ START_TEST(masks_with_each_softmax_on_gemm_path)
     clf_attention_desc d = desc_of(CLF_SHARE_HEADWISE, 45, 6, 20);
     struct layer l;
     size_t i;
-    int v, c, group;
+    int v, c;
 
     for (i = 0; i < sizeof bytes; i++)
         bytes[i] = i % 7 != 3;
@@ -361,15 +361,8 @@ START_TEST(masks_with_each_softmax_on_gemm_path)
             ck_assert_int_eq(clf_context_record_launches(l.att->ctx, 1), 0);
             check(&l, CLF_MODE_LINFORMER, 2, 45, &o, 71);
             ck_assert_int_eq(clf_context_record_launches(l.att->ctx, 0), 0);
-            /* the softmax that ran (CLINFORMER_KERNELS wins over the
-             * force) names the window kernel, where the device takes its
-             * groups */
-            group = l.att->ctx->last[CLF_KIND_SOFTMAX] == CLF_SOFTMAX_GROUP &&
-                    clf__causal_group_fits(l.att->ctx);
-            ck_assert_int_eq(tu_launched(l.att->ctx, "clf_causal_scores_wg"),
-                             c && group);
-            ck_assert_int_eq(tu_launched(l.att->ctx, "clf_causal_scores"),
-                             c && !group);
+            /* the causal window ran through the GEMMs and its mask */
+            ck_assert_int_eq(tu_launched(l.att->ctx, "clf_causal_mask"), c);
             check(&l, CLF_MODE_FULL, 2, 45, &o, 72);
             o.lengths = NULL;
             o.key_mask = bytes;

@@ -369,7 +369,8 @@ causal_shape(const clf_attention *a, const struct plan *p,
     sh->block = a->desc.causal_block;
     sh->kv_per_head = a->hkv > 1;
     sh->scale = (float)(1.0 / sqrt((double)a->dh));
-    sh->group = p->softmax == CLF_SOFTMAX_GROUP;
+    sh->score_way = p->gemm[CLF_ROLE_SCORE];
+    sh->weigh_way = p->gemm[CLF_ROLE_WEIGH];
 }
 
 /* The weights of one side: W_k and E (value 0), or W_v and F (value 1; E

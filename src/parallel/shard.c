@@ -444,7 +444,8 @@ attend_slots(struct shard_fw *s)
         cs.block0 = s->b0 / cs.block;
         cs.kv_per_head = a->hkv > 1;
         cs.scale = sh.scale;
-        cs.group = s->softmax == CLF_SOFTMAX_GROUP;
+        cs.score_way = s->gemm[CLF_ROLE_SCORE];
+        cs.weigh_way = s->gemm[CLF_ROLE_WEIGH];
         TRY(clf__causal_scores(s->ctx, &cs, sc, q, a->ws[WS_XE].mem, s->lmask));
     }
     TRY(clf__softmax_rows_variant(s->ctx, s->softmax, sc, 0,

@@ -55,10 +55,7 @@
     X(CLF_FLASHWG_WIDE_ROWS, 32)                                               \
     X(CLF_FLASHWG_WIDE_SPLIT, 8)                                               \
     X(CLF_FLASHWG_WIDE_DH, 128)                                                \
-    X(CLF_FLASHWG_WIDE_KEYS, 4)                                                \
-    /* The work-group causal window kernel (cl/causal.cl): a group of T x T    \
-     * items scores T queries against T window positions. */                   \
-    X(CLF_CAUSAL_TILE, 16)
+    X(CLF_FLASHWG_WIDE_KEYS, 4)
 
 #define CLF_KERNEL_PARAM_ENUM(name, value) name = value,
 enum clf__kernel_param { CLF_KERNEL_PARAMS(CLF_KERNEL_PARAM_ENUM) };

@@ -29,9 +29,8 @@
     KERNEL(MASK_ROWS, clf_mask_rows)                                           \
     KERNEL(MASKED_ROWSUM, clf_masked_rowsum)                                   \
     FILE(causal)                                                               \
-    KERNEL(CAUSAL_SCORES, clf_causal_scores)                                   \
-    KERNEL(CAUSAL_SCORES_WG, clf_causal_scores_wg)                             \
-    KERNEL(CAUSAL_APPLY, clf_causal_apply)                                     \
+    KERNEL(CAUSAL_MASK, clf_causal_mask)                                       \
+    KERNEL(CAUSAL_WINDOW_NONFINITE, clf_causal_window_nonfinite)               \
     FILE(encoder)                                                              \
     KERNEL(LAYERNORM, clf_layernorm)                                           \
     KERNEL(ADD, clf_add)                                                       \

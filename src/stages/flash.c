@@ -225,7 +225,8 @@ run_gemm_path(clf_context *ctx, const struct flash_timing *t)
     cs.block = sh->block;
     cs.kv_per_head = sh->window_per_head;
     cs.scale = sh->at.scale;
-    cs.group = t->ways.softmax == CLF_SOFTMAX_GROUP;
+    cs.score_way = t->ways.score;
+    cs.weigh_way = t->ways.weigh;
     CLF_TRY(clf__attend_scores(ctx, t->ways.score, &sh->at, 0, 1, 0, n, m[T_Q],
                                m[T_KBAR], m[T_S], 0, t->ld));
     if (sh->block)

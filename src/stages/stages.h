@@ -77,17 +77,18 @@ struct clf__causal_shape {
     size_t block0; /* a shard's first block (its t counts from there) */
     int kv_per_head;
     float scale;
-    int group; /* the window scores by work-groups (clf_causal_scores_wg),
-                  where the device runs groups of CLF_CAUSAL_TILE^2; the
-                  forward asks for them where its softmax is the
-                  work-group one */
+    int score_way, weigh_way; /* the GEMM ways (gemm.h) of the window's
+                                 scores and weighted sum: the plan's for
+                                 the roles score and weigh */
 };
-/* Whether the device runs clf_causal_scores_wg's groups of
- * CLF_CAUSAL_TILE x CLF_CAUSAL_TILE (its kernel's work-group limit and
- * the device's item limits per dimension). */
-int clf__causal_group_fits(const clf_context *ctx);
+/* The window's scores into the columns k.. of s (rows of ld = k + block)
+ * through the GEMMs, then the slots and window positions a query must not
+ * see set to -INFINITY (clf_causal_mask; mask: padding bytes or NULL). */
 int clf__causal_scores(clf_context *ctx, const struct clf__causal_shape *sh,
                        cl_mem s, cl_mem q, cl_mem kp, cl_mem mask);
+/* o += P_window V through the GEMMs over the values with their
+ * non-finite entries 0 (a finite copy in the context's buffers), then
+ * the terms of the non-finite values each query sees. */
 int clf__causal_apply(clf_context *ctx, const struct clf__causal_shape *sh,
                       cl_mem o, cl_mem s, cl_mem vp);
 

@@ -182,8 +182,7 @@ case_json(const struct verify_case *c, const struct verify_result *r)
     json_object_set_new(j, "seconds", json_real(r->seconds));
     json_object_set_new(j, "tol", json_real(r->tol));
     json_object_set_new(j, "ran", json_string(r->ran));
-    if (r->status == VERIFY_PASS || r->error[0] == 'm' ||
-        strstr(r->error, "bits") != NULL) {
+    if (r->compared) {
         json_object_set_new(j, "rel_error", json_real(r->rel_error));
         json_object_set_new(j, "repeat_identical",
                             json_boolean(r->repeat_same));

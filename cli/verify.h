@@ -51,6 +51,7 @@ enum verify_status {
 struct verify_result {
     enum verify_status status;
     double rel_error, tol, seconds;
+    int compared;     /* both forwards ran: rel_error, repeat_same hold */
     int repeat_same;  /* the second forward gave the same bits */
     char ran[256];    /* the kernels launched, comma-separated */
     char error[512];  /* why it failed or was refused, or "" */

@@ -307,6 +307,7 @@ forward_twice(const struct verify_env *env, struct vdata *d, clf_attention *att,
                  clf_status_name(rc), clf_error_message(rc));
         return;
     }
+    r->compared = 1;
     r->rel_error = rel_error(d->y, d->ref, count);
     r->repeat_same = memcmp(d->y, d->y2, count * sizeof(float)) == 0;
     if (!(r->rel_error <= r->tol))

@@ -122,8 +122,10 @@ guarded(clf_context *ctx, cl_mem_flags flags, size_t bytes, void *host,
     e->bytes = bytes;
     e->total = total;
     snprintf(e->what, sizeof e->what, "%s", what);
+    clf__lock(ctx);
     e->next = g->list;
     g->list = e;
+    clf__unlock(ctx);
     return sub;
 }
 
@@ -215,11 +217,12 @@ clf__guard_after(clf_context *ctx, cl_kernel k, const char *what)
 
     if (g == NULL || !g->on)
         return;
-    clFinish(ctx->queue);
-    reap(g);
     buf = malloc(g->band + 4);
     if (buf == NULL)
         return;
+    clf__lock(ctx); /* the list is the context's, its threads' too */
+    clFinish(ctx->queue);
+    reap(g);
     for (e = g->list; e != NULL; e = e->next) {
         if (__atomic_load_n(&e->dead, __ATOMIC_ACQUIRE))
             continue;
@@ -230,6 +233,7 @@ clf__guard_after(clf_context *ctx, cl_kernel k, const char *what)
         if (at >= 0)
             note_fault(g, ctx, k, what, e, 0, at);
     }
+    clf__unlock(ctx);
     free(buf);
 }
 
@@ -258,15 +262,18 @@ clf_context_guard_buffers(clf_context *ctx, int on)
 {
     if (ctx == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
-    if (ctx->guard == NULL) {
-        if (!on)
-            return 0;
+    clf__lock(ctx);
+    if (ctx->guard == NULL && on) {
         ctx->guard = calloc(1, sizeof *ctx->guard);
-        if (ctx->guard == NULL)
+        if (ctx->guard == NULL) {
+            clf__unlock(ctx);
             return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+        }
         ctx->guard->band = band_bytes(ctx);
     }
-    ctx->guard->on = on != 0;
+    if (ctx->guard != NULL)
+        ctx->guard->on = on != 0;
+    clf__unlock(ctx);
     return 0;
 }
 
@@ -274,12 +281,18 @@ int
 clf_context_guard_check(clf_context *ctx)
 {
     struct clf__guard *g;
+    int rc;
 
     if (ctx == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "ctx is NULL");
+    clf__lock(ctx);
     g = ctx->guard;
-    if (g == NULL || !g->fault)
+    if (g == NULL || !g->fault) {
+        clf__unlock(ctx);
         return 0;
+    }
     g->fault = 0;
-    return clf__fail(CLF_EOUT_OF_BOUNDS, "%s", g->msg);
+    rc = clf__fail(CLF_EOUT_OF_BOUNDS, "%s", g->msg);
+    clf__unlock(ctx);
+    return rc;
 }

@@ -7,6 +7,7 @@
 #include "verify.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,7 +184,10 @@ case_json(const struct verify_case *c, const struct verify_result *r)
     json_object_set_new(j, "tol", json_real(r->tol));
     json_object_set_new(j, "ran", json_string(r->ran));
     if (r->compared) {
-        json_object_set_new(j, "rel_error", json_real(r->rel_error));
+        /* a NaN or infinite output: null */
+        json_object_set_new(j, "rel_error",
+                            isfinite(r->rel_error) ? json_real(r->rel_error)
+                                                   : json_null());
         json_object_set_new(j, "repeat_identical",
                             json_boolean(r->repeat_same));
     }

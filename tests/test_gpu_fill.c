@@ -120,10 +120,10 @@ forward_gemms(int mode, int flash, struct gemm *g)
         g[i++] = (struct gemm){n, dh, L, FILL_H, 1}; /* weighted sum */
     }
     if (!flash && mode == CLIN) { /* the window: a batch of blocks a head */
-        g[i++] = (struct gemm){FILL_BLOCK, FILL_BLOCK, dh, n / FILL_BLOCK,
-                               FILL_H};
-        g[i++] = (struct gemm){FILL_BLOCK, dh, FILL_BLOCK, n / FILL_BLOCK,
-                               FILL_H};
+        g[i++] =
+            (struct gemm){FILL_BLOCK, FILL_BLOCK, dh, n / FILL_BLOCK, FILL_H};
+        g[i++] =
+            (struct gemm){FILL_BLOCK, dh, FILL_BLOCK, n / FILL_BLOCK, FILL_H};
     }
     return i;
 }

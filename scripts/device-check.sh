@@ -94,7 +94,7 @@ step_budget=0
 # The planned share of each step in seconds; a step that finishes early
 # leaves its time to the next ones.
 if [ "$dry" = 1 ]; then
-    plan=(devices:20 verify:25 tests:130 bench_quick:50 bench_large:40 pytorch:30 tune:20)
+    plan=(devices:20 verify:12 tests:130 bench_quick:50 bench_large:40 pytorch:30 tune:20)
 else
     plan=(devices:20 verify:60 tests:200 bench_quick:40 bench_large:90 pytorch:60 tune:60)
 fi

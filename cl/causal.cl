@@ -8,35 +8,215 @@
 
 /* The own-block window runs through the GEMM floor (src/stages/causal.c):
  * S[t, k + w] = scale q_t . k_(first + w) for every (query, window
- * position) of a block, then clf_causal_mask; O += P_window Vf with the
- * values' non-finite entries 0, then clf_causal_window_nonfinite. */
+ * position) of a block, then the causal softmax below; O += P_window Vf
+ * with the values' non-finite entries 0, then clf_causal_window_nonfinite. */
 
-/* One (sequence, head, query) row per work-item: -INFINITY over the slots
- * of the query's block and later, and over the window positions after the
- * query (past n too) or on padding. */
-__kernel void
-clf_causal_mask(__global float *s, const uint ld, const uint batch,
-                const uint heads, const uint n, const uint k, const uint c,
-                const uint block, __global const uchar *mask,
-                const uint has_mask, const uint block0)
+/* The causal softmax reads only what a row's query sees: the slots before
+ * (m + block0) * c (at most k) and the positions of its block up to itself
+ * that are not padding.  Everything else in the row (later slots, later
+ * window positions, padding, positions past n) comes out 0 without being
+ * read, so what the score GEMMs left there does not matter.  A row that
+ * sees nothing (all -INFINITY) becomes zeros; a NaN it sees makes every
+ * entry it sees NaN, as the plain softmax does. */
+struct causal_row {
+    __global float *row, *win;  /* the slot columns; the window's */
+    __global const uchar *keep; /* the block's padding bytes */
+    uint slots, seen;           /* slots seen; window positions up to t */
+};
+
+static struct causal_row
+causal_row(__global float *s, const size_t r, const uint ld, const uint heads,
+           const uint n, const uint k, const uint c, const uint block,
+           __global const uchar *mask, const uint block0)
 {
-    const size_t gid = get_global_id(0);
-    if (gid >= (size_t)batch * heads * n)
-        return;
-    const size_t bh = gid / n;
-    const size_t t = gid - bh * n;
+    struct causal_row v;
+    const size_t bh = r / n;
+    const size_t t = r - bh * n;
     const size_t b = bh / heads;
     const size_t m = t / block;
-    const size_t first = m * block;
-    __global float *row = s + gid * ld;
 
-    for (size_t j = (m + block0) * c; j < k; j++)
-        row[j] = -INFINITY;
-    for (size_t w = 0; w < block; w++) {
-        const size_t pos = first + w;
-        if (pos > t || (has_mask && !mask[b * n + pos]))
-            row[k + w] = -INFINITY;
+    v.row = s + r * ld;
+    v.win = v.row + k;
+    v.keep = mask + b * n + m * block;
+    v.slots = (uint)min((m + block0) * c, (size_t)k);
+    v.seen = (uint)(t - m * block + 1);
+    return v;
+}
+
+/* x[j] as the softmax sees it: -INFINITY on padding where `hide`. */
+static float
+kept(__global const float *x, __global const uchar *keep, const uint j,
+     const int hide)
+{
+    return !hide || keep[j] ? x[j] : -INFINITY;
+}
+
+/* The maximum of x[0..len), sixteen lanes at a time (a CPU runtime runs
+ * the vector exp and max of its math library, not a scalar call a score).
+ * fmax drops a NaN; the exps and their sum carry it (see the caller). */
+static float
+range_max(__global const float *x, const uint len)
+{
+    const uint nv = len / 16 * 16;
+    float16 w = -INFINITY;
+    for (uint j = 0; j < nv; j += 16)
+        w = fmax(w, vload16(0, x + j));
+    float m = hmax16(w);
+    for (uint j = nv; j < len; j++)
+        m = fmax(m, x[j]);
+    return m;
+}
+
+/* x[j] = exp(x[j] - m) over x[0..len), and their sum. */
+static float
+range_exp(__global float *x, const uint len, const float m)
+{
+    const uint nv = len / 16 * 16;
+    float16 t = 0.0f;
+    for (uint j = 0; j < nv; j += 16) {
+        const float16 e = exp(vload16(0, x + j) - m);
+        vstore16(e, 0, x + j);
+        t += e;
     }
+    float sum = hsum16(t);
+    for (uint j = nv; j < len; j++) {
+        const float e = exp(x[j] - m);
+        x[j] = e;
+        sum += e;
+    }
+    return sum;
+}
+
+static void
+range_scale(__global float *x, const uint len, const float f)
+{
+    const uint nv = len / 16 * 16;
+    for (uint j = 0; j < nv; j += 16)
+        vstore16(vload16(0, x + j) * f, 0, x + j);
+    for (uint j = nv; j < len; j++)
+        x[j] *= f;
+}
+
+/* Whether x[0..len) holds a NaN. */
+static int
+range_nan(__global const float *x, const uint len)
+{
+    for (uint j = 0; j < len; j++)
+        if (isnan(x[j]))
+            return 1;
+    return 0;
+}
+
+#define CAUSAL_SOFTMAX_ARGS                                                  \
+    __global float *s, const uint ld, const uint rows, const uint heads,     \
+        const uint n, const uint k, const uint c, const uint block,          \
+        __global const uchar *mask, const uint has_mask, const uint block0
+
+/* One (sequence, head, query) row per work-item (CPU runtimes).  Padding
+ * in the window is first written as -INFINITY; then the maximum, the exps
+ * and their sum, sixteen lanes at a time.  A NaN the row sees makes the
+ * sum and so every entry it sees NaN; where every other entry is
+ * -INFINITY the maximum is -INFINITY, so that case looks for a NaN before
+ * writing zeros. */
+__kernel void
+clf_causal_softmax(CAUSAL_SOFTMAX_ARGS)
+{
+    const size_t r = get_global_id(0);
+    if (r >= rows)
+        return;
+    const struct causal_row v =
+        causal_row(s, r, ld, heads, n, k, c, block, mask, block0);
+    if (has_mask)
+        for (uint j = 0; j < v.seen; j++)
+            v.win[j] = kept(v.win, v.keep, j, 1);
+    const float m = fmax(range_max(v.row, v.slots), range_max(v.win, v.seen));
+    if (m == -INFINITY) {
+        const float z = range_nan(v.row, v.slots) || range_nan(v.win, v.seen)
+                            ? NAN
+                            : 0.0f;
+        for (uint j = 0; j < v.slots; j++)
+            v.row[j] = z;
+        for (uint j = 0; j < v.seen; j++)
+            v.win[j] = z;
+    } else {
+        const float sum =
+            range_exp(v.row, v.slots, m) + range_exp(v.win, v.seen, m);
+        range_scale(v.row, v.slots, 1.0f / sum);
+        range_scale(v.win, v.seen, 1.0f / sum);
+    }
+    for (uint j = v.slots; j < k; j++)
+        v.row[j] = 0.0f;
+    for (uint j = v.seen; j < block; j++)
+        v.win[j] = 0.0f;
+}
+
+/* Entry j of what the row sees: its slots, then its window. */
+static float
+causal_seen(const struct causal_row *v, const uint j, const uint has_mask)
+{
+    if (j < v->slots)
+        return v->row[j];
+    return kept(v->win, v->keep, j - v->slots, has_mask);
+}
+
+static __global float *
+causal_at(const struct causal_row *v, const uint j)
+{
+    return j < v->slots ? v->row + j : v->win + (j - v->slots);
+}
+
+/* One work-group per row (GPUs): neighbouring work-items read and write
+ * neighbouring scores of what the row sees, the max and the sum reduced in
+ * local memory; the local size a power of two, at most CLF_SOFTMAX_WG. */
+__kernel void
+clf_causal_softmax_wg(CAUSAL_SOFTMAX_ARGS)
+{
+    __local float red[CLF_SOFTMAX_WG];
+    const size_t r = get_group_id(0);
+    const uint lid = get_local_id(0);
+    const uint lsz = get_local_size(0);
+    float m = -INFINITY, sum = 0.0f;
+
+    if (r >= rows)
+        return; /* whole group: no barrier is skipped by part of it */
+    const struct causal_row v =
+        causal_row(s, r, ld, heads, n, k, c, block, mask, block0);
+    const uint len = v.slots + v.seen;
+    for (uint j = lid; j < len; j += lsz)
+        m = max_nan(m, causal_seen(&v, j, has_mask));
+    red[lid] = m;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = lsz / 2; h > 0; h /= 2) {
+        if (lid < h)
+            red[lid] = max_nan(red[lid], red[lid + h]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    m = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (m == -INFINITY) {
+        for (uint j = lid; j < ld; j += lsz)
+            v.row[j] = 0.0f;
+        return;
+    }
+    for (uint j = lid; j < len; j += lsz) {
+        const float e = exp(causal_seen(&v, j, has_mask) - m);
+        *causal_at(&v, j) = e;
+        sum += e;
+    }
+    red[lid] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = lsz / 2; h > 0; h /= 2) {
+        if (lid < h)
+            red[lid] += red[lid + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float inv = 1.0f / red[0];
+    for (uint j = lid; j < len; j += lsz)
+        *causal_at(&v, j) *= inv;
+    for (uint j = v.slots + lid; j < k; j += lsz)
+        v.row[j] = 0.0f;
+    for (uint j = v.seen + lid; j < block; j += lsz)
+        v.win[j] = 0.0f;
 }
 
 /* One (sequence, query, head, channel) per work-item: adds to o the terms

@@ -94,73 +94,64 @@ softmax_row(__global float *row, const uint cols, const struct row_view *v,
 /* One row per work-item; rows of cols contiguous floats from off. */
 ROW_PER_ITEM(clf_softmax_rows, softmax_row)
 
-/* One row per work-item, eight independent lanes at a time: on CPU
- * runtimes, where the work-items of a group run as a loop, eight
- * accumulators along the row vectorise and pipeline far better than the
- * scalar walk.  (Written with scalars, not float8, so that oclgrind's
- * checkers can follow it.) */
+/* One row per work-item, sixteen lanes at a time: on CPU runtimes, where
+ * the work-items of a group run as a loop, a float16 exp runs the math
+ * library's vector code, where a scalar walk calls the scalar exp once a
+ * score (about 15x slower on AVX-512, bench/RESULTS.md section 20).  In a
+ * causal row only the keys before lim are read; the others come out 0.
+ * fmax drops a NaN; the exps and their sum carry it to every entry the row
+ * sees, and a row whose other entries are all -INFINITY is looked through
+ * for one before it becomes zeros. */
+static float16
+seen16(__global const float *row, const uint j, const struct row_view *v,
+       const int masked)
+{
+    const float16 x = vload16(0, row + j);
+    if (!masked)
+        return x;
+    const int16 keep = convert_int16(vload16(0, v->keep + j)) != 0;
+    return select((float16)(-INFINITY), x, keep);
+}
+
 static void
 softmax_row_vec(__global float *row, const uint cols, const struct row_view *v,
                 const int hide)
 {
-    const uint nv = cols / 8 * 8;
-    float m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;
-    float m4 = -INFINITY, m5 = -INFINITY, m6 = -INFINITY, m7 = -INFINITY;
-    for (uint j = 0; j < nv; j += 8) {
-        m0 = max_nan(m0, seen(row, j, v, hide));
-        m1 = max_nan(m1, seen(row, j + 1, v, hide));
-        m2 = max_nan(m2, seen(row, j + 2, v, hide));
-        m3 = max_nan(m3, seen(row, j + 3, v, hide));
-        m4 = max_nan(m4, seen(row, j + 4, v, hide));
-        m5 = max_nan(m5, seen(row, j + 5, v, hide));
-        m6 = max_nan(m6, seen(row, j + 6, v, hide));
-        m7 = max_nan(m7, seen(row, j + 7, v, hide));
-    }
-    for (uint j = nv; j < cols; j++)
-        m0 = max_nan(m0, seen(row, j, v, hide));
-    const float m = max_nan(max_nan(max_nan(m0, m1), max_nan(m2, m3)),
-                            max_nan(max_nan(m4, m5), max_nan(m6, m7)));
+    const uint lim = hide ? v->lim : cols;
+    const int masked = hide && v->has_mask;
+    const uint nv = lim / 16 * 16;
+    float16 w = -INFINITY, t = 0.0f;
+    for (uint j = 0; j < nv; j += 16)
+        w = fmax(w, seen16(row, j, v, masked));
+    float m = hmax16(w);
+    for (uint j = nv; j < lim; j++)
+        m = fmax(m, seen(row, j, v, masked));
     if (m == -INFINITY) {
+        int nan = 0;
+        for (uint j = 0; j < lim; j++)
+            nan |= isnan(seen(row, j, v, masked));
         for (uint j = 0; j < cols; j++)
-            row[j] = 0.0f;
+            row[j] = nan ? NAN : 0.0f;
         return;
     }
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-    float s4 = 0.0f, s5 = 0.0f, s6 = 0.0f, s7 = 0.0f;
-    for (uint j = 0; j < nv; j += 8) {
-        const float e0 = exp(seen(row, j, v, hide) - m);
-        const float e1 = exp(seen(row, j + 1, v, hide) - m);
-        const float e2 = exp(seen(row, j + 2, v, hide) - m);
-        const float e3 = exp(seen(row, j + 3, v, hide) - m);
-        const float e4 = exp(seen(row, j + 4, v, hide) - m);
-        const float e5 = exp(seen(row, j + 5, v, hide) - m);
-        const float e6 = exp(seen(row, j + 6, v, hide) - m);
-        const float e7 = exp(seen(row, j + 7, v, hide) - m);
-        row[j] = e0;
-        row[j + 1] = e1;
-        row[j + 2] = e2;
-        row[j + 3] = e3;
-        row[j + 4] = e4;
-        row[j + 5] = e5;
-        row[j + 6] = e6;
-        row[j + 7] = e7;
-        s0 += e0;
-        s1 += e1;
-        s2 += e2;
-        s3 += e3;
-        s4 += e4;
-        s5 += e5;
-        s6 += e6;
-        s7 += e7;
+    for (uint j = 0; j < nv; j += 16) {
+        const float16 e = exp(seen16(row, j, v, masked) - m);
+        vstore16(e, 0, row + j);
+        t += e;
     }
-    for (uint j = nv; j < cols; j++) {
-        const float e = exp(seen(row, j, v, hide) - m);
+    float sum = hsum16(t);
+    for (uint j = nv; j < lim; j++) {
+        const float e = exp(seen(row, j, v, masked) - m);
         row[j] = e;
-        s0 += e;
+        sum += e;
     }
-    const float inv = 1.0f / (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)));
-    for (uint j = 0; j < cols; j++)
+    const float inv = 1.0f / sum;
+    for (uint j = 0; j < nv; j += 16)
+        vstore16(vload16(0, row + j) * inv, 0, row + j);
+    for (uint j = nv; j < lim; j++)
         row[j] *= inv;
+    for (uint j = lim; j < cols; j++)
+        row[j] = 0.0f;
 }
 
 ROW_PER_ITEM(clf_softmax_rows_vec, softmax_row_vec)

@@ -131,8 +131,11 @@ check_masks(clf_context *ctx)
 enum { CB = 2, CH = 2, CN = 7, CDH = 3, CK = 4, CC = 2, CBLK = 3 };
 enum { CLD = CK + CBLK };
 
+/* Row (b, h, t) of check_causal's scores after the causal softmax: over
+ * the slots before its block's (their values as s0 held them) and the
+ * unpadded window positions up to t (scale q . k), the rest 0. */
 static void
-expect_window(const float *s, const float *q, const float *kv,
+expect_window(const float *s, const float *s0, const float *q, const float *kv,
               const unsigned char *mbytes)
 {
     size_t b, h, t, j, e;
@@ -140,31 +143,41 @@ expect_window(const float *s, const float *q, const float *kv,
     for (b = 0; b < CB; b++)
         for (h = 0; h < CH; h++)
             for (t = 0; t < CN; t++) {
-                const float *row = s + ((b * CH + h) * CN + t) * CLD;
-                size_t m = t / CBLK;
-                for (j = m * CC; j < CK; j++)
-                    expect(row[j] == -INFINITY, "causal_scores slots");
-                for (j = 0; j < CBLK; j++) {
-                    size_t pos = m * CBLK + j;
-                    float want = -INFINITY;
-                    if (pos <= t && mbytes[b * CN + pos]) {
-                        float acc = 0.0f;
+                const size_t at = ((b * CH + h) * CN + t) * CLD;
+                const size_t m = t / CBLK, slots = m * CC < CK ? m * CC : CK;
+                double raw[CLD], mx = -INFINITY, sum = 0.0;
+                for (j = 0; j < CLD; j++) {
+                    const size_t pos = m * CBLK + (j - CK);
+                    raw[j] = -INFINITY;
+                    if (j < slots)
+                        raw[j] = s0[at + j];
+                    else if (j >= CK && pos <= t && mbytes[b * CN + pos]) {
+                        double acc = 0.0;
                         for (e = 0; e < CDH; e++)
-                            acc += q[(b * CN + t) * CH * CDH + h * CDH + e] *
-                                   kv[(b * CN + pos) * CDH + e];
-                        want = acc * 0.5f;
+                            acc +=
+                                (double)
+                                    q[(b * CN + t) * CH * CDH + h * CDH + e] *
+                                kv[(b * CN + pos) * CDH + e];
+                        raw[j] = acc * 0.5;
                     }
-                    expect(want == -INFINITY
-                               ? row[CK + j] == -INFINITY
-                               : fabsf(row[CK + j] - want) < 1e-5f,
-                           "causal_scores window");
+                    mx = raw[j] > mx ? raw[j] : mx;
+                }
+                for (j = 0; j < CLD; j++)
+                    sum += raw[j] == -INFINITY ? 0.0 : exp(raw[j] - mx);
+                for (j = 0; j < CLD; j++) {
+                    const double want =
+                        raw[j] == -INFINITY ? 0.0 : exp(raw[j] - mx) / sum;
+                    expect(want == 0.0 ? s[at + j] == 0.0f
+                                       : fabs(s[at + j] - want) < 1e-5,
+                           "causal_softmax");
                 }
             }
 }
 
-/* The causal window's scores (GEMMs, then clf_causal_mask) and weighted
- * sum (GEMMs over the finite values, then clf_causal_window_nonfinite) on
- * a partial last block, with padding and an infinite value. */
+/* The causal window's scores (GEMMs), both causal softmaxes and the
+ * weighted sum (GEMMs over the finite values, then
+ * clf_causal_window_nonfinite) on a partial last block, with padding and
+ * an infinite value. */
 static void
 check_causal(clf_context *ctx)
 {
@@ -177,7 +190,8 @@ check_causal(clf_context *ctx)
     struct clf__causal_shape sh;
     cl_mem mq, mk, ms, mo, mm;
     cl_int err;
-    size_t b, h, t, j, e;
+    size_t b, h, t, e;
+    int v;
 
     fill(q, sizeof q / sizeof q[0], 21);
     fill(kv, sizeof kv / sizeof kv[0], 22);
@@ -201,16 +215,16 @@ check_causal(clf_context *ctx)
     sh.block = BLK;
     sh.kv_per_head = 0;
     sh.scale = 0.5f;
-    ms = upload(ctx, s0, sizeof s0 / sizeof s0[0]);
-    clf__causal_scores(ctx, &sh, ms, mq, mk, mm);
-    download(ctx, ms, s, sizeof s / sizeof s[0]);
-    expect_window(s, q, kv, mbytes);
-    /* Give the window columns finite weights, make one value infinite
-     * (sequence 0, position 4, channel 1), then apply. */
-    for (j = 0; j < sizeof s / sizeof s[0]; j++)
-        if (s[j] == -INFINITY)
-            s[j] = 0.0f;
-    clReleaseMemObject(ms);
+    for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++) {
+        ms = upload(ctx, s0, sizeof s0 / sizeof s0[0]);
+        clf__causal_scores(ctx, &sh, ms, mq, mk);
+        clf__causal_softmax(ctx, &sh, v, ms, mm);
+        download(ctx, ms, s, sizeof s / sizeof s[0]);
+        expect_window(s, s0, q, kv, mbytes);
+        clReleaseMemObject(ms);
+    }
+    /* Make one value infinite (sequence 0, position 4, channel 1), then
+     * apply the last variant's weights. */
     clReleaseMemObject(mk);
     kv[4 * DH + 1] = INFINITY;
     mk = upload(ctx, kv, sizeof kv / sizeof kv[0]);

@@ -331,7 +331,7 @@ START_TEST(causal_variants_match_reference)
 END_TEST
 
 /* The GEMM path with each softmax kernel forced, the masks folded into it
- * and the causal window through the GEMMs and clf_causal_mask: heads of 19
+ * and the causal window through the GEMMs and clf_causal_softmax: heads of 19
  * columns (a partial 16-column slice), blocks of 20, n not a multiple of
  * the block (a partial last block), padding by lengths and by bytes, in
  * Linformer, causal Linformer, full and causal full mode. */
@@ -361,8 +361,12 @@ START_TEST(masks_with_each_softmax_on_gemm_path)
             ck_assert_int_eq(clf_context_record_launches(l.att->ctx, 1), 0);
             check(&l, CLF_MODE_LINFORMER, 2, 45, &o, 71);
             ck_assert_int_eq(clf_context_record_launches(l.att->ctx, 0), 0);
-            /* the causal window ran through the GEMMs and its mask */
-            ck_assert_int_eq(tu_launched(l.att->ctx, "clf_causal_mask"), c);
+            /* the causal window ran through the GEMMs and the causal
+             * softmax of the forced shape (the group one for "group") */
+            ck_assert_int_eq(
+                tu_launched(l.att->ctx, v == 2 ? "clf_causal_softmax_wg"
+                                               : "clf_causal_softmax"),
+                c);
             check(&l, CLF_MODE_FULL, 2, 45, &o, 72);
             o.lengths = NULL;
             o.key_mask = bytes;

@@ -76,6 +76,71 @@ START_TEST(nan_softmax_row_becomes_nan)
 }
 END_TEST
 
+/* The causal softmax on one head of n = 4, k = 4 slots, c = 2, blocks
+ * of 2 (rows of 6: slots 0..3, window 4..5).  Query t sees 2 * (t / 2)
+ * slots and window positions 0..t % 2.  Row 0: its one window score -inf,
+ * a NaN in an unseen slot: zeros.  Row 1: a window NaN among -inf: NaN.
+ * Row 2: a NaN at the future window position: finite, the NaN never
+ * read.  Row 3: a NaN in a seen slot: NaN over what it sees.  Unseen
+ * entries come out 0, in both the row-a-work-item and the work-group
+ * kernel. */
+START_TEST(nan_causal_softmax_reads_only_what_a_row_sees)
+{
+    enum { N = 4, K = 4, BLK = 2, LD = K + BLK };
+    static const int seen[N][LD] = {{0, 0, 0, 0, 1, 0},
+                                    {0, 0, 0, 0, 1, 1},
+                                    {1, 1, 0, 0, 1, 0},
+                                    {1, 1, 0, 0, 1, 1}};
+    clf_context *ctx = tu_context();
+    struct clf__causal_shape sh;
+    float in[N * LD], out[N * LD];
+    cl_mem m;
+    cl_int err;
+    size_t t, j;
+    int v;
+
+    memset(&sh, 0, sizeof sh);
+    sh.batch = sh.heads = 1;
+    sh.n = N, sh.dh = sh.dq = sh.dkv = 1, sh.k = K, sh.c = 2, sh.block = BLK;
+    tu_fill(in, N * LD, 91, -3.0f, 3.0f);
+    in[0 * LD + 4] = -INFINITY;
+    in[0 * LD + 0] = NAN;
+    in[1 * LD + 4] = -INFINITY;
+    in[1 * LD + 5] = NAN;
+    in[2 * LD + 5] = NAN;
+    in[3 * LD + 1] = NAN;
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    for (v = 0; v < CLF_SOFTMAX_VARIANTS; v++) {
+        double sum = 0.0;
+        m = clCreateBuffer(ctx->context,
+                           CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof in,
+                           in, &err);
+        ck_assert_int_eq(err, CL_SUCCESS);
+        ck_assert_int_eq(clf__causal_softmax(ctx, &sh, v, m, NULL), 0);
+        ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0,
+                                             sizeof out, out, 0, NULL, NULL),
+                         CL_SUCCESS);
+        clReleaseMemObject(m);
+        for (t = 0; t < N; t++)
+            for (j = 0; j < LD; j++) {
+                const float y = out[t * LD + j];
+                if ((t == 1 || t == 3) && seen[t][j])
+                    ck_assert_msg(isnan(y), "variant %d row %zu [%zu] = %g", v,
+                                  t, j, y);
+                else if (!seen[t][j] || t == 0)
+                    ck_assert_msg(y == 0.0f, "variant %d row %zu [%zu] = %g", v,
+                                  t, j, y);
+                else
+                    ck_assert_msg(isfinite(y) && y > 0.0f,
+                                  "variant %d row %zu [%zu] = %g", v, t, j, y);
+            }
+        for (j = 0; j < LD; j++)
+            sum += out[2 * LD + j];
+        ck_assert_double_eq_tol(sum, 1.0, 1e-6);
+    }
+}
+END_TEST
+
 /* d_h 16, so the fused kernel applies; two sequences of 20. */
 #define B 2
 #define N 20
@@ -210,7 +275,8 @@ static const char *const causal_ways[] = {
 #define CAUSAL_WAYS (sizeof causal_ways / sizeof causal_ways[0])
 
 /* Forwards x (one sequence of n) with value v at feature 3 of position p
- * and checks rows 0..p-1 against base bit for bit, and finite. */
+ * and checks rows 0..p-1 against base bit for bit, and finite, and rows
+ * p.. non-finite. */
 static void
 causal_perturbed(struct layer *l, clf_mode mode, const float *x, size_t n,
                  size_t p, float v, const float *base, const char *way)
@@ -237,11 +303,14 @@ causal_perturbed(struct layer *l, clf_mode mode, const float *x, size_t n,
                       way, mode == CLF_MODE_FULL ? "causal full" : "causal", n,
                       (double)v, p, i / D, i % D, (double)y[i],
                       (double)base[i]);
-    /* The perturbation did arrive: the output at p reads its own input. */
-    if (isnan(v))
-        for (i = p * D; i < (p + 1) * D; i++)
-            ck_assert_msg(isnan(y[i]), "%s: y[%zu][%zu] = %g", way, p,
-                          i - p * D, (double)y[i]);
+    /* The perturbation did arrive, at p and at every later row (each sees
+     * p through its block's window or the slots of p's block): NaN
+     * everywhere for a NaN, and no finite output for an infinity. */
+    for (i = p * D; i < count; i++)
+        ck_assert_msg(isnan(v) ? isnan(y[i]) : !isfinite(y[i]),
+                      "%s, %s mode, %g at %zu: y[%zu][%zu] = %g", way,
+                      mode == CLF_MODE_FULL ? "causal full" : "causal",
+                      (double)v, p, i / D, i % D, (double)y[i]);
     free(xp);
     free(y);
 }
@@ -339,6 +408,7 @@ suite(void)
 
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, nan_softmax_row_becomes_nan);
+    tcase_add_test(tc, nan_causal_softmax_reads_only_what_a_row_sees);
     tcase_add_test(tc, nan_input_row_gives_nan_rows);
     tcase_add_test(tc, nan_weight_gives_nan_rows);
     tcase_add_test(tc, nan_causal_future_never_reaches_the_past);

@@ -514,7 +514,7 @@ attend_causal(clf_attention *a, const struct plan *p,
     clf_context *ctx = a->ctx;
     cl_mem q = a->ws[WS_Q].mem, s = a->ws[WS_S].mem, o = a->ws[WS_O].mem;
     cl_mem kbar = a->ws[WS_KBAR].mem;
-    const size_t n = p->n, ld = p->ld, hq = a->hq;
+    const size_t n = p->n, ld = p->ld;
     struct clf__causal_shape cs;
     struct clf__weigh_causal cz;
 
@@ -527,9 +527,9 @@ attend_causal(clf_attention *a, const struct plan *p,
     TRY(mark(a, CLF_STAGE_SCORES));
     TRY(clf__attend_scores(ctx, p->gemm[CLF_ROLE_SCORE], sh, 0, p->B, 0, n, q,
                            kbar, s, 0, ld));
-    TRY(clf__causal_scores(ctx, &cs, s, q, a->ws[WS_XE].mem, p->mask));
+    TRY(clf__causal_scores(ctx, &cs, s, q, a->ws[WS_XE].mem));
     TRY(mark(a, CLF_STAGE_SOFTMAX));
-    TRY(clf__softmax_rows_variant(ctx, p->softmax, s, 0, p->B * hq * n, ld));
+    TRY(clf__causal_softmax(ctx, &cs, p->softmax, s, p->mask));
     TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
     TRY(clf__attend_finite(ctx, sh, vbar, cz.vf, cz.first));
     TRY(clf__attend_weigh(ctx, p->gemm[CLF_ROLE_WEIGH], sh, 0, p->B, 0, n, s, 0,

@@ -446,13 +446,14 @@ attend_slots(struct shard_fw *s)
         cs.scale = sh.scale;
         cs.score_way = s->gemm[CLF_ROLE_SCORE];
         cs.weigh_way = s->gemm[CLF_ROLE_WEIGH];
-        TRY(clf__causal_scores(s->ctx, &cs, sc, q, a->ws[WS_XE].mem, s->lmask));
-    }
-    TRY(clf__softmax_rows_variant(s->ctx, s->softmax, sc, 0,
-                                  s->B * a->hq * s->nl, ld));
-    if (!s->p.causal)
+        TRY(clf__causal_scores(s->ctx, &cs, sc, q, a->ws[WS_XE].mem));
+        TRY(clf__causal_softmax(s->ctx, &cs, s->softmax, sc, s->lmask));
+    } else {
+        TRY(clf__softmax_rows_variant(s->ctx, s->softmax, sc, 0,
+                                      s->B * a->hq * s->nl, ld));
         return clf__attend_weigh(s->ctx, s->gemm[CLF_ROLE_WEIGH], &sh, 0, s->B,
                                  0, s->nl, sc, 0, ld, vbar, o, NULL);
+    }
     memset(&cz, 0, sizeof cz);
     cz.vf = a->ws[WS_VF].mem;
     cz.first = a->ws[WS_VNF].mem;

@@ -29,7 +29,8 @@
     KERNEL(MASK_ROWS, clf_mask_rows)                                           \
     KERNEL(MASKED_ROWSUM, clf_masked_rowsum)                                   \
     FILE(causal)                                                               \
-    KERNEL(CAUSAL_MASK, clf_causal_mask)                                       \
+    KERNEL(CAUSAL_SOFTMAX, clf_causal_softmax)                                 \
+    KERNEL(CAUSAL_SOFTMAX_WG, clf_causal_softmax_wg)                           \
     KERNEL(CAUSAL_WINDOW_NONFINITE, clf_causal_window_nonfinite)               \
     FILE(encoder)                                                              \
     KERNEL(LAYERNORM, clf_layernorm)                                           \

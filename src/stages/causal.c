@@ -3,8 +3,8 @@
  * its values, each a strided batch of GEMMs over the blocks (grouped over
  * the heads) in the plan's way for the role, so the window's work runs at
  * GEMM speed; then the kernels of cl/causal.cl for what a GEMM cannot
- * say: which entries a query must not see, and the non-finite values it
- * does see. */
+ * say: a softmax over only the entries a query sees, and the non-finite
+ * values it sees. */
 #include "stages/stages.h"
 
 /* The context's finite copy of the raw values and, per sequence and
@@ -88,19 +88,25 @@ window_gemms(clf_context *ctx, const struct window_gemm *w)
 }
 
 static int
-mask_unlocked(clf_context *ctx, const struct clf__causal_shape *sh, cl_mem s,
-              cl_mem mask)
+softmax_unlocked(clf_context *ctx, const struct clf__causal_shape *sh,
+                 int variant, cl_mem s, cl_mem mask)
 {
-    cl_kernel k = ctx->kernels[CLF_K_CAUSAL_MASK];
-    cl_uint ld = (cl_uint)(sh->k + sh->block), b = (cl_uint)sh->batch,
-            h = (cl_uint)sh->heads, n = (cl_uint)sh->n, kk = (cl_uint)sh->k,
-            c = (cl_uint)sh->c, blk = (cl_uint)sh->block, has = mask != NULL,
+    const enum clf__kernel_id id = variant == CLF_SOFTMAX_GROUP
+                                       ? CLF_K_CAUSAL_SOFTMAX_WG
+                                       : CLF_K_CAUSAL_SOFTMAX;
+    const size_t rows = sh->batch * sh->heads * sh->n, ld = sh->k + sh->block;
+    cl_kernel k = ctx->kernels[id];
+    cl_uint ldu = (cl_uint)ld, r = (cl_uint)rows, h = (cl_uint)sh->heads,
+            n = (cl_uint)sh->n, kk = (cl_uint)sh->k, c = (cl_uint)sh->c,
+            blk = (cl_uint)sh->block, has = mask != NULL,
             b0 = (cl_uint)sh->block0;
     cl_mem m = mask != NULL ? mask : s; /* any valid buffer when unused */
+    size_t local = 1, global;
+    cl_int err;
 
     CLF_SET_ARG(k, 0, s);
-    CLF_SET_ARG(k, 1, ld);
-    CLF_SET_ARG(k, 2, b);
+    CLF_SET_ARG(k, 1, ldu);
+    CLF_SET_ARG(k, 2, r);
     CLF_SET_ARG(k, 3, h);
     CLF_SET_ARG(k, 4, n);
     CLF_SET_ARG(k, 5, kk);
@@ -109,8 +115,18 @@ mask_unlocked(clf_context *ctx, const struct clf__causal_shape *sh, cl_mem s,
     CLF_SET_ARG(k, 8, m);
     CLF_SET_ARG(k, 9, has);
     CLF_SET_ARG(k, 10, b0);
-    return clf__launch_1d(ctx, CLF_K_CAUSAL_MASK,
-                          sh->batch * sh->heads * sh->n);
+    if (id == CLF_K_CAUSAL_SOFTMAX)
+        return clf__launch_1d(ctx, id, rows);
+    /* A power-of-two group, no wider than the row needs. */
+    while (local * 2 <= ctx->kernel_wg[id] && local * 2 <= CLF_SOFTMAX_WG &&
+           local < ld)
+        local *= 2;
+    global = rows * local;
+    err = clf__enqueue_nd(ctx, k, 1, &global, &local);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "causal softmax: enqueue of %zu rows failed (%d)",
+                         rows, err);
+    return 0;
 }
 
 /* 32-bit index limits of the window kernels. */
@@ -133,7 +149,7 @@ check_sizes(const struct clf__causal_shape *sh)
  * under its lock. */
 int
 clf__causal_scores(clf_context *ctx, const struct clf__causal_shape *sh,
-                   cl_mem s, cl_mem q, cl_mem kp, cl_mem mask)
+                   cl_mem s, cl_mem q, cl_mem kp)
 {
     const size_t ld = sh->k + sh->block;
     struct window_gemm w = {0};
@@ -161,8 +177,21 @@ clf__causal_scores(clf_context *ctx, const struct clf__causal_shape *sh,
         w.c_off = b * sh->heads * sh->n * ld + sh->k;
         rc = window_gemms(ctx, &w);
     }
-    if (rc == 0)
-        rc = mask_unlocked(ctx, sh, s, mask);
+    clf__unlock(ctx);
+    return rc;
+}
+
+int
+clf__causal_softmax(clf_context *ctx, const struct clf__causal_shape *sh,
+                    int variant, cl_mem s, cl_mem mask)
+{
+    int rc;
+
+    if (sh->batch == 0 || sh->heads == 0 || sh->n == 0)
+        return 0;
+    CLF_TRY(check_sizes(sh));
+    clf__lock(ctx);
+    rc = softmax_unlocked(ctx, sh, variant, s, mask);
     clf__unlock(ctx);
     return rc;
 }

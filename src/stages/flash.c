@@ -229,9 +229,10 @@ run_gemm_path(clf_context *ctx, const struct flash_timing *t)
     cs.weigh_way = t->ways.weigh;
     CLF_TRY(clf__attend_scores(ctx, t->ways.score, &sh->at, 0, 1, 0, n, m[T_Q],
                                m[T_KBAR], m[T_S], 0, t->ld));
-    if (sh->block)
-        CLF_TRY(clf__causal_scores(ctx, &cs, m[T_S], m[T_Q], m[T_PK], NULL));
-    if (sh->causal) {
+    if (sh->block) {
+        CLF_TRY(clf__causal_scores(ctx, &cs, m[T_S], m[T_Q], m[T_PK]));
+        CLF_TRY(clf__causal_softmax(ctx, &cs, t->ways.softmax, m[T_S], NULL));
+    } else if (sh->causal) {
         const struct clf__score_mask tri = {NULL, 0, sh->at.heads, n, 0, 1};
         CLF_TRY(clf__softmax_masked(ctx, t->ways.softmax, m[T_S], rows, t->ld,
                                     &tri));

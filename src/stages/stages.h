@@ -21,7 +21,7 @@ enum clf__attend_variant {
 
 enum clf__softmax_variant {
     CLF_SOFTMAX_SCALAR = 0, /* one row per work-item */
-    CLF_SOFTMAX_VECTOR,     /* one row per work-item, float8 */
+    CLF_SOFTMAX_VECTOR,     /* one row per work-item, float16 */
     CLF_SOFTMAX_GROUP,      /* one work-group per row */
     CLF_SOFTMAX_VARIANTS
 };
@@ -82,10 +82,15 @@ struct clf__causal_shape {
                                  the roles score and weigh */
 };
 /* The window's scores into the columns k.. of s (rows of ld = k + block)
- * through the GEMMs, then the slots and window positions a query must not
- * see set to -INFINITY (clf_causal_mask; mask: padding bytes or NULL). */
+ * through the GEMMs; the entries a query must not see are left as the
+ * GEMMs wrote them, for clf__causal_softmax. */
 int clf__causal_scores(clf_context *ctx, const struct clf__causal_shape *sh,
-                       cl_mem s, cl_mem q, cl_mem kp, cl_mem mask);
+                       cl_mem s, cl_mem q, cl_mem kp);
+/* The softmax of every score row over only the slots and window positions
+ * its query sees (mask: padding bytes, or NULL), the rest of the row 0;
+ * variant CLF_SOFTMAX_GROUP: a work-group a row, else a row a work-item. */
+int clf__causal_softmax(clf_context *ctx, const struct clf__causal_shape *sh,
+                        int variant, cl_mem s, cl_mem mask);
 /* o += P_window V through the GEMMs over the values with their
  * non-finite entries 0 (a finite copy in the context's buffers), then
  * the terms of the non-finite values each query sees. */

@@ -200,6 +200,13 @@ clf_finite_values(__global const float *v, const uint L, const uint width,
     atomic_min(first + b * width + col, (int)(row - b * L));
 }
 
+/* The keys (or slots) the query at position t sees, at most L. */
+static uint
+row_limit(const uint t, const uint L, const uint c, const uint block)
+{
+    return min(L, block ? t / block * c : t + 1);
+}
+
 /* o += sum over j from first to lim - 1 of p_j v_j for the non-finite v_j
  * of the row's column: the terms the GEMM over vf left out.  Row r of
  * the pass is the query at position T = row0 + r, which sees lim = T + 1
@@ -209,8 +216,10 @@ clf_finite_values(__global const float *v, const uint L, const uint width,
  * ((j heads + h) rows + r) ld; o: rows of dq floats, n a sequence; v:
  * L rows of width floats a sequence, head column kv_per_head ? h dh : 0;
  * first from first_off: the pass's sequences' first non-finite rows).
- * One (sequence, head, row, column) per work-item; a column without a
- * non-finite value before the limit costs one comparison. */
+ * One (sequence, head, CLF_NONFINITE_ROWS rows, column) per work-item;
+ * the limit only grows with the row, so a column without a non-finite
+ * value before its last row's limit costs one comparison for all of
+ * them. */
 __kernel void
 clf_weigh_nonfinite(__global float *o, const ulong o_off, const uint dq,
                     const uint n, __global const float *s, const ulong s_off,
@@ -222,27 +231,32 @@ clf_weigh_nonfinite(__global float *o, const ulong o_off, const uint dq,
                     const uint row0, const uint c, const uint block)
 {
     const size_t gid = get_global_id(0);
-    if (gid >= (size_t)seqs * heads * rows * dh)
+    const uint chunks = (rows + CLF_NONFINITE_ROWS - 1) / CLF_NONFINITE_ROWS;
+    if (gid >= (size_t)seqs * heads * chunks * dh)
         return;
-    const size_t bhr = gid / dh; /* (sequence, head, row) */
-    const uint e = (uint)(gid - bhr * dh);
-    const size_t bh = bhr / rows;
-    const uint r = (uint)(bhr - bh * rows);
+    const size_t bhq = gid / dh; /* (sequence, head, chunk) */
+    const uint e = (uint)(gid - bhq * dh);
+    const size_t bh = bhq / chunks;
+    const uint r1 = (uint)(bhq - bh * chunks) * CLF_NONFINITE_ROWS;
+    const uint r2 = min(rows, r1 + CLF_NONFINITE_ROWS);
     const size_t j = bh / heads;
     const uint h = (uint)(bh - j * heads);
     const uint col = (kv_per_head ? h * dh : 0) + e;
-    const uint t = row0 + r;
-    const uint lim = min(L, block ? t / block * c : t + 1);
     const int f = first[first_off + j * width + col];
-    if (f < 0 || (uint)f >= lim)
+    if (f < 0 || (uint)f >= row_limit(row0 + r2 - 1, L, c, block))
         return;
-    __global const float *p = s + s_off + bhr * ld;
     __global const float *vc = v + v_off + j * L * width + col;
-    float acc = 0.0f;
-    for (uint i = (uint)f; i < lim; i++) {
-        const float x = vc[(size_t)i * width];
-        if (!isfinite(x))
-            acc = fma(p[i], x, acc);
+    for (uint r = r1; r < r2; r++) {
+        const uint lim = row_limit(row0 + r, L, c, block);
+        __global const float *p = s + s_off + (bh * rows + r) * ld;
+        float acc = 0.0f;
+        if ((uint)f >= lim)
+            continue;
+        for (uint i = (uint)f; i < lim; i++) {
+            const float x = vc[(size_t)i * width];
+            if (!isfinite(x))
+                acc = fma(p[i], x, acc);
+        }
+        o[o_off + (j * n + r) * dq + h * dh + e] += acc;
     }
-    o[o_off + (j * n + r) * dq + h * dh + e] += acc;
 }

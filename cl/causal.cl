@@ -219,11 +219,13 @@ clf_causal_softmax_wg(CAUSAL_SOFTMAX_ARGS)
         v.win[j] = 0.0f;
 }
 
-/* One (sequence, query, head, channel) per work-item: adds to o the terms
- * p v of the non-finite values v the query's window sees (positions of
- * its block up to itself), which the GEMM over vf (those values 0) left
- * out; first[b dkv + col] is the sequence's first row whose column col is
- * not finite (n: none), so a column without one costs a comparison. */
+/* One (sequence, CLF_NONFINITE_ROWS queries, head, channel) per
+ * work-item: adds to o the terms p v of the non-finite values v each
+ * query's window sees (positions of its block up to itself), which the
+ * GEMM over vf (those values 0) left out; first[b dkv + col] is the
+ * sequence's first row whose column col is not finite (n: none), so a
+ * column without one before the last of the item's queries costs one
+ * comparison. */
 __kernel void
 clf_causal_window_nonfinite(__global float *o, const uint dq,
                             __global const float *s, const uint ld,
@@ -234,30 +236,33 @@ clf_causal_window_nonfinite(__global float *o, const uint dq,
                             __global const int *first)
 {
     const size_t gid = get_global_id(0);
-    if (gid >= (size_t)batch * n * heads * dh)
+    const uint chunks = (n + CLF_NONFINITE_ROWS - 1) / CLF_NONFINITE_ROWS;
+    if (gid >= (size_t)batch * chunks * heads * dh)
         return;
-    const size_t bth = gid / dh; /* (b, t, h) */
-    const uint e = (uint)(gid - bth * dh);
-    const size_t bt = bth / heads;
-    const uint h = (uint)(bth - bt * heads);
-    const size_t b = bt / n;
-    const size_t t = bt - b * n;
+    const size_t bqh = gid / dh; /* (b, chunk, h) */
+    const uint e = (uint)(gid - bqh * dh);
+    const size_t bq = bqh / heads;
+    const uint h = (uint)(bqh - bq * heads);
+    const size_t b = bq / chunks;
+    const uint t1 = (uint)(bq - b * chunks) * CLF_NONFINITE_ROWS;
+    const uint t2 = min(n, t1 + CLF_NONFINITE_ROWS);
     const uint col = (kv_per_head ? h * dh : 0) + e;
     const int f = first[b * dkv + col];
-    if (f < 0 || (size_t)f > t)
+    if (f < 0 || (uint)f >= t2)
         return;
-    const size_t start = t / block * block;
-    __global const float *row = s + ((b * heads + h) * n + t) * ld + k;
-    float acc = 0.0f;
-    int seen = 0;
-
-    for (size_t pos = max(start, (size_t)f); pos <= t; pos++) {
-        const float x = v[(b * n + pos) * dkv + col];
-        if (!isfinite(x)) {
-            acc = fma(row[pos - start], x, acc);
-            seen = 1;
+    for (uint t = max(t1, (uint)f); t < t2; t++) {
+        const uint start = t / block * block;
+        __global const float *row = s + ((b * heads + h) * n + t) * ld + k;
+        float acc = 0.0f;
+        int seen = 0;
+        for (uint pos = max(start, (uint)f); pos <= t; pos++) {
+            const float x = v[(b * n + pos) * dkv + col];
+            if (!isfinite(x)) {
+                acc = fma(row[pos - start], x, acc);
+                seen = 1;
+            }
         }
+        if (seen)
+            o[(b * n + t) * dq + h * dh + e] += acc;
     }
-    if (seen)
-        o[(b * n + t) * dq + h * dh + e] += acc;
 }

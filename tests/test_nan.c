@@ -141,6 +141,128 @@ START_TEST(nan_causal_softmax_reads_only_what_a_row_sees)
 }
 END_TEST
 
+/* Non-finite values through the causal weighted sums of the GEMM path,
+ * keys finite: one sequence of n = 70 (three chunks of the non-finite
+ * kernels' rows, the last partial), 2 heads of 3 channels sharing one
+ * value head, blocks of 16, 8 slots (2 a block).  Slot 3 (seen from
+ * position 32 on) holds an infinity and slot 6 a NaN; the window values
+ * hold an infinity at position 40, a NaN at 5 and -inf at 69.  Every
+ * output is held against the sum of p v over what its row sees, in
+ * double: NaN where that is NaN, the same infinity, else within 1e-5. */
+enum { NF_N = 70, NF_H = 2, NF_DH = 3, NF_L = 8, NF_C = 2, NF_BLK = 16 };
+enum { NF_LD = NF_L + NF_BLK, NF_DQ = NF_H * NF_DH };
+
+static void
+expect_sums(const float *o, const double *want, const char *what)
+{
+    size_t i;
+
+    for (i = 0; i < NF_N * NF_DQ; i++)
+        ck_assert_msg(isnan(want[i])   ? isnan(o[i])
+                      : isinf(want[i]) ? o[i] == want[i]
+                                       : fabs(o[i] - want[i]) < 1e-5,
+                      "%s: o[%zu][%zu] = %g, want %g", what, i / NF_DQ,
+                      i % NF_DQ, (double)o[i], want[i]);
+}
+
+/* want[t][h][e] = sum of s[row (h, t)][col0 + j] v[j][e] over j in
+ * [lo(t), hi(t)), the row's probabilities at col0 on. */
+static void
+nf_sums(const float *s, const float *v, size_t col0, int window, double *want)
+{
+    size_t t, h, e, j;
+
+    for (t = 0; t < NF_N; t++)
+        for (h = 0; h < NF_H; h++)
+            for (e = 0; e < NF_DH; e++) {
+                const size_t start = t / NF_BLK * NF_BLK;
+                const size_t lo = window ? start : 0;
+                const size_t hi =
+                    window
+                        ? t + 1
+                        : (t / NF_BLK * NF_C < NF_L ? t / NF_BLK * NF_C : NF_L);
+                const float *row = s + (h * NF_N + t) * NF_LD + col0;
+                double acc = 0.0;
+                for (j = lo; j < hi; j++)
+                    acc += (double)row[j - lo] * v[j * NF_DH + e];
+                want[t * NF_DQ + h * NF_DH + e] = acc;
+            }
+}
+
+START_TEST(nan_values_reach_every_causal_row_that_sees_them)
+{
+    clf_context *ctx = tu_context();
+    float s[NF_H * NF_N * NF_LD], vbar[NF_L * NF_DH], v[NF_N * NF_DH];
+    float o[NF_N * NF_DQ];
+    double want[NF_N * NF_DQ];
+    struct clf__attend_shape as;
+    struct clf__causal_shape cs;
+    struct clf__weigh_causal cz;
+    cl_mem ms, mv, mo, mvf, mfirst, mvbar;
+    cl_int err;
+    size_t h, t, j;
+
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    tu_fill(s, sizeof s / sizeof s[0], 95, 0.0f, 1.0f);
+    tu_fill(vbar, sizeof vbar / sizeof vbar[0], 96, -1.0f, 1.0f);
+    tu_fill(v, sizeof v / sizeof v[0], 97, -1.0f, 1.0f);
+    vbar[3 * NF_DH + 1] = INFINITY;
+    vbar[6 * NF_DH + 2] = NAN;
+    v[40 * NF_DH + 1] = INFINITY;
+    v[5 * NF_DH + 2] = NAN;
+    v[69 * NF_DH + 0] = -INFINITY;
+    memset(&as, 0, sizeof as);
+    as.batch = 1, as.heads = NF_H, as.n = NF_N, as.dh = NF_DH;
+    as.dq = NF_DQ, as.L = NF_L;
+    memset(&cs, 0, sizeof cs);
+    cs.batch = 1, cs.heads = NF_H, cs.n = NF_N, cs.dh = NF_DH, cs.dq = NF_DQ;
+    cs.dkv = NF_DH, cs.k = NF_L, cs.c = NF_C, cs.block = NF_BLK;
+    cs.score_way = cs.weigh_way = CLF_GEMM_BLOCKED;
+    /* What the causal softmax leaves 0: the later slots and the window
+     * positions after the row's query. */
+    for (h = 0; h < NF_H; h++)
+        for (t = 0; t < NF_N; t++)
+            for (j = 0; j < NF_LD; j++)
+                if (j < NF_L ? j >= t / NF_BLK * NF_C : j - NF_L > t % NF_BLK)
+                    s[(h * NF_N + t) * NF_LD + j] = 0.0f;
+    ms = tu_upload(ctx, s, sizeof s / sizeof s[0]);
+    mv = tu_upload(ctx, v, sizeof v / sizeof v[0]);
+    mvbar = tu_upload(ctx, vbar, sizeof vbar / sizeof vbar[0]);
+    memset(o, 0, sizeof o);
+    mo = tu_upload(ctx, o, sizeof o / sizeof o[0]);
+    mvf = clCreateBuffer(clf_context_cl_context(ctx), CL_MEM_READ_WRITE,
+                         sizeof vbar, NULL, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    mfirst = clCreateBuffer(clf_context_cl_context(ctx), CL_MEM_READ_WRITE,
+                            NF_DH * sizeof(cl_int), NULL, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    memset(&cz, 0, sizeof cz);
+    cz.vf = mvf, cz.first = mfirst, cz.c = NF_C, cz.block = NF_BLK;
+    /* The slots: o = P V over the slots each row sees. */
+    ck_assert_int_eq(clf__attend_finite(ctx, &as, mvbar, mvf, mfirst), 0);
+    ck_assert_int_eq(clf__attend_weigh(ctx, CLF_GEMM_BLOCKED, &as, 0, 1, 0,
+                                       NF_N, ms, 0, NF_LD, mvbar, mo, &cz),
+                     0);
+    tu_download(ctx, mo, o, sizeof o / sizeof o[0]);
+    nf_sums(s, vbar, 0, 0, want);
+    expect_sums(o, want, "slots");
+    /* The window: o += P_window V over positions start..t. */
+    clReleaseMemObject(mo);
+    memset(o, 0, sizeof o);
+    mo = tu_upload(ctx, o, sizeof o / sizeof o[0]);
+    ck_assert_int_eq(clf__causal_apply(ctx, &cs, mo, ms, mv), 0);
+    tu_download(ctx, mo, o, sizeof o / sizeof o[0]);
+    nf_sums(s, v, NF_L, 1, want);
+    expect_sums(o, want, "window");
+    clReleaseMemObject(ms);
+    clReleaseMemObject(mv);
+    clReleaseMemObject(mvbar);
+    clReleaseMemObject(mo);
+    clReleaseMemObject(mvf);
+    clReleaseMemObject(mfirst);
+}
+END_TEST
+
 /* d_h 16, so the fused kernel applies; two sequences of 20. */
 #define B 2
 #define N 20
@@ -409,6 +531,7 @@ suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, nan_softmax_row_becomes_nan);
     tcase_add_test(tc, nan_causal_softmax_reads_only_what_a_row_sees);
+    tcase_add_test(tc, nan_values_reach_every_causal_row_that_sees_them);
     tcase_add_test(tc, nan_input_row_gives_nan_rows);
     tcase_add_test(tc, nan_weight_gives_nan_rows);
     tcase_add_test(tc, nan_causal_future_never_reaches_the_past);

@@ -30,6 +30,11 @@
     X(CLF_TILED_MDIM, 8)                                                       \
     X(CLF_TILED_NDIM, 8)                                                       \
     X(CLF_TILED_VW, 4)                                                         \
+    /* Query rows per work-item of the kernels that add the terms of the       \
+     * non-finite values a causal row sees (clf_weigh_nonfinite,               \
+     * clf_causal_window_nonfinite): one test of the column's first            \
+     * non-finite row serves them all where it has none. */                    \
+    X(CLF_NONFINITE_ROWS, 32)                                                  \
     /* Query rows per work-item of the streaming (flash) attention kernel. */  \
     X(CLF_FLASH_ROWS, 6)                                                       \
     /* At most this many blocks of CLF_FLASH_ROWS rows per work-item of that   \

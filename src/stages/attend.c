@@ -144,6 +144,14 @@ clf__attend_finite(clf_context *ctx, const struct clf__attend_shape *sh,
 
 /* The terms of the non-finite values each causal row sees, added to the
  * GEMM's sums over vf (clf_weigh_nonfinite). */
+/* The work-items of the non-finite kernels take CLF_NONFINITE_ROWS rows
+ * each. */
+size_t
+clf__nonfinite_chunks(size_t rows)
+{
+    return (rows + CLF_NONFINITE_ROWS - 1) / CLF_NONFINITE_ROWS;
+}
+
 static int
 weigh_nonfinite_unlocked(clf_context *ctx, const struct clf__attend_shape *sh,
                          size_t b, size_t seqs, size_t r0, size_t rows,
@@ -183,7 +191,8 @@ weigh_nonfinite_unlocked(clf_context *ctx, const struct clf__attend_shape *sh,
     CLF_SET_ARG(k, 19, c);
     CLF_SET_ARG(k, 20, blk);
     return clf__launch_1d(ctx, CLF_K_WEIGH_NONFINITE,
-                          seqs * sh->heads * rows * sh->dh);
+                          seqs * sh->heads * clf__nonfinite_chunks(rows) *
+                              sh->dh);
 }
 
 int

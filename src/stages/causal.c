@@ -222,7 +222,8 @@ nonfinite_unlocked(clf_context *ctx, const struct clf__causal_shape *sh,
     CLF_SET_ARG(k, 12, kvh);
     CLF_SET_ARG(k, 13, first);
     return clf__launch_1d(ctx, CLF_K_CAUSAL_WINDOW_NONFINITE,
-                          sh->batch * sh->n * sh->heads * sh->dh);
+                          sh->batch * clf__nonfinite_chunks(sh->n) * sh->heads *
+                              sh->dh);
 }
 
 /* The window's values with their non-finite entries 0, and the first row

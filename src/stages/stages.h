@@ -135,6 +135,9 @@ struct clf__weigh_causal {
 };
 int clf__attend_finite(clf_context *ctx, const struct clf__attend_shape *sh,
                        cl_mem vbar, cl_mem vf, cl_mem first);
+/* Work-items a sequence's `rows` rows take in the kernels adding the
+ * non-finite values' terms (CLF_NONFINITE_ROWS rows each). */
+size_t clf__nonfinite_chunks(size_t rows);
 /* cz: NULL where every row sees every key or slot (no causal limit). */
 int clf__attend_weigh(clf_context *ctx, int way,
                       const struct clf__attend_shape *sh, size_t b, size_t seqs,

@@ -580,6 +580,37 @@ START_TEST(attention_way_is_chosen_by_timing)
 }
 END_TEST
 
+/* Full mode times the ways on a shorter sequence; the cut keeps n's
+ * remainder mod 16, so the GEMM path's GEMMs fit the blocked kernel (n a
+ * multiple of 16) in the timing where the forward's do, and only there.
+ * (A cut to 1448 at 8 heads sent the score GEMM to CLBlast in the timing
+ * alone, so the GEMM path lost to the streaming kernel at every n.) */
+START_TEST(attention_way_timing_keeps_the_gemm_fit)
+{
+    static const size_t n[] = {16, 1000, 1448, 1449, 1600, 4096, 4100, 65537};
+    size_t i, heads;
+
+    for (heads = 1; heads <= 64; heads *= 2)
+        for (i = 0; i < sizeof n / sizeof n[0]; i++) {
+            const size_t full = clf__flash_timing_rows(n[i], heads, 1);
+            const size_t lin = clf__flash_timing_rows(n[i], heads, 0);
+            ck_assert_msg(full <= n[i] && full <= 2048 &&
+                              (double)full * full * heads <= 16777216.0,
+                          "full: %zu rows for n %zu, %zu heads", full, n[i],
+                          heads);
+            ck_assert_msg(full % 16 == n[i] % 16, "full: %zu for n %zu", full,
+                          n[i]);
+            ck_assert_msg(lin == (n[i] <= 4096 ? n[i]
+                                               : (4096 - n[i] % 16) / 16 * 16 +
+                                                     n[i] % 16),
+                          "Linformer: %zu for n %zu", lin, n[i]);
+        }
+    ck_assert_uint_eq(clf__flash_timing_rows(4096, 8, 1), 1440);
+    ck_assert_uint_eq(clf__flash_timing_rows(4100, 8, 1), 1444);
+    ck_assert_uint_eq(clf__flash_timing_rows(1000, 8, 1), 1000);
+}
+END_TEST
+
 /* Before any forward a fresh context has chosen nothing; forcing by
  * environment is reported as such. */
 START_TEST(attention_choices_are_reported)
@@ -895,6 +926,7 @@ suite(void)
     tcase_add_test(tc, attention_fused_matches_reference);
     tcase_add_test(tc, attention_fused_only_where_it_applies);
     tcase_add_test(tc, attention_way_is_chosen_by_timing);
+    tcase_add_test(tc, attention_way_timing_keeps_the_gemm_fit);
     tcase_add_test(tc, attention_choices_are_reported);
     tcase_add_test(tc, attention_launches_are_logged);
     tcase_add_test(tc, attention_launch_log_leaves_out_timing);

@@ -321,28 +321,40 @@ time_ways(clf_context *ctx, const char *bucket, struct flash_timing *t,
     return 0;
 }
 
-/* The shape the candidates are timed on: one sequence, n at most 4096
- * (full mode: at most 2048 and 64 MiB of scores), so the timing stays
- * short; the way candidates apply (the work-group kernel where its
- * groups fit the device and d_h fits its tiles). */
+/* The sequence length the ways are timed on: n at most 4096 (full mode:
+ * at most 2048 and 64 MiB of scores), so the timing stays short; a cut n
+ * is the longest under the cap with n's remainder mod 16, so the GEMMs fit the
+ * blocked kernel (n a multiple of 16) where the forward's do and not elsewhere
+ * (full mode's cut to 1448 once sent the GEMM path's score GEMM to CLBlast in
+ * the timing alone, bench/RESULTS.md section 20). */
+size_t
+clf__flash_timing_rows(size_t n, size_t heads, int full)
+{
+    size_t cap = 4096;
+
+    if (full) {
+        cap = (size_t)sqrt((double)((size_t)1 << 24) /
+                           (double)(heads ? heads : 1));
+        cap = cap > 2048 ? 2048 : cap < 1 ? 1 : cap;
+    }
+    if (n <= cap)
+        return n;
+    return cap < 16 ? cap : (cap - n % 16) / 16 * 16 + n % 16;
+}
+
+/* The shape the candidates are timed on: one sequence of
+ * clf__flash_timing_rows; the way candidates apply (the work-group kernel
+ * where its groups fit the device and d_h fits its tiles). */
 static void
 timing_shape(clf_context *ctx, const struct clf__flash_shape *sh, int fusable,
              const struct clf__path_ways *ways, struct flash_timing *t)
 {
-    const int full = sh->full;
-    size_t cap = 4096;
-
     memset(t, 0, sizeof *t);
     t->sh = *sh;
     t->sh.at.batch = 1;
     t->ways = *ways;
-    if (full) {
-        cap = (size_t)sqrt((double)((size_t)1 << 24) / (double)sh->at.heads);
-        cap = cap > 2048 ? 2048 : cap < 1 ? 1 : cap;
-    }
-    if (t->sh.at.n > cap)
-        t->sh.at.n = cap;
-    if (full)
+    t->sh.at.n = clf__flash_timing_rows(sh->at.n, sh->at.heads, sh->full);
+    if (sh->full)
         t->sh.at.L = t->sh.at.n;
     t->ld = t->sh.at.L + t->sh.block;
     t->way[t->count++] = CLF_ATTEND_GEMM - 1;

@@ -180,6 +180,10 @@ size_t clf__flash_blocks(const clf_context *ctx,
 int clf__flash(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
                cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem o, cl_mem mask,
                cl_mem pk, cl_mem pv);
+/* The sequence length a way's timing runs for n queries (full mode: n
+ * keys too) of `heads` heads: n, or a shorter one with n's remainder mod
+ * 16, so that the GEMMs fit the same GEMM ways as the forward's. */
+size_t clf__flash_timing_rows(size_t n, size_t heads, int full);
 /* The way (enum clf__attend_variant) for steps 3 to 5 of this shape in any
  * mode: pinned, forced, stored, or timed now among the ways that apply
  * (fused only where fusable, flashwg only where clf__flash_wg_applies;

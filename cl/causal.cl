@@ -184,15 +184,7 @@ clf_causal_softmax_wg(CAUSAL_SOFTMAX_ARGS)
     const uint len = v.slots + v.seen;
     for (uint j = lid; j < len; j += lsz)
         m = max_nan(m, causal_seen(&v, j, has_mask));
-    red[lid] = m;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = lsz / 2; h > 0; h /= 2) {
-        if (lid < h)
-            red[lid] = max_nan(red[lid], red[lid + h]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    m = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
+    m = group_reduce(red, lid, lsz, m, 0);
     if (m == -INFINITY) {
         for (uint j = lid; j < ld; j += lsz)
             v.row[j] = 0.0f;
@@ -203,14 +195,7 @@ clf_causal_softmax_wg(CAUSAL_SOFTMAX_ARGS)
         *causal_at(&v, j) = e;
         sum += e;
     }
-    red[lid] = sum;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = lsz / 2; h > 0; h /= 2) {
-        if (lid < h)
-            red[lid] += red[lid + h];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float inv = 1.0f / red[0];
+    const float inv = 1.0f / group_reduce(red, lid, lsz, sum, 1);
     for (uint j = lid; j < len; j += lsz)
         *causal_at(&v, j) *= inv;
     for (uint j = v.slots + lid; j < k; j += lsz)

@@ -22,6 +22,27 @@ max_nan(const float m, const float v)
     return (m > v || isnan(m)) ? m : v;
 }
 
+/* The max_nan (sum == 0) or the sum of every work-item's x over a
+ * work-group of lsz items (a power of two), through red (lsz floats of
+ * local memory), in a fixed tree order; every item gets the result.
+ * Every item of the group must call it. */
+static float
+group_reduce(__local float *red, const uint lid, const uint lsz, const float x,
+             const int sum)
+{
+    red[lid] = x;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = lsz / 2; h > 0; h /= 2) {
+        if (lid < h)
+            red[lid] = sum ? red[lid] + red[lid + h]
+                           : max_nan(red[lid], red[lid + h]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
 /* Horizontal max and sum, lane by lane through private memory: oclgrind's
  * uninitialised-value checker misreads vector fmax and crashes on .lo/.hi,
  * and this costs nothing next to a row's work. */

@@ -177,15 +177,7 @@ clf_softmax_rows_wg(ROW_ARGS)
     const uint lim = v.lim;
     for (uint j = lid; j < lim; j += lsz)
         m = max_nan(m, seen(row, j, &v, 1));
-    red[lid] = m;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = lsz / 2; h > 0; h /= 2) {
-        if (lid < h)
-            red[lid] = max_nan(red[lid], red[lid + h]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    m = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
+    m = group_reduce(red, lid, lsz, m, 0);
     if (m == -INFINITY) {
         for (uint j = lid; j < cols; j += lsz)
             row[j] = 0.0f;
@@ -196,14 +188,7 @@ clf_softmax_rows_wg(ROW_ARGS)
         row[j] = e;
         sum += e;
     }
-    red[lid] = sum;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = lsz / 2; h > 0; h /= 2) {
-        if (lid < h)
-            red[lid] += red[lid + h];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float inv = 1.0f / red[0];
+    const float inv = 1.0f / group_reduce(red, lid, lsz, sum, 1);
     for (uint j = lid; j < lim; j += lsz)
         row[j] *= inv;
     for (uint j = lim + lid; j < cols; j += lsz)

@@ -101,8 +101,6 @@ softmax_unlocked(clf_context *ctx, const struct clf__causal_shape *sh,
             blk = (cl_uint)sh->block, has = mask != NULL,
             b0 = (cl_uint)sh->block0;
     cl_mem m = mask != NULL ? mask : s; /* any valid buffer when unused */
-    size_t local = 1, global;
-    cl_int err;
 
     CLF_SET_ARG(k, 0, s);
     CLF_SET_ARG(k, 1, ldu);
@@ -117,16 +115,7 @@ softmax_unlocked(clf_context *ctx, const struct clf__causal_shape *sh,
     CLF_SET_ARG(k, 10, b0);
     if (id == CLF_K_CAUSAL_SOFTMAX)
         return clf__launch_1d(ctx, id, rows);
-    /* A power-of-two group, no wider than the row needs. */
-    while (local * 2 <= ctx->kernel_wg[id] && local * 2 <= CLF_SOFTMAX_WG &&
-           local < ld)
-        local *= 2;
-    global = rows * local;
-    err = clf__enqueue_nd(ctx, k, 1, &global, &local);
-    if (err != CL_SUCCESS)
-        return clf__fail(err, "causal softmax: enqueue of %zu rows failed (%d)",
-                         rows, err);
-    return 0;
+    return clf__softmax_launch_group(ctx, id, rows, ld, "causal softmax");
 }
 
 /* 32-bit index limits of the window kernels. */

@@ -65,21 +65,28 @@ softmax_unlocked(clf_context *ctx, int variant, cl_mem s, size_t off,
     CLF_SET_ARG(k, 2, r);
     CLF_SET_ARG(k, 3, c);
     CLF_TRY(set_mask_args(k, s, m));
-    if (variant == CLF_SOFTMAX_GROUP) {
-        /* A power-of-two group, no wider than the row needs. */
-        size_t local = 1, global;
-        cl_int err;
-        while (local * 2 <= ctx->kernel_wg[id] && local * 2 <= CLF_SOFTMAX_WG &&
-               local < cols)
-            local *= 2;
-        global = rows * local;
-        err = clf__enqueue_nd(ctx, k, 1, &global, &local);
-        if (err != CL_SUCCESS)
-            return clf__fail(err, "softmax: enqueue of %zu rows failed (%d)",
-                             rows, err);
-        return 0;
-    }
+    if (variant == CLF_SOFTMAX_GROUP)
+        return clf__softmax_launch_group(ctx, id, rows, cols, "softmax");
     return clf__launch_1d(ctx, id, rows);
+}
+
+int
+clf__softmax_launch_group(clf_context *ctx, enum clf__kernel_id id, size_t rows,
+                          size_t cols, const char *what)
+{
+    size_t local = 1, global;
+    cl_int err;
+
+    /* A power-of-two group, no wider than the row needs. */
+    while (local * 2 <= ctx->kernel_wg[id] && local * 2 <= CLF_SOFTMAX_WG &&
+           local < cols)
+        local *= 2;
+    global = rows * local;
+    err = clf__enqueue_nd(ctx, ctx->kernels[id], 1, &global, &local);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "%s: enqueue of %zu rows failed (%d)", what, rows,
+                         err);
+    return 0;
 }
 
 /* Kernel arguments are shared by the context's threads: set and enqueue

@@ -240,5 +240,11 @@ int clf__softmax_masked(clf_context *ctx, int variant, cl_mem s, size_t rows,
  * shape and stored (choose.c); bucketed by powers of two of rows and cols. */
 int clf__softmax_resolve(clf_context *ctx, size_t rows, size_t cols,
                          int *variant);
+/* Enqueues kernel `id`, its arguments set, with a work-group a row: a
+ * power of two as wide as a row of `cols` needs, at most CLF_SOFTMAX_WG
+ * and the kernel's limit (the group softmaxes, plain and causal); `what`
+ * names it in the error.  ctx locked. */
+int clf__softmax_launch_group(clf_context *ctx, enum clf__kernel_id id,
+                              size_t rows, size_t cols, const char *what);
 
 #endif /* CLF_STAGES_H */

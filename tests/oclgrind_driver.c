@@ -789,7 +789,7 @@ check_half(clf_context *ctx)
     clf_attention_destroy(att);
 }
 
-/* A row longer than eight lanes with a tail, for the vector kernel. */
+/* A row longer than sixteen lanes with a tail, for the vector kernel. */
 static void
 check_softmax_tail(clf_context *ctx)
 {

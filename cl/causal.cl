@@ -51,62 +51,6 @@ kept(__global const float *x, __global const uchar *keep, const uint j,
     return !hide || keep[j] ? x[j] : -INFINITY;
 }
 
-/* The maximum of x[0..len), sixteen lanes at a time (a CPU runtime runs
- * the vector exp and max of its math library, not a scalar call a score).
- * fmax drops a NaN; the exps and their sum carry it (see the caller). */
-static float
-range_max(__global const float *x, const uint len)
-{
-    const uint nv = len / 16 * 16;
-    float16 w = -INFINITY;
-    for (uint j = 0; j < nv; j += 16)
-        w = fmax(w, vload16(0, x + j));
-    float m = hmax16(w);
-    for (uint j = nv; j < len; j++)
-        m = fmax(m, x[j]);
-    return m;
-}
-
-/* x[j] = exp(x[j] - m) over x[0..len), and their sum. */
-static float
-range_exp(__global float *x, const uint len, const float m)
-{
-    const uint nv = len / 16 * 16;
-    float16 t = 0.0f;
-    for (uint j = 0; j < nv; j += 16) {
-        const float16 e = exp(vload16(0, x + j) - m);
-        vstore16(e, 0, x + j);
-        t += e;
-    }
-    float sum = hsum16(t);
-    for (uint j = nv; j < len; j++) {
-        const float e = exp(x[j] - m);
-        x[j] = e;
-        sum += e;
-    }
-    return sum;
-}
-
-static void
-range_scale(__global float *x, const uint len, const float f)
-{
-    const uint nv = len / 16 * 16;
-    for (uint j = 0; j < nv; j += 16)
-        vstore16(vload16(0, x + j) * f, 0, x + j);
-    for (uint j = nv; j < len; j++)
-        x[j] *= f;
-}
-
-/* Whether x[0..len) holds a NaN. */
-static int
-range_nan(__global const float *x, const uint len)
-{
-    for (uint j = 0; j < len; j++)
-        if (isnan(x[j]))
-            return 1;
-    return 0;
-}
-
 #define CAUSAL_SOFTMAX_ARGS                                                  \
     __global float *s, const uint ld, const uint rows, const uint heads,     \
         const uint n, const uint k, const uint c, const uint block,          \
@@ -114,7 +58,8 @@ range_nan(__global const float *x, const uint len)
 
 /* One (sequence, head, query) row per work-item (CPU runtimes).  Padding
  * in the window is first written as -INFINITY; then the maximum, the exps
- * and their sum, sixteen lanes at a time.  A NaN the row sees makes the
+ * and their sum, sixteen lanes at a time (the range_ functions of
+ * cl/softmax.cl, as clf_softmax_rows_vec runs them).  A NaN the row sees makes the
  * sum and so every entry it sees NaN; where every other entry is
  * -INFINITY the maximum is -INFINITY, so that case looks for a NaN before
  * writing zeros. */
@@ -128,7 +73,8 @@ clf_causal_softmax(CAUSAL_SOFTMAX_ARGS)
         causal_row(s, r, ld, heads, n, k, c, block, mask, block0);
     if (has_mask)
         for (uint j = 0; j < v.seen; j++)
-            v.win[j] = kept(v.win, v.keep, j, 1);
+            if (!v.keep[j])
+                v.win[j] = -INFINITY;
     const float m = fmax(range_max(v.row, v.slots), range_max(v.win, v.seen));
     if (m == -INFINITY) {
         const float z = range_nan(v.row, v.slots) || range_nan(v.win, v.seen)

@@ -94,62 +94,87 @@ softmax_row(__global float *row, const uint cols, const struct row_view *v,
 /* One row per work-item; rows of cols contiguous floats from off. */
 ROW_PER_ITEM(clf_softmax_rows, softmax_row)
 
+/* The maximum of x[0..len), sixteen lanes at a time (a CPU runtime runs
+ * the vector exp and max of its math library, not a scalar call a score).
+ * fmax drops a NaN; the exps and their sum carry it (see the caller). */
+static float
+range_max(__global const float *x, const uint len)
+{
+    const uint nv = len / 16 * 16;
+    float16 w = -INFINITY;
+    for (uint j = 0; j < nv; j += 16)
+        w = fmax(w, vload16(0, x + j));
+    float m = hmax16(w);
+    for (uint j = nv; j < len; j++)
+        m = fmax(m, x[j]);
+    return m;
+}
+
+/* x[j] = exp(x[j] - m) over x[0..len), and their sum. */
+static float
+range_exp(__global float *x, const uint len, const float m)
+{
+    const uint nv = len / 16 * 16;
+    float16 t = 0.0f;
+    for (uint j = 0; j < nv; j += 16) {
+        const float16 e = exp(vload16(0, x + j) - m);
+        vstore16(e, 0, x + j);
+        t += e;
+    }
+    float sum = hsum16(t);
+    for (uint j = nv; j < len; j++) {
+        const float e = exp(x[j] - m);
+        x[j] = e;
+        sum += e;
+    }
+    return sum;
+}
+
+static void
+range_scale(__global float *x, const uint len, const float f)
+{
+    const uint nv = len / 16 * 16;
+    for (uint j = 0; j < nv; j += 16)
+        vstore16(vload16(0, x + j) * f, 0, x + j);
+    for (uint j = nv; j < len; j++)
+        x[j] *= f;
+}
+
+/* Whether x[0..len) holds a NaN. */
+static int
+range_nan(__global const float *x, const uint len)
+{
+    for (uint j = 0; j < len; j++)
+        if (isnan(x[j]))
+            return 1;
+    return 0;
+}
+
 /* One row per work-item, sixteen lanes at a time: on CPU runtimes, where
  * the work-items of a group run as a loop, a float16 exp runs the math
  * library's vector code, where a scalar walk calls the scalar exp once a
  * score (about 15x slower on AVX-512, bench/RESULTS.md section 20).  In a
  * causal row only the keys before lim are read; the others come out 0.
- * fmax drops a NaN; the exps and their sum carry it to every entry the row
- * sees, and a row whose other entries are all -INFINITY is looked through
- * for one before it becomes zeros. */
-static float16
-seen16(__global const float *row, const uint j, const struct row_view *v,
-       const int masked)
-{
-    const float16 x = vload16(0, row + j);
-    if (!masked)
-        return x;
-    const int16 keep = convert_int16(vload16(0, v->keep + j)) != 0;
-    return select((float16)(-INFINITY), x, keep);
-}
-
+ * Padding keys are first written as -INFINITY.  fmax drops a NaN; the exps
+ * and their sum carry it to every entry, and a row whose other entries
+ * are all -INFINITY is looked through for one before it becomes zeros. */
 static void
 softmax_row_vec(__global float *row, const uint cols, const struct row_view *v,
                 const int hide)
 {
     const uint lim = hide ? v->lim : cols;
-    const int masked = hide && v->has_mask;
-    const uint nv = lim / 16 * 16;
-    float16 w = -INFINITY, t = 0.0f;
-    for (uint j = 0; j < nv; j += 16)
-        w = fmax(w, seen16(row, j, v, masked));
-    float m = hmax16(w);
-    for (uint j = nv; j < lim; j++)
-        m = fmax(m, seen(row, j, v, masked));
-    if (m == -INFINITY) {
-        int nan = 0;
+    if (hide && v->has_mask)
         for (uint j = 0; j < lim; j++)
-            nan |= isnan(seen(row, j, v, masked));
+            if (!v->keep[j])
+                row[j] = -INFINITY;
+    const float m = range_max(row, lim);
+    if (m == -INFINITY) {
+        const float z = range_nan(row, lim) ? NAN : 0.0f;
         for (uint j = 0; j < cols; j++)
-            row[j] = nan ? NAN : 0.0f;
+            row[j] = z;
         return;
     }
-    for (uint j = 0; j < nv; j += 16) {
-        const float16 e = exp(seen16(row, j, v, masked) - m);
-        vstore16(e, 0, row + j);
-        t += e;
-    }
-    float sum = hsum16(t);
-    for (uint j = nv; j < lim; j++) {
-        const float e = exp(seen(row, j, v, masked) - m);
-        row[j] = e;
-        sum += e;
-    }
-    const float inv = 1.0f / sum;
-    for (uint j = 0; j < nv; j += 16)
-        vstore16(vload16(0, row + j) * inv, 0, row + j);
-    for (uint j = nv; j < lim; j++)
-        row[j] *= inv;
+    range_scale(row, lim, 1.0f / range_exp(row, lim, m));
     for (uint j = lim; j < cols; j++)
         row[j] = 0.0f;
 }

@@ -362,10 +362,13 @@ START_TEST(masks_with_each_softmax_on_gemm_path)
             check(&l, CLF_MODE_LINFORMER, 2, 45, &o, 71);
             ck_assert_int_eq(clf_context_record_launches(l.att->ctx, 0), 0);
             /* the causal window ran through the GEMMs and the causal
-             * softmax of the forced shape (the group one for "group") */
+             * softmax of the softmax in force (the group one for "group";
+             * CLINFORMER_KERNELS, where set, overrides the forced name) */
             ck_assert_int_eq(
-                tu_launched(l.att->ctx, v == 2 ? "clf_causal_softmax_wg"
-                                               : "clf_causal_softmax"),
+                tu_launched(l.att->ctx, l.att->ctx->last[CLF_KIND_SOFTMAX] ==
+                                                CLF_SOFTMAX_GROUP
+                                            ? "clf_causal_softmax_wg"
+                                            : "clf_causal_softmax"),
                 c);
             check(&l, CLF_MODE_FULL, 2, 45, &o, 72);
             o.lengths = NULL;

@@ -387,7 +387,8 @@ print_matrix_table(FILE *f, const clf_bench_report *r, size_t dev)
         if (r->results[i].device == dev)
             notes += print_matrix_row(f, r, &r->results[i]);
     fprintf(f, "\nMiB: device memory the layer holds after its forward "
-               "(weights + workspaces);\nrel.err: ||Y - Y_full||/||Y_full|| "
+               "(weights, kept transposes, workspaces);\nrel.err: ||Y - "
+               "Y_full||/||Y_full|| "
                "on the same weights and input; speed-up: full median / "
                "this median;\nrMAD%%: median absolute deviation / median; "
                "roof%%: percent of the roofline bound\nmin(peak GFLOP/s, "

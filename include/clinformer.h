@@ -830,7 +830,10 @@ CLF_EXTERN int clf_attention_stage_times(clf_attention *att,
                                          double seconds[CLF_STAGE_COUNT]);
 
 /* Bytes of device memory the layer holds now: weights plus workspaces, which
- * grow to the largest batch and length seen and are then reused.  With
+ * grow to the largest batch and length seen and are then reused, plus the
+ * transposed copies of W_q, W_k, W_v and W_out kept where the library's
+ * blocked GEMM runs the projections (a copy each, made by the first
+ * forward that needs it, dropped when the weight is set again).  With
  * CLF_PRECISION_HALF the weights count 2 bytes an element, plus the float32
  * scratch the layer's forward widens them into (its largest W matrix plus
  * its E): that scratch belongs to the context and every layer of the context

@@ -450,6 +450,45 @@ START_TEST(attention_compressed_bias_matches_reference)
 }
 END_TEST
 
+/* Weights set after a forward reach the next one, where the blocked GEMM
+ * keeps the W matrices' transposes: setting a weight drops its kept copy,
+ * and destroying the layer forgets its weights. */
+START_TEST(attention_new_weights_reach_kept_transposes)
+{
+    static const int wm[] = {CLF_WEIGHT_Q, CLF_WEIGHT_K, CLF_WEIGHT_V,
+                             CLF_WEIGHT_OUT};
+    clf_context *ctx = tu_context();
+    clf_attention_desc d = base_desc();
+    const int was = ctx->gemm_variant;
+    struct layer l;
+    size_t kept0, count, bytes0 = 0, bytes1 = 0, i;
+
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    kept0 = clf__gemm_kept_count(ctx);
+    ctx->gemm_variant = CLF_GEMM_BLOCKED;
+    layer_make(&l, &d, 80);
+    check_forward(&l, CLF_MODE_LINFORMER, 2, 40, 81);
+    ck_assert_uint_eq(clf__gemm_kept_bytes(ctx, l.att->w[CLF_WEIGHT_Q]),
+                      (size_t)32 * 32 * sizeof(float));
+    ck_assert_int_eq(clf_attention_device_bytes(l.att, &bytes0), 0);
+    for (i = 0; i < sizeof wm / sizeof wm[0]; i++) {
+        ck_assert_int_eq(
+            clf_attention_weight_size(l.att, (clf_weight)wm[i], &count), 0);
+        tu_fill(l.w[wm[i]], count, 82 + i, -0.2f, 0.2f);
+        ck_assert_int_eq(clf_attention_set_weight(l.att, (clf_weight)wm[i],
+                                                  l.w[wm[i]], count),
+                         0);
+        ck_assert_uint_eq(clf__gemm_kept_bytes(ctx, l.att->w[wm[i]]), 0);
+    }
+    ck_assert_int_eq(clf_attention_device_bytes(l.att, &bytes1), 0);
+    ck_assert_uint_eq(bytes0 - bytes1, (size_t)4 * 32 * 32 * sizeof(float));
+    check_forward(&l, CLF_MODE_LINFORMER, 2, 40, 81);
+    layer_free(&l);
+    ctx->gemm_variant = was;
+    ck_assert_uint_eq(clf__gemm_kept_count(ctx), kept0);
+}
+END_TEST
+
 /* One Linformer forward with steps 3 to 5 forced each way (the fused and
  * the streaming kernel must really run: the layer reports it). */
 static void
@@ -920,6 +959,7 @@ suite(void)
     tcase_add_test(tc, attention_k_at_least_n);
     tcase_add_test(tc, attention_odd_head_dim);
     tcase_add_test(tc, attention_reuses_workspaces);
+    tcase_add_test(tc, attention_new_weights_reach_kept_transposes);
     tcase_add_test(tc, attention_cl_mem_path_with_offsets);
     tcase_add_test(tc, attention_adopted_context);
     tcase_add_test(tc, attention_matches_reference_wide);

@@ -328,6 +328,82 @@ START_TEST(gemm_way_is_chosen_by_timing)
 }
 END_TEST
 
+/* A registered weight read transposed by the blocked way: the kept
+ * transpose gives the same bits as the copy made each time, is made once
+ * per part read (offset, shape), follows the weight when its owner says it
+ * changed, and is dropped when the owner forgets the weight; CLBlast,
+ * which reads B transposed itself, makes none. */
+START_TEST(gemm_kept_transpose_is_the_copy_it_replaces)
+{
+    clf_context *ctx = tu_context();
+    const size_t m = 9, n = 48, k = 70, ld = 75, off = 3;
+    static float a[9 * 70], b[3 + 2 * 48 * 75], c[9 * 48], plain[9 * 48];
+    const size_t nb = sizeof b / sizeof b[0];
+    cl_mem ma, mb, mc;
+    const int was = ctx->gemm_variant;
+    size_t i, j, l, kept0;
+    int round;
+
+    ck_assert_int_eq(clf_context_build(ctx), 0);
+    kept0 = clf__gemm_kept_count(ctx);
+    tu_fill(a, m * k, 120, -1.0f, 1.0f);
+    tu_fill(b, nb, 121, -1.0f, 1.0f);
+    ma = tu_upload(ctx, a, m * k);
+    mb = tu_upload(ctx, b, nb);
+    mc = tu_upload(ctx, c, m * n);
+    ctx->gemm_variant = CLF_GEMM_BLOCKED;
+#define XWT(boff)                                                              \
+    ck_assert_int_eq(clf__gemm_bias(ctx, CLF_GEMM_UNDECIDED, 1, m, n, k, ma,   \
+                                    0, k, mb, (boff), ld, mc, 0, n, NULL),     \
+                     0)
+    XWT(off);
+    tu_download(ctx, mc, plain, m * n);
+    ck_assert_int_eq(clf__gemm_keep(ctx, mb), 0);
+    ck_assert_uint_eq(clf__gemm_kept_bytes(ctx, mb), 0);
+    for (round = 0; round < 2; round++) {
+        XWT(off);
+        tu_download(ctx, mc, c, m * n);
+        ck_assert(memcmp(c, plain, sizeof c) == 0);
+        ck_assert_uint_eq(clf__gemm_kept_bytes(ctx, mb), n * k * sizeof(float));
+    }
+    XWT(off + n * ld); /* another part: its own copy */
+    ck_assert_uint_eq(clf__gemm_kept_bytes(ctx, mb), 2 * n * k * sizeof(float));
+    /* New contents, registered again: the product follows them. */
+    tu_fill(b, nb, 122, -1.0f, 1.0f);
+    ck_assert_int_eq(clEnqueueWriteBuffer(ctx->queue, mb, CL_TRUE, 0,
+                                          nb * sizeof(float), b, 0, NULL, NULL),
+                     CL_SUCCESS);
+    ck_assert_int_eq(clf__gemm_keep(ctx, mb), 0);
+    ck_assert_uint_eq(clf__gemm_kept_bytes(ctx, mb), 0);
+    XWT(off);
+    tu_download(ctx, mc, c, m * n);
+    for (i = 0; i < m; i++)
+        for (j = 0; j < n; j++) {
+            double ref = 0.0;
+            for (l = 0; l < k; l++)
+                ref += (double)a[i * k + l] * b[off + j * ld + l];
+            ck_assert_msg(fabs(c[i * n + j] - ref) < 1e-6 * (double)k + 1e-5,
+                          "(%zu, %zu): %g, expected %g", i, j,
+                          (double)c[i * n + j], ref);
+        }
+    clf__gemm_forget(ctx, mb);
+    ck_assert_uint_eq(clf__gemm_kept_bytes(ctx, mb), 0);
+    ck_assert_uint_eq(clf__gemm_kept_count(ctx), kept0);
+    /* CLBlast reads the registered weight itself. */
+    ck_assert_int_eq(clf__gemm_keep(ctx, mb), 0);
+    ctx->gemm_variant = CLF_GEMM_CLBLAST;
+    XWT(off);
+    ck_assert_uint_eq(clf__gemm_kept_bytes(ctx, mb), 0);
+#undef XWT
+    ctx->gemm_variant = was;
+    clf__gemm_forget(ctx, mb);
+    ck_assert_uint_eq(clf__gemm_kept_count(ctx), kept0);
+    clReleaseMemObject(ma);
+    clReleaseMemObject(mb);
+    clReleaseMemObject(mc);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -342,6 +418,7 @@ main(void)
     tcase_add_test(tc, gemm_falls_back_where_blocked_does_not_fit);
     tcase_add_loop_test(tc, gemm_with_bias_matches_reference, 0, 2);
     tcase_add_loop_test(tc, gemm_accumulate_bias_act_matches_reference, 0, 2);
+    tcase_add_test(tc, gemm_kept_transpose_is_the_copy_it_replaces);
     suite_add_tcase(s, tc);
     return tu_run(s, 1);
 }

@@ -222,8 +222,17 @@ blocked_fits(int trans_a, size_t m, size_t n, size_t k, float beta, size_t lda,
 
 #define BLOCKED_KC 512
 
+/* A weight's kept transpose (gemm_kept.c), made as the scratch copy is. */
+static int
+transpose_one(clf_context *ctx, cl_mem src, size_t off, size_t rows,
+              size_t cols, size_t ld, cl_mem dst)
+{
+    return clf__transpose(ctx, src, off, rows, cols, ld, 0, 1, dst);
+}
+
 /* C = alpha A op(B) + beta C through the blocked kernel; a transposed B is
- * copied into the scratch buffer first. */
+ * read from its kept copy where B is a registered weight shared by the
+ * batch (gemm_kept.c), else copied into the scratch buffer first. */
 static int
 blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
         float alpha, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
@@ -242,8 +251,14 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
             return clf__fail(CLF_ESIZE_OVERFLOW,
                              "GEMM %zux%zux%zu: scratch size overflows", m, n,
                              k);
-        CLF_TRY(scratch(ctx, floats, &t));
-        CLF_TRY(clf__transpose(ctx, b, b_off, n, k, ldb, b_stride, copies, t));
+        if (copies == 1)
+            CLF_TRY(clf__gemm_kept_copy(ctx, b, b_off, n, k, ldb, transpose_one,
+                                        &t));
+        if (t == NULL) {
+            CLF_TRY(scratch(ctx, floats, &t));
+            CLF_TRY(
+                clf__transpose(ctx, b, b_off, n, k, ldb, b_stride, copies, t));
+        }
         b = t;
         b_off = 0;
         ldb = n;
@@ -657,23 +672,26 @@ clf__gemm_grouped(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
 /* ------------------------------------------------------------- choice */
 
 /* Each role's slot of the kernel choices, the first word of its buckets
- * ("" for the projections, whose buckets predate the roles) and whether
- * its B operand is transposed (X W^T, Q Kbar^T). */
+ * ("" for the projections, whose buckets predate the roles), whether its
+ * B operand is transposed (X W^T, Q Kbar^T) and whether B is a weight
+ * its owner registers (gemm_kept.c). */
 static const struct {
     int slot;
     const char *prefix;
     int trans_b;
+    int weight;
 } roles[CLF_ROLE_COUNT] = {
-    {CLF_KIND_GEMM, "", 1},
-    {CLF_SLOT_GEMM_COMP, "comp.", 0},
-    {CLF_SLOT_GEMM_SCORE, "score.", 1},
-    {CLF_SLOT_GEMM_WEIGH, "weigh.", 0},
-    {CLF_SLOT_GEMM_FFN, "ffn.", 1},
+    {CLF_KIND_GEMM, "", 1, 1},
+    {CLF_SLOT_GEMM_COMP, "comp.", 0, 0},
+    {CLF_SLOT_GEMM_SCORE, "score.", 1, 0},
+    {CLF_SLOT_GEMM_WEIGH, "weigh.", 0, 0},
+    {CLF_SLOT_GEMM_FFN, "ffn.", 1, 1},
 };
 
 /* The timed shape: the role's, C = A op(B) with W stored as PyTorch does
- * where the role transposes B (so the blocked way pays its transpose),
- * batch strided. */
+ * where the role transposes B, batch strided.  A weight B is registered
+ * as its owner registers it, so the blocked way reads its kept transpose
+ * as in the forward; any other transposed B it copies each time. */
 struct gemm_timing {
     struct clf__gemm_args g;
     cl_mem mem[3];
@@ -745,8 +763,11 @@ time_gemm(clf_context *ctx, int role, const char *bucket, size_t m, size_t n,
         rc == 0 ? clf__timing_buffer(ctx, t.g.batch * n * k, 1, &rc) : NULL;
     t.mem[2] =
         rc == 0 ? clf__timing_buffer(ctx, t.g.batch * t.g.m * n, 2, &rc) : NULL;
+    if (rc == 0 && roles[role].weight && t.g.batch == 1)
+        rc = clf__gemm_keep(ctx, t.mem[1]);
     if (rc == 0)
         best = clf__time_variants(ctx, count, run_gemm, &t, 2, ms);
+    clf__gemm_forget(ctx, t.mem[1]);
     for (i = 0; i < 3; i++)
         if (t.mem[i] != NULL)
             clReleaseMemObject(t.mem[i]);

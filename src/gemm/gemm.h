@@ -162,6 +162,28 @@ int clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
 int clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
                    size_t cols, size_t ld, size_t stride, size_t batch,
                    cl_mem dst);
+/* gemm_kept.c: weights whose transposes the blocked way keeps.  An owner
+ * that changes buffer w only through its own calls registers it with
+ * clf__gemm_keep after writing it, again after every later write, and
+ * calls clf__gemm_forget before releasing it.  A blocked GEMM that reads
+ * a registered B transposed then reads a copy of B^T made on its first
+ * such GEMM (the same bits as the copy it would make each time).
+ * clf__gemm_kept_bytes: the device bytes of w's copies.  The first three
+ * take the context lock. */
+int clf__gemm_keep(clf_context *ctx, cl_mem w);
+void clf__gemm_forget(clf_context *ctx, cl_mem w);
+size_t clf__gemm_kept_bytes(clf_context *ctx, cl_mem w);
+/* The registrations held (tests). */
+size_t clf__gemm_kept_count(clf_context *ctx);
+/* For gemm.c, ctx locked: *t = the kept transpose (k x n, packed) of the
+ * n x k part of b at off with leading dimension ld, made by `fill` (the
+ * arguments of clf__transpose for one matrix) if there is none yet; NULL
+ * when b is not registered. */
+typedef int (*clf__kept_fill_fn)(clf_context *ctx, cl_mem src, size_t off,
+                                 size_t rows, size_t cols, size_t ld,
+                                 cl_mem dst);
+int clf__gemm_kept_copy(clf_context *ctx, cl_mem b, size_t off, size_t n,
+                        size_t k, size_t ld, clf__kept_fill_fn fill, cl_mem *t);
 /* The way (enum clf__gemm_variant) for the GEMMs of `role` whose shape is
  * batch x m x n x k: pinned, forced, stored, or timed now on that shape
  * (m capped) and stored (choose.c); bucketed by powers of two of m, n, k

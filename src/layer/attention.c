@@ -52,7 +52,8 @@ clf_attention_device_bytes(const clf_attention *att, size_t *bytes)
         return clf__fail(CLF_ENULL_ARGUMENT, "bytes is NULL");
     for (i = 0; i < CLF_WEIGHT_COUNT; i++)
         if (att->w[i] != NULL)
-            total += clf__half_weight_bytes(att, i);
+            total += clf__half_weight_bytes(att, i) +
+                     clf__gemm_kept_bytes(att->ctx, att->w[i]);
     for (i = 0; i < WS_COUNT; i++)
         total += att->ws[i].cap * sizeof(float);
     total += clf__half_scratch_bytes(att);

@@ -271,8 +271,10 @@ clf_attention_destroy(clf_attention *att)
         clf__unlock(att->ctx);
     }
     for (i = 0; i < CLF_WEIGHT_COUNT; i++)
-        if (att->w[i] != NULL)
+        if (att->w[i] != NULL) {
+            clf__gemm_forget(att->ctx, att->w[i]);
             clReleaseMemObject(att->w[i]);
+        }
     if (att->ones != NULL)
         clReleaseMemObject(att->ones);
     for (i = 0; i < WS_COUNT; i++)
@@ -329,6 +331,15 @@ clf_attention_weight_size(const clf_attention *att, clf_weight which,
     return 0;
 }
 
+/* The W matrices, which every GEMM reads transposed (X W^T): registered
+ * with the GEMM floor, whose blocked way then keeps their transposes. */
+static int
+read_transposed(clf_weight which)
+{
+    return which == CLF_WEIGHT_Q || which == CLF_WEIGHT_K ||
+           which == CLF_WEIGHT_V || which == CLF_WEIGHT_OUT;
+}
+
 CLF_EXTERN int
 clf_attention_set_weight(clf_attention *att, clf_weight which,
                          const float *data, size_t count)
@@ -361,13 +372,16 @@ clf_attention_set_weight(clf_attention *att, clf_weight which,
                              weight_names[which], count * sizeof(float), err);
     }
     /* Invalidate first: a failed write leaves the weight unset, never half
-     * written and marked usable. */
+     * written and marked usable, and no transpose of the old one kept. */
     att->wset[which] = 0;
+    clf__gemm_forget(att->ctx, att->w[which]);
     err = clEnqueueWriteBuffer(att->ctx->queue, att->w[which], CL_TRUE, 0,
                                count * sizeof(float), data, 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return clf__fail(err, "weight %s: upload failed (%d)",
                          weight_names[which], err);
+    if (read_transposed(which))
+        CLF_TRY(clf__gemm_keep(att->ctx, att->w[which]));
     att->wset[which] = 1;
     return 0;
 }

@@ -50,6 +50,15 @@ release(cl_mem *m)
     *m = NULL;
 }
 
+/* A weight registered with the GEMM floor (model_load.c, keep_transposed). */
+static void
+release_kept(clf_context *ctx, cl_mem *m)
+{
+    if (*m != NULL)
+        clf__gemm_forget(ctx, *m);
+    release(m);
+}
+
 CLF_EXTERN void
 clf_model_destroy(clf_model *m)
 {
@@ -67,17 +76,17 @@ clf_model_destroy(clf_model *m)
         release(&L->ln1_b);
         release(&L->ln2_g);
         release(&L->ln2_b);
-        release(&L->w1);
+        release_kept(m->ctx, &L->w1);
         release(&L->b1);
-        release(&L->w2);
+        release_kept(m->ctx, &L->w2);
         release(&L->b2);
-        release(&L->wr);
+        release_kept(m->ctx, &L->wr);
         release(&L->br);
     }
     free(m->layers);
     release(&m->tok);
     release(&m->pos);
-    release(&m->logit_w);
+    release_kept(m->ctx, &m->logit_w);
     release(&m->logit_b);
     for (i = 0; i < MW_COUNT; i++)
         release(&m->ws[i]);

@@ -602,6 +602,26 @@ widths(clf_model *m)
     }
 }
 
+/* The weights the model's GEMMs read transposed (X W^T: the feed-forward,
+ * the resample linear, the logits), registered with the GEMM floor once
+ * loaded: a model never changes them, and clf_model_destroy forgets them
+ * before releasing them. */
+static int
+keep_transposed(clf_model *m)
+{
+    size_t l;
+
+    for (l = 0; l < m->info.layers; l++) {
+        const struct model_layer *L = &m->layers[l];
+        const cl_mem w[3] = {L->w1, L->w2, L->wr};
+        int i;
+        for (i = 0; i < 3; i++)
+            if (w[i] != NULL)
+                CLF_TRY(clf__gemm_keep(m->ctx, w[i]));
+    }
+    return m->logit_w != NULL ? clf__gemm_keep(m->ctx, m->logit_w) : 0;
+}
+
 CLF_EXTERN int
 clf_model_load(clf_model **out, clf_context *ctx, const char *path,
                const clf_model_opts *opts)
@@ -646,6 +666,11 @@ clf_model_load(clf_model **out, clf_context *ctx, const char *path,
         return rc;
     }
     widths(m);
+    rc = keep_transposed(m);
+    if (rc != 0) {
+        clf_model_destroy(m);
+        return rc;
+    }
     *out = m;
     return 0;
 }

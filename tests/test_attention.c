@@ -631,8 +631,8 @@ START_TEST(attention_way_timing_keeps_the_gemm_fit)
 
     for (heads = 1; heads <= 64; heads *= 2)
         for (i = 0; i < sizeof n / sizeof n[0]; i++) {
-            const size_t full = clf__flash_timing_rows(n[i], heads, 1);
-            const size_t lin = clf__flash_timing_rows(n[i], heads, 0);
+            const size_t full = clf__ways_timing_rows(n[i], heads, 1);
+            const size_t lin = clf__ways_timing_rows(n[i], heads, 0);
             ck_assert_msg(full <= n[i] && full <= 2048 &&
                               (double)full * full * heads <= 16777216.0,
                           "full: %zu rows for n %zu, %zu heads", full, n[i],
@@ -646,9 +646,9 @@ START_TEST(attention_way_timing_keeps_the_gemm_fit)
                                              lin % 16 == n[i] % 16,
                           "Linformer: %zu for n %zu", lin, n[i]);
         }
-    ck_assert_uint_eq(clf__flash_timing_rows(4096, 8, 1), 1440);
-    ck_assert_uint_eq(clf__flash_timing_rows(4100, 8, 1), 1444);
-    ck_assert_uint_eq(clf__flash_timing_rows(1000, 8, 1), 1000);
+    ck_assert_uint_eq(clf__ways_timing_rows(4096, 8, 1), 1440);
+    ck_assert_uint_eq(clf__ways_timing_rows(4100, 8, 1), 1444);
+    ck_assert_uint_eq(clf__ways_timing_rows(1000, 8, 1), 1000);
 }
 END_TEST
 

@@ -339,41 +339,6 @@ clf_attention_stage_times(clf_attention *att, double seconds[CLF_STAGE_COUNT])
     return 0;
 }
 
-/* The shapes the stage files take, from the layer and the plan. */
-static void
-attend_shape(const clf_attention *a, const struct plan *p,
-             struct clf__attend_shape *sh)
-{
-    sh->batch = p->B;
-    sh->heads = a->hq;
-    sh->n = p->n;
-    sh->dh = a->dh;
-    sh->dq = a->dq;
-    sh->L = p->L;
-    sh->kv_per_head = p->hc > 1;
-    sh->scale = (float)(1.0 / sqrt((double)a->dh));
-}
-
-static void
-causal_shape(const clf_attention *a, const struct plan *p,
-             struct clf__causal_shape *sh)
-{
-    memset(sh, 0, sizeof *sh);
-    sh->batch = p->B;
-    sh->heads = a->hq;
-    sh->n = p->n;
-    sh->dh = a->dh;
-    sh->dq = a->dq;
-    sh->dkv = a->dkv;
-    sh->k = a->k;
-    sh->c = p->c;
-    sh->block = a->desc.causal_block;
-    sh->kv_per_head = a->hkv > 1;
-    sh->scale = (float)(1.0 / sqrt((double)a->dh));
-    sh->score_way = p->gemm[CLF_ROLE_SCORE];
-    sh->weigh_way = p->gemm[CLF_ROLE_WEIGH];
-}
-
 /* The weights of one side: W_k and E (value 0), or W_v and F (value 1; E
  * where F is E).  Half-stored weights are read natively where the plan
  * says so, else widened now into the context's slots, which the other
@@ -441,127 +406,11 @@ keys_values(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff)
                          WS_RSF, vbar, p->xf_is_xe);
 }
 
-/* Step 4 on one pass's scores; in full mode with the padding mask and the
- * causal triangle folded in (the scores buffer still holds the masked
- * keys' raw scores; the softmax reads them as -INFINITY), in Linformer
- * mode with the slot mask (the same triangle over the k slots: the query
- * at t keeps slots 0..t). */
+/* The forward's stage marks, for the steps' table (ways.c). */
 static int
-softmax_pass(clf_attention *a, const struct plan *p, size_t b, size_t nb,
-             size_t r0, size_t rows)
+mark_stage(void *user, int stage)
 {
-    struct clf__score_mask m;
-
-    if (p->linformer ? !p->slot_mask : !(p->masked || p->causal))
-        return clf__softmax_rows_variant(a->ctx, p->softmax, a->ws[WS_S].mem, 0,
-                                         nb * a->hq * rows, p->ld);
-    m.mask = p->linformer ? NULL : p->mask; /* slots took it */
-    m.mask_off = b * p->n;
-    m.heads = a->hq;
-    m.chunk = rows;
-    m.row0 = r0;
-    m.causal = p->linformer || p->causal;
-    return clf__softmax_masked(a->ctx, p->softmax, a->ws[WS_S].mem,
-                               nb * a->hq * rows, p->ld, &m);
-}
-
-/* Steps 3 to 5 in passes of p->seqs sequences by p->chunk query rows, the
- * numbers the score workspace was sized from: the whole batch in one pass
- * (all sequences in one batched GEMM: B = 128k short sequences cost one
- * launch, not one each) or, where its scores would pass SCORE_LIMIT bytes,
- * as many whole sequences as fit, or row chunks of one sequence. */
-static int
-attend_passes(clf_attention *a, const struct plan *p,
-              const struct clf__attend_shape *sh, cl_mem vbar)
-{
-    cl_mem q = a->ws[WS_Q].mem, s = a->ws[WS_S].mem, o = a->ws[WS_O].mem;
-    cl_mem kbar = a->ws[WS_KBAR].mem;
-    const size_t n = p->n, ld = p->ld;
-    size_t b, nb, r0, rows;
-    struct clf__weigh_causal cz, *czp = NULL;
-
-    if (p->causal) {
-        memset(&cz, 0, sizeof cz);
-        cz.vf = a->ws[WS_VF].mem;
-        cz.first = a->ws[WS_VNF].mem;
-        czp = &cz;
-        TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
-        TRY(clf__attend_finite(a->ctx, sh, vbar, cz.vf, cz.first));
-    }
-    for (b = 0; b < p->B; b += nb) {
-        nb = p->B - b < p->seqs ? p->B - b : p->seqs;
-        for (r0 = 0; r0 < n; r0 += rows) {
-            rows = n - r0 < p->chunk ? n - r0 : p->chunk;
-            TRY(mark(a, CLF_STAGE_SCORES));
-            TRY(clf__attend_scores(a->ctx, p->gemm[CLF_ROLE_SCORE], sh, b, nb,
-                                   r0, rows, q, kbar, s, 0, ld));
-            TRY(mark(a, CLF_STAGE_SOFTMAX));
-            TRY(softmax_pass(a, p, b, nb, r0, rows));
-            TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
-            TRY(clf__attend_weigh(a->ctx, p->gemm[CLF_ROLE_WEIGH], sh, b, nb,
-                                  r0, rows, s, 0, ld, vbar, o, czp));
-        }
-    }
-    return 0;
-}
-
-/* Steps 3 to 5 of causal Linformer for the whole batch, in one pass:
- * scores over the past blocks' slots and the own-block window, softmax,
- * weighted sum of the slots, then the window's values. */
-static int
-attend_causal(clf_attention *a, const struct plan *p,
-              const struct clf__attend_shape *sh, cl_mem vbar)
-{
-    clf_context *ctx = a->ctx;
-    cl_mem q = a->ws[WS_Q].mem, s = a->ws[WS_S].mem, o = a->ws[WS_O].mem;
-    cl_mem kbar = a->ws[WS_KBAR].mem;
-    const size_t n = p->n, ld = p->ld;
-    struct clf__causal_shape cs;
-    struct clf__weigh_causal cz;
-
-    causal_shape(a, p, &cs);
-    memset(&cz, 0, sizeof cz);
-    cz.vf = a->ws[WS_VF].mem;
-    cz.first = a->ws[WS_VNF].mem;
-    cz.c = p->c;
-    cz.block = a->desc.causal_block;
-    TRY(mark(a, CLF_STAGE_SCORES));
-    TRY(clf__attend_scores(ctx, p->gemm[CLF_ROLE_SCORE], sh, 0, p->B, 0, n, q,
-                           kbar, s, 0, ld));
-    TRY(clf__causal_scores(ctx, &cs, s, q, a->ws[WS_XE].mem));
-    TRY(mark(a, CLF_STAGE_SOFTMAX));
-    TRY(clf__causal_softmax(ctx, &cs, p->softmax, s, p->mask));
-    TRY(mark(a, CLF_STAGE_WEIGHTED_SUM));
-    TRY(clf__attend_finite(ctx, sh, vbar, cz.vf, cz.first));
-    TRY(clf__attend_weigh(ctx, p->gemm[CLF_ROLE_WEIGH], sh, 0, p->B, 0, n, s, 0,
-                          ld, vbar, o, &cz));
-    cs.c = 0;
-    cs.scale = 0.0f;
-    return clf__causal_apply(ctx, &cs, o, s,
-                             p->v_is_k ? a->ws[WS_XE].mem : a->ws[WS_XF].mem);
-}
-
-/* Steps 3 to 5 in a streaming kernel (the CPU-shaped one or, where the
- * plan chose it, the work-group one): no scores stored, any mode.  The
- * padding mask reaches it where it masks keys (full mode) or the causal
- * window; Linformer's slots took it in compression. */
-static int
-attend_flash(clf_attention *a, const struct plan *p, cl_mem vbar)
-{
-    struct clf__flash_shape sh;
-    cl_mem pk = a->ws[WS_XE].mem;
-    cl_mem pv = p->v_is_k ? pk : a->ws[WS_XF].mem;
-    cl_mem mask;
-
-    clf__plan_flash_shape(a, p, &sh);
-    mask = sh.full || sh.block ? p->mask : NULL;
-    if (p->flash_wg)
-        return clf__flash_wg(a->ctx, &sh, a->ws[WS_Q].mem, a->ws[WS_KBAR].mem,
-                             vbar, a->ws[WS_O].mem, mask, sh.block ? pk : NULL,
-                             sh.block ? pv : NULL);
-    return clf__flash(a->ctx, &sh, a->ws[WS_Q].mem, a->ws[WS_KBAR].mem, vbar,
-                      a->ws[WS_KT].mem, a->ws[WS_O].mem, mask,
-                      sh.block ? pk : NULL, sh.block ? pv : NULL);
+    return mark(user, stage);
 }
 
 /* Enqueues the stages of a planned forward, in order; with the context
@@ -572,47 +421,34 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
 {
     clf_context *ctx = a->ctx;
     const size_t B = p->B, n = p->n, D = a->D, dq = a->dq;
-    cl_mem q = a->ws[WS_Q].mem, o = a->ws[WS_O].mem;
-    cl_mem vbar = p->v_is_k ? a->ws[WS_KBAR].mem : a->ws[WS_VBAR].mem;
     cl_mem *w = a->w;
     const int proj = p->gemm[CLF_ROLE_PROJ];
     cl_mem wq, wo;
     int hq, ho;
-    struct clf__attend_shape sh;
+    struct clf__steps st;
 
     clf__half_begin(ctx);
-    a->last_fused = p->fused;
-    a->last_flash = p->flash;
-    a->last_flash_wg = p->flash_wg;
-    attend_shape(a, p, &sh);
+    a->last_way = p->way;
+    clf__steps_shape(a, p, &st);
+    st.mark = mark_stage;
+    st.user = a;
 
     /* 1. Q = X W_q^T + b_q over all B*n rows. */
     TRY(mark(a, CLF_STAGE_PROJECTION));
     TRY(clf__half_weight(a, p->half_native, CLF_WEIGHT_Q, &wq, &hq));
     TRY(clf__gemm_bias(ctx, proj | (hq ? CLF_GEMM_HALF_B : 0), 1, B * n, dq, D,
-                       x, xoff, D, wq, 0, D, q, 0, dq,
+                       x, xoff, D, wq, 0, D, st.q, 0, dq,
                        a->desc.bias_q ? w[CLF_BIAS_Q] : NULL));
     /* 2. Keys and values. */
     TRY(mark(a, CLF_STAGE_COMPRESSION));
     TRY(keys_values(a, p, x, xoff));
-    /* 3 to 5: attention over the slots (or positions). */
-    if (p->flash || p->flash_wg) {
-        TRY(mark(a, CLF_STAGE_FUSED));
-        TRY(attend_flash(a, p, vbar));
-    } else if (p->fused) {
-        TRY(mark(a, CLF_STAGE_FUSED));
-        TRY(clf__attend(ctx, &sh, q, a->ws[WS_KBAR].mem, vbar, a->ws[WS_KT].mem,
-                        a->ws[WS_S].mem, o));
-    } else if (p->linformer && p->causal) {
-        TRY(attend_causal(a, p, &sh, vbar));
-    } else {
-        TRY(attend_passes(a, p, &sh, vbar));
-    }
+    /* 3 to 5: attention over the slots (or positions), the plan's way. */
+    TRY(clf__way(p->way)->run(ctx, &st));
     /* 6. Y = O W_o^T + b_o; padding rows are zeros. */
     TRY(mark(a, CLF_STAGE_OUTPUT));
     TRY(clf__half_weight(a, p->half_native, CLF_WEIGHT_OUT, &wo, &ho));
     TRY(clf__gemm_bias(ctx, proj | (ho ? CLF_GEMM_HALF_B : 0), 1, B * n, D, dq,
-                       o, 0, dq, wo, 0, dq, y, yoff, D,
+                       st.o, 0, dq, wo, 0, dq, y, yoff, D,
                        a->desc.bias_out ? w[CLF_BIAS_OUT] : NULL));
     if (p->masked)
         TRY(clf__mask_rows(ctx, y, yoff, y, yoff, B * n, D, p->mask));
@@ -807,19 +643,19 @@ clf__attention_set_attend(clf_attention *att, int variant)
 int
 clf__attention_last_fused(const clf_attention *att)
 {
-    return att->last_fused;
+    return att->last_way == CLF_ATTEND_FUSED;
 }
 
 int
 clf__attention_last_flash(const clf_attention *att)
 {
-    return att->last_flash;
+    return att->last_way == CLF_ATTEND_FLASH;
 }
 
 int
 clf__attention_last_flash_wg(const clf_attention *att)
 {
-    return att->last_flash_wg;
+    return att->last_way == CLF_ATTEND_FLASHWG;
 }
 
 /* For tests: scores above `bytes` are made in chunks of query rows. */

@@ -63,9 +63,7 @@ struct clf_attention {
     size_t score_limit; /* SCORE_LIMIT; tests lower it to force chunks */
     int attend;         /* tests: force a clf__attend_variant; 0: the
                            context's choice */
-    int last_fused;     /* the last forward used the fused kernel */
-    int last_flash;     /* ... the streaming kernel */
-    int last_flash_wg;  /* ... the GPU-shaped streaming kernel */
+    int last_way;       /* the way of steps 3-5 the last forward ran */
     cl_event *marks;    /* stage boundaries of the last forward (profiling) */
     int *mark_stage;    /* the stage each mark starts */
     size_t nmarks, cap_marks;
@@ -87,9 +85,8 @@ struct plan {
     int v_is_k;   /* share_kv: Vbar = Kbar */
     int xf_is_xe; /* key-value sharing, compress-first: F X = E X */
     int fusable;  /* steps 3-5 may run in one fused kernel */
-    int fused;    /* ... and will (resolved) */
-    int flash;    /* steps 3-5 run in the streaming kernel (resolved) */
-    int flash_wg; /* ... in the GPU-shaped streaming kernel (resolved) */
+    int way;      /* ... and run in this enum clf__attend_variant
+                     (resolved; ways.c) */
     int softmax;  /* enum clf__softmax_variant (resolved) */
     /* The way of each role's GEMMs (enum clf__gemm_role; resolved for
      * the roles this forward runs, else CLF_GEMM_UNDECIDED) and whether
@@ -105,10 +102,67 @@ struct plan {
 int clf__plan_make(const clf_attention *a, clf_mode mode, size_t B, size_t n,
                    const clf_forward_opts *opts, struct plan *p);
 int clf__plan_choose(const clf_attention *a, struct plan *p);
+/* The choices of a forward that runs steps 3 to 5 on the GEMM path alone
+ * (a shard's, whose plan holds its own rows: n, chunk and seqs), every
+ * other one as clf__plan_choose makes them. */
+int clf__plan_choose_path(const clf_attention *a, struct plan *p);
 
-/* plan.c: the streaming kernel's shape for a plan. */
-void clf__plan_flash_shape(const clf_attention *a, const struct plan *p,
-                           struct clf__flash_shape *sh);
+/* The ways of the GEMM path's steps: its two GEMMs' (gemm.h) and the
+ * softmax variant. */
+struct clf__path_ways {
+    int score, weigh, softmax;
+};
+
+/* Steps 3 to 5 (scores, softmax, weighted sum) of one forward, of a
+ * shard's, or of the choice's timing: the shape, the GEMM path's passes
+ * and ways, the buffers, and where each stage starts.  ways.c fills it
+ * from a layer and its plan (clf__steps_shape, the one filler; a shard
+ * then sets its own query rows, row0, ways and mask). */
+struct clf__steps {
+    struct clf__flash_shape sh; /* at.n: query rows; at.L: slots or keys */
+    size_t ld;                  /* score row stride */
+    size_t seqs, chunk;         /* the GEMM path's passes (plan.c) */
+    size_t row0;                /* the position of query row 0 (a shard's) */
+    int fusable;                /* the fused kernel applies (plan.c) */
+    int slot_mask;              /* Linformer's slot triangle, in the softmax */
+    struct clf__path_ways ways; /* the GEMM path's score, weigh, softmax */
+    cl_mem q, kbar, vbar, kt, s, o;
+    cl_mem pk, pv; /* causal Linformer: the window's keys and values */
+    cl_mem vf, nf; /* causal GEMM path: finite values, first non-finite */
+    cl_mem mask;   /* padding bytes (full mode's keys, the causal window)
+                      or NULL */
+    int (*mark)(void *user, int stage); /* NULL: stages not marked */
+    void *user;
+};
+void clf__steps_shape(const clf_attention *a, const struct plan *p,
+                      struct clf__steps *st);
+
+/* ways.c: a way of steps 3 to 5, one row of its table per enum
+ * clf__attend_variant: whether it applies to the steps' shape, the
+ * workspace it needs beyond the plan's (need[], floats), how it runs
+ * them, and whether it stores scores (runs in the plan's passes).  A new
+ * way is one row there and one kernel file. */
+struct clf__way {
+    const char *name;
+    int (*applies)(clf_context *ctx, const struct clf__steps *st);
+    void (*workspace)(const struct clf__steps *st, size_t need[WS_COUNT]);
+    int (*run)(clf_context *ctx, const struct clf__steps *st);
+    int passes;
+};
+/* The row of variant (the GEMM path's for CLF_ATTEND_UNDECIDED). */
+const struct clf__way *clf__way(int variant);
+/* The way that runs: variant where it applies, else the GEMM path. */
+int clf__way_taken(clf_context *ctx, const struct clf__steps *st, int variant);
+/* The way (enum clf__attend_variant) for these steps: pinned, forced,
+ * stored, or timed now among the ways that apply (the GEMM path in the
+ * steps' ways) and stored; bucketed by mode, powers of two of n and L,
+ * heads and d_h.  The caller takes clf__way_taken of it. */
+int clf__ways_resolve(clf_context *ctx, const struct clf__steps *st,
+                      int *variant);
+/* The sequence length a way's timing runs for n queries (full mode: n
+ * keys too) of `heads` heads: n, or a shorter one with n's remainder mod
+ * 16, so that the GEMMs fit the same GEMM ways as the forward's. */
+size_t clf__ways_timing_rows(size_t n, size_t heads, int full);
 
 /* attention.c: grows workspace id to at least `need` floats (contents
  * not kept); with need 0 the buffer may stay NULL. */

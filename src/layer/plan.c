@@ -257,75 +257,31 @@ clf__plan_make(const clf_attention *a, clf_mode mode, size_t B, size_t n,
     return plan_limits(a, p);
 }
 
-void
-clf__plan_flash_shape(const clf_attention *a, const struct plan *p,
-                      struct clf__flash_shape *sh)
-{
-    memset(sh, 0, sizeof *sh);
-    sh->at.batch = p->B;
-    sh->at.heads = a->hq;
-    sh->at.n = p->n;
-    sh->at.dh = a->dh;
-    sh->at.dq = a->dq;
-    sh->at.L = p->L;
-    sh->at.kv_per_head = p->hc > 1;
-    sh->at.scale = (float)(1.0 / sqrt((double)a->dh));
-    sh->full = !p->linformer;
-    sh->causal = !p->linformer && p->causal;
-    if (p->linformer && p->causal) {
-        sh->c = p->c;
-        sh->block = a->desc.causal_block;
-        sh->dkv = a->dkv;
-        sh->window_per_head = a->hkv > 1;
-    }
-}
-
-/* The GEMM path in a causal mode weighs every key or slot of a row,
- * those after its limit by 0: the values with their non-finite entries
- * zeroed and, per column, the first row holding one (stages.h,
- * clf__weigh_causal). */
-static void
-plan_finite(const clf_attention *a, struct plan *p)
-{
-    if (!p->causal || p->fused)
-        return;
-    p->need[WS_VF] = p->B * p->L * p->hc * a->dh;
-    p->need[WS_VNF] = p->B * p->hc * a->dh;
-}
-
 /* Steps 3 to 5: the GEMM path, the fused kernel (where fusable) or a
  * streaming kernel, forced by a test or resolved (the GEMM path timed with
- * the plan's ways of its steps); a forced streaming kernel that does not
- * apply (flashwg: d_h too wide, groups too large for the device; flash:
- * loops past the device's limit) leaves the GEMM path.  The streaming
- * kernels need no score buffer and no chunks: their workspaces are the
- * queries, keys, values, outputs and (clf_flash) the keys transposed,
- * O(n d) in every mode. */
+ * the plan's ways of its steps; ways.c); a way that does not apply
+ * (flashwg: d_h too wide, groups too large for the device; flash: loops
+ * past the device's limit) leaves the GEMM path.  The way then adds its
+ * workspace; one that stores no scores runs in one pass. */
 static int
 plan_attend(const clf_attention *a, struct plan *p)
 {
-    const struct clf__path_ways ways = {p->gemm[CLF_ROLE_SCORE],
-                                        p->gemm[CLF_ROLE_WEIGH], p->softmax};
-    struct clf__flash_shape sh;
+    struct clf__steps st;
+    const struct clf__way *w;
     int way = a->attend;
 
-    clf__plan_flash_shape(a, p, &sh);
+    clf__steps_shape(a, p, &st);
     if (p->slot_mask) /* the softmax folds the slot mask in */
         way = CLF_ATTEND_GEMM;
     else if (way == CLF_ATTEND_UNDECIDED)
-        CLF_TRY(clf__flash_resolve(a->ctx, &sh, p->fusable, &ways, &way));
-    p->fused = p->fusable && way == CLF_ATTEND_FUSED;
-    p->flash = way == CLF_ATTEND_FLASH && clf__flash_blocks(a->ctx, &sh) > 0;
-    p->flash_wg =
-        way == CLF_ATTEND_FLASHWG && clf__flash_wg_applies(a->ctx, &sh);
-    if (!p->flash && !p->flash_wg) {
-        plan_finite(a, p);
-        return plan_limits(a, p);
+        CLF_TRY(clf__ways_resolve(a->ctx, &st, &way));
+    p->way = clf__way_taken(a->ctx, &st, way);
+    w = clf__way(p->way);
+    if (!w->passes) {
+        p->chunk = p->n;
+        p->seqs = p->B;
     }
-    p->chunk = p->n;
-    p->seqs = p->B;
-    p->need[WS_S] = 0;
-    p->need[WS_KT] = p->flash ? clf__flash_kt_floats(&sh) : 0;
+    w->workspace(&st, p->need);
     return plan_limits(a, p);
 }
 
@@ -366,13 +322,12 @@ plan_path(const clf_attention *a, struct plan *p)
  * come before the attention way, whose timing runs that path with them,
  * unless the way is pinned (tests, the tuner): then only where the path
  * runs. */
-int
-clf__plan_choose(const clf_attention *a, struct plan *p)
+/* The projections', the compression's and the softmax's choices. */
+static int
+plan_front(const clf_attention *a, struct plan *p)
 {
     clf_context *ctx = a->ctx;
     const size_t rows = p->seqs * a->hq * p->chunk;
-    const int pinned = a->attend != CLF_ATTEND_UNDECIDED ||
-                       ctx->attend_variant != CLF_ATTEND_UNDECIDED;
     int r;
 
     for (r = 0; r < CLF_ROLE_COUNT; r++)
@@ -382,11 +337,29 @@ clf__plan_choose(const clf_attention *a, struct plan *p)
                               &p->gemm[CLF_ROLE_PROJ]));
     if (p->linformer && a->desc.compression == CLF_COMPRESS_LINEAR)
         CLF_TRY(plan_comp(a, p));
-    CLF_TRY(clf__softmax_resolve(ctx, rows, p->ld, &p->softmax));
+    return clf__softmax_resolve(ctx, rows, p->ld, &p->softmax);
+}
+
+int
+clf__plan_choose_path(const clf_attention *a, struct plan *p)
+{
+    CLF_TRY(plan_front(a, p));
+    p->way = CLF_ATTEND_GEMM;
+    return plan_path(a, p);
+}
+
+int
+clf__plan_choose(const clf_attention *a, struct plan *p)
+{
+    clf_context *ctx = a->ctx;
+    const int pinned = a->attend != CLF_ATTEND_UNDECIDED ||
+                       ctx->attend_variant != CLF_ATTEND_UNDECIDED;
+
+    CLF_TRY(plan_front(a, p));
     if (!pinned)
         CLF_TRY(plan_path(a, p));
     CLF_TRY(plan_attend(a, p));
-    if (pinned && !p->fused && !p->flash && !p->flash_wg)
+    if (pinned && p->way == CLF_ATTEND_GEMM)
         CLF_TRY(plan_path(a, p));
     if (a->desc.precision == CLF_PRECISION_HALF)
         CLF_TRY(clf__fp16_resolve(ctx, a->D, a->dq, p->gemm[CLF_ROLE_PROJ],

@@ -245,36 +245,57 @@ scatter(const struct shard_fw *s, const struct gather_spec *g,
     }
 }
 
-static int
-gather(struct shard_fw *s, const struct gather_spec *g, cl_mem kdev,
-       cl_mem vdev, cl_mem kout, cl_mem vout)
+/* Each rank's share of the gathered floats into counts; their total. */
+static size_t
+gather_counts(const struct shard_fw *s, const struct gather_spec *g,
+              size_t *counts)
 {
-    const int size = s->comm->size;
-    const size_t side = s->B * g->total * g->per;
-    size_t first, cnt, mine, total = 0, *counts;
-    float *send, *recv, *full;
-    int r, rc;
+    size_t first, cnt, total = 0;
+    int r;
 
-    counts = calloc((size_t)size, sizeof *counts);
-    if (counts == NULL)
-        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    for (r = 0; r < size; r++) {
+    for (r = 0; r < s->comm->size; r++) {
         g->units(s, r, &first, &cnt);
         counts[r] = (size_t)g->sides * s->B * cnt * g->per;
         total += counts[r];
     }
+    return total;
+}
+
+/* This rank's mine floats downloaded into send (the keys' half, then the
+ * values'), then every rank's into recv. */
+static int
+gather_exchange(struct shard_fw *s, const struct gather_spec *g, cl_mem kdev,
+                cl_mem vdev, size_t mine, float *send, float *recv,
+                const size_t *counts)
+{
+    if (mine > 0)
+        TRY(download(s->ctx, kdev, send, mine / g->sides * sizeof *send));
+    if (mine > 0 && g->sides == 2)
+        TRY(download(s->ctx, vdev, send + mine / 2, mine / 2 * sizeof *send));
+    return s->comm->allgatherv(s->comm->self, send, recv, counts);
+}
+
+static int
+gather(struct shard_fw *s, const struct gather_spec *g, cl_mem kdev,
+       cl_mem vdev, cl_mem kout, cl_mem vout)
+{
+    const size_t side = s->B * g->total * g->per;
+    size_t mine, total, *counts;
+    float *send, *recv, *full;
+    int rc;
+
+    counts = calloc((size_t)s->comm->size, sizeof *counts);
+    if (counts == NULL)
+        return clf__fail(CLF_ENO_MEMORY, "out of host memory");
+    total = gather_counts(s, g, counts);
     mine = counts[s->comm->rank];
     send = malloc((mine ? mine : 1) * sizeof *send);
     recv = malloc((total ? total : 1) * sizeof *recv);
     full = calloc((size_t)g->sides * side, sizeof *full);
     rc = send && recv && full ? 0
                               : clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    if (rc == 0 && mine > 0)
-        rc = download(s->ctx, kdev, send, mine / g->sides * sizeof *send);
-    if (rc == 0 && mine > 0 && g->sides == 2)
-        rc = download(s->ctx, vdev, send + mine / 2, mine / 2 * sizeof *send);
     if (rc == 0)
-        rc = s->comm->allgatherv(s->comm->self, send, recv, counts);
+        rc = gather_exchange(s, g, kdev, vdev, mine, send, recv, counts);
     if (rc == 0) {
         scatter(s, g, recv, full);
         rc = upload(s->ctx, kout, full, side * sizeof *full);
@@ -360,113 +381,25 @@ full_kv(struct shard_fw *s, cl_mem x)
                   a->ws[WS_VBAR].mem);
 }
 
-static void
-attend_shape(const struct shard_fw *s, size_t L, struct clf__attend_shape *sh)
-{
-    sh->batch = s->B;
-    sh->heads = s->a->hq;
-    sh->n = s->nl;
-    sh->dh = s->a->dh;
-    sh->dq = s->a->dq;
-    sh->L = L;
-    sh->kv_per_head = s->p.hc > 1;
-    sh->scale = (float)(1.0 / sqrt((double)s->a->dh));
-}
-
-/* The shard's queries over the gathered keys of full mode, one sequence
- * at a time, with the global mask and the causal triangle. */
+/* Steps 3 to 5 of the shard's queries on the GEMM path (ways.c), over the
+ * gathered keys of full mode (one sequence a pass, the global mask and the
+ * causal triangle from the shard's first position) or over the summed (or
+ * gathered) slots, with the own-block window in causal Linformer. */
 static int
-attend_full(struct shard_fw *s, cl_mem gmask)
+attend(struct shard_fw *s, cl_mem gmask)
 {
-    clf_attention *a = s->a;
-    cl_mem q = a->ws[WS_Q].mem, sc = a->ws[WS_S].mem, o = a->ws[WS_O].mem;
-    cl_mem kf = a->ws[WS_KBAR].mem;
-    cl_mem vf = s->p.v_is_k ? kf : a->ws[WS_VBAR].mem;
-    struct clf__attend_shape sh;
-    struct clf__score_mask m;
-    struct clf__weigh_causal cz, *czp = NULL;
-    size_t b;
+    struct clf__steps st;
 
-    attend_shape(s, s->n, &sh);
-    if (s->p.causal) {
-        memset(&cz, 0, sizeof cz);
-        cz.vf = a->ws[WS_VF].mem;
-        cz.first = a->ws[WS_VNF].mem;
-        cz.row0 = s->b0;
-        czp = &cz;
-        TRY(clf__attend_finite(s->ctx, &sh, vf, cz.vf, cz.first));
-    }
-    m.mask = gmask;
-    m.heads = a->hq;
-    m.chunk = s->nl;
-    m.row0 = s->b0;
-    m.causal = s->p.causal;
-    for (b = 0; b < s->B; b++) {
-        TRY(clf__attend_scores(s->ctx, s->gemm[CLF_ROLE_SCORE], &sh, b, 1, 0,
-                               s->nl, q, kf, sc, 0, s->n));
-        m.mask_off = b * s->n;
-        TRY(clf__softmax_masked(s->ctx, s->softmax, sc, a->hq * s->nl, s->n,
-                                &m));
-        TRY(clf__attend_weigh(s->ctx, s->gemm[CLF_ROLE_WEIGH], &sh, b, 1, 0,
-                              s->nl, sc, 0, s->n, vf, o, czp));
-    }
-    return 0;
-}
-
-/* The shard's queries over the summed (or gathered) slots, with the
- * own-block window in causal Linformer. */
-static int
-attend_slots(struct shard_fw *s)
-{
-    clf_attention *a = s->a;
-    cl_mem q = a->ws[WS_Q].mem, sc = a->ws[WS_S].mem, o = a->ws[WS_O].mem;
-    cl_mem kbar = a->ws[WS_KBAR].mem;
-    cl_mem vbar = s->p.v_is_k ? kbar : a->ws[WS_VBAR].mem;
-    const size_t ld = s->p.ld;
-    struct clf__attend_shape sh;
-    struct clf__causal_shape cs;
-    struct clf__weigh_causal cz;
-
-    attend_shape(s, a->k, &sh);
-    TRY(clf__attend_scores(s->ctx, s->gemm[CLF_ROLE_SCORE], &sh, 0, s->B, 0,
-                           s->nl, q, kbar, sc, 0, ld));
-    if (s->p.causal) {
-        memset(&cs, 0, sizeof cs);
-        cs.batch = s->B;
-        cs.heads = a->hq;
-        cs.n = s->nl;
-        cs.dh = a->dh;
-        cs.dq = a->dq;
-        cs.dkv = a->dkv;
-        cs.k = a->k;
-        cs.c = s->p.c;
-        cs.block = a->desc.causal_block;
-        cs.block0 = s->b0 / cs.block;
-        cs.kv_per_head = a->hkv > 1;
-        cs.scale = sh.scale;
-        cs.score_way = s->gemm[CLF_ROLE_SCORE];
-        cs.weigh_way = s->gemm[CLF_ROLE_WEIGH];
-        TRY(clf__causal_scores(s->ctx, &cs, sc, q, a->ws[WS_XE].mem));
-        TRY(clf__causal_softmax(s->ctx, &cs, s->softmax, sc, s->lmask));
-    } else {
-        TRY(clf__softmax_rows_variant(s->ctx, s->softmax, sc, 0,
-                                      s->B * a->hq * s->nl, ld));
-        return clf__attend_weigh(s->ctx, s->gemm[CLF_ROLE_WEIGH], &sh, 0, s->B,
-                                 0, s->nl, sc, 0, ld, vbar, o, NULL);
-    }
-    memset(&cz, 0, sizeof cz);
-    cz.vf = a->ws[WS_VF].mem;
-    cz.first = a->ws[WS_VNF].mem;
-    cz.row0 = s->b0;
-    cz.c = s->p.c;
-    cz.block = a->desc.causal_block;
-    TRY(clf__attend_finite(s->ctx, &sh, vbar, cz.vf, cz.first));
-    TRY(clf__attend_weigh(s->ctx, s->gemm[CLF_ROLE_WEIGH], &sh, 0, s->B, 0,
-                          s->nl, sc, 0, ld, vbar, o, &cz));
-    cs.c = 0;
-    cs.scale = 0.0f;
-    return clf__causal_apply(s->ctx, &cs, o, sc,
-                             s->p.v_is_k ? a->ws[WS_XE].mem : a->ws[WS_XF].mem);
+    clf__steps_shape(s->a, &s->p, &st);
+    st.sh.at.n = s->nl;
+    st.row0 = s->b0;
+    st.seqs = s->p.linformer ? s->B : 1;
+    st.chunk = s->nl;
+    st.mask = s->p.linformer ? s->lmask : gmask;
+    st.ways.score = s->gemm[CLF_ROLE_SCORE];
+    st.ways.weigh = s->gemm[CLF_ROLE_WEIGH];
+    st.ways.softmax = s->softmax;
+    return clf__way(CLF_ATTEND_GEMM)->run(s->ctx, &st);
 }
 
 /* The workspaces a shard's forward uses, in the layer's own set. */
@@ -558,33 +491,24 @@ check_bounds(const clf__shard_comm *comm, const size_t *bounds, size_t n,
     return 0;
 }
 
-/* The kernel choices for the shard's shapes, as a plan makes them (every
- * GEMM role the shard runs, the softmax): stored, or timed now (before any
- * exchange) and stored. */
+/* The kernel choices for the shard's shapes, made by the layer's planner
+ * on the whole sequence's plan with the shard's rows (its positions, one
+ * pass: every sequence in Linformer mode, one a pass over the gathered
+ * keys of full mode; compression after projection): stored, or timed now
+ * (before any exchange) and stored. */
 static int
 shard_choose(struct shard_fw *s)
 {
-    const clf_attention *a = s->a;
-    const size_t L = s->p.linformer ? a->k : s->n;
-    const size_t heads = (s->p.linformer ? s->B : 1) * a->hq;
-    int *g = s->gemm;
+    struct plan q = s->p;
 
-    TRY(clf__gemm_resolve(s->ctx, CLF_ROLE_PROJ, s->B * s->nl, a->dq, a->D, 1,
-                          &g[CLF_ROLE_PROJ]));
-    if (s->p.linformer && s->p.causal && s->p.c > 0)
-        TRY(clf__gemm_resolve(s->ctx, CLF_ROLE_COMP, s->p.c,
-                              a->nE == 1 ? a->dkv : a->dh, a->desc.causal_block,
-                              s->B * a->nE, &g[CLF_ROLE_COMP]));
-    else if (s->p.linformer)
-        TRY(clf__gemm_resolve(s->ctx, CLF_ROLE_COMP, a->k,
-                              a->nE == 1 ? a->dkv : a->dh, s->nl, s->B * a->nE,
-                              &g[CLF_ROLE_COMP]));
-    TRY(clf__gemm_resolve(s->ctx, CLF_ROLE_SCORE, s->nl, L, a->dh, heads,
-                          &g[CLF_ROLE_SCORE]));
-    TRY(clf__gemm_resolve(s->ctx, CLF_ROLE_WEIGH, s->nl, a->dh, L, heads,
-                          &g[CLF_ROLE_WEIGH]));
-    return clf__softmax_resolve(s->ctx, s->B * a->hq * s->nl, s->p.ld,
-                                &s->softmax);
+    q.n = s->nl;
+    q.chunk = s->nl;
+    q.seqs = s->p.linformer ? s->B : 1;
+    q.compress_first_k = 0;
+    TRY(clf__plan_choose_path(s->a, &q));
+    memcpy(s->gemm, q.gemm, sizeof s->gemm);
+    s->softmax = q.softmax;
+    return 0;
 }
 
 static int
@@ -655,13 +579,11 @@ clf__shard_attention(clf_attention *att, const clf__shard_comm *comm,
     TRY(clf__gemm_bias(s.ctx, s.gemm[CLF_ROLE_PROJ], 1, s.B * s.nl, dq, D, x, 0,
                        D, w[CLF_WEIGHT_Q], 0, D, att->ws[WS_Q].mem, 0, dq,
                        att->desc.bias_q ? w[CLF_BIAS_Q] : NULL));
-    if (!s.p.linformer) {
+    if (!s.p.linformer)
         TRY(full_kv(&s, x));
-        TRY(attend_full(&s, gmask));
-    } else {
+    else
         TRY(s.p.causal ? causal_kv(&s, x) : linformer_kv(&s, x));
-        TRY(attend_slots(&s));
-    }
+    TRY(attend(&s, gmask));
     TRY(clf__gemm_bias(s.ctx, s.gemm[CLF_ROLE_PROJ], 1, s.B * s.nl, D, dq,
                        att->ws[WS_O].mem, 0, dq, w[CLF_WEIGHT_OUT], 0, dq, y, 0,
                        D, att->desc.bias_out ? w[CLF_BIAS_OUT] : NULL));

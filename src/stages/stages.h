@@ -144,11 +144,6 @@ int clf__attend_weigh(clf_context *ctx, int way,
                       size_t r0, size_t rows, cl_mem s, size_t s_off, size_t ld,
                       cl_mem vbar, cl_mem o,
                       const struct clf__weigh_causal *cz);
-/* The ways of the GEMM path's steps: its two GEMMs' (gemm.h) and the
- * softmax variant. */
-struct clf__path_ways {
-    int score, weigh, softmax;
-};
 
 /* flash.c: streaming (online-softmax) attention in one kernel, every
  * mode.  at: as for clf__attend, L the slots (Linformer) or n (full mode);
@@ -173,27 +168,13 @@ size_t clf__flash_kt_floats(const struct clf__flash_shape *sh);
  * instead); where the device ends loops early (clf__loop_limit), fewer,
  * so that a work-item's loops stay within its limit, and 0 where not even
  * one block does: the kernel then does not apply (clf__flash fails with
- * CLF_EUNSUPPORTED, clf__flash_resolve takes the GEMM path). */
+ * CLF_EUNSUPPORTED; the layer's choice takes the GEMM path). */
 #define CLF_FLASH_LONG_KEYS 8192
 size_t clf__flash_blocks(const clf_context *ctx,
                          const struct clf__flash_shape *sh);
 int clf__flash(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
                cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem o, cl_mem mask,
                cl_mem pk, cl_mem pv);
-/* The sequence length a way's timing runs for n queries (full mode: n
- * keys too) of `heads` heads: n, or a shorter one with n's remainder mod
- * 16, so that the GEMMs fit the same GEMM ways as the forward's. */
-size_t clf__flash_timing_rows(size_t n, size_t heads, int full);
-/* The way (enum clf__attend_variant) for steps 3 to 5 of this shape in any
- * mode: pinned, forced, stored, or timed now among the ways that apply
- * (fused only where fusable, flashwg only where clf__flash_wg_applies;
- * the GEMM path in `ways`) and stored; bucketed by mode, powers of two
- * of n and L, heads and dh exact.  A forced way that does not apply
- * (flash: clf__flash_blocks 0) falls back to the GEMM path. */
-int clf__flash_resolve(clf_context *ctx, const struct clf__flash_shape *sh,
-                       int fusable, const struct clf__path_ways *ways,
-                       int *variant);
-
 /* flash_wg.c: the same steps in the GPU-shaped streaming kernel, work-groups
  * of clf__flash_wg_rows rows of one head and sequence, reading kbar and
  * vbar (batch x L rows of hc dh floats) directly: no workspace.  Arguments

@@ -31,7 +31,7 @@ import tempfile
 import time
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clinformer", default="./clinformer",
                     help="path of the clinformer tool (default ./clinformer)")
@@ -54,12 +54,70 @@ def main():
                     "TF32 off)")
     ap.add_argument("--json", default=None,
                     help="write the summary rows to this file as JSON")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def torch_median(torch, model, x, repeat, sync):
+    """The median of `repeat` timed forwards after a warm-up, in ms."""
+    times = []
+    with torch.no_grad():
+        model(x)  # warm-up
+        sync()
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            model(x)
+            sync()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def clinformer_median(args, wpath, xpath, ypath):
+    """`clinformer run --repeat`'s median of its warm forwards, in ms."""
+    cmd = [args.clinformer, "run", "--weights", wpath, "--input", xpath,
+           "--output", ypath, "--repeat", str(args.repeat)]
+    if args.device:
+        cmd += ["--device", args.device]
+    out = subprocess.run(cmd, check=True, capture_output=True,
+                         text=True).stdout
+    m = re.search(r"warm forward: median ([0-9.]+) ms", out)
+    if m is None:
+        sys.exit("clinformer printed no warm-forward median:\n" + out)
+    return float(m.group(1))
+
+
+def measure(args, torch, dev, sync, n, tmp):
+    """One length: the layer saved for clinformer, then alternating rounds;
+    (n, PyTorch median, clinformer median, largest difference / scale)."""
     import numpy as np
-    import torch
     from linformer import LinformerSelfAttention
     from safetensors.torch import save_file
+
+    torch.manual_seed(n)
+    model = LinformerSelfAttention(dim=args.dim, seq_len=n, k=args.k,
+                                   heads=args.heads).eval()
+    x = torch.randn(args.batch, n, args.dim)
+    wpath = os.path.join(tmp, "w.safetensors")
+    xpath = os.path.join(tmp, "x.npy")
+    ypath = os.path.join(tmp, "y.npy")
+    save_file(model.state_dict(), wpath, metadata={"heads": str(args.heads)})
+    np.save(xpath, x.numpy())
+    model, x = model.to(dev), x.to(dev)
+    with torch.no_grad():
+        y_ref = model(x).cpu().numpy()
+    torch_ms, clf_ms = [], []
+    for r in range(args.rounds):
+        torch_ms.append(torch_median(torch, model, x, args.repeat, sync))
+        clf_ms.append(clinformer_median(args, wpath, xpath, ypath))
+        print(f"{n:>6}  {r + 1:>5}  {torch_ms[-1]:>10.1f}  "
+              f"{clf_ms[-1]:>13.1f}", flush=True)
+    y = np.load(ypath)
+    err = float(np.abs(y - y_ref).max() / np.abs(y_ref).max())
+    return n, statistics.median(torch_ms), statistics.median(clf_ms), err
+
+
+def main():
+    args = parse_args()
+    import torch
 
     torch.set_num_threads(args.threads)
     dev = torch.device(args.torch_device)
@@ -77,49 +135,7 @@ def main():
     summary = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in [int(v) for v in args.n.split(",")]:
-            torch.manual_seed(n)
-            model = LinformerSelfAttention(dim=args.dim, seq_len=n, k=args.k,
-                                           heads=args.heads).eval()
-            x = torch.randn(args.batch, n, args.dim)
-            wpath = os.path.join(tmp, "w.safetensors")
-            xpath = os.path.join(tmp, "x.npy")
-            ypath = os.path.join(tmp, "y.npy")
-            save_file(model.state_dict(), wpath,
-                      metadata={"heads": str(args.heads)})
-            np.save(xpath, x.numpy())
-            model, x = model.to(dev), x.to(dev)
-            with torch.no_grad():
-                y_ref = model(x).cpu().numpy()
-            torch_ms, clf_ms = [], []
-            for r in range(args.rounds):
-                times = []
-                with torch.no_grad():
-                    model(x)  # warm-up
-                    sync()
-                    for _ in range(args.repeat):
-                        t0 = time.perf_counter()
-                        model(x)
-                        sync()
-                        times.append((time.perf_counter() - t0) * 1e3)
-                torch_ms.append(statistics.median(times))
-                cmd = [args.clinformer, "run", "--weights", wpath, "--input",
-                       xpath, "--output", ypath, "--repeat",
-                       str(args.repeat)]
-                if args.device:
-                    cmd += ["--device", args.device]
-                out = subprocess.run(cmd, check=True, capture_output=True,
-                                     text=True).stdout
-                m = re.search(r"warm forward: median ([0-9.]+) ms", out)
-                if m is None:
-                    sys.exit("clinformer printed no warm-forward median:\n"
-                             + out)
-                clf_ms.append(float(m.group(1)))
-                print(f"{n:>6}  {r + 1:>5}  {torch_ms[-1]:>10.1f}  "
-                      f"{clf_ms[-1]:>13.1f}", flush=True)
-            y = np.load(ypath)
-            err = float(np.abs(y - y_ref).max() / np.abs(y_ref).max())
-            summary.append((n, statistics.median(torch_ms),
-                            statistics.median(clf_ms), err))
+            summary.append(measure(args, torch, dev, sync, n, tmp))
             if args.json:
                 write_json(args, torch.__version__, summary)
     print()

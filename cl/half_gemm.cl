@@ -19,7 +19,7 @@
 
 /* The 8 products of a (float32) and w (binary16), as float32. */
 inline float8
-clf_fp16_prod8(const float8 a, const half8 w)
+clf_half_prod8(const float8 a, const half8 w)
 {
     const half8 p = convert_half8(a) * w;
     if (all(isfinite(p)))
@@ -29,14 +29,14 @@ clf_fp16_prod8(const float8 a, const half8 w)
 
 /* One product of a (float32) and w (binary16), as float32. */
 inline float
-clf_fp16_prod1(const float a, const half w)
+clf_half_prod1(const float a, const half w)
 {
     const half p = convert_half(a) * w;
     return isfinite(p) ? (float)p : a * (float)w;
 }
 
 inline float
-clf_fp16_sum8(const float8 v)
+clf_half_sum8(const float8 v)
 {
     const float4 s = v.lo + v.hi;
     return (s.x + s.y) + (s.z + s.w);
@@ -47,7 +47,7 @@ clf_fp16_sum8(const float8 v)
  * matrix t of the batch at t * stride.  Work-item (j4, i, t): columns
  * 4 j4 .. 4 j4 + 3 of row i (fewer at the right edge). */
 __kernel void
-clf_gemm_fp16_nt(const int m, const int n, const int k, const float alpha,
+clf_half_gemm_nt(const int m, const int n, const int k, const float alpha,
                  __global const float *a, const ulong a_off, const int lda,
                  const ulong a_stride, __global const half *w,
                  const ulong w_off, const int ldw, const ulong w_stride,
@@ -71,19 +71,19 @@ clf_gemm_fp16_nt(const int m, const int n, const int k, const float alpha,
     int p = 0;
     for (; p + 8 <= k; p += 8) {
         const float8 av = vload8(0, ar + p);
-        s0 += clf_fp16_prod8(av, vload8(0, w0 + p));
-        s1 += clf_fp16_prod8(av, vload8(0, w1 + p));
-        s2 += clf_fp16_prod8(av, vload8(0, w2 + p));
-        s3 += clf_fp16_prod8(av, vload8(0, w3 + p));
+        s0 += clf_half_prod8(av, vload8(0, w0 + p));
+        s1 += clf_half_prod8(av, vload8(0, w1 + p));
+        s2 += clf_half_prod8(av, vload8(0, w2 + p));
+        s3 += clf_half_prod8(av, vload8(0, w3 + p));
     }
-    float r[4] = {clf_fp16_sum8(s0), clf_fp16_sum8(s1), clf_fp16_sum8(s2),
-                  clf_fp16_sum8(s3)};
+    float r[4] = {clf_half_sum8(s0), clf_half_sum8(s1), clf_half_sum8(s2),
+                  clf_half_sum8(s3)};
     for (; p < k; p++) {
         const float av = ar[p];
-        r[0] += clf_fp16_prod1(av, w0[p]);
-        r[1] += clf_fp16_prod1(av, w1[p]);
-        r[2] += clf_fp16_prod1(av, w2[p]);
-        r[3] += clf_fp16_prod1(av, w3[p]);
+        r[0] += clf_half_prod1(av, w0[p]);
+        r[1] += clf_half_prod1(av, w1[p]);
+        r[2] += clf_half_prod1(av, w2[p]);
+        r[3] += clf_half_prod1(av, w3[p]);
     }
     __global float *cr = c + c_off + t * c_stride + (ulong)i * ldc;
     for (int q = 0; q < 4 && j0 + q < n; q++)
@@ -98,7 +98,7 @@ clf_gemm_fp16_nt(const int m, const int n, const int k, const float alpha,
  * edge.  Rows past the bottom edge read the last row again, never
  * stored. */
 __kernel void
-clf_gemm_fp16_nn(const int m, const int n, const int k, const float alpha,
+clf_half_gemm_nn(const int m, const int n, const int k, const float alpha,
                  __global const half *e, const ulong e_off, const int lde,
                  const ulong e_stride, __global const float *x,
                  const ulong x_off, const int ldx, const ulong x_stride,
@@ -122,10 +122,10 @@ clf_gemm_fp16_nn(const int m, const int n, const int k, const float alpha,
         float8 s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
         for (int p = 0; p < k; p++) {
             const float8 xv = vload8(0, xb + (ulong)p * ldx);
-            s0 += clf_fp16_prod8(xv, (half8)(e0[p]));
-            s1 += clf_fp16_prod8(xv, (half8)(e1[p]));
-            s2 += clf_fp16_prod8(xv, (half8)(e2[p]));
-            s3 += clf_fp16_prod8(xv, (half8)(e3[p]));
+            s0 += clf_half_prod8(xv, (half8)(e0[p]));
+            s1 += clf_half_prod8(xv, (half8)(e1[p]));
+            s2 += clf_half_prod8(xv, (half8)(e2[p]));
+            s3 += clf_half_prod8(xv, (half8)(e3[p]));
         }
         vstore8(alpha * s0, 0, cr);
         if (rows > 1)
@@ -140,10 +140,10 @@ clf_gemm_fp16_nn(const int m, const int n, const int k, const float alpha,
         float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int p = 0; p < k; p++) {
             const float xv = xb[(ulong)p * ldx + q];
-            r[0] += clf_fp16_prod1(xv, e0[p]);
-            r[1] += clf_fp16_prod1(xv, e1[p]);
-            r[2] += clf_fp16_prod1(xv, e2[p]);
-            r[3] += clf_fp16_prod1(xv, e3[p]);
+            r[0] += clf_half_prod1(xv, e0[p]);
+            r[1] += clf_half_prod1(xv, e1[p]);
+            r[2] += clf_half_prod1(xv, e2[p]);
+            r[3] += clf_half_prod1(xv, e3[p]);
         }
         for (int rr = 0; rr < rows; rr++)
             cr[(ulong)rr * ldc + q] = alpha * r[rr];
@@ -153,7 +153,7 @@ clf_gemm_fp16_nn(const int m, const int n, const int k, const float alpha,
 /* Half-arithmetic sanity checks for the self-test: out[i] = in[2 i] op
  * in[2 i + 1], op + for the first two pairs, * for the rest. */
 __kernel void
-clf_fp16_sanity(__global const half *in, __global half *out, const int pairs)
+clf_half_gemm_sanity(__global const half *in, __global half *out, const int pairs)
 {
     const int i = (int)get_global_id(0);
     if (i >= pairs)

@@ -42,9 +42,9 @@ VARIANTS="softmax=scalar softmax=vector softmax=group gemm=clblast \
 gemm=blocked gemm=tiled attend=gemm attend=fused attend=flash"
 # On llvmpipe, measured one suite at a time on a shared 2-core machine
 # (seconds, kernel binary cache warm): errors 3, masks 42, nan 2, choice 14,
-# fp16 3, peaks 194, roofline 2, bench_report 1, shard 43, threads 48,
+# half_gemm 3, peaks 194, roofline 2, bench_report 1, shard 43, threads 48,
 # bench 1, tune 22, flash 22, flash_wg 14, clblast_host 6, cli 23 (51 with
-# its kernels not yet built), cli_errors 14, half_cli 19, fp16_cli 5,
+# its kernels not yet built), cli_errors 14, half_cli 19, half_gemm_cli 5,
 # bench_figures 3, tune_budget 3, shard_cli 1, mpi 1 (120 built
 # --with-mpi); the suites of the earlier subset (softmax, gemm, model, npy,
 # safetensors, fileio, flops, cache, registry, discovery, golden,
@@ -63,10 +63,10 @@ tests/test_flops tests/test_cache tests/test_registry tests/test_discovery \
 tests/test_golden tests/test_attention tests/test_bench_timing.sh \
 tests/test_repro.sh tests/test_tiled tests/test_half tests/test_flash \
 tests/test_flash_wg tests/test_errors tests/test_masks tests/test_nan \
-tests/test_choice tests/test_fp16 tests/test_peaks tests/test_roofline \
+tests/test_choice tests/test_half_gemm tests/test_peaks tests/test_roofline \
 tests/test_bench_report tests/test_shard tests/test_threads tests/test_bench \
 tests/test_tune tests/test_clblast_host tests/test_cli.sh \
-tests/test_cli_errors.sh tests/test_half_cli.sh tests/test_fp16_cli.sh \
+tests/test_cli_errors.sh tests/test_half_cli.sh tests/test_half_gemm_cli.sh \
 tests/test_bench_figures.sh tests/test_tune_budget.sh tests/test_shard_cli.sh \
 tests/test_mpi.sh tests/test_stream tests/test_guard tests/test_verify.sh}
 # Suites left out on an implementation, where RUNTIMES_QUICK=yes (CI):

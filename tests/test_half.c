@@ -366,7 +366,7 @@ main(void)
 
     snprintf(data_dir, sizeof data_dir, "%s/tests/data", top ? top : ".");
     /* These tests hold the widening way to the rounded reference's 1e-5;
-     * native half arithmetic (test_fp16) is not that exact. */
+     * native half arithmetic (test_half_gemm) is not that exact. */
     if (tu_context() != NULL)
         clf_context_force_kernel(tu_context(), "halfgemm", "widen");
     return tu_run(suite(), 1);

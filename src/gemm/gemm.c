@@ -409,7 +409,7 @@ tiled_run(clf_context *ctx, const struct clf__gemm_args *g)
 static int
 half_run(clf_context *ctx, const struct clf__gemm_args *g)
 {
-    return clf__fp16_gemm(ctx, g, (g->half & CLF_GEMM_HALF_A) != 0,
+    return clf__half_gemm(ctx, g, (g->half & CLF_GEMM_HALF_A) != 0,
                           (g->half & CLF_GEMM_HALF_B) != 0);
 }
 

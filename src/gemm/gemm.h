@@ -242,11 +242,11 @@ size_t clf__tiled_split(clf_context *ctx, size_t m, size_t n, size_t k,
 /* The candidates of CLF_KIND_HALFGEMM. */
 enum { CLF_HALFGEMM_WIDEN = 0, CLF_HALFGEMM_NATIVE };
 
-/* half_gemm.c's state in a context (clf__fp16_state): whether the native
+/* half_gemm.c's state in a context (clf__half_gemm_state): whether the native
  * way is offered (0 not checked yet, 1 offered, -1 not, with the reason in
  * why and the line of the kernel choices in note), its program and
  * kernels, and the native GEMMs enqueued (tests).  Under the lock. */
-struct clf__fp16_state {
+struct clf__half_gemm_state {
     int offered;
     char why[256];
     char note[300];
@@ -255,23 +255,23 @@ struct clf__fp16_state {
     size_t calls;
 };
 /* ctx's, made on first use; NULL when memory runs out (an error is set). */
-struct clf__fp16_state *clf__fp16_state(clf_context *ctx);
+struct clf__half_gemm_state *clf__half_gemm_state(clf_context *ctx);
 
 /* 1 when the native way is offered on ctx's device: cl_khr_fp16 reported,
  * its program built and the self-test passed, all checked once per
  * context (under the lock) and cached; else 0 with the reason in the
  * state's why, and halfgemm listed as widening for that reason. */
-int clf__fp16_offered(clf_context *ctx);
+int clf__half_gemm_offered(clf_context *ctx);
 
 /* Run by the GEMM entry points for a way with CLF_GEMM_HALF_A or _B: the
  * native kernel on g, operand A (half_a) or B (half_b) binary16, or why it
  * cannot take g.  Call with ctx locked. */
-int clf__fp16_gemm(clf_context *ctx, const struct clf__gemm_args *g, int half_a,
+int clf__half_gemm(clf_context *ctx, const struct clf__gemm_args *g, int half_a,
                    int half_b);
 
 /* The self-test on ctx now, regardless of the cached verdict: 0 when it
  * passes, else CLF_EUNSUPPORTED with the reason (tests).  fault != 0
  * runs it with a wrong alpha, so that the comparison must fail. */
-int clf__fp16_selftest(clf_context *ctx, int fault);
+int clf__half_gemm_selftest(clf_context *ctx, int fault);
 
 #endif /* CLF_GEMM_H */

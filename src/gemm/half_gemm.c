@@ -47,7 +47,7 @@ random_half(unsigned long long *state)
 static void
 release_state(clf_context *ctx, void *state)
 {
-    struct clf__fp16_state *st = state;
+    struct clf__half_gemm_state *st = state;
 
     (void)ctx;
     if (st->nt != NULL)
@@ -64,17 +64,17 @@ release_state(clf_context *ctx, void *state)
 
 static const char state_key = 0;
 
-struct clf__fp16_state *
-clf__fp16_state(clf_context *ctx)
+struct clf__half_gemm_state *
+clf__half_gemm_state(clf_context *ctx)
 {
-    return clf__feature(ctx, &state_key, sizeof(struct clf__fp16_state), NULL,
-                        release_state);
+    return clf__feature(ctx, &state_key, sizeof(struct clf__half_gemm_state),
+                        NULL, release_state);
 }
 
 /* Not offered: the reason kept, and the half-weight way listed as
  * widening for it (the note lives as long as the context). */
 static int
-not_offered(clf_context *ctx, struct clf__fp16_state *st, const char *why)
+not_offered(clf_context *ctx, struct clf__half_gemm_state *st, const char *why)
 {
     snprintf(st->why, sizeof st->why, "%s", why);
     snprintf(st->note, sizeof st->note, "native not offered: %s", why);
@@ -85,7 +85,7 @@ not_offered(clf_context *ctx, struct clf__fp16_state *st, const char *why)
 
 /* Builds cl/half_gemm.cl; 0, or a reason in why. */
 static int
-build(clf_context *ctx, struct clf__fp16_state *st, char *why, size_t cap)
+build(clf_context *ctx, struct clf__half_gemm_state *st, char *why, size_t cap)
 {
     cl_int err = CL_SUCCESS;
 
@@ -96,11 +96,11 @@ build(clf_context *ctx, struct clf__fp16_state *st, char *why, size_t cap)
         snprintf(why, cap, "%s", clf_last_error());
         return -1;
     }
-    st->nt = clCreateKernel(st->program, "clf_gemm_fp16_nt", &err);
+    st->nt = clCreateKernel(st->program, "clf_half_gemm_nt", &err);
     if (err == CL_SUCCESS)
-        st->nn = clCreateKernel(st->program, "clf_gemm_fp16_nn", &err);
+        st->nn = clCreateKernel(st->program, "clf_half_gemm_nn", &err);
     if (err == CL_SUCCESS)
-        st->sanity = clCreateKernel(st->program, "clf_fp16_sanity", &err);
+        st->sanity = clCreateKernel(st->program, "clf_half_gemm_sanity", &err);
     if (err != CL_SUCCESS) {
         snprintf(why, cap, "half_gemm.cl: clCreateKernel failed (%d)", err);
         release_state(ctx, st);
@@ -122,7 +122,7 @@ fits_int(const struct clf__gemm_args *g)
 /* Enqueues kernel k over ceil(n / per) x ceil(m / rows) x batch
  * work-items. */
 static int
-launch(clf_context *ctx, struct clf__fp16_state *st, cl_kernel k,
+launch(clf_context *ctx, struct clf__half_gemm_state *st, cl_kernel k,
        const struct clf__gemm_args *g, size_t per, size_t rows)
 {
     size_t global[3] = {(g->n + per - 1) / per, (g->m + rows - 1) / rows,
@@ -173,7 +173,7 @@ set_gemm_args(cl_kernel k, const struct clf__gemm_args *g)
 
 /* C = alpha A W^T + bias: A float32, W (g->b) binary16. */
 static int
-run_nt(clf_context *ctx, struct clf__fp16_state *st,
+run_nt(clf_context *ctx, struct clf__half_gemm_state *st,
        const struct clf__gemm_args *g)
 {
     cl_kernel k = st->nt;
@@ -188,7 +188,7 @@ run_nt(clf_context *ctx, struct clf__fp16_state *st,
 
 /* C = alpha E X: E (g->a) binary16, X float32. */
 static int
-run_nn(clf_context *ctx, struct clf__fp16_state *st,
+run_nn(clf_context *ctx, struct clf__half_gemm_state *st,
        const struct clf__gemm_args *g)
 {
     CLF_TRY(set_gemm_args(st->nn, g));
@@ -209,7 +209,8 @@ static const uint16_t sanity_want[] = {0x3C00, 0x3C02, 0x4078, 0x0400,
 #define SANITY_PAIRS 7
 
 static int
-run_sanity(clf_context *ctx, struct clf__fp16_state *st, char *why, size_t cap)
+run_sanity(clf_context *ctx, struct clf__half_gemm_state *st, char *why,
+           size_t cap)
 {
     cl_kernel k = st->sanity;
     uint16_t got[SANITY_PAIRS];
@@ -315,7 +316,7 @@ st_args(const struct st_case *s, float alpha, cl_mem f, cl_mem h, cl_mem bias,
 
 /* Runs the case on the device into s->c. */
 static int
-st_run(clf_context *ctx, struct clf__fp16_state *st, struct st_case *s,
+st_run(clf_context *ctx, struct clf__half_gemm_state *st, struct st_case *s,
        float alpha)
 {
     cl_mem m[4]; /* f, h, bias, c */
@@ -353,7 +354,7 @@ st_run(clf_context *ctx, struct clf__fp16_state *st, struct st_case *s,
 }
 
 static int
-st_gemm(clf_context *ctx, struct clf__fp16_state *st, int nn, int fault,
+st_gemm(clf_context *ctx, struct clf__half_gemm_state *st, int nn, int fault,
         char *why, size_t cap)
 {
     struct st_case *s = calloc(1, sizeof *s);
@@ -394,9 +395,9 @@ st_gemm(clf_context *ctx, struct clf__fp16_state *st, int nn, int fault,
 }
 
 int
-clf__fp16_selftest(clf_context *ctx, int fault)
+clf__half_gemm_selftest(clf_context *ctx, int fault)
 {
-    struct clf__fp16_state *st = clf__fp16_state(ctx);
+    struct clf__half_gemm_state *st = clf__half_gemm_state(ctx);
     char why[sizeof st->why];
 
     if (st == NULL)
@@ -425,16 +426,16 @@ clf__fp16_selftest(clf_context *ctx, int fault)
 }
 
 int
-clf__fp16_offered(clf_context *ctx)
+clf__half_gemm_offered(clf_context *ctx)
 {
-    struct clf__fp16_state *st = clf__fp16_state(ctx);
+    struct clf__half_gemm_state *st = clf__half_gemm_state(ctx);
     int offered;
 
     if (st == NULL)
         return 0;
     clf__lock(ctx);
     if (st->offered == 0)
-        (void)clf__fp16_selftest(ctx, 0);
+        (void)clf__half_gemm_selftest(ctx, 0);
     offered = st->offered > 0;
     clf__unlock(ctx);
     return offered;
@@ -442,7 +443,7 @@ clf__fp16_offered(clf_context *ctx)
 
 /* Why the native kernels cannot take g, or 0 when they can. */
 static int
-refuse(const struct clf__fp16_state *st, const struct clf__gemm_args *g)
+refuse(const struct clf__half_gemm_state *st, const struct clf__gemm_args *g)
 {
     if (st->offered <= 0 || st->nt == NULL)
         return clf__fail(CLF_EUNSUPPORTED,
@@ -457,10 +458,10 @@ refuse(const struct clf__fp16_state *st, const struct clf__gemm_args *g)
 }
 
 int
-clf__fp16_gemm(clf_context *ctx, const struct clf__gemm_args *g, int half_a,
+clf__half_gemm(clf_context *ctx, const struct clf__gemm_args *g, int half_a,
                int half_b)
 {
-    struct clf__fp16_state *st = clf__fp16_state(ctx);
+    struct clf__half_gemm_state *st = clf__half_gemm_state(ctx);
     const int plain = !g->trans_a && g->beta == 0.0f && !g->act;
 
     if (st == NULL)

@@ -378,13 +378,14 @@ time_ways(clf_context *ctx, const char *bucket, size_t D, size_t dq, int way,
 }
 
 int
-clf__fp16_resolve(clf_context *ctx, size_t D, size_t dq, int way, int *native)
+clf__half_gemm_resolve(clf_context *ctx, size_t D, size_t dq, int way,
+                       int *native)
 {
     char bucket[CLF_BUCKET_MAX];
     int found, best = CLF_HALFGEMM_WIDEN, offered, rc;
 
     *native = 0;
-    offered = clf__fp16_offered(ctx);
+    offered = clf__half_gemm_offered(ctx);
     snprintf(bucket, sizeof bucket, "d%zu.q%zu",
              clf__pow2_bucket(D, (size_t)1 << 20),
              clf__pow2_bucket(dq, (size_t)1 << 20));
@@ -397,9 +398,9 @@ clf__fp16_resolve(clf_context *ctx, size_t D, size_t dq, int way, int *native)
     if (found == 0)
         clf__choice_release(ctx);
     /* Native (forced or stored) where it is not offered: widen, and the
-     * listing says why (clf__fp16_offered). */
+     * listing says why (clf__half_gemm_offered). */
     if (rc >= 0 && !offered) {
-        struct clf__fp16_state *st = clf__fp16_state(ctx);
+        struct clf__half_gemm_state *st = clf__half_gemm_state(ctx);
         *native = 0;
         if (st != NULL)
             clf__choice_fixed(ctx, CLF_KIND_HALFGEMM, CLF_HALFGEMM_WIDEN,

@@ -289,7 +289,7 @@ void clf__half_begin(clf_context *ctx);
  * powers of two of D and dq.  *native: 1 to read the weights natively.  A
  * native way where it is not offered falls back to widening (the reason
  * stays in the choice line).  Plans call it (plan.c). */
-int clf__fp16_resolve(clf_context *ctx, size_t D, size_t dq, int way,
-                      int *native);
+int clf__half_gemm_resolve(clf_context *ctx, size_t D, size_t dq, int way,
+                           int *native);
 
 #endif /* CLF_LAYER_H */

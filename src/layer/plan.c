@@ -362,8 +362,8 @@ clf__plan_choose(const clf_attention *a, struct plan *p)
     if (pinned && p->way == CLF_ATTEND_GEMM)
         CLF_TRY(plan_path(a, p));
     if (a->desc.precision == CLF_PRECISION_HALF)
-        CLF_TRY(clf__fp16_resolve(ctx, a->D, a->dq, p->gemm[CLF_ROLE_PROJ],
-                                  &p->half_native));
+        CLF_TRY(clf__half_gemm_resolve(ctx, a->D, a->dq, p->gemm[CLF_ROLE_PROJ],
+                                       &p->half_native));
     return 0;
 }
 

@@ -38,9 +38,9 @@ bad_name() {
         test ! -e "$tmp/bad.npy"
 }
 
-check fp16_cli_run_verbose_reports_the_half_gemm_way reports_way
-check fp16_cli_run_forced_native_within_2.5e-3_of_torch within_torch
-check fp16_cli_bad_halfgemm_name_lists_valid_ones bad_name
+check half_gemm_cli_run_verbose_reports_the_half_gemm_way reports_way
+check half_gemm_cli_run_forced_native_within_2.5e-3_of_torch within_torch
+check half_gemm_cli_bad_halfgemm_name_lists_valid_ones bad_name
 
 echo "1..$n"
 test $failed -eq 0

@@ -130,7 +130,7 @@ static size_t
 check_modes(clf_attention_desc d, double tol, unsigned long long seed)
 {
     clf_context *ctx = tu_context();
-    const size_t before = clf__fp16_state(ctx)->calls;
+    const size_t before = clf__half_gemm_state(ctx)->calls;
     struct layer f, h;
 
     d.precision = CLF_PRECISION_FLOAT;
@@ -143,10 +143,10 @@ check_modes(clf_attention_desc d, double tol, unsigned long long seed)
     check_mode(&f, &h, CLF_MODE_LINFORMER, 1, tol, seed + 4);
     layer_free(&f);
     layer_free(&h);
-    return clf__fp16_state(ctx)->calls - before;
+    return clf__half_gemm_state(ctx)->calls - before;
 }
 
-START_TEST(fp16_native_each_mode)
+START_TEST(half_gemm_native_each_mode)
 {
     clf_context *ctx = tu_context();
     size_t s;
@@ -178,17 +178,17 @@ check_fixture(const char *name)
     tu_check_half_fixture(data_dir, name, TOL_VS_REF, TOL_VS_FLOAT);
 }
 
-START_TEST(fp16_native_peer_fixtures)
+START_TEST(half_gemm_native_peer_fixtures)
 {
     clf_context *ctx = tu_context();
-    const size_t before = clf__fp16_state(ctx)->calls;
+    const size_t before = clf__half_gemm_state(ctx)->calls;
 
     ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", "native"), 0);
     check_fixture("lucidrains_attention");
     check_fixture("lucidrains_attention_sharekv_onekv");
     check_fixture("lucidrains_encoder");
     check_fixture("lucidrains_lm");
-    ck_assert_uint_gt(clf__fp16_state(ctx)->calls, before);
+    ck_assert_uint_gt(clf__half_gemm_state(ctx)->calls, before);
     ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", NULL), 0);
 }
 END_TEST
@@ -196,7 +196,7 @@ END_TEST
 /* Unforced, the forward resolves the way for its own bucket (timed or
  * stored where native is offered; widen, not timed, where it is not) and
  * reports it. */
-START_TEST(fp16_choice_timed)
+START_TEST(half_gemm_choice_timed)
 {
     clf_context *ctx = tu_context();
     clf_attention_desc d = desc_of(24, 2, 16, 4, 0);
@@ -215,7 +215,7 @@ START_TEST(fp16_choice_timed)
              clf__pow2_bucket(24, (size_t)1 << 20));
     ck_assert_int_ge(ctx->last[CLF_KIND_HALFGEMM], 0);
     ck_assert_str_eq(ctx->last_bucket[CLF_KIND_HALFGEMM], bucket);
-    if (clf__fp16_offered(ctx))
+    if (clf__half_gemm_offered(ctx))
         ck_assert(ctx->last_source[CLF_KIND_HALFGEMM] == CLF_SOURCE_TIMED ||
                   ctx->last_source[CLF_KIND_HALFGEMM] == CLF_SOURCE_STORED);
     else
@@ -233,11 +233,11 @@ static void
 check_fallback(const char *reason)
 {
     clf_context *ctx = tu_context();
-    const size_t before = clf__fp16_state(ctx)->calls;
+    const size_t before = clf__half_gemm_state(ctx)->calls;
 
     ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", "native"), 0);
     ck_assert_uint_eq(check_modes(desc_of(20, 4, 37, 8, 5), TOL_EXACT, 40), 0);
-    ck_assert_uint_eq(clf__fp16_state(ctx)->calls, before);
+    ck_assert_uint_eq(clf__half_gemm_state(ctx)->calls, before);
     ck_assert_msg(strstr(clf_context_kernel_choices(ctx), reason) != NULL, "%s",
                   clf_context_kernel_choices(ctx));
     ck_assert_int_eq(clf_context_force_kernel(ctx, "halfgemm", NULL), 0);
@@ -246,26 +246,26 @@ check_fallback(const char *reason)
 /* A failing self-test (a wrong alpha given to the kernels, so that the
  * comparison must catch it) withdraws the native way; a passing one
  * restores it. */
-START_TEST(fp16_failed_selftest_not_offered)
+START_TEST(half_gemm_failed_selftest_not_offered)
 {
     clf_context *ctx = tu_context();
 
-    ck_assert_int_eq(clf__fp16_selftest(ctx, 1), CLF_EUNSUPPORTED);
+    ck_assert_int_eq(clf__half_gemm_selftest(ctx, 1), CLF_EUNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "self-test"));
-    ck_assert_int_eq(clf__fp16_offered(ctx), 0);
+    ck_assert_int_eq(clf__half_gemm_offered(ctx), 0);
     check_fallback("halfgemm: widen (native not offered: self-test");
-    ck_assert_int_eq(clf__fp16_selftest(ctx, 0), 0);
-    ck_assert_int_eq(clf__fp16_offered(ctx), 1);
+    ck_assert_int_eq(clf__half_gemm_selftest(ctx, 0), 0);
+    ck_assert_int_eq(clf__half_gemm_offered(ctx), 1);
 }
 END_TEST
 
-START_TEST(fp16_not_offered_falls_back)
+START_TEST(half_gemm_not_offered_falls_back)
 {
     clf_context *ctx = tu_context();
 
-    ck_assert_int_eq(clf__fp16_offered(ctx), 0);
-    ck_assert_str_ne(clf__fp16_state(ctx)->why, "");
-    ck_assert_int_eq(clf__fp16_selftest(ctx, 0), CLF_EUNSUPPORTED);
+    ck_assert_int_eq(clf__half_gemm_offered(ctx), 0);
+    ck_assert_str_ne(clf__half_gemm_state(ctx)->why, "");
+    ck_assert_int_eq(clf__half_gemm_selftest(ctx, 0), CLF_EUNSUPPORTED);
     check_fallback("halfgemm: widen (native not offered: ");
 }
 END_TEST
@@ -273,11 +273,11 @@ END_TEST
 /* The plan decides whether half weights are read natively, from the
  * halfgemm choice: forced native, it is native exactly where offered;
  * forced widen, never; a float32 layer's plan never reads half. */
-START_TEST(fp16_plan_decides_native)
+START_TEST(half_gemm_plan_decides_native)
 {
     clf_context *ctx = tu_context();
     clf_attention_desc d = desc_of(20, 4, 37, 8, 0);
-    const int offered = clf__fp16_offered(ctx);
+    const int offered = clf__half_gemm_offered(ctx);
     struct layer h, f;
     struct plan p;
 
@@ -312,14 +312,14 @@ suite(int offered)
     TCase *tc = tcase_create("fp16");
 
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, fp16_plan_decides_native);
+    tcase_add_test(tc, half_gemm_plan_decides_native);
     if (offered) {
-        tcase_add_test(tc, fp16_native_each_mode);
-        tcase_add_test(tc, fp16_native_peer_fixtures);
-        tcase_add_test(tc, fp16_choice_timed);
-        tcase_add_test(tc, fp16_failed_selftest_not_offered);
+        tcase_add_test(tc, half_gemm_native_each_mode);
+        tcase_add_test(tc, half_gemm_native_peer_fixtures);
+        tcase_add_test(tc, half_gemm_choice_timed);
+        tcase_add_test(tc, half_gemm_failed_selftest_not_offered);
     } else {
-        tcase_add_test(tc, fp16_not_offered_falls_back);
+        tcase_add_test(tc, half_gemm_not_offered_falls_back);
     }
     suite_add_tcase(s, tc);
     return s;
@@ -330,11 +330,11 @@ main(void)
 {
     const char *top = getenv("top_srcdir");
     clf_context *ctx = tu_context();
-    int offered = ctx != NULL && clf__fp16_offered(ctx);
+    int offered = ctx != NULL && clf__half_gemm_offered(ctx);
 
     snprintf(data_dir, sizeof data_dir, "%s/tests/data", top ? top : ".");
     if (ctx != NULL && !offered)
         printf("# SKIP native fp16 tests: %s; checking the fallback only\n",
-               clf__fp16_state(ctx)->why);
+               clf__half_gemm_state(ctx)->why);
     return tu_run(suite(offered), 1);
 }

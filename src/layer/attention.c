@@ -341,8 +341,8 @@ clf_attention_stage_times(clf_attention *att, double seconds[CLF_STAGE_COUNT])
 
 /* The weights of one side: W_k and E (value 0), or W_v and F (value 1; E
  * where F is E).  Half-stored weights are read natively where the plan
- * says so, else widened now into the context's slots, which the other
- * side then reuses (half.c). */
+ * says so, else widened now into the context's scratch buffers, which the
+ * other side then reuses (half.c). */
 static int
 side_weights(clf_attention *a, const struct plan *p, int value, struct side *sd)
 {

@@ -3,10 +3,10 @@
  * and F as binary16 on the device, narrowed there from a float32 staging
  * buffer (vstore_half, round to nearest even).  CLBlast's GEMMs and the own
  * kernels read float32, so just before the GEMM that reads a weight the
- * forward widens it (vload_half) into one of two float32 slots of the
- * context, one for W matrices and one for E and F, which every layer of the
- * context reuses: stored weights take half the memory, and the price is one
- * extra pass over each weight per forward. */
+ * forward widens it (vload_half) into one of two float32 scratch buffers
+ * of the context, one for W matrices and one for E and F, which every
+ * layer of the context reuses: stored weights take half the memory, and
+ * the price is one extra pass over each weight per forward. */
 #include "layer/layer.h"
 
 #include <math.h>
@@ -59,9 +59,9 @@ clf__half_check(const clf_attention_desc *desc)
     return 0;
 }
 
-/* The slot a half-stored weight is widened into. */
+/* The scratch buffer a half-stored weight is widened into. */
 static int
-slot_of(int which)
+scratch_of(int which)
 {
     return which == CLF_PROJ_E || which == CLF_PROJ_F;
 }
@@ -92,9 +92,9 @@ clf__half_scratch_bytes(const clf_attention *a)
     for (i = 0; i < CLF_WEIGHT_COUNT; i++) {
         if (!clf__half_stored(a, i) || a->w[i] == NULL)
             continue;
-        if (slot_of(i) && a->wsize[i] > e)
+        if (scratch_of(i) && a->wsize[i] > e)
             e = a->wsize[i];
-        else if (!slot_of(i) && a->wsize[i] > w)
+        else if (!scratch_of(i) && a->wsize[i] > w)
             w = a->wsize[i];
     }
     return (w + e) * sizeof(float);
@@ -180,11 +180,11 @@ clf__half_upload(clf_attention *a, int which, const char *name,
     return rc;
 }
 
-/* half.c's state in a context: the float32 slots (0: W matrices, 1: E
+/* half.c's state in a context: the float32 scratch buffers (0: W matrices, 1: E
  * and F), shared by every layer of the context, and which weight of which
  * layer each holds in this forward (none: owner NULL).  Under the lock. */
 struct half_state {
-    cl_mem slot[2];
+    cl_mem scratch[2];
     size_t cap[2]; /* floats */
     const clf_attention *owner[2];
     int which[2];
@@ -198,8 +198,8 @@ release_state(clf_context *ctx, void *state)
 
     (void)ctx;
     for (s = 0; s < 2; s++)
-        if (st->slot[s] != NULL)
-            clReleaseMemObject(st->slot[s]);
+        if (st->scratch[s] != NULL)
+            clReleaseMemObject(st->scratch[s]);
 }
 
 static const char state_key = 0;
@@ -211,22 +211,22 @@ half_state(clf_context *ctx)
                         release_state);
 }
 
-/* Grows slot s of the context to at least `floats`. */
+/* Grows scratch buffer s of the context to at least `floats`. */
 static int
-slot_reserve(clf_context *ctx, struct half_state *st, int s, size_t floats)
+scratch_reserve(clf_context *ctx, struct half_state *st, int s, size_t floats)
 {
     cl_int err;
 
     if (floats <= st->cap[s])
         return 0;
-    if (st->slot[s] != NULL)
-        clReleaseMemObject(st->slot[s]);
+    if (st->scratch[s] != NULL)
+        clReleaseMemObject(st->scratch[s]);
     st->cap[s] = 0;
     st->owner[s] = NULL;
-    st->slot[s] =
+    st->scratch[s] =
         clf__mem_create(ctx, CL_MEM_READ_WRITE, floats * sizeof(float), NULL,
                         &err, "half-precision widening scratch");
-    if (st->slot[s] == NULL)
+    if (st->scratch[s] == NULL)
         return clf__fail(err,
                          "half-precision widening scratch: clCreateBuffer "
                          "of %zu bytes failed (%d)",
@@ -235,26 +235,26 @@ slot_reserve(clf_context *ctx, struct half_state *st, int s, size_t floats)
     return 0;
 }
 
-/* The float32 copy of half-stored weight `which` in its slot, widened
- * now unless the slot holds it already in this forward. */
+/* The float32 copy of half-stored weight `which` in its scratch buffer, widened
+ * now unless the buffer holds it already in this forward. */
 static int
 widened(clf_attention *a, int which, cl_mem *out)
 {
     clf_context *ctx = a->ctx;
     struct half_state *st = half_state(ctx);
-    const int s = slot_of(which);
+    const int s = scratch_of(which);
 
     if (st == NULL)
         return CLF_ENO_MEMORY;
     if (st->owner[s] != a || st->which[s] != which) {
-        CLF_TRY(slot_reserve(ctx, st, s, a->wsize[which]));
+        CLF_TRY(scratch_reserve(ctx, st, s, a->wsize[which]));
         st->owner[s] = NULL;
-        CLF_TRY(convert(ctx, CLF_K_HALF_WIDEN, a->w[which], st->slot[s],
+        CLF_TRY(convert(ctx, CLF_K_HALF_WIDEN, a->w[which], st->scratch[s],
                         a->wsize[which]));
         st->owner[s] = a;
         st->which[s] = which;
     }
-    *out = st->slot[s];
+    *out = st->scratch[s];
     return 0;
 }
 

@@ -268,15 +268,15 @@ int clf__half_upload(clf_attention *a, int which, const char *name,
 /* The buffer a GEMM reads for weight `which`: a->w[which] itself for a
  * float32 weight, and for a half-stored one too where native (the plan's
  * half_native; *half is then 1: the GEMM's way must say CLF_GEMM_HALF_A or
- * _B), else the context's float32 slot for it, the weight widened into it
- * first unless the slot already holds it in this forward.  Call with the
- * context locked, between clf__half_begin and the forward's end. */
+ * _B), else the context's float32 scratch buffer for it, the weight widened
+ * into it first unless the buffer already holds it in this forward.  Call with
+ * the context locked, between clf__half_begin and the forward's end. */
 int clf__half_weight(clf_attention *a, int native, int which, cl_mem *out,
                      int *half);
 
 /* The float32 copy of weight `which` whatever the plan (the kernels that
  * are not GEMMs, e.g. the row sums of E): a->w[which] for a float32
- * weight, else its slot, widened as above. */
+ * weight, else its scratch buffer, widened as above. */
 int clf__half_as_float(clf_attention *a, int which, cl_mem *out);
 
 /* A new forward: the slots' contents are no longer trusted (a weight may

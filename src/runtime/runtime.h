@@ -68,9 +68,9 @@ struct clf__launch_log; /* launches.c */
 struct clf__guard;      /* guard.c */
 
 /* State a module above the runtime keeps per context (the GEMM scratch,
- * the tiled kernel's program, the half slots ...), in a list the runtime
- * knows only as keys: clf__feature returns the state of the module whose
- * key (the address of one of its static objects) is given, made zeroed
+ * the tiled kernel's program, the half scratch buffers ...), in a list the
+ * runtime knows only as keys: clf__feature returns the state of the module
+ * whose key (the address of one of its static objects) is given, made zeroed
  * with `size` bytes and handed to `init` on first use, and
  * clf_context_destroy hands it to
  * `release` before it frees it, latest made first.  NULL when memory runs

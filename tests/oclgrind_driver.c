@@ -500,9 +500,9 @@ check_flash(clf_context *ctx, int wg)
                 f.pk = pk;
                 f.pv = pv;
             }
-            ctx->flash_blocks = per; /* per-head keys: 6 rows an item */
+            clf__flash_set_blocks(ctx, per); /* per-head keys: 6 rows an item */
             flash_run(ctx, &f, wg, wg ? "flash_wg" : "flash");
-            ctx->flash_blocks = 0;
+            clf__flash_set_blocks(ctx, 0);
         }
 }
 

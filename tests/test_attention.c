@@ -459,13 +459,13 @@ START_TEST(attention_new_weights_reach_kept_transposes)
                              CLF_WEIGHT_OUT};
     clf_context *ctx = tu_context();
     clf_attention_desc d = base_desc();
-    const int was = ctx->gemm_variant;
+    const int was = clf__gemm_pinned(ctx);
     struct layer l;
     size_t kept0, count, bytes0 = 0, bytes1 = 0, i;
 
     ck_assert_int_eq(clf_context_build(ctx), 0);
     kept0 = clf__gemm_kept_count(ctx);
-    ctx->gemm_variant = CLF_GEMM_BLOCKED;
+    clf__gemm_pin(ctx, CLF_GEMM_BLOCKED);
     layer_make(&l, &d, 80);
     check_forward(&l, CLF_MODE_LINFORMER, 2, 40, 81);
     ck_assert_uint_eq(clf__gemm_kept_bytes(ctx, l.att->w[CLF_WEIGHT_Q]),
@@ -484,7 +484,7 @@ START_TEST(attention_new_weights_reach_kept_transposes)
     ck_assert_uint_eq(bytes0 - bytes1, (size_t)4 * 32 * 32 * sizeof(float));
     check_forward(&l, CLF_MODE_LINFORMER, 2, 40, 81);
     layer_free(&l);
-    ctx->gemm_variant = was;
+    clf__gemm_pin(ctx, was);
     ck_assert_uint_eq(clf__gemm_kept_count(ctx), kept0);
 }
 END_TEST

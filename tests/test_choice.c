@@ -528,7 +528,7 @@ fresh_context(void)
     setenv("CLINFORMER_CACHE_DIR", "off", 1);
     ctx->nchoices = 0;
     ctx->choices_loaded = 1;
-    ctx->gemm_variant = CLF_GEMM_UNDECIDED;
+    clf__gemm_pin(ctx, CLF_GEMM_UNDECIDED);
     ck_assert_int_eq(clf_context_build(ctx), 0);
     return ctx;
 }

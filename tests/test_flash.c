@@ -163,13 +163,14 @@ every_layer(clf_mode mode, int causal, unsigned long long seed)
         struct layer l;
         make_sized(&l, &table[i], seed + i);
         for (mk = NO_MASK; mk <= BYTES; mk++) {
-            l.att->ctx->flash_blocks = mk == LENGTHS ? CLF_FLASH_BLOCKS : 0;
+            clf__flash_set_blocks(l.att->ctx,
+                                  mk == LENGTHS ? CLF_FLASH_BLOCKS : 0);
             check(&l, mode, causal, (enum mask_kind)mk, 3, table[i].N,
                   seed + 10 * i + (unsigned long long)mk, 1);
-            l.att->ctx->flash_blocks = 1;
+            clf__flash_set_blocks(l.att->ctx, 1);
             check(&l, mode, causal, (enum mask_kind)mk, 1, table[i].N - 7,
                   seed + 10 * i + 5 + (unsigned long long)mk, 1);
-            l.att->ctx->flash_blocks = 0;
+            clf__flash_set_blocks(l.att->ctx, 0);
         }
         layer_free(&l);
     }
@@ -227,11 +228,11 @@ check_block_rule(clf_context *ctx)
     ck_assert_uint_eq(clf__flash_blocks(ctx, &one), CLF_FLASH_BLOCKS / 2);
     ck_assert_uint_eq(clf__flash_blocks(ctx, &below), CLF_FLASH_BLOCKS / 2);
     ck_assert_uint_eq(clf__flash_blocks(ctx, &at), CLF_FLASH_BLOCKS);
-    ctx->flash_blocks = 1;
+    clf__flash_set_blocks(ctx, 1);
     ck_assert_uint_eq(clf__flash_blocks(ctx, &at), 1);
-    ctx->flash_blocks = CLF_FLASH_BLOCKS + 1;
+    clf__flash_set_blocks(ctx, CLF_FLASH_BLOCKS + 1);
     ck_assert_uint_eq(clf__flash_blocks(ctx, &one), CLF_FLASH_BLOCKS / 2);
-    ctx->flash_blocks = 0;
+    clf__flash_set_blocks(ctx, 0);
 }
 
 /* On a device that ends a work-item's loops after CLF_LLVMPIPE_LOOP_LIMIT
@@ -247,11 +248,11 @@ check_block_budget(clf_context *ctx)
 
     ck_assert_uint_eq(clf__loop_limit(ctx), CLF_LLVMPIPE_LOOP_LIMIT);
     ck_assert_uint_eq(clf__flash_blocks(ctx, &one), CLF_FLASH_BLOCKS / 2);
-    ctx->flash_blocks = CLF_FLASH_BLOCKS;
+    clf__flash_set_blocks(ctx, CLF_FLASH_BLOCKS);
     ck_assert_uint_eq(clf__flash_blocks(ctx, &one), CLF_FLASH_BLOCKS);
     b = clf__flash_blocks(ctx, &mid);
     ck_assert_msg(b >= 1 && b < CLF_FLASH_BLOCKS / 2, "%zu blocks", b);
-    ctx->flash_blocks = 0;
+    clf__flash_set_blocks(ctx, 0);
     ck_assert_uint_eq(clf__flash_blocks(ctx, &mid), b);
     ck_assert_uint_eq(clf__flash_blocks(ctx, &at), 0);
 }
@@ -267,7 +268,7 @@ START_TEST(flash_blocks_by_key_count)
 
     make_layer(&l, 0, 4500);
     ctx = l.att->ctx;
-    ctx->flash_blocks = 0; /* whatever an earlier failed case left */
+    clf__flash_set_blocks(ctx, 0); /* whatever an earlier failed case left */
     memcpy(name, ctx->info.name, sizeof name);
     if (clf__loop_limit(ctx) == 0)
         check_block_rule(ctx);
@@ -278,7 +279,7 @@ START_TEST(flash_blocks_by_key_count)
     snprintf(ctx->info.name, sizeof ctx->info.name, "llvmpipe (described)");
     check_block_budget(ctx);
     memcpy(ctx->info.name, name, sizeof name);
-    ctx->flash_blocks = 0;
+    clf__flash_set_blocks(ctx, 0);
     layer_free(&l);
 }
 END_TEST
@@ -302,7 +303,7 @@ START_TEST(flash_over_loop_limit_takes_gemm_path)
     d.bias_q = d.bias_k = d.bias_v = d.bias_out = 1;
     layer_make(&l, &d, 4600);
     ctx = l.att->ctx;
-    ctx->flash_blocks = 0;
+    clf__flash_set_blocks(ctx, 0);
     memcpy(name, ctx->info.name, sizeof name);
     snprintf(ctx->info.name, sizeof ctx->info.name, "llvmpipe (described)");
     check(&l, CLF_MODE_FULL, 0, NO_MASK, 1, 1024, 4601, 0);

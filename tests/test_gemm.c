@@ -35,17 +35,17 @@ run_case(const struct gemm_case *g, int variant, unsigned long long seed)
     const size_t nb = g->b_off + (g->share_b ? 1 : g->batch) * brows * ldb;
     const size_t nc = g->c_off + g->batch * cs + 7;
     tu_gemm_data d;
-    int was = ctx->gemm_variant;
+    int was = clf__gemm_pinned(ctx);
     size_t t, i, j, l, blocked_before = clf__gemm_state(ctx)->blocked_calls;
     int rc;
 
     tu_gemm_data_make(&d, ctx, na, nb, nc, seed);
-    ctx->gemm_variant = variant;
+    clf__gemm_pin(ctx, variant);
     rc = clf__gemm_batched(ctx, CLF_GEMM_UNDECIDED, 0, g->trans_b, g->m, g->n,
                            g->k, g->alpha, d.ma, g->a_off, lda, as, d.mb,
                            g->b_off, ldb, bs, g->beta, d.mc, g->c_off, ldc, cs,
                            g->batch);
-    ctx->gemm_variant = was;
+    clf__gemm_pin(ctx, was);
     ck_assert_msg(rc == 0, "gemm: %s", clf_last_error());
     tu_download(ctx, d.mc, d.c, nc);
     if (variant == CLF_GEMM_BLOCKED && g->n % 16 == 0 &&
@@ -211,7 +211,7 @@ START_TEST(gemm_with_bias_matches_reference)
     const size_t m = 7, n = 80, k = _i == 0 ? 19 : 2100;
     static float a[7 * 2100], b[80 * 2100], bias[80], c[7 * 80];
     cl_mem ma, mb, mbias, mc;
-    int was = ctx->gemm_variant, v, tb, with;
+    int was = clf__gemm_pinned(ctx), v, tb, with;
     size_t i, j, l;
 
     ck_assert_int_eq(clf_context_build(ctx), 0);
@@ -225,13 +225,13 @@ START_TEST(gemm_with_bias_matches_reference)
     for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_BLOCKED; v++)
         for (tb = 0; tb < 2; tb++)
             for (with = 0; with < 2; with++) {
-                ctx->gemm_variant = v;
+                clf__gemm_pin(ctx, v);
                 ck_assert_int_eq(clf__gemm_bias(ctx, CLF_GEMM_UNDECIDED, tb, m,
                                                 n, k, ma, 0, k, mb, 0,
                                                 tb ? k : n, mc, 0, n,
                                                 with ? mbias : NULL),
                                  0);
-                ctx->gemm_variant = was;
+                clf__gemm_pin(ctx, was);
                 tu_download(ctx, mc, c, m * n);
                 for (i = 0; i < m; i++)
                     for (j = 0; j < n; j++) {
@@ -262,7 +262,7 @@ START_TEST(gemm_accumulate_bias_act_matches_reference)
     const size_t m = 5, n = 48, k = _i == 0 ? 33 : 2100;
     static float a[5 * 2100], b[48 * 2100], bias[48], c[5 * 48], c0[5 * 48];
     cl_mem ma, mb, mbias, mc;
-    int was = ctx->gemm_variant, v, act;
+    int was = clf__gemm_pinned(ctx), v, act;
     size_t i, j, l;
 
     ck_assert_int_eq(clf_context_build(ctx), 0);
@@ -276,12 +276,12 @@ START_TEST(gemm_accumulate_bias_act_matches_reference)
     for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_BLOCKED; v++)
         for (act = CLF_ACT_NONE; act <= CLF_ACT_RELU; act++) {
             mc = tu_upload(ctx, c0, m * n);
-            ctx->gemm_variant = v;
+            clf__gemm_pin(ctx, v);
             ck_assert_int_eq(clf__gemm_ex(ctx, CLF_GEMM_UNDECIDED, 1, m, n, k,
                                           ma, 0, k, mb, 0, k, 1, mc, 0, n,
                                           mbias, act),
                              0);
-            ctx->gemm_variant = was;
+            clf__gemm_pin(ctx, was);
             tu_download(ctx, mc, c, m * n);
             clReleaseMemObject(mc);
             for (i = 0; i < m; i++)
@@ -340,7 +340,7 @@ START_TEST(gemm_kept_transpose_is_the_copy_it_replaces)
     static float a[9 * 70], b[3 + 2 * 48 * 75], c[9 * 48], plain[9 * 48];
     const size_t nb = sizeof b / sizeof b[0];
     cl_mem ma, mb, mc;
-    const int was = ctx->gemm_variant;
+    const int was = clf__gemm_pinned(ctx);
     size_t i, j, l, kept0;
     int round;
 
@@ -351,7 +351,7 @@ START_TEST(gemm_kept_transpose_is_the_copy_it_replaces)
     ma = tu_upload(ctx, a, m * k);
     mb = tu_upload(ctx, b, nb);
     mc = tu_upload(ctx, c, m * n);
-    ctx->gemm_variant = CLF_GEMM_BLOCKED;
+    clf__gemm_pin(ctx, CLF_GEMM_BLOCKED);
 #define XWT(boff)                                                              \
     ck_assert_int_eq(clf__gemm_bias(ctx, CLF_GEMM_UNDECIDED, 1, m, n, k, ma,   \
                                     0, k, mb, (boff), ld, mc, 0, n, NULL),     \
@@ -391,11 +391,11 @@ START_TEST(gemm_kept_transpose_is_the_copy_it_replaces)
     ck_assert_uint_eq(clf__gemm_kept_count(ctx), kept0);
     /* CLBlast reads the registered weight itself. */
     ck_assert_int_eq(clf__gemm_keep(ctx, mb), 0);
-    ctx->gemm_variant = CLF_GEMM_CLBLAST;
+    clf__gemm_pin(ctx, CLF_GEMM_CLBLAST);
     XWT(off);
     ck_assert_uint_eq(clf__gemm_kept_bytes(ctx, mb), 0);
 #undef XWT
-    ctx->gemm_variant = was;
+    clf__gemm_pin(ctx, was);
     clf__gemm_forget(ctx, mb);
     ck_assert_uint_eq(clf__gemm_kept_count(ctx), kept0);
     clReleaseMemObject(ma);

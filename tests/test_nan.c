@@ -293,14 +293,14 @@ every_way(struct layer *l, const float *x,
     clf_context *ctx = tu_context();
     size_t count = (size_t)B * N * 32, i;
     float *y = tu_malloc(count * sizeof *y);
-    int saved = ctx->softmax_variant, w, rc;
+    int saved = clf__softmax_pinned(ctx), w, rc;
 
     for (w = 0; w < 5; w++) {
         clf__attention_set_attend(l->att, w < 3    ? CLF_ATTEND_GEMM
                                           : w == 3 ? CLF_ATTEND_FUSED
                                                    : CLF_ATTEND_FLASH);
         if (w < 3)
-            ctx->softmax_variant = w;
+            clf__softmax_pin(ctx, w);
         for (i = 0; i < count; i++)
             y[i] = POISON;
         rc = clf_attention_forward(l->att, x, B, N, y);
@@ -309,7 +309,7 @@ every_way(struct layer *l, const float *x,
         ck_assert_int_eq(clf__attention_last_flash(l->att), w == 4);
         check(y, ways[w]);
     }
-    ctx->softmax_variant = saved;
+    clf__softmax_pin(ctx, saved);
     clf__attention_set_attend(l->att, CLF_ATTEND_UNDECIDED);
     free(y);
 }

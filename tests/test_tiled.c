@@ -506,13 +506,13 @@ START_TEST(tiled_forced_through_the_environment)
 {
     clf_context *ctx = tu_tiled_fit(tu_context());
     char *was = getenv("CLINFORMER_KERNELS");
-    int v = 0, pinned = ctx->gemm_variant, rc;
+    int v = 0, pinned = clf__gemm_pinned(ctx), rc;
 
     was = was != NULL ? strdup(was) : NULL;
     setenv("CLINFORMER_KERNELS", "gemm=tiled", 1);
-    ctx->gemm_variant = CLF_GEMM_UNDECIDED;
+    clf__gemm_pin(ctx, CLF_GEMM_UNDECIDED);
     rc = clf__gemm_resolve(ctx, CLF_ROLE_PROJ, 100, 64, 64, 1, &v);
-    ctx->gemm_variant = pinned;
+    clf__gemm_pin(ctx, pinned);
     if (was != NULL)
         setenv("CLINFORMER_KERNELS", was, 1);
     else

@@ -149,8 +149,8 @@ START_TEST(tune_stores_and_resumes)
     assert_said("; XgemmDirect sets: 2 of ");
     /* The context's GEMM and attention choices were made against the old
      * parameters: they are made again at its next forward. */
-    ck_assert_int_eq(tu_context()->gemm_variant, CLF_GEMM_UNDECIDED);
-    ck_assert_int_eq(tu_context()->attend_variant, CLF_ATTEND_UNDECIDED);
+    ck_assert_int_eq(clf__gemm_pinned(tu_context()), CLF_GEMM_UNDECIDED);
+    ck_assert_int_eq(clf__ways_pinned(tu_context()), CLF_ATTEND_UNDECIDED);
 }
 END_TEST
 

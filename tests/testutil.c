@@ -313,16 +313,16 @@ int
 tu_gemm_resolve_fresh(clf_context *ctx, size_t m, size_t n, size_t k)
 {
     char *was = getenv("CLINFORMER_CACHE_DIR");
-    int v = 0, pinned = ctx->gemm_variant;
+    int v = 0, pinned = clf__gemm_pinned(ctx);
 
     was = was != NULL ? strdup(was) : NULL;
     setenv("CLINFORMER_CACHE_DIR", "off", 1);
     ctx->nchoices = 0;
     ctx->choices_loaded = 1;
-    ctx->gemm_variant = CLF_GEMM_UNDECIDED;
+    clf__gemm_pin(ctx, CLF_GEMM_UNDECIDED);
     ck_assert_int_eq(clf_context_build(ctx), 0);
     ck_assert_int_eq(clf__gemm_resolve(ctx, CLF_ROLE_PROJ, m, n, k, 1, &v), 0);
-    ctx->gemm_variant = pinned;
+    clf__gemm_pin(ctx, pinned);
     if (was != NULL)
         setenv("CLINFORMER_CACHE_DIR", was, 1);
     else

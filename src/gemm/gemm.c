@@ -296,14 +296,32 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
 
 /* ------------------------------------------------------------ dispatch */
 
+/* The way every GEMM of a context runs where the tuner or a test pinned
+ * one. */
+static const char pin_key = 0;
+
+int
+clf__gemm_pinned(const clf_context *ctx)
+{
+    return clf__feature_int_get(ctx, &pin_key);
+}
+
+int
+clf__gemm_pin(clf_context *ctx, int variant)
+{
+    return clf__feature_int_set(ctx, &pin_key, variant);
+}
+
 /* Who runs a GEMM: the way the caller chose (its plan's, for the GEMM's
  * role), unless the context pins one; CLBlast when neither says.  Never
  * timed here: choices are made before enqueueing. */
 static int
 variant_of(const clf_context *ctx, int way)
 {
-    if (ctx->gemm_variant != CLF_GEMM_UNDECIDED)
-        return ctx->gemm_variant;
+    const int pinned = clf__gemm_pinned(ctx);
+
+    if (pinned != CLF_GEMM_UNDECIDED)
+        return pinned;
     if (CLF_GEMM_VARIANT(way) != CLF_GEMM_UNDECIDED)
         return CLF_GEMM_VARIANT(way);
     return CLF_GEMM_CLBLAST;
@@ -791,8 +809,7 @@ clf__gemm_resolve(clf_context *ctx, int role, size_t m, size_t n, size_t k,
 
     clf__lock(ctx);
     /* Pinned (by the tuner, or tests) under the lock like the rest. */
-    if (ctx->gemm_variant != CLF_GEMM_UNDECIDED) {
-        *variant = ctx->gemm_variant;
+    if ((*variant = clf__gemm_pinned(ctx)) != CLF_GEMM_UNDECIDED) {
         clf__unlock(ctx);
         return 0;
     }

@@ -62,12 +62,18 @@ enum clf__gemm_variant {
  * CLF_GEMM_HALF_A (CLF_GEMM_HALF_B) where operand A (B) is a binary16
  * weight that the native half kernels read (half_gemm.c).  The caller
  * takes it from its plan, which resolved one per role; nothing else
- * decides a GEMM's kernel, but a way the context pins (ctx->gemm_variant:
+ * decides a GEMM's kernel, but a way the context pins (clf__gemm_pin:
  * the tuner, tests) overrides the variant.  A variant whose kernel does
  * not take the shape falls back to CLBlast. */
 #define CLF_GEMM_HALF_A 0x100
 #define CLF_GEMM_HALF_B 0x200
 #define CLF_GEMM_VARIANT(way) ((way)&0xff)
+
+/* The way every GEMM of ctx runs, pinned by the tuner or a test (an enum
+ * clf__gemm_variant), or CLF_GEMM_UNDECIDED: each GEMM's own way.  Pinning
+ * returns 0 or CLF_ENO_MEMORY. */
+int clf__gemm_pinned(const clf_context *ctx);
+int clf__gemm_pin(clf_context *ctx, int variant);
 
 /* The roles of a forward's GEMMs, each with its own way, resolved for its
  * own shape by clf__gemm_resolve and listed on its own line of the kernel

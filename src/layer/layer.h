@@ -159,6 +159,11 @@ int clf__way_taken(clf_context *ctx, const struct clf__steps *st, int variant);
  * heads and d_h.  The caller takes clf__way_taken of it. */
 int clf__ways_resolve(clf_context *ctx, const struct clf__steps *st,
                       int *variant);
+/* The way of steps 3 to 5 pinned for every forward of ctx by the tuner or
+ * a test, or CLF_ATTEND_UNDECIDED (each plan's); pinning returns 0 or
+ * CLF_ENO_MEMORY. */
+int clf__ways_pinned(const clf_context *ctx);
+int clf__ways_pin(clf_context *ctx, int variant);
 /* The sequence length a way's timing runs for n queries (full mode: n
  * keys too) of `heads` heads: n, or a shorter one with n's remainder mod
  * 16, so that the GEMMs fit the same GEMM ways as the forward's. */

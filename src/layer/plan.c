@@ -353,7 +353,7 @@ clf__plan_choose(const clf_attention *a, struct plan *p)
 {
     clf_context *ctx = a->ctx;
     const int pinned = a->attend != CLF_ATTEND_UNDECIDED ||
-                       ctx->attend_variant != CLF_ATTEND_UNDECIDED;
+                       clf__ways_pinned(ctx) != CLF_ATTEND_UNDECIDED;
 
     CLF_TRY(plan_front(a, p));
     if (!pinned)

@@ -461,6 +461,21 @@ bucket_of(const struct clf__flash_shape *sh, char *bucket, size_t cap)
              sh->at.dh, sh->at.kv_per_head ? "kvh" : "kv1");
 }
 
+/* The way the tuner or a test pins for every forward of a context. */
+static const char pin_key = 0;
+
+int
+clf__ways_pinned(const clf_context *ctx)
+{
+    return clf__feature_int_get(ctx, &pin_key);
+}
+
+int
+clf__ways_pin(clf_context *ctx, int variant)
+{
+    return clf__feature_int_set(ctx, &pin_key, variant);
+}
+
 int
 clf__ways_resolve(clf_context *ctx, const struct clf__steps *st, int *variant)
 {
@@ -470,8 +485,7 @@ clf__ways_resolve(clf_context *ctx, const struct clf__steps *st, int *variant)
 
     clf__lock(ctx);
     /* Pinned (by the tuner, or tests) under the lock like the rest. */
-    if (ctx->attend_variant != CLF_ATTEND_UNDECIDED) {
-        *variant = ctx->attend_variant;
+    if ((*variant = clf__ways_pinned(ctx)) != CLF_ATTEND_UNDECIDED) {
         rc = 0;
     } else {
         bucket_of(&st->sh, bucket, sizeof bucket);

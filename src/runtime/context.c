@@ -233,6 +233,25 @@ clf__feature_find(const clf_context *ctx, const void *key)
     return NULL;
 }
 
+int
+clf__feature_int_get(const clf_context *ctx, const void *key)
+{
+    const int *v = clf__feature_find(ctx, key);
+
+    return v != NULL ? *v : 0;
+}
+
+int
+clf__feature_int_set(clf_context *ctx, const void *key, int value)
+{
+    int *v = clf__feature(ctx, key, sizeof *v, NULL, NULL);
+
+    if (v == NULL)
+        return CLF_ENO_MEMORY;
+    *v = value;
+    return 0;
+}
+
 void *
 clf__feature(clf_context *ctx, const void *key, size_t size,
              clf__feature_init_fn init, clf__feature_release_fn release)

@@ -88,6 +88,11 @@ void *clf__feature(clf_context *ctx, const void *key, size_t size,
                    clf__feature_init_fn init, clf__feature_release_fn release);
 /* The state if made, else NULL; never makes it. */
 void *clf__feature_find(const clf_context *ctx, const void *key);
+/* A state of one int (a choice a floor lets the tuner or a test pin, a
+ * test's override), 0 until set: its value (0 where never set; never
+ * makes it), and setting it (0, or CLF_ENO_MEMORY). */
+int clf__feature_int_get(const clf_context *ctx, const void *key);
+int clf__feature_int_set(clf_context *ctx, const void *key, int value);
 
 /* device.c: limits lowered below the device's own, from CLINFORMER_LIMITS
  * ("wg=N,local=BYTES,fp16=0", any of them, read when a context is made):
@@ -125,14 +130,6 @@ struct clf_context {
                             drops them (gemm.c) */
     int clblast_dropped; /* they were dropped: CLBlast's GEMMs run on the
                             library's own kernels */
-    int softmax_variant; /* enum clf__softmax_variant outside a plan;
-                            0 (scalar) as the context is made */
-    int attend_variant;  /* enum clf__attend_variant pinned (tuning,
-                            tests), else UNDECIDED: the plan's choice */
-    int flash_blocks;    /* row blocks per work-item of the streaming
-                            kernel pinned (tests), else 0: by key count */
-    int gemm_variant;    /* enum clf__gemm_variant pinned (tuning, tests),
-                            else UNDECIDED: each GEMM's way (gemm.h) */
     /* Kernel choices (choose.c), all under lock. */
     pthread_mutex_t lock;                  /* recursive; see clf__lock */
     int has_lock;                          /* lock was initialised */

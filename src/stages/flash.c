@@ -82,15 +82,24 @@ flash_trips(const struct clf__flash_shape *sh, size_t blocks)
  * device ends loops early (clf__loop_limit), as many blocks as keep
  * flash_trips within 85% of its limit (the margin covers the count's
  * error), and 0 where not even one does. */
+static const char blocks_key = 0;
+
+int
+clf__flash_set_blocks(clf_context *ctx, int blocks)
+{
+    return clf__feature_int_set(ctx, &blocks_key, blocks);
+}
+
 size_t
 clf__flash_blocks(const clf_context *ctx, const struct clf__flash_shape *sh)
 {
     const size_t limit = clf__loop_limit(ctx) / 100 * 85;
+    const int set = clf__feature_int_get(ctx, &blocks_key);
     size_t blocks = sh->at.L >= CLF_FLASH_LONG_KEYS ? CLF_FLASH_BLOCKS
                                                     : CLF_FLASH_BLOCKS / 2;
 
-    if (ctx->flash_blocks > 0 && ctx->flash_blocks <= CLF_FLASH_BLOCKS)
-        blocks = (size_t)ctx->flash_blocks;
+    if (set > 0 && set <= CLF_FLASH_BLOCKS)
+        blocks = (size_t)set;
     while (limit > 0 && blocks > 0 && flash_trips(sh, blocks) > limit)
         blocks--;
     return blocks;

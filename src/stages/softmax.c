@@ -115,12 +115,27 @@ clf__softmax_masked(clf_context *ctx, int variant, cl_mem s, size_t rows,
     return rc;
 }
 
+/* The variant of clf__softmax_rows (a softmax outside a plan). */
+static const char pin_key = 0;
+
+int
+clf__softmax_pinned(const clf_context *ctx)
+{
+    return clf__feature_int_get(ctx, &pin_key);
+}
+
+int
+clf__softmax_pin(clf_context *ctx, int variant)
+{
+    return clf__feature_int_set(ctx, &pin_key, variant);
+}
+
 int
 clf__softmax_rows(clf_context *ctx, cl_mem s, size_t off, size_t rows,
                   size_t cols)
 {
-    return clf__softmax_rows_variant(ctx, ctx->softmax_variant, s, off, rows,
-                                     cols);
+    return clf__softmax_rows_variant(ctx, clf__softmax_pinned(ctx), s, off,
+                                     rows, cols);
 }
 
 struct softmax_timing {

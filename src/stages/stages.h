@@ -164,14 +164,16 @@ struct clf__flash_shape {
 size_t clf__flash_kt_floats(const struct clf__flash_shape *sh);
 /* Blocks of CLF_FLASH_ROWS query rows each work-item of the streaming
  * kernel takes for this shape: CLF_FLASH_BLOCKS from CLF_FLASH_LONG_KEYS
- * keys (or slots) on, half as many below (ctx->flash_blocks, when set,
- * instead); where the device ends loops early (clf__loop_limit), fewer,
- * so that a work-item's loops stay within its limit, and 0 where not even
- * one block does: the kernel then does not apply (clf__flash fails with
+ * keys (or slots) on, half as many below (the count a test set with
+ * clf__flash_set_blocks, 1 to CLF_FLASH_BLOCKS, instead; 0 unsets it);
+ * where the device ends loops early (clf__loop_limit), fewer, so that a
+ * work-item's loops stay within its limit, and 0 where not even one block
+ * does: the kernel then does not apply (clf__flash fails with
  * CLF_EUNSUPPORTED; the layer's choice takes the GEMM path). */
 #define CLF_FLASH_LONG_KEYS 8192
 size_t clf__flash_blocks(const clf_context *ctx,
                          const struct clf__flash_shape *sh);
+int clf__flash_set_blocks(clf_context *ctx, int blocks);
 int clf__flash(clf_context *ctx, const struct clf__flash_shape *sh, cl_mem q,
                cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem o, cl_mem mask,
                cl_mem pk, cl_mem pv);
@@ -205,6 +207,10 @@ int clf__softmax_rows(clf_context *ctx, cl_mem s, size_t off, size_t rows,
                       size_t cols);
 int clf__softmax_rows_variant(clf_context *ctx, int variant, cl_mem s,
                               size_t off, size_t rows, size_t cols);
+/* The variant clf__softmax_rows runs (a softmax outside a plan): scalar
+ * until a test pins another (0, or CLF_ENO_MEMORY). */
+int clf__softmax_pinned(const clf_context *ctx);
+int clf__softmax_pin(clf_context *ctx, int variant);
 /* Full mode's masks folded into the softmax: the scores of `rows` rows of n
  * = cols keys from element 0, heads * chunk rows a sequence, the queries
  * row0 .. row0 + chunk - 1 of each.  Keys that mask (batch x n bytes, NULL:

@@ -783,7 +783,7 @@ time_tiled(struct run *r, const struct clf__tiled_cfg *c)
     double t0 = clf__now_s(), t, build = 0.0;
 
     clf__lock(r->ctx);
-    r->ctx->gemm_variant = CLF_GEMM_TILED;
+    clf__gemm_pin(r->ctx, CLF_GEMM_TILED);
     clf__unlock(r->ctx);
     if (clf__tiled_set(r->ctx, c) != 0 ||
         time_forward_ex(r->ctx, r->att, r->x, r->y, r->o.seq_len, 3, &t,
@@ -791,7 +791,7 @@ time_tiled(struct run *r, const struct clf__tiled_cfg *c)
         same_output(r->ctx, r->y, r->ref, r->got, r->count) != 0)
         t = 0.0;
     clf__lock(r->ctx);
-    r->ctx->gemm_variant = CLF_GEMM_CLBLAST;
+    clf__gemm_pin(r->ctx, CLF_GEMM_CLBLAST);
     clf__unlock(r->ctx);
     step_end_built(r, t0, build);
     return t;
@@ -968,8 +968,8 @@ run_free(struct run *r)
      * made again at its next forward (those not made yet stay unmade). */
     if (r->forced) {
         clf__lock(r->ctx);
-        r->ctx->gemm_variant = r->was_gemm;
-        r->ctx->attend_variant = r->was_attend;
+        clf__gemm_pin(r->ctx, r->was_gemm);
+        clf__ways_pin(r->ctx, r->was_attend);
         clf__unlock(r->ctx);
     }
     free(r);
@@ -1045,10 +1045,10 @@ tune_steps(struct run *r)
     /* Every GEMM of the timed forwards through CLBlast, whose parameters
      * are what is tuned. */
     clf__lock(r->ctx);
-    r->was_gemm = r->ctx->gemm_variant;
-    r->was_attend = r->ctx->attend_variant;
-    r->ctx->gemm_variant = CLF_GEMM_CLBLAST;
-    r->ctx->attend_variant = CLF_ATTEND_GEMM;
+    r->was_gemm = clf__gemm_pinned(r->ctx);
+    r->was_attend = clf__ways_pinned(r->ctx);
+    clf__gemm_pin(r->ctx, CLF_GEMM_CLBLAST);
+    clf__ways_pin(r->ctx, CLF_ATTEND_GEMM);
     clf__unlock(r->ctx);
     r->forced = 1;
     CLF_TRY(tune_setup(r));

@@ -6,8 +6,9 @@
 # full, causal Linformer, half precision, split by positions over two
 # queues), under every forced kernel choice of CLINFORMER_KERNELS (the
 # GEMM path with each GEMM way and softmax, each other attention way with
-# each GEMM way), both builds sharing one kernel-choice cache, and
-# compares the outputs with cmp.
+# each GEMM way), both builds sharing one kernel-choice cache (builds whose
+# cl/ sources differ store their choices apart: every choice that could
+# differ is forced), and compares the outputs with cmp.
 #
 #     sh scripts/same-bits.sh OLD/clinformer NEW/clinformer [WORKDIR]
 #
@@ -79,8 +80,10 @@ for g in $gemms; do
     for s in scalar vector group; do
         settings="$settings attend=gemm,gemm=$g,softmax=$s"
     done
+    # The softmax too: a forced way that does not apply runs the GEMM
+    # path, and builds whose cl/ sources differ keep separate stores.
     for a in fused flash flashwg; do
-        settings="$settings attend=$a,gemm=$g"
+        settings="$settings attend=$a,gemm=$g,softmax=vector"
     done
 done
 two=pocl:0,pocl:0

@@ -317,11 +317,6 @@ plan_path(const clf_attention *a, struct plan *p)
                              heads, &p->gemm[CLF_ROLE_WEIGH]);
 }
 
-/* Every GEMM role's way, in the order the forward runs them, the softmax,
- * the attention way, and the half weights' way.  The GEMM path's roles
- * come before the attention way, whose timing runs that path with them,
- * unless the way is pinned (tests, the tuner): then only where the path
- * runs. */
 /* The projections', the compression's and the softmax's choices. */
 static int
 plan_front(const clf_attention *a, struct plan *p)
@@ -348,6 +343,11 @@ clf__plan_choose_path(const clf_attention *a, struct plan *p)
     return plan_path(a, p);
 }
 
+/* Every GEMM role's way, in the order the forward runs them, the softmax,
+ * the attention way, and the half weights' way.  The GEMM path's roles
+ * come before the attention way, whose timing runs that path with them,
+ * unless the way is pinned (tests, the tuner): then only where the path
+ * runs. */
 int
 clf__plan_choose(const clf_attention *a, struct plan *p)
 {

@@ -298,19 +298,7 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
 
 /* The way every GEMM of a context runs where the tuner or a test pinned
  * one. */
-static const char pin_key = 0;
-
-int
-clf__gemm_pinned(const clf_context *ctx)
-{
-    return clf__feature_int_get(ctx, &pin_key);
-}
-
-int
-clf__gemm_pin(clf_context *ctx, int variant)
-{
-    return clf__feature_int_set(ctx, &pin_key, variant);
-}
+CLF_FEATURE_INT(clf__gemm_pinned, clf__gemm_pin)
 
 /* Who runs a GEMM: the way the caller chose (its plan's, for the GEMM's
  * role), unless the context pins one; CLBlast when neither says.  Never

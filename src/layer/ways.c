@@ -462,19 +462,7 @@ bucket_of(const struct clf__flash_shape *sh, char *bucket, size_t cap)
 }
 
 /* The way the tuner or a test pins for every forward of a context. */
-static const char pin_key = 0;
-
-int
-clf__ways_pinned(const clf_context *ctx)
-{
-    return clf__feature_int_get(ctx, &pin_key);
-}
-
-int
-clf__ways_pin(clf_context *ctx, int variant)
-{
-    return clf__feature_int_set(ctx, &pin_key, variant);
-}
+CLF_FEATURE_INT(clf__ways_pinned, clf__ways_pin)
 
 int
 clf__ways_resolve(clf_context *ctx, const struct clf__steps *st, int *variant)

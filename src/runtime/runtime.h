@@ -93,6 +93,18 @@ void *clf__feature_find(const clf_context *ctx, const void *key);
  * makes it), and setting it (0, or CLF_ENO_MEMORY). */
 int clf__feature_int_get(const clf_context *ctx, const void *key);
 int clf__feature_int_set(clf_context *ctx, const void *key, int value);
+/* Defines int get(const clf_context *ctx) and int set(clf_context *ctx,
+ * int value) over such a state, keyed by a static object of its own. */
+#define CLF_FEATURE_INT(get, set)                                              \
+    static const char get##_key = 0;                                           \
+    int get(const clf_context *ctx)                                            \
+    {                                                                          \
+        return clf__feature_int_get(ctx, &get##_key);                          \
+    }                                                                          \
+    int set(clf_context *ctx, int value)                                       \
+    {                                                                          \
+        return clf__feature_int_set(ctx, &get##_key, value);                   \
+    }
 
 /* device.c: limits lowered below the device's own, from CLINFORMER_LIMITS
  * ("wg=N,local=BYTES,fp16=0", any of them, read when a context is made):

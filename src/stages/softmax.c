@@ -116,19 +116,7 @@ clf__softmax_masked(clf_context *ctx, int variant, cl_mem s, size_t rows,
 }
 
 /* The variant of clf__softmax_rows (a softmax outside a plan). */
-static const char pin_key = 0;
-
-int
-clf__softmax_pinned(const clf_context *ctx)
-{
-    return clf__feature_int_get(ctx, &pin_key);
-}
-
-int
-clf__softmax_pin(clf_context *ctx, int variant)
-{
-    return clf__feature_int_set(ctx, &pin_key, variant);
-}
+CLF_FEATURE_INT(clf__softmax_pinned, clf__softmax_pin)
 
 int
 clf__softmax_rows(clf_context *ctx, cl_mem s, size_t off, size_t rows,

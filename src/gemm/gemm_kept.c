@@ -61,6 +61,14 @@ kept_state(clf_context *ctx)
                         release_state);
 }
 
+/* The registry where something was registered, else NULL: forgetting,
+ * counting and the blocked GEMM's lookup never make it. */
+static struct kept_state *
+kept_find(const clf_context *ctx)
+{
+    return clf__feature_find(ctx, &state_key);
+}
+
 /* Appends an entry for w (retained: a released buffer's handle may be
  * reused for another, so the entry holds w alive until forgotten). */
 static int
@@ -121,7 +129,7 @@ clf__gemm_forget(clf_context *ctx, cl_mem w)
 {
     struct kept_state *st;
 
-    if (w == NULL || (st = kept_state(ctx)) == NULL)
+    if (w == NULL || (st = kept_find(ctx)) == NULL)
         return;
     clf__lock(ctx);
     forget_locked(st, w);
@@ -134,7 +142,7 @@ clf__gemm_kept_bytes(clf_context *ctx, cl_mem w)
     struct kept_state *st;
     size_t i, bytes = 0;
 
-    if (w == NULL || (st = kept_state(ctx)) == NULL)
+    if (w == NULL || (st = kept_find(ctx)) == NULL)
         return 0;
     clf__lock(ctx);
     for (i = 0; i < st->count; i++)
@@ -147,7 +155,7 @@ clf__gemm_kept_bytes(clf_context *ctx, cl_mem w)
 size_t
 clf__gemm_kept_count(clf_context *ctx)
 {
-    struct kept_state *st = kept_state(ctx);
+    const struct kept_state *st = kept_find(ctx);
 
     return st != NULL ? st->count : 0;
 }
@@ -196,9 +204,7 @@ clf__gemm_kept_copy(clf_context *ctx, cl_mem b, size_t off, size_t n, size_t k,
     int rc;
 
     *t = NULL;
-    if ((st = kept_state(ctx)) == NULL)
-        return CLF_ENO_MEMORY;
-    if (st->count == 0)
+    if ((st = kept_find(ctx)) == NULL || st->count == 0)
         return 0;
     CLF_TRY(find(st, b, off, n, k, ld, &e));
     if (e == NULL)

@@ -14,7 +14,6 @@
  * distinct compressed K/V heads: hq when E is per head, else hkv. */
 #include "layer/layer.h"
 
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -16,7 +16,6 @@
  * the causal and mask kernels), on the layer's own workspaces. */
 #include "parallel/parallel.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 

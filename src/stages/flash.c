@@ -4,8 +4,6 @@
  * (src/layer/ways.c). */
 #include "stages/stages.h"
 
-#include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 /* Keys (or slots) transposed tile by tile, clf__attend_slots(L) / 64

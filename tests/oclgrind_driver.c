@@ -584,6 +584,7 @@ tiled_case(clf_context *ctx, int ta, int tb, int ex)
     static float a[T * M * K], b[T * K * N], c[T * M * N], c0[T * M * N];
     static float bias[N];
     static double ref[T * M * N], mag[T * M * N];
+    struct clf__gemm_args args;
     ref_gemm_op g;
     cl_mem ma, mb, mc, mbias;
     size_t i;
@@ -604,16 +605,26 @@ tiled_case(clf_context *ctx, int ta, int tb, int ex)
     mb = upload(ctx, b, T * K * N);
     mc = upload(ctx, c, T * M * N);
     mbias = upload(ctx, bias, N);
-    if (ex)
-        expect(clf__gemm_ex(ctx, CLF_GEMM_TILED, tb, M, N, K, ma, 0, K, mb, 0,
-                            g.ldb, 1, mc, 0, N, mbias, 1) == 0,
-               "tiled GEMM enqueued");
-    else
-        expect(clf__gemm_batched(ctx, CLF_GEMM_TILED, ta, tb, M, N, K,
-                                 (float)g.alpha, ma, 0, g.lda, g.a_stride, mb,
-                                 0, g.ldb, g.b_stride, (float)g.beta, mc, 0, N,
-                                 g.c_stride, T) == 0,
-               "tiled GEMM enqueued");
+    args = (struct clf__gemm_args){.trans_a = ta,
+                                   .trans_b = tb,
+                                   .m = M,
+                                   .n = N,
+                                   .k = K,
+                                   .alpha = (float)g.alpha,
+                                   .beta = (float)g.beta,
+                                   .a = ma,
+                                   .lda = g.lda,
+                                   .a_stride = g.a_stride,
+                                   .b = mb,
+                                   .ldb = g.ldb,
+                                   .b_stride = g.b_stride,
+                                   .c = mc,
+                                   .ldc = N,
+                                   .c_stride = g.c_stride,
+                                   .batch = g.batch,
+                                   .bias = ex ? mbias : NULL,
+                                   .act = ex};
+    expect(clf__gemm(ctx, CLF_GEMM_TILED, &args) == 0, "tiled GEMM enqueued");
     download(ctx, mc, c, T * M * N);
     for (i = 0; i < g.batch * M * N; i++)
         expect(fabs(c[i] - ref[i]) < 1e-5, "tiled GEMM");
@@ -683,6 +694,7 @@ check_gemm(clf_context *ctx)
     static float a[T * M * K], b[T * K * N], c[T * M * N], c0[T * M * N];
     static float bt[T * N * K], bias[N];
     cl_mem ma, mb, mc, mt, mbias;
+    struct clf__gemm_args g;
     size_t t, i, j, l;
 
     fill(a, T * M * K, 60);
@@ -695,8 +707,23 @@ check_gemm(clf_context *ctx)
     mb = upload(ctx, b, T * K * N);
     mc = upload(ctx, c, T * M * N);
     mt = upload(ctx, bt, T * N * K);
-    clf__gemm_nn(ctx, M, N, K, 0.5f, ma, 0, K, M * K, mb, 0, N, K * N, 1, mc, 0,
-                 N, M * N, T, mbias, 0);
+    g = (struct clf__gemm_args){.m = M,
+                                .n = N,
+                                .k = K,
+                                .alpha = 0.5f,
+                                .beta = 1.0f,
+                                .a = ma,
+                                .lda = K,
+                                .a_stride = M * K,
+                                .b = mb,
+                                .ldb = N,
+                                .b_stride = K * N,
+                                .c = mc,
+                                .ldc = N,
+                                .c_stride = M * N,
+                                .batch = T,
+                                .bias = mbias};
+    clf__gemm_nn(ctx, &g);
     download(ctx, mc, c, T * M * N);
     for (t = 0; t < T; t++)
         for (i = 0; i < M; i++)
@@ -709,8 +736,9 @@ check_gemm(clf_context *ctx)
                 expect(fabs(c[(t * M + i) * N + j] - want) < 1e-5, "gemm");
             }
     /* The GELU epilogue, no accumulation, on the first batch entry. */
-    clf__gemm_nn(ctx, M, N, K, 1.0f, ma, 0, K, 0, mb, 0, N, 0, 0, mc, 0, N, 0,
-                 1, NULL, 1);
+    g.alpha = 1.0f, g.beta = 0.0f, g.batch = 1, g.bias = NULL;
+    g.act = CLF_ACT_GELU;
+    clf__gemm_nn(ctx, &g);
     download(ctx, mc, c, M * N);
     for (i = 0; i < M; i++)
         for (j = 0; j < N; j++) {
@@ -728,9 +756,8 @@ check_gemm(clf_context *ctx)
                 expect(bt[(t * N + j) * K + l] == b[(t * K + l) * N + j],
                        "transpose");
     /* CLBlast's own kernels, on the same first batch entry. */
-    expect(clf__gemm(ctx, CLF_GEMM_CLBLAST, 0, 0, M, N, K, 1.0f, ma, 0, K, mb,
-                     0, N, 0.0f, mc, 0, N) == 0,
-           "CLBlast GEMM enqueued");
+    g.act = CLF_ACT_NONE;
+    expect(clf__gemm(ctx, CLF_GEMM_CLBLAST, &g) == 0, "CLBlast GEMM enqueued");
     download(ctx, mc, c, M * N);
     for (i = 0; i < M; i++)
         for (j = 0; j < N; j++) {

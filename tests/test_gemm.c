@@ -37,14 +37,31 @@ run_case(const struct gemm_case *g, int variant, unsigned long long seed)
     tu_gemm_data d;
     int was = clf__gemm_pinned(ctx);
     size_t t, i, j, l, blocked_before = clf__gemm_state(ctx)->blocked_calls;
+    struct clf__gemm_args args;
     int rc;
 
     tu_gemm_data_make(&d, ctx, na, nb, nc, seed);
     clf__gemm_pin(ctx, variant);
-    rc = clf__gemm_batched(ctx, CLF_GEMM_UNDECIDED, 0, g->trans_b, g->m, g->n,
-                           g->k, g->alpha, d.ma, g->a_off, lda, as, d.mb,
-                           g->b_off, ldb, bs, g->beta, d.mc, g->c_off, ldc, cs,
-                           g->batch);
+    args = (struct clf__gemm_args){.trans_b = g->trans_b,
+                                   .m = g->m,
+                                   .n = g->n,
+                                   .k = g->k,
+                                   .alpha = g->alpha,
+                                   .beta = g->beta,
+                                   .a = d.ma,
+                                   .a_off = g->a_off,
+                                   .lda = lda,
+                                   .a_stride = as,
+                                   .b = d.mb,
+                                   .b_off = g->b_off,
+                                   .ldb = ldb,
+                                   .b_stride = bs,
+                                   .c = d.mc,
+                                   .c_off = g->c_off,
+                                   .ldc = ldc,
+                                   .c_stride = cs,
+                                   .batch = g->batch};
+    rc = clf__gemm(ctx, CLF_GEMM_UNDECIDED, &args);
     clf__gemm_pin(ctx, was);
     ck_assert_msg(rc == 0, "gemm: %s", clf_last_error());
     tu_download(ctx, d.mc, d.c, nc);
@@ -225,12 +242,21 @@ START_TEST(gemm_with_bias_matches_reference)
     for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_BLOCKED; v++)
         for (tb = 0; tb < 2; tb++)
             for (with = 0; with < 2; with++) {
+                const struct clf__gemm_args g = {.trans_b = tb,
+                                                 .m = m,
+                                                 .n = n,
+                                                 .k = k,
+                                                 .alpha = 1.0f,
+                                                 .a = ma,
+                                                 .lda = k,
+                                                 .b = mb,
+                                                 .ldb = tb ? k : n,
+                                                 .c = mc,
+                                                 .ldc = n,
+                                                 .batch = 1,
+                                                 .bias = with ? mbias : NULL};
                 clf__gemm_pin(ctx, v);
-                ck_assert_int_eq(clf__gemm_bias(ctx, CLF_GEMM_UNDECIDED, tb, m,
-                                                n, k, ma, 0, k, mb, 0,
-                                                tb ? k : n, mc, 0, n,
-                                                with ? mbias : NULL),
-                                 0);
+                ck_assert_int_eq(clf__gemm(ctx, CLF_GEMM_UNDECIDED, &g), 0);
                 clf__gemm_pin(ctx, was);
                 tu_download(ctx, mc, c, m * n);
                 for (i = 0; i < m; i++)
@@ -275,12 +301,23 @@ START_TEST(gemm_accumulate_bias_act_matches_reference)
     mbias = tu_upload(ctx, bias, n);
     for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_BLOCKED; v++)
         for (act = CLF_ACT_NONE; act <= CLF_ACT_RELU; act++) {
-            mc = tu_upload(ctx, c0, m * n);
+            struct clf__gemm_args g = {.trans_b = 1,
+                                       .m = m,
+                                       .n = n,
+                                       .k = k,
+                                       .alpha = 1.0f,
+                                       .beta = 1.0f,
+                                       .a = ma,
+                                       .lda = k,
+                                       .b = mb,
+                                       .ldb = k,
+                                       .ldc = n,
+                                       .batch = 1,
+                                       .bias = mbias,
+                                       .act = act};
+            g.c = mc = tu_upload(ctx, c0, m * n);
             clf__gemm_pin(ctx, v);
-            ck_assert_int_eq(clf__gemm_ex(ctx, CLF_GEMM_UNDECIDED, 1, m, n, k,
-                                          ma, 0, k, mb, 0, k, 1, mc, 0, n,
-                                          mbias, act),
-                             0);
+            ck_assert_int_eq(clf__gemm(ctx, CLF_GEMM_UNDECIDED, &g), 0);
             clf__gemm_pin(ctx, was);
             tu_download(ctx, mc, c, m * n);
             clReleaseMemObject(mc);
@@ -353,9 +390,22 @@ START_TEST(gemm_kept_transpose_is_the_copy_it_replaces)
     mc = tu_upload(ctx, c, m * n);
     clf__gemm_pin(ctx, CLF_GEMM_BLOCKED);
 #define XWT(boff)                                                              \
-    ck_assert_int_eq(clf__gemm_bias(ctx, CLF_GEMM_UNDECIDED, 1, m, n, k, ma,   \
-                                    0, k, mb, (boff), ld, mc, 0, n, NULL),     \
-                     0)
+    do {                                                                       \
+        const struct clf__gemm_args g = {.trans_b = 1,                         \
+                                         .m = m,                               \
+                                         .n = n,                               \
+                                         .k = k,                               \
+                                         .alpha = 1.0f,                        \
+                                         .a = ma,                              \
+                                         .lda = k,                             \
+                                         .b = mb,                              \
+                                         .b_off = (boff),                      \
+                                         .ldb = ld,                            \
+                                         .c = mc,                              \
+                                         .ldc = n,                             \
+                                         .batch = 1};                          \
+        ck_assert_int_eq(clf__gemm(ctx, CLF_GEMM_UNDECIDED, &g), 0);           \
+    } while (0)
     XWT(off);
     tu_download(ctx, mc, plain, m * n);
     ck_assert_int_eq(clf__gemm_keep(ctx, mb), 0);

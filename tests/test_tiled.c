@@ -24,6 +24,8 @@
 /* Fresh data each run; the seed is printed with any failure. */
 static unsigned long long run_seed;
 
+/* How a case calls the GEMM floor: one clf__gemm (E_EX with the bias and
+ * activation, packed, batch 1), or clf__gemm_grouped over groups. */
 enum entry { E_BATCHED, E_EX, E_GROUPED };
 
 struct tcase {
@@ -62,26 +64,38 @@ call(clf_context *ctx, int way, const struct tcase *t, cl_mem a, cl_mem b,
      cl_mem c, cl_mem bias)
 {
     const ref_gemm_op *g = &t->op;
+    const struct clf__gemm_args args = {.trans_a = g->trans_a,
+                                        .trans_b = g->trans_b,
+                                        .m = g->m,
+                                        .n = g->n,
+                                        .k = g->k,
+                                        .alpha = (float)g->alpha,
+                                        .beta = (float)g->beta,
+                                        .a = a,
+                                        .b = b,
+                                        .c = c,
+                                        .bias = t->entry == E_EX ? bias : NULL,
+                                        .a_off = g->a_off,
+                                        .lda = g->lda,
+                                        .a_stride = g->a_stride,
+                                        .b_off = g->b_off,
+                                        .ldb = g->ldb,
+                                        .b_stride = g->b_stride,
+                                        .c_off = g->c_off,
+                                        .ldc = g->ldc,
+                                        .c_stride = g->c_stride,
+                                        .batch = g->batch,
+                                        .act = t->entry == E_EX ? g->act : 0};
     struct clf__gemm_group grp;
 
-    if (t->entry == E_EX)
-        return clf__gemm_ex(ctx, way, g->trans_b, g->m, g->n, g->k, a, 0,
-                            g->lda, b, 0, g->ldb, g->beta != 0.0, c, 0, g->ldc,
-                            bias, g->act);
-    if (t->entry == E_BATCHED)
-        return clf__gemm_batched(
-            ctx, way, g->trans_a, g->trans_b, g->m, g->n, g->k, (float)g->alpha,
-            a, g->a_off, g->lda, g->a_stride, b, g->b_off, g->ldb, g->b_stride,
-            (float)g->beta, c, g->c_off, g->ldc, g->c_stride, g->batch);
+    if (t->entry != E_GROUPED)
+        return clf__gemm(ctx, way, &args);
     /* Groups laid out after each other, as the heads of a sequence. */
     grp.count = t->groups;
     grp.a = t->share_a ? 0 : g->batch * g->a_stride;
     grp.b = t->share_b ? 0 : g->batch * g->b_stride;
     grp.c = g->batch * g->c_stride;
-    return clf__gemm_grouped(ctx, way, g->trans_a, g->trans_b, g->m, g->n, g->k,
-                             (float)g->alpha, a, g->a_off, g->lda, g->a_stride,
-                             b, g->b_off, g->ldb, g->b_stride, (float)g->beta,
-                             c, g->c_off, g->ldc, g->c_stride, g->batch, &grp);
+    return clf__gemm_grouped(ctx, way, &args, &grp);
 }
 
 /* Every element of C against the reference; elements outside the

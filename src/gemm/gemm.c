@@ -143,68 +143,58 @@ clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
 }
 
 static int
-gemm_nn_unlocked(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
-                 cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
-                 size_t b_off, size_t ldb, size_t b_stride, int accumulate,
-                 cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
-                 size_t batch, cl_mem bias, int act)
+gemm_nn_unlocked(clf_context *ctx, const struct clf__gemm_args *g)
 {
     cl_kernel kk = ctx->kernels[CLF_K_GEMM_NN];
-    cl_uint has_bias = bias != NULL, kact = (cl_uint)act;
-    cl_uint M = (cl_uint)m, N = (cl_uint)n, K = (cl_uint)k;
-    cl_uint la = (cl_uint)lda, lb = (cl_uint)ldb, lc = (cl_uint)ldc;
+    cl_uint has_bias = g->bias != NULL, kact = (cl_uint)g->act;
+    cl_uint M = (cl_uint)g->m, N = (cl_uint)g->n, K = (cl_uint)g->k;
+    cl_uint la = (cl_uint)g->lda, lb = (cl_uint)g->ldb, lc = (cl_uint)g->ldc;
     struct clf__gemm_state *st;
-    cl_uint acc = accumulate != 0, cols64;
-    cl_ulong ao = a_off, as = a_stride, bo = b_off, bs = b_stride;
-    cl_ulong co = c_off, cs = c_stride;
-    size_t g[3];
+    cl_uint acc = g->beta != 0.0f, cols64;
+    cl_ulong ao = g->a_off, as = g->a_stride, bo = g->b_off, bs = g->b_stride;
+    cl_ulong co = g->c_off, cs = g->c_stride;
+    /* bias not read where there is none */
+    cl_mem bias = g->bias != NULL ? g->bias : g->c;
+    size_t gs[3];
 
-    if (m == 0 || n == 0 || batch == 0)
+    if (g->m == 0 || g->n == 0 || g->batch == 0)
         return 0;
     STATE(ctx, st);
     cols64 = st->cols64 != 0;
     CLF_SET_ARG(kk, 0, M);
     CLF_SET_ARG(kk, 1, N);
     CLF_SET_ARG(kk, 2, K);
-    CLF_SET_ARG(kk, 3, alpha);
-    CLF_SET_ARG(kk, 4, a);
+    CLF_SET_ARG(kk, 3, g->alpha);
+    CLF_SET_ARG(kk, 4, g->a);
     CLF_SET_ARG(kk, 5, ao);
     CLF_SET_ARG(kk, 6, la);
     CLF_SET_ARG(kk, 7, as);
-    CLF_SET_ARG(kk, 8, b);
+    CLF_SET_ARG(kk, 8, g->b);
     CLF_SET_ARG(kk, 9, bo);
     CLF_SET_ARG(kk, 10, lb);
     CLF_SET_ARG(kk, 11, bs);
-    CLF_SET_ARG(kk, 12, c);
+    CLF_SET_ARG(kk, 12, g->c);
     CLF_SET_ARG(kk, 13, co);
     CLF_SET_ARG(kk, 14, lc);
     CLF_SET_ARG(kk, 15, cs);
     CLF_SET_ARG(kk, 16, acc);
-    if (bias == NULL)
-        bias = c; /* not read */
     CLF_SET_ARG(kk, 17, bias);
     CLF_SET_ARG(kk, 18, has_bias);
     CLF_SET_ARG(kk, 19, kact);
     CLF_SET_ARG(kk, 20, cols64);
-    g[0] = (m + CLF_GEMM_ROWS - 1) / CLF_GEMM_ROWS;
-    g[1] = cols64 ? n / 64 + (n % 64) / 16 : n / 16;
-    g[2] = batch;
-    return clf__enqueue3(ctx, CLF_K_GEMM_NN, g, 1, "blocked GEMM");
+    gs[0] = (g->m + CLF_GEMM_ROWS - 1) / CLF_GEMM_ROWS;
+    gs[1] = cols64 ? g->n / 64 + (g->n % 64) / 16 : g->n / 16;
+    gs[2] = g->batch;
+    return clf__enqueue3(ctx, CLF_K_GEMM_NN, gs, 1, "blocked GEMM");
 }
 
 int
-clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
-             cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
-             size_t b_off, size_t ldb, size_t b_stride, int accumulate,
-             cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
-             cl_mem bias, int act)
+clf__gemm_nn(clf_context *ctx, const struct clf__gemm_args *g)
 {
     int rc;
 
     clf__lock(ctx);
-    rc = gemm_nn_unlocked(ctx, m, n, k, alpha, a, a_off, lda, a_stride, b,
-                          b_off, ldb, b_stride, accumulate, c, c_off, ldc,
-                          c_stride, batch, bias, act);
+    rc = gemm_nn_unlocked(ctx, g);
     clf__unlock(ctx);
     return rc;
 }
@@ -212,12 +202,14 @@ clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
 /* The blocked kernel takes A untransposed, n a multiple of 16, beta 0 or
  * 1, and sizes that fit its 32-bit arguments. */
 static int
-blocked_fits(int trans_a, size_t m, size_t n, size_t k, float beta, size_t lda,
-             size_t ldb, size_t ldc)
+blocked_takes(clf_context *ctx, const struct clf__gemm_args *g)
 {
-    return !trans_a && n % 16 == 0 && (beta == 0.0f || beta == 1.0f) &&
-           m <= 0xffffffffu && n <= 0xffffffffu && k <= 0xffffffffu &&
-           lda <= 0xffffffffu && ldb <= 0xffffffffu && ldc <= 0xffffffffu;
+    (void)ctx;
+    return !g->trans_a && g->n % 16 == 0 &&
+           (g->beta == 0.0f || g->beta == 1.0f) && g->m <= 0xffffffffu &&
+           g->n <= 0xffffffffu && g->k <= 0xffffffffu &&
+           g->lda <= 0xffffffffu && g->ldb <= 0xffffffffu &&
+           g->ldc <= 0xffffffffu;
 }
 
 #define BLOCKED_KC 512
@@ -234,35 +226,32 @@ transpose_one(clf_context *ctx, cl_mem src, size_t off, size_t rows,
  * read from its kept copy where B is a registered weight shared by the
  * batch (gemm_kept.c), else copied into the scratch buffer first. */
 static int
-blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
-        float alpha, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
-        cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta,
-        cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
-        cl_mem bias, int act)
+blocked_run(clf_context *ctx, const struct clf__gemm_args *g)
 {
     struct clf__gemm_state *st;
+    struct clf__gemm_args s = *g; /* one slice of K, B untransposed */
 
     STATE(ctx, st);
-    if (trans_b) {
+    if (g->trans_b) {
         /* One copy when every batch entry shares B. */
-        size_t copies = b_stride == 0 ? 1 : batch, floats;
+        size_t copies = g->b_stride == 0 ? 1 : g->batch, floats;
         cl_mem t = NULL;
-        if (clf__mul3(copies, n, k, &floats))
+        if (clf__mul3(copies, g->n, g->k, &floats))
             return clf__fail(CLF_ESIZE_OVERFLOW,
-                             "GEMM %zux%zux%zu: scratch size overflows", m, n,
-                             k);
+                             "GEMM %zux%zux%zu: scratch size overflows", g->m,
+                             g->n, g->k);
         if (copies == 1)
-            CLF_TRY(clf__gemm_kept_copy(ctx, b, b_off, n, k, ldb, transpose_one,
-                                        &t));
+            CLF_TRY(clf__gemm_kept_copy(ctx, g->b, g->b_off, g->n, g->k, g->ldb,
+                                        transpose_one, &t));
         if (t == NULL) {
             CLF_TRY(scratch(ctx, floats, &t));
-            CLF_TRY(
-                clf__transpose(ctx, b, b_off, n, k, ldb, b_stride, copies, t));
+            CLF_TRY(clf__transpose(ctx, g->b, g->b_off, g->n, g->k, g->ldb,
+                                   g->b_stride, copies, t));
         }
-        b = t;
-        b_off = 0;
-        ldb = n;
-        b_stride = b_stride == 0 ? 0 : n * k;
+        s.b = t;
+        s.b_off = 0;
+        s.ldb = g->n;
+        s.b_stride = g->b_stride == 0 ? 0 : g->n * g->k;
     }
     st->blocked_calls++;
     st->gemm_calls++;
@@ -279,17 +268,18 @@ blocked(clf_context *ctx, int trans_b, size_t m, size_t n, size_t k,
      * The bias goes in with the first slice, the activation with the
      * last. */
     {
-        const size_t slice = BLOCKED_KC;
-        size_t k0 = 0, kc;
+        const size_t slice = BLOCKED_KC, b_off = s.b_off, ldb = s.ldb;
+        size_t k0 = 0;
         do {
-            kc = k - k0 < slice ? k - k0 : slice;
-            CLF_TRY(clf__gemm_nn(ctx, m, n, kc, alpha, a, a_off + k0, lda,
-                                 a_stride, b, b_off + k0 * ldb, ldb, b_stride,
-                                 k0 > 0 || beta != 0.0f, c, c_off, ldc,
-                                 c_stride, batch, k0 == 0 ? bias : NULL,
-                                 k0 + kc == k ? act : CLF_ACT_NONE));
-            k0 += kc;
-        } while (k0 < k);
+            s.k = g->k - k0 < slice ? g->k - k0 : slice;
+            s.a_off = g->a_off + k0;
+            s.b_off = b_off + k0 * ldb;
+            s.beta = k0 > 0 || g->beta != 0.0f ? 1.0f : 0.0f;
+            s.bias = k0 == 0 ? g->bias : NULL;
+            s.act = k0 + s.k == g->k ? g->act : CLF_ACT_NONE;
+            CLF_TRY(clf__gemm_nn(ctx, &s));
+            k0 += s.k;
+        } while (k0 < g->k);
     }
     return 0;
 }
@@ -322,26 +312,24 @@ variant_of(const clf_context *ctx, int way)
 static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int
-clblast_gemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n,
-             size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
-             cl_mem b, size_t b_off, size_t ldb, float beta, cl_mem c,
-             size_t c_off, size_t ldc)
+clblast_gemm(clf_context *ctx, const struct clf__gemm_args *g)
 {
     struct clf__gemm_state *st;
     CLBlastStatusCode status;
 
     STATE(ctx, st);
     st->gemm_calls++;
-    clf__launch_clblast(ctx, m, n, k, 1);
+    clf__launch_clblast(ctx, g->m, g->n, g->k, 1);
     pthread_mutex_lock(&clblast_lock);
-    status = CLBlastSgemm(CLBlastLayoutRowMajor, tr(trans_a), tr(trans_b), m, n,
-                          k, alpha, a, a_off, lda, b, b_off, ldb, beta, c,
-                          c_off, ldc, &ctx->queue, NULL);
+    status = CLBlastSgemm(CLBlastLayoutRowMajor, tr(g->trans_a), tr(g->trans_b),
+                          g->m, g->n, g->k, g->alpha, g->a, g->a_off, g->lda,
+                          g->b, g->b_off, g->ldb, g->beta, g->c, g->c_off,
+                          g->ldc, &ctx->queue, NULL);
     pthread_mutex_unlock(&clblast_lock);
     clf__guard_after(ctx, NULL, "CLBlastSgemm");
     if (status != CLBlastSuccess)
-        return clf__fail((int)status, "CLBlastSgemm %zux%zux%zu failed (%d)", m,
-                         n, k, (int)status);
+        return clf__fail((int)status, "CLBlastSgemm %zux%zux%zu failed (%d)",
+                         g->m, g->n, g->k, (int)status);
     return 0;
 }
 
@@ -353,9 +341,7 @@ clblast_batched(clf_context *ctx, const struct clf__gemm_args *g)
     CLBlastStatusCode status;
 
     if (g->batch == 1)
-        return clblast_gemm(ctx, g->trans_a, g->trans_b, g->m, g->n, g->k,
-                            g->alpha, g->a, g->a_off, g->lda, g->b, g->b_off,
-                            g->ldb, g->beta, g->c, g->c_off, g->ldc);
+        return clblast_gemm(ctx, g);
     STATE(ctx, st);
     st->gemm_calls++;
     clf__launch_clblast(ctx, g->m, g->n, g->k, g->batch);
@@ -373,23 +359,6 @@ clblast_batched(clf_context *ctx, const struct clf__gemm_args *g)
                          "(%d)",
                          g->m, g->n, g->k, g->batch, (int)status);
     return 0;
-}
-
-static int
-blocked_takes(clf_context *ctx, const struct clf__gemm_args *g)
-{
-    (void)ctx;
-    return blocked_fits(g->trans_a, g->m, g->n, g->k, g->beta, g->lda, g->ldb,
-                        g->ldc);
-}
-
-static int
-blocked_run(clf_context *ctx, const struct clf__gemm_args *g)
-{
-    return blocked(ctx, g->trans_b, g->m, g->n, g->k, g->alpha, g->a, g->a_off,
-                   g->lda, g->a_stride, g->b, g->b_off, g->ldb, g->b_stride,
-                   g->beta, g->c, g->c_off, g->ldc, g->c_stride, g->batch,
-                   g->bias, g->act);
 }
 
 /* The tiled kernel takes sizes that fit its 32-bit arguments, where the
@@ -517,122 +486,21 @@ way_for(clf_context *ctx, int way, const struct clf__gemm_args *g)
 static int
 gemm_unlocked(clf_context *ctx, int way, const struct clf__gemm_args *g)
 {
-    return ways[way_for(ctx, way, g)].run(ctx, g);
+    struct clf__gemm_args h = *g;
+
+    if (g->m == 0 || g->n == 0 || g->batch == 0)
+        return 0;
+    h.half = (unsigned)way & (CLF_GEMM_HALF_A | CLF_GEMM_HALF_B);
+    return ways[way_for(ctx, way, &h)].run(ctx, &h);
 }
 
 int
-clf__gemm(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
-          size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
-          cl_mem b, size_t b_off, size_t ldb, float beta, cl_mem c,
-          size_t c_off, size_t ldc)
-{
-    return clf__gemm_batched(ctx, way, trans_a, trans_b, m, n, k, alpha, a,
-                             a_off, lda, 0, b, b_off, ldb, 0, beta, c, c_off,
-                             ldc, 0, 1);
-}
-
-static int
-gemm_ex_unlocked(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
-                 size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
-                 size_t b_off, size_t ldb, int accumulate, cl_mem c,
-                 size_t c_off, size_t ldc, cl_mem bias, int act)
-{
-    const struct clf__gemm_args g = {
-        .trans_b = trans_b,
-        .m = m,
-        .n = n,
-        .k = k,
-        .alpha = 1.0f,
-        .beta = accumulate ? 1.0f : 0.0f,
-        .a = a,
-        .b = b,
-        .c = c,
-        .bias = bias,
-        .a_off = a_off,
-        .lda = lda,
-        .b_off = b_off,
-        .ldb = ldb,
-        .c_off = c_off,
-        .ldc = ldc,
-        .batch = 1,
-        .act = act,
-        .half = (unsigned)way & (CLF_GEMM_HALF_A | CLF_GEMM_HALF_B)};
-
-    return gemm_unlocked(ctx, way, &g);
-}
-
-int
-clf__gemm_ex(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
-             size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
-             size_t b_off, size_t ldb, int accumulate, cl_mem c, size_t c_off,
-             size_t ldc, cl_mem bias, int act)
+clf__gemm(clf_context *ctx, int way, const struct clf__gemm_args *g)
 {
     int rc;
 
     clf__lock(ctx);
-    rc = gemm_ex_unlocked(ctx, way, trans_b, m, n, k, a, a_off, lda, b, b_off,
-                          ldb, accumulate, c, c_off, ldc, bias, act);
-    clf__unlock(ctx);
-    return rc;
-}
-
-int
-clf__gemm_bias(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
-               size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
-               size_t b_off, size_t ldb, cl_mem c, size_t c_off, size_t ldc,
-               cl_mem bias)
-{
-    return clf__gemm_ex(ctx, way, trans_b, m, n, k, a, a_off, lda, b, b_off,
-                        ldb, 0, c, c_off, ldc, bias, 0);
-}
-
-static int
-gemm_batched_unlocked(clf_context *ctx, int way, int trans_a, int trans_b,
-                      size_t m, size_t n, size_t k, float alpha, cl_mem a,
-                      size_t a_off, size_t lda, size_t a_stride, cl_mem b,
-                      size_t b_off, size_t ldb, size_t b_stride, float beta,
-                      cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
-                      size_t batch)
-{
-    const struct clf__gemm_args g = {
-        .trans_a = trans_a,
-        .trans_b = trans_b,
-        .m = m,
-        .n = n,
-        .k = k,
-        .alpha = alpha,
-        .beta = beta,
-        .a = a,
-        .b = b,
-        .c = c,
-        .a_off = a_off,
-        .lda = lda,
-        .a_stride = a_stride,
-        .b_off = b_off,
-        .ldb = ldb,
-        .b_stride = b_stride,
-        .c_off = c_off,
-        .ldc = ldc,
-        .c_stride = c_stride,
-        .batch = batch,
-        .half = (unsigned)way & (CLF_GEMM_HALF_A | CLF_GEMM_HALF_B)};
-
-    return gemm_unlocked(ctx, way, &g);
-}
-
-int
-clf__gemm_batched(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
-                  size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
-                  size_t lda, size_t a_stride, cl_mem b, size_t b_off,
-                  size_t ldb, size_t b_stride, float beta, cl_mem c,
-                  size_t c_off, size_t ldc, size_t c_stride, size_t batch)
-{
-    int rc;
-
-    clf__lock(ctx);
-    rc = gemm_batched_unlocked(ctx, way, trans_a, trans_b, m, n, k, alpha, a,
-                               a_off, lda, a_stride, b, b_off, ldb, b_stride,
-                               beta, c, c_off, ldc, c_stride, batch);
+    rc = gemm_unlocked(ctx, way, g);
     clf__unlock(ctx);
     return rc;
 }
@@ -644,33 +512,30 @@ clf__gemm_batched(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
  * offsets in one call, but it copies its offset arrays to the device with
  * a blocking write, and a forward only enqueues. */
 int
-clf__gemm_grouped(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
-                  size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
-                  size_t lda, size_t a_stride, cl_mem b, size_t b_off,
-                  size_t ldb, size_t b_stride, float beta, cl_mem c,
-                  size_t c_off, size_t ldc, size_t c_stride, size_t batch,
-                  const struct clf__gemm_group *g)
+clf__gemm_grouped(clf_context *ctx, int way, const struct clf__gemm_args *g,
+                  const struct clf__gemm_group *group)
 {
-    size_t o, outer, inner, step[3], stride[3];
+    struct clf__gemm_args h = *g;
+    size_t o, outer, step[3];
     int rc = 0;
 
-    if (m == 0 || n == 0 || batch == 0 || g->count == 0)
+    if (g->m == 0 || g->n == 0 || g->batch == 0 || group->count == 0)
         return 0;
-    if (g->count <= batch) {
-        outer = g->count, inner = batch;
-        step[0] = g->a, step[1] = g->b, step[2] = g->c;
-        stride[0] = a_stride, stride[1] = b_stride, stride[2] = c_stride;
+    if (group->count <= g->batch) {
+        outer = group->count;
+        step[0] = group->a, step[1] = group->b, step[2] = group->c;
     } else {
-        outer = batch, inner = g->count;
-        step[0] = a_stride, step[1] = b_stride, step[2] = c_stride;
-        stride[0] = g->a, stride[1] = g->b, stride[2] = g->c;
+        outer = g->batch, h.batch = group->count;
+        step[0] = g->a_stride, step[1] = g->b_stride, step[2] = g->c_stride;
+        h.a_stride = group->a, h.b_stride = group->b, h.c_stride = group->c;
     }
     clf__lock(ctx);
-    for (o = 0; o < outer && rc == 0; o++)
-        rc = gemm_batched_unlocked(ctx, way, trans_a, trans_b, m, n, k, alpha,
-                                   a, a_off + o * step[0], lda, stride[0], b,
-                                   b_off + o * step[1], ldb, stride[1], beta, c,
-                                   c_off + o * step[2], ldc, stride[2], inner);
+    for (o = 0; o < outer && rc == 0; o++) {
+        h.a_off = g->a_off + o * step[0];
+        h.b_off = g->b_off + o * step[1];
+        h.c_off = g->c_off + o * step[2];
+        rc = gemm_unlocked(ctx, way, &h);
+    }
     clf__unlock(ctx);
     return rc;
 }
@@ -708,26 +573,19 @@ struct gemm_timing {
 static int
 applies(clf_context *ctx, int v, const struct clf__gemm_args *g)
 {
-    if (v == CLF_GEMM_BLOCKED - 1)
-        return blocked_fits(0, g->m, g->n, g->k, 0.0f, g->lda, g->ldb, g->ldc);
-    if (v == CLF_GEMM_TILED - 1)
-        return clf__tiled_fits(g->m, g->n, g->k, g->lda, g->ldb, g->ldc) &&
-               clf__tiled_usable(ctx);
-    return 1;
+    const int way = CLF_GEMM_CLBLAST + v;
+
+    return way == CLF_GEMM_CLBLAST || ways[way].takes(ctx, g);
 }
 
 static int
 run_gemm(clf_context *ctx, int variant, void *user)
 {
     const struct gemm_timing *t = user;
-    const struct clf__gemm_args *g = &t->g;
 
-    if (!applies(ctx, variant, g))
+    if (!applies(ctx, variant, &t->g))
         return CLF_EUNSUPPORTED; /* not timed (0 ms below) */
-    return gemm_batched_unlocked(
-        ctx, CLF_GEMM_CLBLAST + variant, 0, g->trans_b, g->m, g->n, g->k, 1.0f,
-        t->mem[0], 0, g->lda, g->a_stride, t->mem[1], 0, g->ldb, g->b_stride,
-        0.0f, t->mem[2], 0, g->ldc, g->c_stride, g->batch);
+    return gemm_unlocked(ctx, CLF_GEMM_CLBLAST + variant, &t->g);
 }
 
 /* The timed shape of role over m x n x k (batch of them): m capped at 2048
@@ -748,6 +606,7 @@ timing_shape(int role, size_t m, size_t n, size_t k, size_t batch,
     memset(g, 0, sizeof *g);
     g->trans_b = roles[role].trans_b;
     g->m = tm, g->n = n, g->k = k, g->batch = tb ? tb : 1;
+    g->alpha = 1.0f;
     g->lda = k, g->ldb = g->trans_b ? k : n, g->ldc = n;
     g->a_stride = tm * k, g->b_stride = k * n, g->c_stride = tm * n;
 }
@@ -769,6 +628,7 @@ time_gemm(clf_context *ctx, int role, const char *bucket, size_t m, size_t n,
         rc == 0 ? clf__timing_buffer(ctx, t.g.batch * n * k, 1, &rc) : NULL;
     t.mem[2] =
         rc == 0 ? clf__timing_buffer(ctx, t.g.batch * t.g.m * n, 2, &rc) : NULL;
+    t.g.a = t.mem[0], t.g.b = t.mem[1], t.g.c = t.mem[2];
     if (rc == 0 && roles[role].weight && t.g.batch == 1)
         rc = clf__gemm_keep(ctx, t.mem[1]);
     if (rc == 0)

@@ -101,14 +101,23 @@ struct clf__gemm_state {
 /* ctx's, made on first use; NULL when memory runs out (an error is set). */
 struct clf__gemm_state *clf__gemm_state(clf_context *ctx);
 
-/* gemm.c: row-major GEMMs on the context's queue, C = alpha op(A) op(B) +
- * beta C, batched with element strides, in the way `way` (above): the
- * blocked or tiled kernel where it says so and the shape fits, else
- * CLBlast (batch 1 uses Sgemm). */
-int clf__gemm(clf_context *ctx, int way, int trans_a, int trans_b, size_t m,
-              size_t n, size_t k, float alpha, cl_mem a, size_t a_off,
-              size_t lda, cl_mem b, size_t b_off, size_t ldb, float beta,
-              cl_mem c, size_t c_off, size_t ldc);
+/* One GEMM's arguments, whichever way runs it (CLBlast, blocked, tiled,
+ * native half): C = act(alpha op(A) op(B) + beta C + bias), row-major,
+ * batched with element strides (batch 0: nothing to do), bias one per
+ * column or NULL, act an enum clf__act.  A bias or an activation goes
+ * with batch 1 where CLBlast may run the GEMM (it adds them after, over
+ * the first matrix).  half is set by clf__gemm from its way. */
+struct clf__gemm_args {
+    int trans_a, trans_b;
+    size_t m, n, k;
+    float alpha, beta;
+    cl_mem a, b, c, bias;
+    size_t a_off, lda, a_stride, b_off, ldb, b_stride, c_off, ldc, c_stride;
+    size_t batch;
+    int act;
+    unsigned half; /* CLF_GEMM_HALF_A, _B: the operands stored as binary16 */
+};
+
 /* The activations a GEMM's last step applies (the kernels' `act`). */
 enum clf__act {
     CLF_ACT_NONE = 0,
@@ -116,53 +125,32 @@ enum clf__act {
     CLF_ACT_RELU = 2  /* max(v, 0), NaN kept */
 };
 
-/* C = act(A op(B) (+ C when accumulate) + bias), one matrix, bias one per
- * column (NULL for none), act an enum clf__act: all in
- * the blocked kernel's last step, else separate passes after CLBlast. */
-int clf__gemm_ex(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
-                 size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
-                 size_t b_off, size_t ldb, int accumulate, cl_mem c,
-                 size_t c_off, size_t ldc, cl_mem bias, int act);
+/* gemm.c: the GEMM g on the context's queue in the way `way` (above): the
+ * way's kernel where it takes the shape, else CLBlast (batch 1 uses
+ * Sgemm); bias and activation in the library kernels' last step, or
+ * separate passes after CLBlast.  Takes the context lock. */
+int clf__gemm(clf_context *ctx, int way, const struct clf__gemm_args *g);
 /* The epilogues of a GEMM that CLBlast ran (cl/gemm.cl): y[off + r ld + c]
  * += bias[c] for r < rows, c < cols; and the activation act (an enum
  * clf__act) in place over count floats from off. */
 int clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows,
                   size_t cols, size_t ld, cl_mem bias);
 int clf__act(clf_context *ctx, cl_mem y, size_t off, size_t count, int act);
-/* clf__gemm_ex without accumulation or activation. */
-int clf__gemm_bias(clf_context *ctx, int way, int trans_b, size_t m, size_t n,
-                   size_t k, cl_mem a, size_t a_off, size_t lda, cl_mem b,
-                   size_t b_off, size_t ldb, cl_mem c, size_t c_off, size_t ldc,
-                   cl_mem bias);
-int clf__gemm_batched(clf_context *ctx, int way, int trans_a, int trans_b,
-                      size_t m, size_t n, size_t k, float alpha, cl_mem a,
-                      size_t a_off, size_t lda, size_t a_stride, cl_mem b,
-                      size_t b_off, size_t ldb, size_t b_stride, float beta,
-                      cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
-                      size_t batch);
 
-/* clf__gemm_batched over `count` groups of `batch` entries, group o's
- * operands o * a (b, c) elements after group 0's: min(count, batch)
- * strided-batched calls, each over the larger of the two, so that the
- * launches of many short sequences do not grow with their number. */
+/* clf__gemm over `count` groups of g->batch entries, group o's operands
+ * o * a (b, c) elements after group 0's: min(count, batch) strided-batched
+ * calls, each over the larger of the two, so that the launches of many
+ * short sequences do not grow with their number. */
 struct clf__gemm_group {
     size_t count, a, b, c;
 };
-int clf__gemm_grouped(clf_context *ctx, int way, int trans_a, int trans_b,
-                      size_t m, size_t n, size_t k, float alpha, cl_mem a,
-                      size_t a_off, size_t lda, size_t a_stride, cl_mem b,
-                      size_t b_off, size_t ldb, size_t b_stride, float beta,
-                      cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
-                      size_t batch, const struct clf__gemm_group *g);
+int clf__gemm_grouped(clf_context *ctx, int way, const struct clf__gemm_args *g,
+                      const struct clf__gemm_group *group);
 
-/* gemm.c: the register-blocked GEMM kernel, C = alpha A B (+ C when
- * accumulate), A and B not transposed, n a multiple of 16, strides in
- * elements. */
-int clf__gemm_nn(clf_context *ctx, size_t m, size_t n, size_t k, float alpha,
-                 cl_mem a, size_t a_off, size_t lda, size_t a_stride, cl_mem b,
-                 size_t b_off, size_t ldb, size_t b_stride, int accumulate,
-                 cl_mem c, size_t c_off, size_t ldc, size_t c_stride,
-                 size_t batch, cl_mem bias, int act);
+/* gemm.c: the register-blocked GEMM kernel on g, A and B not transposed
+ * (trans_a and trans_b are not read), C added to where beta is not 0 (so
+ * beta 0 or 1), n a multiple of 16. */
+int clf__gemm_nn(clf_context *ctx, const struct clf__gemm_args *g);
 /* dst (packed, batch x cols x rows) = the transposes of batch row-major
  * rows x cols matrices at off + t * stride with leading dimension ld. */
 int clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
@@ -220,19 +208,6 @@ int clf__tiled_reset(clf_context *ctx);
 /* Whether the tiled kernel takes the shape (32-bit sizes). */
 int clf__tiled_fits(size_t m, size_t n, size_t k, size_t lda, size_t ldb,
                     size_t ldc);
-/* One GEMM's arguments, whichever way runs it (CLBlast, blocked, tiled,
- * native half): C = act(alpha op(A) op(B) + beta C + bias), batched with
- * element strides, bias one per column or NULL. */
-struct clf__gemm_args {
-    int trans_a, trans_b;
-    size_t m, n, k;
-    float alpha, beta;
-    cl_mem a, b, c, bias;
-    size_t a_off, lda, a_stride, b_off, ldb, b_stride, c_off, ldc, c_stride;
-    size_t batch;
-    int act;
-    unsigned half; /* CLF_GEMM_HALF_A, _B: the operands stored as binary16 */
-};
 /* The tiled GEMM of g; call with ctx locked. */
 int clf__tiled_gemm(clf_context *ctx, const struct clf__gemm_args *g);
 /* The slices a tiled GEMM of that shape is split into over K (1: none). */

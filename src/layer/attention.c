@@ -110,21 +110,50 @@ compress_first(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     const size_t dh = a->dh, hc = p->hc, nE = a->nE, width = hc * dh;
     size_t b;
 
+    /* E X: per sequence, or per head of each sequence where E is. */
+    struct clf__gemm_args ex = {.m = k,
+                                .n = D,
+                                .k = n,
+                                .alpha = 1.0f,
+                                .a = e,
+                                .lda = N,
+                                .b = x,
+                                .b_off = xoff,
+                                .ldb = D,
+                                .b_stride = n * D,
+                                .c = ws,
+                                .ldc = D,
+                                .c_stride = k * D,
+                                .batch = B};
+    /* Xbar W^T, likewise. */
+    struct clf__gemm_args xw = {.trans_b = 1,
+                                .m = B * k,
+                                .n = a->dkv,
+                                .k = D,
+                                .alpha = 1.0f,
+                                .a = ws,
+                                .lda = D,
+                                .b = w,
+                                .ldb = D,
+                                .c = out,
+                                .ldc = a->dkv,
+                                .batch = 1};
+
     if (!reuse_work && nE == 1)
-        TRY(clf__gemm_batched(ctx, sd->eway, 0, 0, k, D, n, 1.0f, e, 0, N, 0, x,
-                              xoff, D, n * D, 0.0f, ws, 0, D, k * D, B));
-    for (b = 0; !reuse_work && nE > 1 && b < B; b++)
-        TRY(clf__gemm_batched(ctx, sd->eway, 0, 0, k, D, n, 1.0f, e, 0, N,
-                              k * N, x, xoff + b * n * D, D, 0, 0.0f, ws,
-                              b * nE * k * D, D, k * D, nE));
+        TRY(clf__gemm(ctx, sd->eway, &ex));
+    ex.a_stride = k * N, ex.b_stride = 0, ex.batch = nE;
+    for (b = 0; !reuse_work && nE > 1 && b < B; b++) {
+        ex.b_off = xoff + b * n * D, ex.c_off = b * nE * k * D;
+        TRY(clf__gemm(ctx, sd->eway, &ex));
+    }
     if (nE == 1)
-        return clf__gemm(ctx, sd->wway, 0, 1, B * k, a->dkv, D, 1.0f, ws, 0, D,
-                         w, 0, D, 0.0f, out, 0, a->dkv);
-    for (b = 0; b < B; b++)
-        TRY(clf__gemm_batched(ctx, sd->wway, 0, 1, k, dh, D, 1.0f, ws,
-                              b * nE * k * D, D, k * D, w, 0, D,
-                              a->hkv > 1 ? dh * D : 0, 0.0f, out, b * k * width,
-                              width, dh, hc));
+        return clf__gemm(ctx, sd->wway, &xw);
+    xw.m = k, xw.n = dh, xw.a_stride = k * D, xw.ldc = width;
+    xw.b_stride = a->hkv > 1 ? dh * D : 0, xw.c_stride = dh, xw.batch = hc;
+    for (b = 0; b < B; b++) {
+        xw.a_off = b * nE * k * D, xw.c_off = b * k * width;
+        TRY(clf__gemm(ctx, sd->wway, &xw));
+    }
     return 0;
 }
 
@@ -140,18 +169,47 @@ project_first(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     const size_t dh = a->dh, dkv = a->dkv, hc = p->hc, width = hc * dh;
     size_t b;
 
-    TRY(clf__gemm_bias(ctx, sd->wway, 1, B * n, dkv, D, x, xoff, D, sd->w, 0, D,
-                       ws, 0, dkv, a->desc.compressed_bias ? NULL : bias));
+    const struct clf__gemm_args xw = {.trans_b = 1,
+                                      .m = B * n,
+                                      .n = dkv,
+                                      .k = D,
+                                      .alpha = 1.0f,
+                                      .a = x,
+                                      .a_off = xoff,
+                                      .lda = D,
+                                      .b = sd->w,
+                                      .ldb = D,
+                                      .c = ws,
+                                      .ldc = dkv,
+                                      .batch = 1,
+                                      .bias = a->desc.compressed_bias ? NULL
+                                                                      : bias};
+    /* E P: per sequence, or per head of each sequence where E is. */
+    struct clf__gemm_args ep = {.m = k,
+                                .n = dkv,
+                                .k = n,
+                                .alpha = 1.0f,
+                                .a = e,
+                                .lda = N,
+                                .b = ws,
+                                .ldb = dkv,
+                                .b_stride = n * dkv,
+                                .c = out,
+                                .ldc = dkv,
+                                .c_stride = k * dkv,
+                                .batch = B};
+
+    TRY(clf__gemm(ctx, sd->wway, &xw));
     if (p->masked)
         TRY(clf__mask_rows(ctx, ws, 0, ws, 0, B * n, dkv, p->mask));
     if (a->nE == 1)
-        TRY(clf__gemm_batched(ctx, sd->eway, 0, 0, k, dkv, n, 1.0f, e, 0, N, 0,
-                              ws, 0, dkv, n * dkv, 0.0f, out, 0, dkv, k * dkv,
-                              B));
-    for (b = 0; a->nE > 1 && b < B; b++)
-        TRY(clf__gemm_batched(ctx, sd->eway, 0, 0, k, dh, n, 1.0f, e, 0, N,
-                              k * N, ws, b * n * dkv, dkv, a->hkv > 1 ? dh : 0,
-                              0.0f, out, b * k * width, width, dh, hc));
+        TRY(clf__gemm(ctx, sd->eway, &ep));
+    ep.n = dh, ep.a_stride = k * N, ep.b_stride = a->hkv > 1 ? dh : 0;
+    ep.ldc = width, ep.c_stride = dh, ep.batch = hc;
+    for (b = 0; a->nE > 1 && b < B; b++) {
+        ep.b_off = b * n * dkv, ep.c_off = b * k * width;
+        TRY(clf__gemm(ctx, sd->eway, &ep));
+    }
     if (bias != NULL && a->desc.compressed_bias)
         TRY(clf__add_rowsum_bias(ctx, out, B, k, hc, dh, NULL, 0, 0, bias,
                                  a->hkv > 1));
@@ -194,9 +252,22 @@ project(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
         const struct side *sd, cl_mem bias, cl_mem out)
 {
     const size_t rows = p->B * p->n;
+    const struct clf__gemm_args xw = {.trans_b = 1,
+                                      .m = rows,
+                                      .n = a->dkv,
+                                      .k = a->D,
+                                      .alpha = 1.0f,
+                                      .a = x,
+                                      .a_off = xoff,
+                                      .lda = a->D,
+                                      .b = sd->w,
+                                      .ldb = a->D,
+                                      .c = out,
+                                      .ldc = a->dkv,
+                                      .batch = 1,
+                                      .bias = bias};
 
-    TRY(clf__gemm_bias(a->ctx, sd->wway, 1, rows, a->dkv, a->D, x, xoff, a->D,
-                       sd->w, 0, a->D, out, 0, a->dkv, bias));
+    TRY(clf__gemm(a->ctx, sd->wway, &xw));
     if (p->masked)
         TRY(clf__mask_rows(a->ctx, out, 0, out, 0, rows, a->dkv, p->mask));
     return 0;
@@ -214,8 +285,9 @@ compress_blocks(clf_attention *a, const struct plan *p, const struct side *sd,
     const cl_mem e = sd->e;
     const size_t blk = a->desc.causal_block, c = p->c, N = a->N;
     const size_t n = p->n, nbq = (n - 1) / blk, dh = a->dh, dkv = a->dkv;
-    const size_t width = p->hc * dh;
+    const size_t width = p->hc * dh, ldo = a->nE == 1 ? dkv : width;
     const float zero = 0.0f;
+    struct clf__gemm_args ep = {0};
     size_t b, h;
     cl_int err;
 
@@ -226,21 +298,19 @@ compress_blocks(clf_attention *a, const struct plan *p, const struct side *sd,
         return clf__fail(err, "clearing compressed keys failed (%d)", err);
     if (nbq == 0 || c == 0)
         return 0;
-    for (b = 0; b < p->B; b++) {
-        if (a->nE == 1) {
-            TRY(clf__gemm_batched(ctx, sd->eway, 0, 0, c, dkv, blk, 1.0f, e, 0,
-                                  N, c * N + blk, pk, b * n * dkv, dkv,
-                                  blk * dkv, 0.0f, out, b * a->k * dkv, dkv,
-                                  c * dkv, nbq));
-            continue;
+    /* Block m's c rows of E times its blk positions, a strided batch
+     * over the blocks; per head where E is per head. */
+    ep.m = c, ep.n = a->nE == 1 ? dkv : dh, ep.k = blk, ep.alpha = 1.0f;
+    ep.a = e, ep.lda = N, ep.a_stride = c * N + blk;
+    ep.b = pk, ep.ldb = dkv, ep.b_stride = blk * dkv;
+    ep.c = out, ep.ldc = ldo, ep.c_stride = c * ldo, ep.batch = nbq;
+    for (b = 0; b < p->B; b++)
+        for (h = 0; h < (a->nE == 1 ? 1 : p->hc); h++) {
+            ep.a_off = h * a->k * N;
+            ep.b_off = b * n * dkv + (a->hkv > 1 ? h * dh : 0);
+            ep.c_off = b * a->k * ldo + h * dh;
+            TRY(clf__gemm(ctx, sd->eway, &ep));
         }
-        for (h = 0; h < p->hc; h++)
-            TRY(clf__gemm_batched(
-                ctx, sd->eway, 0, 0, c, dh, blk, 1.0f, e, h * a->k * N, N,
-                c * N + blk, pk, b * n * dkv + (a->hkv > 1 ? h * dh : 0), dkv,
-                blk * dkv, 0.0f, out, b * a->k * width + h * dh, width,
-                c * width, nbq));
-    }
     return 0;
 }
 
@@ -425,6 +495,7 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     cl_mem wq, wo;
     int hq, ho;
     struct clf__steps st;
+    struct clf__gemm_args xw;
 
     clf__half_begin(ctx);
     a->last_way = p->way;
@@ -435,9 +506,21 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     /* 1. Q = X W_q^T + b_q over all B*n rows. */
     TRY(mark(a, CLF_STAGE_PROJECTION));
     TRY(clf__half_weight(a, p->half_native, CLF_WEIGHT_Q, &wq, &hq));
-    TRY(clf__gemm_bias(ctx, proj | (hq ? CLF_GEMM_HALF_B : 0), 1, B * n, dq, D,
-                       x, xoff, D, wq, 0, D, st.q, 0, dq,
-                       a->desc.bias_q ? w[CLF_BIAS_Q] : NULL));
+    xw = (struct clf__gemm_args){.trans_b = 1,
+                                 .m = B * n,
+                                 .n = dq,
+                                 .k = D,
+                                 .alpha = 1.0f,
+                                 .a = x,
+                                 .a_off = xoff,
+                                 .lda = D,
+                                 .b = wq,
+                                 .ldb = D,
+                                 .c = st.q,
+                                 .ldc = dq,
+                                 .batch = 1,
+                                 .bias = a->desc.bias_q ? w[CLF_BIAS_Q] : NULL};
+    TRY(clf__gemm(ctx, proj | (hq ? CLF_GEMM_HALF_B : 0), &xw));
     /* 2. Keys and values. */
     TRY(mark(a, CLF_STAGE_COMPRESSION));
     TRY(keys_values(a, p, x, xoff));
@@ -446,9 +529,22 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     /* 6. Y = O W_o^T + b_o; padding rows are zeros. */
     TRY(mark(a, CLF_STAGE_OUTPUT));
     TRY(clf__half_weight(a, p->half_native, CLF_WEIGHT_OUT, &wo, &ho));
-    TRY(clf__gemm_bias(ctx, proj | (ho ? CLF_GEMM_HALF_B : 0), 1, B * n, D, dq,
-                       st.o, 0, dq, wo, 0, dq, y, yoff, D,
-                       a->desc.bias_out ? w[CLF_BIAS_OUT] : NULL));
+    xw = (struct clf__gemm_args){.trans_b = 1,
+                                 .m = B * n,
+                                 .n = D,
+                                 .k = dq,
+                                 .alpha = 1.0f,
+                                 .a = st.o,
+                                 .lda = dq,
+                                 .b = wo,
+                                 .ldb = dq,
+                                 .c = y,
+                                 .c_off = yoff,
+                                 .ldc = D,
+                                 .batch = 1,
+                                 .bias =
+                                     a->desc.bias_out ? w[CLF_BIAS_OUT] : NULL};
+    TRY(clf__gemm(ctx, proj | (ho ? CLF_GEMM_HALF_B : 0), &xw));
     if (p->masked)
         TRY(clf__mask_rows(ctx, y, yoff, y, yoff, B * n, D, p->mask));
     return mark(a, CLF_STAGE_COUNT);

@@ -313,17 +313,16 @@ time_one(clf_context *ctx, int v, void *user)
     const struct clf__gemm_args *g = &t->g;
     cl_kernel k = ctx->kernels[CLF_K_HALF_WIDEN];
     const cl_ulong count = g->n * g->k;
+    struct clf__gemm_args wide = *g;
 
     if (v == CLF_HALFGEMM_NATIVE)
-        return clf__gemm_bias(ctx, t->way | CLF_GEMM_HALF_B, 1, g->m, g->n,
-                              g->k, g->a, 0, g->k, g->b, 0, g->k, g->c, 0, g->n,
-                              NULL);
+        return clf__gemm(ctx, t->way | CLF_GEMM_HALF_B, g);
     CLF_SET_ARG(k, 0, g->b);
     CLF_SET_ARG(k, 1, t->wf);
     CLF_SET_ARG(k, 2, count);
     CLF_TRY(clf__launch_1d(ctx, CLF_K_HALF_WIDEN, (count + 3) / 4));
-    return clf__gemm_bias(ctx, t->way, 1, g->m, g->n, g->k, g->a, 0, g->k,
-                          t->wf, 0, g->k, g->c, 0, g->n, NULL);
+    wide.b = t->wf;
+    return clf__gemm(ctx, t->way, &wide);
 }
 
 /* t->g.b: the float32 timing weight t->wf narrowed to binary16. */
@@ -354,7 +353,7 @@ time_ways(clf_context *ctx, const char *bucket, size_t D, size_t dq, int way,
     int rc = 0, best;
 
     t.g.m = 512, t.g.n = dq, t.g.k = D, t.g.alpha = 1.0f, t.g.batch = 1;
-    t.g.lda = D, t.g.ldb = D, t.g.ldc = dq;
+    t.g.trans_b = 1, t.g.lda = D, t.g.ldb = D, t.g.ldc = dq;
     t.g.a = clf__timing_buffer(ctx, t.g.m * D, 1, &rc);
     t.wf = rc == 0 ? clf__timing_buffer(ctx, dq * D, 3, &rc) : NULL;
     t.g.c = rc == 0 ? clf__timing_buffer(ctx, t.g.m * dq, 4, &rc) : NULL;

@@ -70,9 +70,21 @@ project_rows(struct shard_fw *s, cl_mem x, cl_mem w, cl_mem bias, cl_mem out)
 {
     clf_attention *a = s->a;
     const size_t rows = s->B * s->nl;
+    const struct clf__gemm_args xw = {.trans_b = 1,
+                                      .m = rows,
+                                      .n = a->dkv,
+                                      .k = a->D,
+                                      .alpha = 1.0f,
+                                      .a = x,
+                                      .lda = a->D,
+                                      .b = w,
+                                      .ldb = a->D,
+                                      .c = out,
+                                      .ldc = a->dkv,
+                                      .batch = 1,
+                                      .bias = bias};
 
-    TRY(clf__gemm_bias(s->ctx, s->gemm[CLF_ROLE_PROJ], 1, rows, a->dkv, a->D, x,
-                       0, a->D, w, 0, a->D, out, 0, a->dkv, bias));
+    TRY(clf__gemm(s->ctx, s->gemm[CLF_ROLE_PROJ], &xw));
     if (s->lmask != NULL)
         TRY(clf__mask_rows(s->ctx, out, 0, out, 0, rows, a->dkv, s->lmask));
     return 0;
@@ -87,16 +99,30 @@ compress_part(struct shard_fw *s, cl_mem e, cl_mem pr, cl_mem out)
     const size_t k = a->k, N = a->N, nl = s->nl, dkv = a->dkv, dh = a->dh;
     const size_t width = s->width;
     const int way = s->gemm[CLF_ROLE_COMP];
+    struct clf__gemm_args ep = {.m = k,
+                                .n = dkv,
+                                .k = nl,
+                                .alpha = 1.0f,
+                                .a = e,
+                                .a_off = s->b0,
+                                .lda = N,
+                                .b = pr,
+                                .ldb = dkv,
+                                .b_stride = nl * dkv,
+                                .c = out,
+                                .ldc = dkv,
+                                .c_stride = k * dkv,
+                                .batch = s->B};
     size_t b;
 
     if (a->nE == 1)
-        return clf__gemm_batched(s->ctx, way, 0, 0, k, dkv, nl, 1.0f, e, s->b0,
-                                 N, 0, pr, 0, dkv, nl * dkv, 0.0f, out, 0, dkv,
-                                 k * dkv, s->B);
-    for (b = 0; b < s->B; b++)
-        TRY(clf__gemm_batched(s->ctx, way, 0, 0, k, dh, nl, 1.0f, e, s->b0, N,
-                              k * N, pr, b * nl * dkv, dkv, a->hkv > 1 ? dh : 0,
-                              0.0f, out, b * k * width, width, dh, s->p.hc));
+        return clf__gemm(s->ctx, way, &ep);
+    ep.n = dh, ep.a_stride = k * N, ep.b_stride = a->hkv > 1 ? dh : 0;
+    ep.ldc = width, ep.c_stride = dh, ep.batch = s->p.hc;
+    for (b = 0; b < s->B; b++) {
+        ep.b_off = b * nl * dkv, ep.c_off = b * k * width;
+        TRY(clf__gemm(s->ctx, way, &ep));
+    }
     return 0;
 }
 
@@ -183,6 +209,7 @@ compress_own_blocks(struct shard_fw *s, cl_mem e, cl_mem pr, cl_mem out)
     const size_t nbq = (s->n - 1) / blk, dh = a->dh, dkv = a->dkv;
     const size_t width = s->width, nl = s->nl;
     const float zero = 0.0f;
+    struct clf__gemm_args ep = {0};
     size_t j0, nbl, cnt, b, h, slots;
     cl_int err;
 
@@ -196,14 +223,19 @@ compress_own_blocks(struct shard_fw *s, cl_mem e, cl_mem pr, cl_mem out)
     cnt = j0 >= nbq ? 0 : (nbq - j0 < nbl ? nbq - j0 : nbl);
     if (cnt == 0 || c == 0)
         return 0;
+    /* Block j's c rows of E times its blk positions, a strided batch over
+     * this shard's blocks; per head where E is per head. */
+    ep.m = c, ep.n = a->nE == 1 ? dkv : dh, ep.k = blk, ep.alpha = 1.0f;
+    ep.a = e, ep.lda = N, ep.a_stride = c * N + blk;
+    ep.b = pr, ep.ldb = dkv, ep.b_stride = blk * dkv;
+    ep.c = out, ep.ldc = width, ep.c_stride = c * width, ep.batch = cnt;
     for (b = 0; b < s->B; b++)
-        for (h = 0; h < (a->nE == 1 ? 1 : s->p.hc); h++)
-            TRY(clf__gemm_batched(
-                s->ctx, s->gemm[CLF_ROLE_COMP], 0, 0, c, a->nE == 1 ? dkv : dh,
-                blk, 1.0f, e, h * a->k * N + j0 * c * N + j0 * blk, N,
-                c * N + blk, pr, b * nl * dkv + (a->hkv > 1 ? h * dh : 0), dkv,
-                blk * dkv, 0.0f, out, b * slots * width + h * dh, width,
-                c * width, cnt));
+        for (h = 0; h < (a->nE == 1 ? 1 : s->p.hc); h++) {
+            ep.a_off = h * a->k * N + j0 * c * N + j0 * blk;
+            ep.b_off = b * nl * dkv + (a->hkv > 1 ? h * dh : 0);
+            ep.c_off = b * slots * width + h * dh;
+            TRY(clf__gemm(s->ctx, s->gemm[CLF_ROLE_COMP], &ep));
+        }
     return 0;
 }
 
@@ -572,20 +604,45 @@ clf__shard_attention(clf_attention *att, const clf__shard_comm *comm,
     cl_mem gmask;
     cl_mem *w = att->w;
     const size_t D = att->D, dq = att->dq;
+    struct clf__gemm_args xw;
 
     TRY(shard_setup(&s, att, comm, la));
     TRY(masks(&s, &gmask));
-    TRY(clf__gemm_bias(s.ctx, s.gemm[CLF_ROLE_PROJ], 1, s.B * s.nl, dq, D, x, 0,
-                       D, w[CLF_WEIGHT_Q], 0, D, att->ws[WS_Q].mem, 0, dq,
-                       att->desc.bias_q ? w[CLF_BIAS_Q] : NULL));
+    xw = (struct clf__gemm_args){.trans_b = 1,
+                                 .m = s.B * s.nl,
+                                 .n = dq,
+                                 .k = D,
+                                 .alpha = 1.0f,
+                                 .a = x,
+                                 .lda = D,
+                                 .b = w[CLF_WEIGHT_Q],
+                                 .ldb = D,
+                                 .c = att->ws[WS_Q].mem,
+                                 .ldc = dq,
+                                 .batch = 1,
+                                 .bias =
+                                     att->desc.bias_q ? w[CLF_BIAS_Q] : NULL};
+    TRY(clf__gemm(s.ctx, s.gemm[CLF_ROLE_PROJ], &xw));
     if (!s.p.linformer)
         TRY(full_kv(&s, x));
     else
         TRY(s.p.causal ? causal_kv(&s, x) : linformer_kv(&s, x));
     TRY(attend(&s, gmask));
-    TRY(clf__gemm_bias(s.ctx, s.gemm[CLF_ROLE_PROJ], 1, s.B * s.nl, D, dq,
-                       att->ws[WS_O].mem, 0, dq, w[CLF_WEIGHT_OUT], 0, dq, y, 0,
-                       D, att->desc.bias_out ? w[CLF_BIAS_OUT] : NULL));
+    xw = (struct clf__gemm_args){.trans_b = 1,
+                                 .m = s.B * s.nl,
+                                 .n = D,
+                                 .k = dq,
+                                 .alpha = 1.0f,
+                                 .a = att->ws[WS_O].mem,
+                                 .lda = dq,
+                                 .b = w[CLF_WEIGHT_OUT],
+                                 .ldb = dq,
+                                 .c = y,
+                                 .ldc = D,
+                                 .batch = 1,
+                                 .bias = att->desc.bias_out ? w[CLF_BIAS_OUT]
+                                                            : NULL};
+    TRY(clf__gemm(s.ctx, s.gemm[CLF_ROLE_PROJ], &xw));
     if (s.lmask != NULL)
         TRY(clf__mask_rows(s.ctx, y, 0, y, 0, s.B * s.nl, D, s.lmask));
     return 0;

@@ -91,11 +91,26 @@ clf__attend_scores(clf_context *ctx, int way,
     const size_t width = hc * sh->dh, L = sh->L;
     const struct clf__gemm_group g = {seqs, sh->n * sh->dq, L * width,
                                       sh->heads * rows * ld};
+    const struct clf__gemm_args qk = {.trans_b = 1,
+                                      .m = rows,
+                                      .n = L,
+                                      .k = sh->dh,
+                                      .alpha = sh->scale,
+                                      .a = q,
+                                      .a_off = (b * sh->n + r0) * sh->dq,
+                                      .lda = sh->dq,
+                                      .a_stride = sh->dh,
+                                      .b = kbar,
+                                      .b_off = b * L * width,
+                                      .ldb = width,
+                                      .b_stride = sh->kv_per_head ? sh->dh : 0,
+                                      .c = s,
+                                      .c_off = s_off,
+                                      .ldc = ld,
+                                      .c_stride = rows * ld,
+                                      .batch = sh->heads};
 
-    return clf__gemm_grouped(ctx, way, 0, 1, rows, L, sh->dh, sh->scale, q,
-                             (b * sh->n + r0) * sh->dq, sh->dq, sh->dh, kbar,
-                             b * L * width, width, sh->kv_per_head ? sh->dh : 0,
-                             0.0f, s, s_off, ld, rows * ld, sh->heads, &g);
+    return clf__gemm_grouped(ctx, way, &qk, &g);
 }
 
 /* The values of a causal weighted sum as its GEMM reads them
@@ -205,13 +220,26 @@ clf__attend_weigh(clf_context *ctx, int way, const struct clf__attend_shape *sh,
     const size_t width = hc * sh->dh, L = sh->L;
     const struct clf__gemm_group g = {seqs, sh->heads * rows * ld, L * width,
                                       sh->n * sh->dq};
+    const struct clf__gemm_args pv = {.m = rows,
+                                      .n = sh->dh,
+                                      .k = L,
+                                      .alpha = 1.0f,
+                                      .a = s,
+                                      .a_off = s_off,
+                                      .lda = ld,
+                                      .a_stride = rows * ld,
+                                      .b = cz != NULL ? cz->vf : vbar,
+                                      .b_off = b * L * width,
+                                      .ldb = width,
+                                      .b_stride = sh->kv_per_head ? sh->dh : 0,
+                                      .c = o,
+                                      .c_off = (b * sh->n + r0) * sh->dq,
+                                      .ldc = sh->dq,
+                                      .c_stride = sh->dh,
+                                      .batch = sh->heads};
     int rc;
 
-    CLF_TRY(clf__gemm_grouped(
-        ctx, way, 0, 0, rows, sh->dh, L, 1.0f, s, s_off, ld, rows * ld,
-        cz != NULL ? cz->vf : vbar, b * L * width, width,
-        sh->kv_per_head ? sh->dh : 0, 0.0f, o, (b * sh->n + r0) * sh->dq,
-        sh->dq, sh->dh, sh->heads, &g));
+    CLF_TRY(clf__gemm_grouped(ctx, way, &pv, &g));
     if (cz == NULL || seqs == 0 || rows == 0)
         return 0;
     clf__lock(ctx);

@@ -70,21 +70,41 @@ window_gemms(clf_context *ctx, const struct window_gemm *w)
 {
     const size_t full = w->n / w->block, r = w->n - full * w->block;
     const size_t bs = w->block;
+    struct clf__gemm_args g = {.trans_b = w->trans_b,
+                               .m = bs,
+                               .n = w->cols,
+                               .k = w->inner_block ? bs : w->dh,
+                               .alpha = w->alpha,
+                               .beta = w->beta,
+                               .a = w->a,
+                               .b = w->b,
+                               .c = w->c,
+                               .a_off = w->a_off,
+                               .lda = w->lda,
+                               .a_stride = bs * w->a_row,
+                               .b_off = w->b_off,
+                               .ldb = w->ldb,
+                               .b_stride = bs * w->b_row,
+                               .c_off = w->c_off,
+                               .ldc = w->ldc,
+                               .c_stride = bs * w->c_row,
+                               .batch = full};
 
     if (full > 0)
-        CLF_TRY(clf__gemm_grouped(
-            ctx, w->way, 0, w->trans_b, bs, w->cols,
-            w->inner_block ? bs : w->dh, w->alpha, w->a, w->a_off, w->lda,
-            bs * w->a_row, w->b, w->b_off, w->ldb, bs * w->b_row, w->beta, w->c,
-            w->c_off, w->ldc, bs * w->c_row, full, &w->g));
+        CLF_TRY(clf__gemm_grouped(ctx, w->way, &g, &w->g));
     if (r == 0)
         return 0;
-    return clf__gemm_grouped(
-        ctx, w->way, 0, w->trans_b, r, w->inner_block ? w->cols : r,
-        w->inner_block ? r : w->dh, w->alpha, w->a,
-        w->a_off + full * bs * w->a_row, w->lda, 0, w->b,
-        w->b_off + full * bs * w->b_row, w->ldb, 0, w->beta, w->c,
-        w->c_off + full * bs * w->c_row, w->ldc, 0, 1, &w->g);
+    /* The partial last block: r rows, and r positions where they are the
+     * score's columns or the sum's inner dimension. */
+    g.m = r;
+    g.n = w->inner_block ? w->cols : r;
+    g.k = w->inner_block ? r : w->dh;
+    g.a_off += full * g.a_stride;
+    g.b_off += full * g.b_stride;
+    g.c_off += full * g.c_stride;
+    g.a_stride = g.b_stride = g.c_stride = 0;
+    g.batch = 1;
+    return clf__gemm_grouped(ctx, w->way, &g, &w->g);
 }
 
 static int

@@ -14,7 +14,7 @@
 # sources: a library file includes its own floor's header and no other
 # project header but its own folder's (a header private to the folder,
 # such as src/model/model_impl.h), a floor's header includes the header
-# of the floor below it, and no library file includes src/internal.h (the
+# of the floor below it and its own folder's, and no library file includes src/internal.h (the
 # tests' header).
 #
 # --plant FLOOR:OBJECT adds an object as if it were a file of FLOOR (the
@@ -118,7 +118,7 @@ if [ -z "$edges" ]; then
             [ -f "$c" ] || continue
             rel=${c#"$top"/}
             case $c in
-            */"$floor".h) want=${below:+$below/$below.h}; own= ;;
+            */"$floor".h) want=${below:+$below/$below.h}; own=$floor/ ;;
             *) want=$floor/$floor.h; own=$floor/ ;;
             esac
             for inc in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$c"); do

@@ -960,6 +960,74 @@ START_TEST(choice_every_role_is_listed)
 }
 END_TEST
 
+/* The runtime knows the kinds only as the floors register them: the
+ * library's four are there when it is loaded, each owned by its floor's
+ * accessor; a kind registered here is forced by the API and the
+ * environment, listed by its own labels, named in the errors and kept
+ * apart from a second kind of the same name; a full registry and an
+ * unregistered slot fail with an error rather than writing past it. */
+START_TEST(choice_kinds_are_registered_by_their_floors)
+{
+    static const char *const names[] = {"one", "two"};
+    static const char *const labels[] = {"probe", "probe[x]"};
+    static const struct clf__choice_kind probe = {"probe", names, 2, labels,
+                                                  2,       99,    0};
+    static const struct clf__choice_kind twin = {"probe", names, 2, labels,
+                                                 1,       99,    0};
+    static const struct clf__choice_kind big = {"big",         names, 2, labels,
+                                                CLF_MAX_SLOTS, 99,    0};
+    clf_context *ctx = fresh_context();
+    int id, w = -1;
+
+    ck_assert_int_ge(CLF_KIND_SOFTMAX, 0);
+    ck_assert_int_ge(CLF_KIND_GEMM, 0);
+    ck_assert_int_ge(CLF_KIND_ATTEND, 0);
+    ck_assert_int_ge(CLF_KIND_HALFGEMM, 0);
+    ck_assert_str_eq(clf__choice_kind_name(CLF_KIND_ATTEND), "attend");
+    ck_assert_str_eq(clf__choice_name(CLF_KIND_GEMM, CLF_GEMM_TILED - 1),
+                     "tiled");
+    ck_assert_int_eq(clf__choice_slot_kind(CLF_KIND_GEMM + CLF_ROLE_FFN),
+                     CLF_KIND_GEMM);
+    ck_assert_ptr_null(clf_kernel_candidate_name("probe", 0));
+
+    id = clf__choice_register(&probe);
+    ck_assert_int_ge(id, 0);
+    ck_assert_int_eq(clf__choice_register(&probe), id);
+    ck_assert_int_eq(clf__choice_register(&twin), -1);
+    ck_assert_int_eq(clf__choice_register(&big), -1);
+    ck_assert_str_eq(clf_kernel_candidate_name("probe", 1), "two");
+    ck_assert_int_eq(clf__choice_slot_kind(id + 1), id);
+
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "probe", "two"), 0);
+    clf__lock(ctx);
+    ck_assert_int_eq(clf__choice_lookup(ctx, id + 1, "b1", &w), 1);
+    clf__unlock(ctx);
+    ck_assert_int_eq(w, 1);
+    assert_listed(ctx, "probe[x]: two (forced)");
+    ck_assert_ptr_null(strstr(clf_context_kernel_choices(ctx), "probe:"));
+
+    ck_assert_int_ne(clf_context_force_kernel(ctx, "probe", "three"), 0);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "one or two"));
+    setenv("CLINFORMER_KERNELS", "prob=one", 1);
+    clf__lock(ctx);
+    ck_assert_int_eq(clf__choice_lookup(ctx, id, "b1", &w),
+                     CLF_EINVALID_ARGUMENT);
+    clf__unlock(ctx);
+    unsetenv("CLINFORMER_KERNELS");
+    ck_assert_ptr_nonnull(
+        strstr(clf_last_error(), "softmax, gemm, attend, halfgemm or probe"));
+
+    clf__lock(ctx);
+    ck_assert_int_eq(clf__choice_lookup(ctx, -1, "b1", &w),
+                     CLF_EINVALID_ARGUMENT);
+    clf__unlock(ctx);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "not registered"));
+    ck_assert_int_eq(clf_context_force_kernel(ctx, "probe", NULL), 0);
+    ctx->last[id + 1] = -1;
+    unsetenv("CLINFORMER_CACHE_DIR");
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -984,6 +1052,7 @@ suite(void)
     tcase_add_test(tc, choice_feed_forward_takes_its_own_way);
     tcase_add_test(tc, choice_every_role_is_listed);
     tcase_add_test(tc, choice_listing_shows_the_found_entry_times);
+    tcase_add_test(tc, choice_kinds_are_registered_by_their_floors);
     suite_add_tcase(s, tc);
     return s;
 }

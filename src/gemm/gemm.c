@@ -68,6 +68,18 @@ clf__gemm_state(clf_context *ctx)
                         init_state, release_state);
 }
 
+int
+clf__gemm_clblast_records(clf_context *ctx, int records)
+{
+    struct clf__gemm_state *st = clf__gemm_state(ctx);
+
+    if (st == NULL)
+        return CLF_ENO_MEMORY;
+    st->clblast_records = records != 0;
+    st->clblast_dropped = 0;
+    return 0;
+}
+
 /* The state, or CLF_ENO_MEMORY from the caller (clf__feature set the
  * message). */
 #define STATE(ctx, st)                                                         \
@@ -389,7 +401,7 @@ half_run(clf_context *ctx, const struct clf__gemm_args *g)
 }
 
 /* A CLBlast GEMM failed.  Where the context's tune file put CLBlast
- * parameters in force (ctx->clblast_records), they are dropped for the
+ * parameters in force (clblast_records), they are dropped for the
  * context: a warning names them and the failure, and from then on the
  * GEMMs that CLBlast would run go to the library's own kernels
  * (own_gemm).  CLBlast 1.5.3 cannot set its defaults back within a
@@ -400,10 +412,11 @@ static int
 drop_clblast(clf_context *ctx)
 {
     size_t len = strlen(ctx->warnings);
+    struct clf__gemm_state *st = clf__gemm_state(ctx);
 
-    if (!ctx->clblast_records)
+    if (st == NULL || !st->clblast_records)
         return 0;
-    ctx->clblast_dropped = 1;
+    st->clblast_dropped = 1;
     snprintf(ctx->warnings + len, sizeof ctx->warnings - len,
              "%sdropped the tune file's CLBlast parameters (%s): %s; the "
              "GEMMs CLBlast ran go to the library's own kernels in this "
@@ -472,6 +485,7 @@ static const struct {
 static int
 way_for(clf_context *ctx, int way, const struct clf__gemm_args *g)
 {
+    const struct clf__gemm_state *st;
     int v;
 
     if (g->half)
@@ -479,7 +493,8 @@ way_for(clf_context *ctx, int way, const struct clf__gemm_args *g)
     v = variant_of(ctx, way);
     if (v != CLF_GEMM_CLBLAST && ways[v].takes(ctx, g))
         return v;
-    return ctx->clblast_dropped ? WAY_OWN : CLF_GEMM_CLBLAST;
+    st = clf__gemm_state(ctx);
+    return st != NULL && st->clblast_dropped ? WAY_OWN : CLF_GEMM_CLBLAST;
 }
 
 /* One GEMM, ctx locked: a lookup of its way, then one call. */
@@ -503,6 +518,30 @@ clf__gemm(clf_context *ctx, int way, const struct clf__gemm_args *g)
     rc = gemm_unlocked(ctx, way, g);
     clf__unlock(ctx);
     return rc;
+}
+
+int
+clf__gemm_linear(clf_context *ctx, int way, const struct clf__linear *l)
+{
+    const struct clf__gemm_args g = {.trans_b = 1,
+                                     .m = l->rows,
+                                     .n = l->out,
+                                     .k = l->in,
+                                     .alpha = 1.0f,
+                                     .beta = l->accumulate ? 1.0f : 0.0f,
+                                     .a = l->x,
+                                     .a_off = l->x_off,
+                                     .lda = l->in,
+                                     .b = l->w,
+                                     .ldb = l->in,
+                                     .c = l->y,
+                                     .c_off = l->y_off,
+                                     .ldc = l->out,
+                                     .batch = 1,
+                                     .bias = l->bias,
+                                     .act = l->act};
+
+    return clf__gemm(ctx, way, &g);
 }
 
 /* A group of `count` batches, each `batch` matrices apart by the strides:
@@ -542,21 +581,28 @@ clf__gemm_grouped(clf_context *ctx, int way, const struct clf__gemm_args *g,
 
 /* ------------------------------------------------------------- choice */
 
-/* Each role's slot of the kernel choices, the first word of its buckets
- * ("" for the projections, whose buckets predate the roles), whether its
- * B operand is transposed (X W^T, Q Kbar^T) and whether B is a weight
- * its owner registers (gemm_kept.c). */
+/* The kind of choice "gemm": the ways by enum clf__gemm_variant - 1,
+ * listed second, one slot per role (enum clf__gemm_role), so that each
+ * role's way is listed on its own line. */
+static const char *const gemm_names[] = {"clblast", "blocked", "tiled"};
+static const char *const gemm_labels[CLF_ROLE_COUNT] = {
+    "gemm", "gemm[comp]", "gemm[score]", "gemm[weigh]", "gemm[ffn]"};
+static const struct clf__choice_kind gemm_kind = {
+    "gemm", gemm_names, 3, gemm_labels, CLF_ROLE_COUNT, 1, 1};
+CLF_CHOICE_KIND(clf__gemm_kind, gemm_kind)
+
+/* Each role's first word of its buckets ("" for the projections, whose
+ * buckets predate the roles), whether its B operand is transposed (X W^T,
+ * Q Kbar^T) and whether B is a weight its owner registers
+ * (gemm_kept.c).  A role's slot of the kernel choices is the kind's id +
+ * the role. */
 static const struct {
-    int slot;
     const char *prefix;
     int trans_b;
     int weight;
 } roles[CLF_ROLE_COUNT] = {
-    {CLF_KIND_GEMM, "", 1, 1},
-    {CLF_SLOT_GEMM_COMP, "comp.", 0, 0},
-    {CLF_SLOT_GEMM_SCORE, "score.", 1, 0},
-    {CLF_SLOT_GEMM_WEIGH, "weigh.", 0, 0},
-    {CLF_SLOT_GEMM_FFN, "ffn.", 1, 1},
+    {"", 1, 1},       {"comp.", 0, 0}, {"score.", 1, 0},
+    {"weigh.", 0, 0}, {"ffn.", 1, 1},
 };
 
 /* The timed shape: the role's, C = A op(B) with W stored as PyTorch does
@@ -643,7 +689,7 @@ time_gemm(clf_context *ctx, int role, const char *bucket, size_t m, size_t n,
         if (!applies(ctx, i, &t.g))
             ms[i] = 0.0;
     *variant = CLF_GEMM_CLBLAST +
-               clf__choice_record(ctx, roles[role].slot, bucket, best, ms);
+               clf__choice_record(ctx, CLF_KIND_GEMM + role, bucket, best, ms);
     return 0;
 }
 
@@ -666,7 +712,7 @@ clf__gemm_resolve(clf_context *ctx, int role, size_t m, size_t n, size_t k,
     snprintf(bucket, sizeof bucket, "%sm%zu.n%zu.k%zu%s", roles[role].prefix,
              clf__pow2_bucket(m, cap), clf__pow2_bucket(n, cap),
              clf__pow2_bucket(k, cap), b);
-    found = clf__choice_lookup(ctx, roles[role].slot, bucket, &best);
+    found = clf__choice_lookup(ctx, CLF_KIND_GEMM + role, bucket, &best);
     if (found == 1)
         *variant = CLF_GEMM_CLBLAST + best;
     if (found == 0) {

@@ -74,6 +74,10 @@ enum clf__gemm_variant {
  * returns 0 or CLF_ENO_MEMORY. */
 int clf__gemm_pinned(const clf_context *ctx);
 int clf__gemm_pin(clf_context *ctx, int variant);
+/* The id of the kind of choice "gemm" (candidates: enum
+ * clf__gemm_variant - 1); role r's slot is the id + r. */
+int clf__gemm_kind(void);
+#define CLF_KIND_GEMM clf__gemm_kind()
 
 /* The roles of a forward's GEMMs, each with its own way, resolved for its
  * own shape by clf__gemm_resolve and listed on its own line of the kernel
@@ -97,9 +101,17 @@ struct clf__gemm_state {
     size_t blocked_calls;
     size_t gemm_calls;
     int cols64;
+    int clblast_records; /* CLBlast's parameters in force are a tune
+                            file's (tune_apply.c): a failure drops them */
+    int clblast_dropped; /* they were dropped: CLBlast's GEMMs run on the
+                            library's own kernels */
 };
 /* ctx's, made on first use; NULL when memory runs out (an error is set). */
 struct clf__gemm_state *clf__gemm_state(clf_context *ctx);
+/* Says whether CLBlast's parameters now in force are a tune file's
+ * (records 1: a CLBlast failure drops them) or not (0: a trial's, or
+ * CLBlast's own), and forgets an earlier drop; 0 or CLF_ENO_MEMORY. */
+int clf__gemm_clblast_records(clf_context *ctx, int records);
 
 /* One GEMM's arguments, whichever way runs it (CLBlast, blocked, tiled,
  * native half): C = act(alpha op(A) op(B) + beta C + bias), row-major,
@@ -130,6 +142,18 @@ enum clf__act {
  * Sgemm); bias and activation in the library kernels' last step, or
  * separate passes after CLBlast.  Takes the context lock. */
 int clf__gemm(clf_context *ctx, int way, const struct clf__gemm_args *g);
+/* A linear layer's GEMM, y = act(x W^T + bias) (+ y where accumulate), W
+ * out x in as PyTorch's nn.Linear stores it: `rows` rows of x (in
+ * columns) from x_off and of y (out columns) from y_off, both packed;
+ * bias NULL for none, act an enum clf__act.  clf__gemm_linear runs it as
+ * clf__gemm. */
+struct clf__linear {
+    size_t rows, in, out;
+    cl_mem x, w, y, bias;
+    size_t x_off, y_off;
+    int act, accumulate;
+};
+int clf__gemm_linear(clf_context *ctx, int way, const struct clf__linear *l);
 /* The epilogues of a GEMM that CLBlast ran (cl/gemm.cl): y[off + r ld + c]
  * += bias[c] for r < rows, c < cols; and the activation act (an enum
  * clf__act) in place over count floats from off. */
@@ -220,8 +244,10 @@ size_t clf__tiled_split(clf_context *ctx, size_t m, size_t n, size_t k,
  * per device against widening the weight into float32 first (kind
  * "halfgemm" of the kernel choices: widen or native). */
 
-/* The candidates of CLF_KIND_HALFGEMM. */
+/* The candidates of the kind of choice "halfgemm", and its id. */
 enum { CLF_HALFGEMM_WIDEN = 0, CLF_HALFGEMM_NATIVE };
+int clf__half_gemm_kind(void);
+#define CLF_KIND_HALFGEMM clf__half_gemm_kind()
 
 /* half_gemm.c's state in a context (clf__half_gemm_state): whether the native
  * way is offered (0 not checked yet, 1 offered, -1 not, with the reason in

@@ -425,6 +425,14 @@ clf__half_gemm_selftest(clf_context *ctx, int fault)
     return 0;
 }
 
+/* The kind of choice "halfgemm": widening a half weight into float32 or
+ * the native kernels, listed last and only once chosen. */
+static const char *const halfgemm_names[] = {"widen", "native"};
+static const char *const halfgemm_labels[] = {"halfgemm"};
+static const struct clf__choice_kind halfgemm_kind = {
+    "halfgemm", halfgemm_names, 2, halfgemm_labels, 1, 3, 0};
+CLF_CHOICE_KIND(clf__half_gemm_kind, halfgemm_kind)
+
 int
 clf__half_gemm_offered(clf_context *ctx)
 {

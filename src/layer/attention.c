@@ -157,6 +157,39 @@ compress_first(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     return 0;
 }
 
+int
+clf__compress_rows(clf_attention *a, int way, size_t B, size_t hc, cl_mem e,
+                   size_t e_col, size_t n, cl_mem p, cl_mem out)
+{
+    const size_t k = a->k, dh = a->dh, dkv = a->dkv, width = hc * dh;
+    /* per sequence, or per head of each sequence where E is */
+    struct clf__gemm_args ep = {.m = k,
+                                .n = dkv,
+                                .k = n,
+                                .alpha = 1.0f,
+                                .a = e,
+                                .a_off = e_col,
+                                .lda = a->N,
+                                .b = p,
+                                .ldb = dkv,
+                                .b_stride = n * dkv,
+                                .c = out,
+                                .ldc = dkv,
+                                .c_stride = k * dkv,
+                                .batch = B};
+    size_t b;
+
+    if (a->nE == 1)
+        return clf__gemm(a->ctx, way, &ep);
+    ep.n = dh, ep.a_stride = k * a->N, ep.b_stride = a->hkv > 1 ? dh : 0;
+    ep.ldc = width, ep.c_stride = dh, ep.batch = hc;
+    for (b = 0; b < B; b++) {
+        ep.b_off = b * n * dkv, ep.c_off = b * k * width;
+        TRY(clf__gemm(a->ctx, way, &ep));
+    }
+    return 0;
+}
+
 /* Project first: P = X W^T + b (padding rows zeroed) into ws, then
  * Kbar = E[:, :n] P. */
 static int
@@ -164,55 +197,24 @@ project_first(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
               const struct side *sd, cl_mem bias, cl_mem ws, cl_mem out)
 {
     clf_context *ctx = a->ctx;
-    const cl_mem e = sd->e;
-    const size_t B = p->B, n = p->n, k = a->k, D = a->D, N = a->N;
-    const size_t dh = a->dh, dkv = a->dkv, hc = p->hc, width = hc * dh;
-    size_t b;
+    const size_t B = p->B, n = p->n, dkv = a->dkv;
+    const struct clf__linear xw = {.rows = B * n,
+                                   .in = a->D,
+                                   .out = dkv,
+                                   .x = x,
+                                   .x_off = xoff,
+                                   .w = sd->w,
+                                   .y = ws,
+                                   .bias =
+                                       a->desc.compressed_bias ? NULL : bias};
 
-    const struct clf__gemm_args xw = {.trans_b = 1,
-                                      .m = B * n,
-                                      .n = dkv,
-                                      .k = D,
-                                      .alpha = 1.0f,
-                                      .a = x,
-                                      .a_off = xoff,
-                                      .lda = D,
-                                      .b = sd->w,
-                                      .ldb = D,
-                                      .c = ws,
-                                      .ldc = dkv,
-                                      .batch = 1,
-                                      .bias = a->desc.compressed_bias ? NULL
-                                                                      : bias};
-    /* E P: per sequence, or per head of each sequence where E is. */
-    struct clf__gemm_args ep = {.m = k,
-                                .n = dkv,
-                                .k = n,
-                                .alpha = 1.0f,
-                                .a = e,
-                                .lda = N,
-                                .b = ws,
-                                .ldb = dkv,
-                                .b_stride = n * dkv,
-                                .c = out,
-                                .ldc = dkv,
-                                .c_stride = k * dkv,
-                                .batch = B};
-
-    TRY(clf__gemm(ctx, sd->wway, &xw));
+    TRY(clf__gemm_linear(ctx, sd->wway, &xw));
     if (p->masked)
         TRY(clf__mask_rows(ctx, ws, 0, ws, 0, B * n, dkv, p->mask));
-    if (a->nE == 1)
-        TRY(clf__gemm(ctx, sd->eway, &ep));
-    ep.n = dh, ep.a_stride = k * N, ep.b_stride = a->hkv > 1 ? dh : 0;
-    ep.ldc = width, ep.c_stride = dh, ep.batch = hc;
-    for (b = 0; a->nE > 1 && b < B; b++) {
-        ep.b_off = b * n * dkv, ep.c_off = b * k * width;
-        TRY(clf__gemm(ctx, sd->eway, &ep));
-    }
+    TRY(clf__compress_rows(a, sd->eway, B, p->hc, sd->e, 0, n, ws, out));
     if (bias != NULL && a->desc.compressed_bias)
-        TRY(clf__add_rowsum_bias(ctx, out, B, k, hc, dh, NULL, 0, 0, bias,
-                                 a->hkv > 1));
+        TRY(clf__add_rowsum_bias(ctx, out, B, a->k, p->hc, a->dh, NULL, 0, 0,
+                                 bias, a->hkv > 1));
     return 0;
 }
 
@@ -252,22 +254,16 @@ project(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
         const struct side *sd, cl_mem bias, cl_mem out)
 {
     const size_t rows = p->B * p->n;
-    const struct clf__gemm_args xw = {.trans_b = 1,
-                                      .m = rows,
-                                      .n = a->dkv,
-                                      .k = a->D,
-                                      .alpha = 1.0f,
-                                      .a = x,
-                                      .a_off = xoff,
-                                      .lda = a->D,
-                                      .b = sd->w,
-                                      .ldb = a->D,
-                                      .c = out,
-                                      .ldc = a->dkv,
-                                      .batch = 1,
-                                      .bias = bias};
+    const struct clf__linear xw = {.rows = rows,
+                                   .in = a->D,
+                                   .out = a->dkv,
+                                   .x = x,
+                                   .x_off = xoff,
+                                   .w = sd->w,
+                                   .y = out,
+                                   .bias = bias};
 
-    TRY(clf__gemm(a->ctx, sd->wway, &xw));
+    TRY(clf__gemm_linear(a->ctx, sd->wway, &xw));
     if (p->masked)
         TRY(clf__mask_rows(a->ctx, out, 0, out, 0, rows, a->dkv, p->mask));
     return 0;
@@ -495,7 +491,7 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     cl_mem wq, wo;
     int hq, ho;
     struct clf__steps st;
-    struct clf__gemm_args xw;
+    struct clf__linear xw;
 
     clf__half_begin(ctx);
     a->last_way = p->way;
@@ -506,21 +502,15 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     /* 1. Q = X W_q^T + b_q over all B*n rows. */
     TRY(mark(a, CLF_STAGE_PROJECTION));
     TRY(clf__half_weight(a, p->half_native, CLF_WEIGHT_Q, &wq, &hq));
-    xw = (struct clf__gemm_args){.trans_b = 1,
-                                 .m = B * n,
-                                 .n = dq,
-                                 .k = D,
-                                 .alpha = 1.0f,
-                                 .a = x,
-                                 .a_off = xoff,
-                                 .lda = D,
-                                 .b = wq,
-                                 .ldb = D,
-                                 .c = st.q,
-                                 .ldc = dq,
-                                 .batch = 1,
-                                 .bias = a->desc.bias_q ? w[CLF_BIAS_Q] : NULL};
-    TRY(clf__gemm(ctx, proj | (hq ? CLF_GEMM_HALF_B : 0), &xw));
+    xw = (struct clf__linear){.rows = B * n,
+                              .in = D,
+                              .out = dq,
+                              .x = x,
+                              .x_off = xoff,
+                              .w = wq,
+                              .y = st.q,
+                              .bias = a->desc.bias_q ? w[CLF_BIAS_Q] : NULL};
+    TRY(clf__gemm_linear(ctx, proj | (hq ? CLF_GEMM_HALF_B : 0), &xw));
     /* 2. Keys and values. */
     TRY(mark(a, CLF_STAGE_COMPRESSION));
     TRY(keys_values(a, p, x, xoff));
@@ -529,22 +519,16 @@ run_forward(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     /* 6. Y = O W_o^T + b_o; padding rows are zeros. */
     TRY(mark(a, CLF_STAGE_OUTPUT));
     TRY(clf__half_weight(a, p->half_native, CLF_WEIGHT_OUT, &wo, &ho));
-    xw = (struct clf__gemm_args){.trans_b = 1,
-                                 .m = B * n,
-                                 .n = D,
-                                 .k = dq,
-                                 .alpha = 1.0f,
-                                 .a = st.o,
-                                 .lda = dq,
-                                 .b = wo,
-                                 .ldb = dq,
-                                 .c = y,
-                                 .c_off = yoff,
-                                 .ldc = D,
-                                 .batch = 1,
-                                 .bias =
-                                     a->desc.bias_out ? w[CLF_BIAS_OUT] : NULL};
-    TRY(clf__gemm(ctx, proj | (ho ? CLF_GEMM_HALF_B : 0), &xw));
+    xw =
+        (struct clf__linear){.rows = B * n,
+                             .in = dq,
+                             .out = D,
+                             .x = st.o,
+                             .w = wo,
+                             .y = y,
+                             .y_off = yoff,
+                             .bias = a->desc.bias_out ? w[CLF_BIAS_OUT] : NULL};
+    TRY(clf__gemm_linear(ctx, proj | (ho ? CLF_GEMM_HALF_B : 0), &xw));
     if (p->masked)
         TRY(clf__mask_rows(ctx, y, yoff, y, yoff, B * n, D, p->mask));
     return mark(a, CLF_STAGE_COUNT);

@@ -164,11 +164,21 @@ int clf__ways_resolve(clf_context *ctx, const struct clf__steps *st,
  * CLF_ENO_MEMORY. */
 int clf__ways_pinned(const clf_context *ctx);
 int clf__ways_pin(clf_context *ctx, int variant);
+/* The id of the kind of choice "attend" (candidates: the table's rows,
+ * enum clf__attend_variant - 1). */
+int clf__ways_kind(void);
+#define CLF_KIND_ATTEND clf__ways_kind()
 /* The sequence length a way's timing runs for n queries (full mode: n
  * keys too) of `heads` heads: n, or a shorter one with n's remainder mod
  * 16, so that the GEMMs fit the same GEMM ways as the forward's. */
 size_t clf__ways_timing_rows(size_t n, size_t heads, int full);
 
+/* attention.c: out (B x k x hc d_h) = E[:, e_col : e_col + n] P for each
+ * of B sequences of P (n rows of d_kv each), per head where E is per head,
+ * in GEMM way `way`: the compression of projected keys or values (the
+ * sharded forward's part of it from column e_col). */
+int clf__compress_rows(clf_attention *a, int way, size_t B, size_t hc, cl_mem e,
+                       size_t e_col, size_t n, cl_mem p, cl_mem out);
 /* attention.c: grows workspace id to at least `need` floats (contents
  * not kept); with need 0 the buffer may stay NULL. */
 int clf__attention_ensure(clf_attention *a, enum ws_id id, size_t need);

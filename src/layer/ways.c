@@ -464,6 +464,14 @@ bucket_of(const struct clf__flash_shape *sh, char *bucket, size_t cap)
 /* The way the tuner or a test pins for every forward of a context. */
 CLF_FEATURE_INT(clf__ways_pinned, clf__ways_pin)
 
+/* The kind of choice "attend": the rows of the table, by enum
+ * clf__attend_variant - 1, listed third. */
+static const char *const attend_names[] = {"gemm", "fused", "flash", "flashwg"};
+static const char *const attend_labels[] = {"attend"};
+static const struct clf__choice_kind attend_kind = {
+    "attend", attend_names, 4, attend_labels, 1, 2, 1};
+CLF_CHOICE_KIND(clf__ways_kind, attend_kind)
+
 int
 clf__ways_resolve(clf_context *ctx, const struct clf__steps *st, int *variant)
 {

@@ -265,37 +265,25 @@ feed_forward(clf_model *m, int way, const struct model_layer *L, cl_mem h,
     clf_context *ctx = m->ctx;
     const size_t Di = L->d_in, Do = L->d_out, F = m->info.ffn_dim;
     cl_mem f = m->ws[MW_F];
-    const struct clf__gemm_args up = {.trans_b = 1,
-                                      .m = rows,
-                                      .n = F,
-                                      .k = Di,
-                                      .alpha = 1.0f,
-                                      .a = h,
-                                      .lda = Di,
-                                      .b = L->w1,
-                                      .ldb = Di,
-                                      .c = f,
-                                      .ldc = F,
-                                      .batch = 1,
-                                      .bias = L->b1,
-                                      .act = m->act};
-    const struct clf__gemm_args down = {.trans_b = 1,
-                                        .m = rows,
-                                        .n = Do,
-                                        .k = F,
-                                        .alpha = 1.0f,
-                                        .beta = residual ? 1.0f : 0.0f,
-                                        .a = f,
-                                        .lda = F,
-                                        .b = L->w2,
-                                        .ldb = F,
-                                        .c = out,
-                                        .ldc = Do,
-                                        .batch = 1,
-                                        .bias = L->b2};
+    const struct clf__linear up = {.rows = rows,
+                                   .in = Di,
+                                   .out = F,
+                                   .x = h,
+                                   .w = L->w1,
+                                   .y = f,
+                                   .bias = L->b1,
+                                   .act = m->act};
+    const struct clf__linear down = {.rows = rows,
+                                     .in = F,
+                                     .out = Do,
+                                     .x = f,
+                                     .w = L->w2,
+                                     .y = out,
+                                     .bias = L->b2,
+                                     .accumulate = residual};
 
-    TRY(clf__gemm(ctx, way, &up));
-    return clf__gemm(ctx, way, &down);
+    TRY(clf__gemm_linear(ctx, way, &up));
+    return clf__gemm_linear(ctx, way, &down);
 }
 
 /* The post-LN feed-forward residual x = LN2(r(x) + FFN(x)) over rows, with
@@ -308,20 +296,14 @@ ffn_residual(clf_model *m, int way, const struct model_layer *L, cl_mem x,
     clf_context *ctx = m->ctx;
 
     if (L->wr != NULL) {
-        const struct clf__gemm_args resample = {.trans_b = 1,
-                                                .m = rows,
-                                                .n = L->d_out,
-                                                .k = L->d_in,
-                                                .alpha = 1.0f,
-                                                .a = x,
-                                                .lda = L->d_in,
-                                                .b = L->wr,
-                                                .ldb = L->d_in,
-                                                .c = a,
-                                                .ldc = L->d_out,
-                                                .batch = 1,
-                                                .bias = L->br};
-        TRY(clf__gemm(ctx, way, &resample));
+        const struct clf__linear resample = {.rows = rows,
+                                             .in = L->d_in,
+                                             .out = L->d_out,
+                                             .x = x,
+                                             .w = L->wr,
+                                             .y = a,
+                                             .bias = L->br};
+        TRY(clf__gemm_linear(ctx, way, &resample));
         TRY(feed_forward(m, way, L, x, a, rows, 1));
     } else {
         TRY(feed_forward(m, way, L, x, a, rows, 0));
@@ -572,7 +554,7 @@ clf_model_forward_tokens(clf_model *m, const long long *ids, size_t batch,
     size_t rows, i, D, V;
     cl_int err;
     int way = CLF_GEMM_UNDECIDED;
-    struct clf__gemm_args logits_gemm;
+    struct clf__linear logits_gemm;
 
     if (m == NULL || ids == NULL || logits == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL",
@@ -609,19 +591,13 @@ clf_model_forward_tokens(clf_model *m, const long long *ids, size_t batch,
     TRY(clf__embed(m->ctx, m->ws[MW_IDS], rows, seq_len, D, m->tok,
                    m->pos_offset ? m->ws[MW_POS] : m->pos, m->ws[MW_X]));
     TRY(run_stack(m, batch, seq_len, opts));
-    logits_gemm = (struct clf__gemm_args){.trans_b = 1,
-                                          .m = rows,
-                                          .n = V,
-                                          .k = D,
-                                          .alpha = 1.0f,
-                                          .a = m->ws[MW_X],
-                                          .lda = D,
-                                          .b = m->logit_w,
-                                          .ldb = D,
-                                          .c = m->ws[MW_OUT],
-                                          .ldc = V,
-                                          .batch = 1};
-    TRY(clf__gemm(m->ctx, way, &logits_gemm));
+    logits_gemm = (struct clf__linear){.rows = rows,
+                                       .in = D,
+                                       .out = V,
+                                       .x = m->ws[MW_X],
+                                       .w = m->logit_w,
+                                       .y = m->ws[MW_OUT]};
+    TRY(clf__gemm_linear(m->ctx, way, &logits_gemm));
     TRY(clf__add_bias(m->ctx, m->ws[MW_OUT], 0, rows, V, V, m->logit_b));
     return finish(m, rows, V, logits, opts);
 }

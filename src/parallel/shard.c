@@ -70,21 +70,15 @@ project_rows(struct shard_fw *s, cl_mem x, cl_mem w, cl_mem bias, cl_mem out)
 {
     clf_attention *a = s->a;
     const size_t rows = s->B * s->nl;
-    const struct clf__gemm_args xw = {.trans_b = 1,
-                                      .m = rows,
-                                      .n = a->dkv,
-                                      .k = a->D,
-                                      .alpha = 1.0f,
-                                      .a = x,
-                                      .lda = a->D,
-                                      .b = w,
-                                      .ldb = a->D,
-                                      .c = out,
-                                      .ldc = a->dkv,
-                                      .batch = 1,
-                                      .bias = bias};
+    const struct clf__linear xw = {.rows = rows,
+                                   .in = a->D,
+                                   .out = a->dkv,
+                                   .x = x,
+                                   .w = w,
+                                   .y = out,
+                                   .bias = bias};
 
-    TRY(clf__gemm(s->ctx, s->gemm[CLF_ROLE_PROJ], &xw));
+    TRY(clf__gemm_linear(s->ctx, s->gemm[CLF_ROLE_PROJ], &xw));
     if (s->lmask != NULL)
         TRY(clf__mask_rows(s->ctx, out, 0, out, 0, rows, a->dkv, s->lmask));
     return 0;
@@ -95,35 +89,8 @@ project_rows(struct shard_fw *s, cl_mem x, cl_mem w, cl_mem bias, cl_mem out)
 static int
 compress_part(struct shard_fw *s, cl_mem e, cl_mem pr, cl_mem out)
 {
-    clf_attention *a = s->a;
-    const size_t k = a->k, N = a->N, nl = s->nl, dkv = a->dkv, dh = a->dh;
-    const size_t width = s->width;
-    const int way = s->gemm[CLF_ROLE_COMP];
-    struct clf__gemm_args ep = {.m = k,
-                                .n = dkv,
-                                .k = nl,
-                                .alpha = 1.0f,
-                                .a = e,
-                                .a_off = s->b0,
-                                .lda = N,
-                                .b = pr,
-                                .ldb = dkv,
-                                .b_stride = nl * dkv,
-                                .c = out,
-                                .ldc = dkv,
-                                .c_stride = k * dkv,
-                                .batch = s->B};
-    size_t b;
-
-    if (a->nE == 1)
-        return clf__gemm(s->ctx, way, &ep);
-    ep.n = dh, ep.a_stride = k * N, ep.b_stride = a->hkv > 1 ? dh : 0;
-    ep.ldc = width, ep.c_stride = dh, ep.batch = s->p.hc;
-    for (b = 0; b < s->B; b++) {
-        ep.b_off = b * nl * dkv, ep.c_off = b * k * width;
-        TRY(clf__gemm(s->ctx, way, &ep));
-    }
-    return 0;
+    return clf__compress_rows(s->a, s->gemm[CLF_ROLE_COMP], s->B, s->p.hc, e,
+                              s->b0, s->nl, pr, out);
 }
 
 /* Both sides' device buffers into one host buffer, run the exchange, and
@@ -604,45 +571,32 @@ clf__shard_attention(clf_attention *att, const clf__shard_comm *comm,
     cl_mem gmask;
     cl_mem *w = att->w;
     const size_t D = att->D, dq = att->dq;
-    struct clf__gemm_args xw;
+    struct clf__linear xw;
 
     TRY(shard_setup(&s, att, comm, la));
     TRY(masks(&s, &gmask));
-    xw = (struct clf__gemm_args){.trans_b = 1,
-                                 .m = s.B * s.nl,
-                                 .n = dq,
-                                 .k = D,
-                                 .alpha = 1.0f,
-                                 .a = x,
-                                 .lda = D,
-                                 .b = w[CLF_WEIGHT_Q],
-                                 .ldb = D,
-                                 .c = att->ws[WS_Q].mem,
-                                 .ldc = dq,
-                                 .batch = 1,
-                                 .bias =
-                                     att->desc.bias_q ? w[CLF_BIAS_Q] : NULL};
-    TRY(clf__gemm(s.ctx, s.gemm[CLF_ROLE_PROJ], &xw));
+    xw = (struct clf__linear){.rows = s.B * s.nl,
+                              .in = D,
+                              .out = dq,
+                              .x = x,
+                              .w = w[CLF_WEIGHT_Q],
+                              .y = att->ws[WS_Q].mem,
+                              .bias = att->desc.bias_q ? w[CLF_BIAS_Q] : NULL};
+    TRY(clf__gemm_linear(s.ctx, s.gemm[CLF_ROLE_PROJ], &xw));
     if (!s.p.linformer)
         TRY(full_kv(&s, x));
     else
         TRY(s.p.causal ? causal_kv(&s, x) : linformer_kv(&s, x));
     TRY(attend(&s, gmask));
-    xw = (struct clf__gemm_args){.trans_b = 1,
-                                 .m = s.B * s.nl,
-                                 .n = D,
-                                 .k = dq,
-                                 .alpha = 1.0f,
-                                 .a = att->ws[WS_O].mem,
-                                 .lda = dq,
-                                 .b = w[CLF_WEIGHT_OUT],
-                                 .ldb = dq,
-                                 .c = y,
-                                 .ldc = D,
-                                 .batch = 1,
-                                 .bias = att->desc.bias_out ? w[CLF_BIAS_OUT]
-                                                            : NULL};
-    TRY(clf__gemm(s.ctx, s.gemm[CLF_ROLE_PROJ], &xw));
+    xw = (struct clf__linear){.rows = s.B * s.nl,
+                              .in = dq,
+                              .out = D,
+                              .x = att->ws[WS_O].mem,
+                              .w = w[CLF_WEIGHT_OUT],
+                              .y = y,
+                              .bias =
+                                  att->desc.bias_out ? w[CLF_BIAS_OUT] : NULL};
+    TRY(clf__gemm_linear(s.ctx, s.gemm[CLF_ROLE_PROJ], &xw));
     if (s.lmask != NULL)
         TRY(clf__mask_rows(s.ctx, y, 0, y, 0, s.B * s.nl, D, s.lmask));
     return 0;

@@ -1,8 +1,8 @@
-/* Choosing between kernels that compute the same thing: the softmax
- * variants, who runs the GEMMs (CLBlast, the blocked or the tiled kernel)
- * and how attention over the slots runs (GEMM path or fused).  One mechanism
- * for all three: a table of choices and their candidates; a winner per choice
- * and shape bucket, taken from a forced name (clf_context_force_kernel or
+/* Choosing between kernels that compute the same thing.  One mechanism
+ * for every kind of choice the floors above register (CLF_CHOICE_KIND:
+ * the softmax variants, who runs the GEMMs, the way of attention's steps
+ * 3-5, the half-weight GEMMs), each with its candidates: a winner per
+ * kind and shape bucket, taken from a forced name (clf_context_force_kernel or
  * CLINFORMER_KERNELS), else from the device's store in the cache
  * directory, else timed now and stored, so that a later process on the
  * same device and driver runs the same kernels without timing.  The store
@@ -35,28 +35,92 @@
 /* Besides the choices, the store keeps each device's measured throughput
  * for a sharded forward's split: "throughput BUCKET RATE" lines, entries
  * of this pseudo-kind (RATE, a positive integer, in the winner field). */
-#define KIND_RATE CLF_KIND_COUNT
+#define KIND_RATE CLF_MAX_SLOTS
 /* A rate is positions (B*n) a second, stored as an integer from
  * 1 to RATE_MAX: what clf__rate_record writes, so a stored rate outside
  * it was not measured here and is ignored (timed again). */
 #define RATE_MAX 2000000000UL
 static const char rate_kind[] = "throughput";
 
-static const char *const softmax_names[] = {"scalar", "vector", "group"};
-static const char *const gemm_names[] = {"clblast", "blocked", "tiled"};
-static const char *const attend_names[] = {"gemm", "fused", "flash", "flashwg"};
-static const char *const halfgemm_names[] = {"widen", "native"};
+/* The registry, by slot id: the kind that owns each slot and the slot's
+ * role in it (0: the kind's own slot, whose id is the kind's).  Filled
+ * when the library is loaded, before any context is made; read without
+ * the lock after. */
+static const struct clf__choice_kind *slot_kind[CLF_MAX_SLOTS];
+static int slot_role[CLF_MAX_SLOTS];
+static int nslots;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static const struct {
-    const char *kind;
-    const char *const *names;
-    int count;
-} table[CLF_KIND_COUNT] = {
-    {"softmax", softmax_names, 3},
-    {"gemm", gemm_names, 3},
-    {"attend", attend_names, 4},
-    {"halfgemm", halfgemm_names, 2},
-};
+/* Whether kind k can be registered beside those already: well formed and
+ * named apart from them (the store and CLINFORMER_KERNELS name it). */
+static int
+registrable(const struct clf__choice_kind *k)
+{
+    int i;
+
+    if (k == NULL || k->name == NULL || k->candidates == NULL ||
+        k->labels == NULL || k->count < 1 || k->count > CLF_MAX_CANDIDATES ||
+        k->slots < 1 || k->slots > CLF_MAX_SLOTS - nslots)
+        return 0;
+    for (i = 0; i < nslots; i++)
+        if (slot_role[i] == 0 && strcmp(slot_kind[i]->name, k->name) == 0)
+            return 0;
+    return 1;
+}
+
+int
+clf__choice_register(const struct clf__choice_kind *kind)
+{
+    int id = -1, i;
+
+    pthread_mutex_lock(&registry_lock);
+    for (i = 0; i < nslots && id < 0; i++)
+        if (slot_kind[i] == kind && slot_role[i] == 0)
+            id = i; /* registered already */
+    if (id < 0 && registrable(kind)) {
+        id = nslots;
+        for (i = 0; i < kind->slots; i++) {
+            slot_kind[id + i] = kind;
+            slot_role[id + i] = i;
+        }
+        nslots += kind->slots;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return id;
+}
+
+/* The kind whose id is `kind`, or NULL. */
+static const struct clf__choice_kind *
+kind_at(int kind)
+{
+    return kind >= 0 && kind < nslots && slot_role[kind] == 0 ? slot_kind[kind]
+                                                              : NULL;
+}
+
+int
+clf__choice_slot_kind(int slot)
+{
+    return slot >= 0 && slot < nslots ? slot - slot_role[slot] : -1;
+}
+
+/* The kinds' ids in the listing's order (rank, then registration); their
+ * number. */
+static int
+kinds_ranked(int *ids)
+{
+    int n = 0, i, j;
+
+    for (i = 0; i < nslots; i++) {
+        if (slot_role[i] != 0)
+            continue;
+        for (j = n; j > 0 && slot_kind[ids[j - 1]]->rank > slot_kind[i]->rank;
+             j--)
+            ids[j] = ids[j - 1];
+        ids[j] = i;
+        n++;
+    }
+    return n;
+}
 
 double
 clf__now_s(void)
@@ -69,22 +133,23 @@ clf__now_s(void)
 const char *
 clf__choice_kind_name(int kind)
 {
-    return kind >= 0 && kind < CLF_KIND_COUNT ? table[kind].kind : "?";
+    return kind_at(kind) != NULL ? kind_at(kind)->name : "?";
 }
 
 const char *
 clf__choice_name(int kind, int candidate)
 {
-    if (kind < 0 || kind >= CLF_KIND_COUNT || candidate < 0 ||
-        candidate >= table[kind].count)
+    const struct clf__choice_kind *k = kind_at(kind);
+
+    if (k == NULL || candidate < 0 || candidate >= k->count)
         return "?";
-    return table[kind].names[candidate];
+    return k->candidates[candidate];
 }
 
 int
 clf__choice_count(int kind)
 {
-    return kind >= 0 && kind < CLF_KIND_COUNT ? table[kind].count : 0;
+    return kind_at(kind) != NULL ? kind_at(kind)->count : 0;
 }
 
 /* The kind called `name` (len bytes), or -1. */
@@ -93,9 +158,9 @@ kind_of(const char *name, size_t len)
 {
     int i;
 
-    for (i = 0; i < CLF_KIND_COUNT; i++)
-        if (strlen(table[i].kind) == len &&
-            strncmp(table[i].kind, name, len) == 0)
+    for (i = 0; i < nslots; i++)
+        if (slot_role[i] == 0 && strlen(slot_kind[i]->name) == len &&
+            strncmp(slot_kind[i]->name, name, len) == 0)
             return i;
     return -1;
 }
@@ -103,11 +168,12 @@ kind_of(const char *name, size_t len)
 static int
 candidate_of(int kind, const char *name, size_t len)
 {
+    const struct clf__choice_kind *k = kind_at(kind);
     int i;
 
-    for (i = 0; i < table[kind].count; i++)
-        if (strlen(table[kind].names[i]) == len &&
-            strncmp(table[kind].names[i], name, len) == 0)
+    for (i = 0; i < k->count; i++)
+        if (strlen(k->candidates[i]) == len &&
+            strncmp(k->candidates[i], name, len) == 0)
             return i;
     return -1;
 }
@@ -116,17 +182,18 @@ candidate_of(int kind, const char *name, size_t len)
 static void
 list_names(char *buf, size_t cap, int kind)
 {
-    int count = kind < 0 ? CLF_KIND_COUNT : table[kind].count, i;
+    int ids[CLF_MAX_SLOTS];
+    int count = kind < 0 ? kinds_ranked(ids) : kind_at(kind)->count, i;
     size_t len = 0;
 
     buf[0] = '\0';
     for (i = 0; i < count && len < cap; i++)
-        len +=
-            (size_t)snprintf(buf + len, cap - len, "%s%s",
-                             i == 0           ? ""
-                             : i == count - 1 ? " or "
-                                              : ", ",
-                             kind < 0 ? table[i].kind : table[kind].names[i]);
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s",
+                                i == 0           ? ""
+                                : i == count - 1 ? " or "
+                                                 : ", ",
+                                kind < 0 ? kind_at(ids[i])->name
+                                         : kind_at(kind)->candidates[i]);
 }
 
 /* Parses kind=name for `what` (a variable's name, for messages); stores
@@ -151,7 +218,7 @@ parse_pair(const char *what, const char *s, size_t len, int *kind,
         list_names(valid, sizeof valid, *kind);
         return clf__fail(
             CLF_EINVALID_ARGUMENT, "%s: \"%.*s\" is no %s kernel; expected %s",
-            what, (int)(len > 64 ? 64 : len), s, table[*kind].kind, valid);
+            what, (int)(len > 64 ? 64 : len), s, kind_at(*kind)->name, valid);
     }
     return 0;
 }
@@ -346,7 +413,7 @@ parse_times(int kind, char *text, double *ms)
 {
     double v[CLF_MAX_CANDIDATES];
     char *t = text, *end;
-    int i, n = table[kind].count;
+    int i, n = clf__choice_count(kind);
 
     for (i = 0; i < n; i++) {
         if (*t == '-' || *t == 'x') {
@@ -476,10 +543,10 @@ entry_line(const struct clf__choice_entry *e, char *buf, size_t cap)
     if (e->kind == KIND_RATE)
         len = snprintf(buf, cap, "%s %s %d\n", rate_kind, e->bucket, e->winner);
     else
-        len = snprintf(buf, cap, "%s %s %s", table[e->kind].kind, e->bucket,
-                       table[e->kind].names[e->winner]);
-    for (i = 0; e->kind != KIND_RATE && i < table[e->kind].count && len > 0 &&
-                (size_t)len < cap;
+        len = snprintf(buf, cap, "%s %s %s", clf__choice_kind_name(e->kind),
+                       e->bucket, clf__choice_name(e->kind, e->winner));
+    for (i = 0; e->kind != KIND_RATE && i < clf__choice_count(e->kind) &&
+                len > 0 && (size_t)len < cap;
          i++)
         len += e->ms[i] > 0.0
                    ? snprintf(buf + len, cap - (size_t)len, "%c%.4g",
@@ -628,30 +695,31 @@ store_ensure_loaded(clf_context *ctx)
 
 /* ------------------------------------------------------- resolution */
 
-/* The slots' kinds and their names in clf_context_kernel_choices. */
-static const struct {
-    int kind;
-    const char *label;
-} slots[CLF_SLOT_COUNT] = {
-    {CLF_KIND_SOFTMAX, "softmax"},  {CLF_KIND_GEMM, "gemm"},
-    {CLF_KIND_ATTEND, "attend"},    {CLF_KIND_HALFGEMM, "halfgemm"},
-    {CLF_KIND_GEMM, "gemm[comp]"},  {CLF_KIND_GEMM, "gemm[score]"},
-    {CLF_KIND_GEMM, "gemm[weigh]"}, {CLF_KIND_GEMM, "gemm[ffn]"},
-};
-
-int
-clf__choice_slot_kind(int slot)
+/* A slot's name in clf_context_kernel_choices. */
+static const char *
+slot_label(int slot)
 {
-    return slot >= 0 && slot < CLF_SLOT_COUNT ? slots[slot].kind : -1;
+    return slot_kind[slot]->labels[slot_role[slot]];
+}
+
+/* Whether slot is registered: CLF_EINVALID_ARGUMENT otherwise. */
+static int
+slot_check(int slot)
+{
+    if (slot < 0 || slot >= nslots)
+        return clf__fail(CLF_EINVALID_ARGUMENT,
+                         "kernel choice slot %d is not registered", slot);
+    return 0;
 }
 
 int
 clf__choice_lookup(clf_context *ctx, int slot, const char *bucket, int *winner)
 {
-    const int kind = slots[slot].kind;
+    const int kind = clf__choice_slot_kind(slot);
     struct clf__choice_entry *e;
     int c, i;
 
+    CLF_TRY(slot_check(slot));
     CLF_TRY(env_forced(kind, &c));
     if (c < 0)
         c = ctx->forced[kind];
@@ -702,7 +770,7 @@ clf__choice_lookup(clf_context *ctx, int slot, const char *bucket, int *winner)
 static int
 record_check(clf_context *ctx, int slot, const char *bucket, const double *ms)
 {
-    const int kind = slots[slot].kind;
+    const int kind = clf__choice_slot_kind(slot);
     struct clf__choice_entry *e = find_entry(ctx, kind, bucket);
     int i;
 
@@ -714,7 +782,7 @@ record_check(clf_context *ctx, int slot, const char *bucket, const double *ms)
     ctx->last_why[slot] = NULL;
     snprintf(ctx->last_bucket[slot], CLF_BUCKET_MAX, "%s", bucket);
     for (i = 0; i < CLF_MAX_CANDIDATES; i++) {
-        e->check_ms[i] = i < table[kind].count ? ms[i] : 0.0;
+        e->check_ms[i] = i < clf__choice_count(kind) ? ms[i] : 0.0;
         ctx->last_ms[slot][i] = e->ms[i];
         ctx->last_check_ms[slot][i] = e->check_ms[i];
     }
@@ -725,10 +793,12 @@ int
 clf__choice_record(clf_context *ctx, int slot, const char *bucket, int winner,
                    const double *ms)
 {
-    const int kind = slots[slot].kind;
+    const int kind = clf__choice_slot_kind(slot);
     struct clf__choice_entry *e;
     int i, kept;
 
+    if (slot_check(slot) != 0)
+        return winner;
     if (ctx->checking_kind == kind &&
         strcmp(ctx->checking_bucket, bucket) == 0 &&
         (kept = record_check(ctx, slot, bucket, ms)) >= 0)
@@ -741,11 +811,11 @@ clf__choice_record(clf_context *ctx, int slot, const char *bucket, int winner,
     ctx->last_source[slot] = CLF_SOURCE_TIMED;
     ctx->last_why[slot] = NULL;
     snprintf(ctx->last_bucket[slot], CLF_BUCKET_MAX, "%s", bucket);
-    for (i = 0; i < table[kind].count && i < CLF_MAX_CANDIDATES; i++)
+    for (i = 0; i < clf__choice_count(kind); i++)
         ctx->last_ms[slot][i] = ms[i];
     if (e == NULL)
         return winner;
-    for (i = 0; i < table[kind].count && i < CLF_MAX_CANDIDATES; i++)
+    for (i = 0; i < clf__choice_count(kind); i++)
         e->ms[i] = ms[i];
     store_save(ctx);
     return winner;
@@ -796,9 +866,10 @@ clf_context_kernel_choice(clf_context *ctx, size_t index,
     }
     e = &ctx->choice_list[index];
     memset(out, 0, sizeof *out);
-    out->kind = e->kind == KIND_RATE ? rate_kind : table[e->kind].kind;
-    out->name =
-        e->kind == KIND_RATE ? "measured" : table[e->kind].names[e->winner];
+    out->kind =
+        e->kind == KIND_RATE ? rate_kind : clf__choice_kind_name(e->kind);
+    out->name = e->kind == KIND_RATE ? "measured"
+                                     : clf__choice_name(e->kind, e->winner);
     snprintf(out->bucket, sizeof out->bucket, "%s", e->bucket);
     out->source = e->source;
     for (i = 0; i < CLF_MAX_CANDIDATES; i++)
@@ -825,9 +896,9 @@ clf_kernel_candidate_name(const char *kind, int index)
 {
     int k = kind != NULL ? kind_of(kind, strlen(kind)) : -1;
 
-    return k < 0 || index < 0 || index >= table[k].count
+    return k < 0 || index < 0 || index >= clf__choice_count(k)
                ? NULL
-               : table[k].names[index];
+               : clf__choice_name(k, index);
 }
 
 CLF_EXTERN int
@@ -975,6 +1046,8 @@ clf__time_variants(clf_context *ctx, int count, clf__variant_fn run, void *user,
 void
 clf__choice_fixed(clf_context *ctx, int slot, int winner, const char *why)
 {
+    if (slot_check(slot) != 0)
+        return;
     ctx->last[slot] = winner;
     ctx->last_source[slot] = CLF_SOURCE_NONE;
     ctx->last_bucket[slot][0] = '\0';
@@ -991,7 +1064,8 @@ describe_untimed(char *buf, size_t cap, const clf_context *ctx, int slot)
     if (c < 0 || ctx->last_why[slot] == NULL)
         snprintf(buf, cap, "not chosen yet");
     else
-        snprintf(buf, cap, "%s (%s)", clf__choice_name(slots[slot].kind, c),
+        snprintf(buf, cap, "%s (%s)",
+                 clf__choice_name(clf__choice_slot_kind(slot), c),
                  ctx->last_why[slot]);
 }
 
@@ -1001,7 +1075,7 @@ describe_untimed(char *buf, size_t cap, const clf_context *ctx, int slot)
 static void
 describe_check(char *buf, size_t cap, const clf_context *ctx, int slot)
 {
-    const int kind = slots[slot].kind, c = ctx->last[slot];
+    const int kind = clf__choice_slot_kind(slot), c = ctx->last[slot];
     const double *now = ctx->last_check_ms[slot];
     const char *sep = "; now: ";
     size_t len = 0;
@@ -1033,7 +1107,7 @@ describe(char *buf, size_t cap, const clf_context *ctx, int slot)
 {
     static const char *const sources[] = {"not chosen yet", "stored", "timed",
                                           "forced"};
-    const int kind = slots[slot].kind, c = ctx->last[slot];
+    const int kind = clf__choice_slot_kind(slot), c = ctx->last[slot];
     const double *ms = ctx->last_ms[slot];
     const char *sep = ": ";
     size_t len = strlen(buf);
@@ -1042,7 +1116,7 @@ describe(char *buf, size_t cap, const clf_context *ctx, int slot)
     if (len >= cap)
         return;
     len += (size_t)snprintf(buf + len, cap - len, "%s%s: ", len ? "; " : "",
-                            slots[slot].label);
+                            slot_label(slot));
     if (len >= cap)
         return;
     if (c < 0 || ctx->last_why[slot] != NULL) {
@@ -1075,26 +1149,20 @@ describe(char *buf, size_t cap, const clf_context *ctx, int slot)
 CLF_EXTERN const char *
 clf_context_kernel_choices(clf_context *ctx)
 {
-    /* Softmax, the GEMM roles in the order of a forward, the attention
-     * way, the half-weight way; all but the first three only once a plan
-     * resolved them. */
-    static const int order[CLF_SLOT_COUNT] = {
-        CLF_KIND_SOFTMAX,    CLF_KIND_GEMM,       CLF_SLOT_GEMM_COMP,
-        CLF_SLOT_GEMM_SCORE, CLF_SLOT_GEMM_WEIGH, CLF_SLOT_GEMM_FFN,
-        CLF_KIND_ATTEND,     CLF_KIND_HALFGEMM};
-    int i, slot;
+    /* The kinds by rank, each kind's slots in order; a slot only once a
+     * plan resolved it, but for the kinds listed from the start. */
+    int ids[CLF_MAX_SLOTS];
+    int i, n = kinds_ranked(ids), slot;
 
     if (ctx == NULL)
         return "";
     clf__lock(ctx);
     ctx->choices[0] = '\0';
-    for (i = 0; i < CLF_SLOT_COUNT; i++) {
-        slot = order[i];
-        if (ctx->last[slot] < 0 && slot != CLF_KIND_SOFTMAX &&
-            slot != CLF_KIND_GEMM && slot != CLF_KIND_ATTEND)
-            continue;
-        describe(ctx->choices, sizeof ctx->choices, ctx, slot);
-    }
+    for (i = 0; i < n; i++)
+        for (slot = ids[i]; slot < ids[i] + kind_at(ids[i])->slots; slot++)
+            if (ctx->last[slot] >= 0 ||
+                (slot == ids[i] && kind_at(slot)->listed))
+                describe(ctx->choices, sizeof ctx->choices, ctx, slot);
     clf__unlock(ctx);
     return ctx->choices;
 }

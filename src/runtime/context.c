@@ -45,10 +45,8 @@ context_alloc(void)
     }
     ctx->has_lock = 1;
     ctx->checking_kind = -1; /* no check under way */
-    for (i = 0; i < CLF_KIND_COUNT; i++)
-        ctx->forced[i] = -1;
-    for (i = 0; i < CLF_SLOT_COUNT; i++)
-        ctx->last[i] = -1;
+    for (i = 0; i < CLF_MAX_SLOTS; i++)
+        ctx->forced[i] = ctx->last[i] = -1;
     return ctx;
 }
 

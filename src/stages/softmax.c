@@ -118,6 +118,14 @@ clf__softmax_masked(clf_context *ctx, int variant, cl_mem s, size_t rows,
 /* The variant of clf__softmax_rows (a softmax outside a plan). */
 CLF_FEATURE_INT(clf__softmax_pinned, clf__softmax_pin)
 
+/* The kind of choice "softmax": the variants by enum
+ * clf__softmax_variant, listed first. */
+static const char *const softmax_names[] = {"scalar", "vector", "group"};
+static const char *const softmax_labels[] = {"softmax"};
+static const struct clf__choice_kind softmax_kind = {
+    "softmax", softmax_names, 3, softmax_labels, 1, 0, 1};
+CLF_CHOICE_KIND(clf__softmax_kind, softmax_kind)
+
 int
 clf__softmax_rows(clf_context *ctx, cl_mem s, size_t off, size_t rows,
                   size_t cols)

@@ -211,6 +211,10 @@ int clf__softmax_rows_variant(clf_context *ctx, int variant, cl_mem s,
  * until a test pins another (0, or CLF_ENO_MEMORY). */
 int clf__softmax_pinned(const clf_context *ctx);
 int clf__softmax_pin(clf_context *ctx, int variant);
+/* The id of the kind of choice "softmax" (candidates: enum
+ * clf__softmax_variant). */
+int clf__softmax_kind(void);
+#define CLF_KIND_SOFTMAX clf__softmax_kind()
 /* Full mode's masks folded into the softmax: the scores of `rows` rows of n
  * = cols keys from element 0, heads * chunk rows a sequence, the queries
  * row0 .. row0 + chunk - 1 of each.  Keys that mask (batch x n bytes, NULL:

@@ -14,14 +14,13 @@
 
 /* The three below hand one set to CLBlast as it is, for the tuner's
  * trials and the tests: a CLBlast failure under it stays an error (the
- * context's clblast_records cleared); apply_clblast marks the sets of a
+ * context's CLBlast records cleared); apply_clblast marks the sets of a
  * tune file, whose failure drops them instead (src/gemm/gemm.c). */
 static void
 on_trial(clf_context *ctx)
 {
     clf__lock(ctx);
-    ctx->clblast_records = 0;
-    ctx->clblast_dropped = 0;
+    clf__gemm_clblast_records(ctx, 0);
     clf__unlock(ctx);
 }
 
@@ -204,7 +203,7 @@ static int
 apply_clblast(clf_context *ctx, const struct clf__tune_file *tf)
 {
     size_t len;
-    int rc = 0;
+    int rc = 0, mark;
 
     if (tf->have_best && (rc = clf__tune_apply_xgemm(ctx, tf->best)) == 0) {
         memcpy(ctx->tuned, "Xgemm ", 7);
@@ -226,8 +225,8 @@ apply_clblast(clf_context *ctx, const struct clf__tune_file *tf)
                  "%sXGEMM_MIN_INDIRECT_SIZE=%zu", len ? "; " : "",
                  tf->min_indirect);
     }
-    ctx->clblast_records = rc == 0 && ctx->tuned[0] != '\0';
-    return rc;
+    mark = clf__gemm_clblast_records(ctx, rc == 0 && ctx->tuned[0] != '\0');
+    return rc != 0 ? rc : mark;
 }
 
 int
@@ -256,7 +255,7 @@ apply_stored_locked(clf_context *ctx)
     int rc, shipped = 0;
 
     ctx->tuned[0] = '\0';
-    ctx->clblast_records = ctx->clblast_dropped = 0;
+    CLF_TRY(clf__gemm_clblast_records(ctx, 0));
     if (env != NULL && strcmp(env, "off") == 0)
         return 0;
     tf = malloc(sizeof *tf);

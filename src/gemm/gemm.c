@@ -159,12 +159,8 @@ gemm_nn_unlocked(clf_context *ctx, const struct clf__gemm_args *g)
 {
     cl_kernel kk = ctx->kernels[CLF_K_GEMM_NN];
     cl_uint has_bias = g->bias != NULL, kact = (cl_uint)g->act;
-    cl_uint M = (cl_uint)g->m, N = (cl_uint)g->n, K = (cl_uint)g->k;
-    cl_uint la = (cl_uint)g->lda, lb = (cl_uint)g->ldb, lc = (cl_uint)g->ldc;
     struct clf__gemm_state *st;
     cl_uint acc = g->beta != 0.0f, cols64;
-    cl_ulong ao = g->a_off, as = g->a_stride, bo = g->b_off, bs = g->b_stride;
-    cl_ulong co = g->c_off, cs = g->c_stride;
     /* bias not read where there is none */
     cl_mem bias = g->bias != NULL ? g->bias : g->c;
     size_t gs[3];
@@ -173,22 +169,7 @@ gemm_nn_unlocked(clf_context *ctx, const struct clf__gemm_args *g)
         return 0;
     STATE(ctx, st);
     cols64 = st->cols64 != 0;
-    CLF_SET_ARG(kk, 0, M);
-    CLF_SET_ARG(kk, 1, N);
-    CLF_SET_ARG(kk, 2, K);
-    CLF_SET_ARG(kk, 3, g->alpha);
-    CLF_SET_ARG(kk, 4, g->a);
-    CLF_SET_ARG(kk, 5, ao);
-    CLF_SET_ARG(kk, 6, la);
-    CLF_SET_ARG(kk, 7, as);
-    CLF_SET_ARG(kk, 8, g->b);
-    CLF_SET_ARG(kk, 9, bo);
-    CLF_SET_ARG(kk, 10, lb);
-    CLF_SET_ARG(kk, 11, bs);
-    CLF_SET_ARG(kk, 12, g->c);
-    CLF_SET_ARG(kk, 13, co);
-    CLF_SET_ARG(kk, 14, lc);
-    CLF_SET_ARG(kk, 15, cs);
+    CLF_TRY(clf__gemm_set_operands(kk, g));
     CLF_SET_ARG(kk, 16, acc);
     CLF_SET_ARG(kk, 17, bias);
     CLF_SET_ARG(kk, 18, has_bias);
@@ -724,59 +705,27 @@ clf__gemm_resolve(clf_context *ctx, int role, size_t m, size_t n, size_t k,
     return rc < 0 ? rc : 0;
 }
 
-/* The epilogue kernels (cl/gemm.cl) after a CLBlast GEMM. */
-static int
-add_bias_unlocked(clf_context *ctx, cl_mem y, size_t off, size_t rows,
-                  size_t cols, size_t ld, cl_mem bias)
-{
-    cl_kernel k = ctx->kernels[CLF_K_ADD_BIAS];
-    cl_ulong o = off;
-    cl_uint r = (cl_uint)rows, c = (cl_uint)cols, l = (cl_uint)ld;
-
-    CLF_SET_ARG(k, 0, y);
-    CLF_SET_ARG(k, 1, o);
-    CLF_SET_ARG(k, 2, r);
-    CLF_SET_ARG(k, 3, c);
-    CLF_SET_ARG(k, 4, l);
-    CLF_SET_ARG(k, 5, bias);
-    return clf__launch_1d(ctx, CLF_K_ADD_BIAS, rows * cols);
-}
-
-/* Kernel arguments are shared by the context's threads: set and enqueue
- * under its lock. */
+/* The epilogue kernels (cl/gemm.cl) after a CLBlast GEMM, each one call
+ * (clf__run_1d: under the context lock). */
 int
 clf__add_bias(clf_context *ctx, cl_mem y, size_t off, size_t rows, size_t cols,
               size_t ld, cl_mem bias)
 {
-    int rc;
+    const cl_ulong o = off;
+    const cl_uint r = (cl_uint)rows, c = (cl_uint)cols, l = (cl_uint)ld;
+    const struct clf__arg args[] = {CLF_ARG(y), CLF_ARG(o), CLF_ARG(r),
+                                    CLF_ARG(c), CLF_ARG(l), CLF_ARG(bias)};
 
-    clf__lock(ctx);
-    rc = add_bias_unlocked(ctx, y, off, rows, cols, ld, bias);
-    clf__unlock(ctx);
-    return rc;
-}
-
-static int
-act_unlocked(clf_context *ctx, cl_mem y, size_t off, size_t count, int act)
-{
-    cl_kernel k = ctx->kernels[CLF_K_ACT];
-    cl_ulong o = off, c = count;
-    cl_uint a = (cl_uint)act;
-
-    CLF_SET_ARG(k, 0, y);
-    CLF_SET_ARG(k, 1, o);
-    CLF_SET_ARG(k, 2, c);
-    CLF_SET_ARG(k, 3, a);
-    return clf__launch_1d(ctx, CLF_K_ACT, count);
+    return CLF_RUN_1D(ctx, CLF_K_ADD_BIAS, rows * cols, args);
 }
 
 int
 clf__act(clf_context *ctx, cl_mem y, size_t off, size_t count, int act)
 {
-    int rc;
+    const cl_ulong o = off, c = count;
+    const cl_uint a = (cl_uint)act;
+    const struct clf__arg args[] = {CLF_ARG(y), CLF_ARG(o), CLF_ARG(c),
+                                    CLF_ARG(a)};
 
-    clf__lock(ctx);
-    rc = act_unlocked(ctx, y, off, count, act);
-    clf__unlock(ctx);
-    return rc;
+    return CLF_RUN_1D(ctx, CLF_K_ACT, count, args);
 }

@@ -1,8 +1,8 @@
 /* The GEMM floor (src/gemm): the dispatcher over CLBlast, the blocked
- * kernel (gemm.c, cl/gemm.cl), the work-group tiled kernel (gemm_tiled.c,
- * cl/gemm_tiled.cl) and the native half GEMMs (half_gemm.c,
- * cl/half_gemm.cl).  It offers the floors above matrix products on the
- * context's queue and calls only the runtime. */
+ * kernel (gemm.c, cl/gemm.cl; its arguments in gemm_args.c), the work-group
+ * tiled kernel (gemm_tiled.c, cl/gemm_tiled.cl) and the native half GEMMs
+ * (half_gemm.c, cl/half_gemm.cl).  It offers the floors above matrix products
+ * on the context's queue and calls only the runtime. */
 #ifndef CLF_GEMM_H
 #define CLF_GEMM_H
 
@@ -171,6 +171,11 @@ struct clf__gemm_group {
 int clf__gemm_grouped(clf_context *ctx, int way, const struct clf__gemm_args *g,
                       const struct clf__gemm_group *group);
 
+/* gemm_args.c: kernel arguments 0-15 of the blocked and the native half
+ * GEMM kernels from g: m, n, k, alpha, then A, B and C each with its
+ * offset, leading dimension and batch stride (sizes as 32-bit, offsets
+ * and strides as 64-bit integers). */
+int clf__gemm_set_operands(cl_kernel k, const struct clf__gemm_args *g);
 /* gemm.c: the register-blocked GEMM kernel on g, A and B not transposed
  * (trans_a and trans_b are not read), C added to where beta is not 0 (so
  * beta 0 or 1), n a multiple of 16. */

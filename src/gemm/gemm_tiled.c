@@ -80,30 +80,18 @@ clf__tiled_check(const struct clf__tiled_cfg *cfg,
                  const struct clf__limits *lim, char *why, size_t cap)
 {
     const size_t *v = cfg->v;
-    size_t wg = v[CLF_TILED_P_MDIM] * v[CLF_TILED_P_NDIM];
-    unsigned long long local =
+    const struct clf__footprint f = {
+        "NDIM",
+        "MDIM",
+        v[CLF_TILED_P_NDIM],
+        v[CLF_TILED_P_MDIM],
         4ull * v[CLF_TILED_P_KWG] *
-        (v[CLF_TILED_P_MWG] + 1 + v[CLF_TILED_P_NWG] + v[CLF_TILED_P_VW]);
+            (v[CLF_TILED_P_MWG] + 1 + v[CLF_TILED_P_NWG] + v[CLF_TILED_P_VW]),
+        "the tiles"};
 
     if (check_shape(v, why, cap) != 0)
         return -1;
-    if (wg > lim->max_wg || v[CLF_TILED_P_NDIM] > lim->max_item[0] ||
-        v[CLF_TILED_P_MDIM] > lim->max_item[1]) {
-        snprintf(why, cap,
-                 "a work-group of NDIM=%zu x MDIM=%zu exceeds the device's "
-                 "%zu (%zu x %zu)",
-                 v[CLF_TILED_P_NDIM], v[CLF_TILED_P_MDIM], lim->max_wg,
-                 lim->max_item[0], lim->max_item[1]);
-        return -1;
-    }
-    if (local > lim->local_mem) {
-        snprintf(why, cap,
-                 "%llu bytes of local memory for the tiles exceed the "
-                 "device's %llu",
-                 local, lim->local_mem);
-        return -1;
-    }
-    return 0;
+    return clf__limits_check(lim, &f, why, cap);
 }
 
 /* The space `clinformer tune` searches: the defaults first, then tiles for

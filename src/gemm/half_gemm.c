@@ -141,36 +141,6 @@ launch(clf_context *ctx, struct clf__half_gemm_state *st, cl_kernel k,
     return 0;
 }
 
-/* Arguments 0-15, the same in both kernels: sizes, alpha, and each of A,
- * B, C with its offset, leading dimension and batch stride. */
-static int
-set_gemm_args(cl_kernel k, const struct clf__gemm_args *g)
-{
-    const cl_int m = (cl_int)g->m, n = (cl_int)g->n, kk = (cl_int)g->k;
-    const cl_int lda = (cl_int)g->lda, ldb = (cl_int)g->ldb;
-    const cl_int ldc = (cl_int)g->ldc;
-    const cl_ulong ao = g->a_off, as = g->a_stride, bo = g->b_off;
-    const cl_ulong bs = g->b_stride, co = g->c_off, cs = g->c_stride;
-
-    SET(k, 0, m);
-    SET(k, 1, n);
-    SET(k, 2, kk);
-    SET(k, 3, g->alpha);
-    SET(k, 4, g->a);
-    SET(k, 5, ao);
-    SET(k, 6, lda);
-    SET(k, 7, as);
-    SET(k, 8, g->b);
-    SET(k, 9, bo);
-    SET(k, 10, ldb);
-    SET(k, 11, bs);
-    SET(k, 12, g->c);
-    SET(k, 13, co);
-    SET(k, 14, ldc);
-    SET(k, 15, cs);
-    return 0;
-}
-
 /* C = alpha A W^T + bias: A float32, W (g->b) binary16. */
 static int
 run_nt(clf_context *ctx, struct clf__half_gemm_state *st,
@@ -180,7 +150,7 @@ run_nt(clf_context *ctx, struct clf__half_gemm_state *st,
     const cl_int has_bias = g->bias != NULL;
     const cl_mem bias = g->bias != NULL ? g->bias : g->c; /* not read */
 
-    CLF_TRY(set_gemm_args(k, g));
+    CLF_TRY(clf__gemm_set_operands(k, g));
     SET(k, 16, bias);
     SET(k, 17, has_bias);
     return launch(ctx, st, k, g, 4, 1);
@@ -191,7 +161,7 @@ static int
 run_nn(clf_context *ctx, struct clf__half_gemm_state *st,
        const struct clf__gemm_args *g)
 {
-    CLF_TRY(set_gemm_args(st->nn, g));
+    CLF_TRY(clf__gemm_set_operands(st->nn, g));
     return launch(ctx, st, st->nn, g, 8, 4);
 }
 

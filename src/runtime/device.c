@@ -621,3 +621,25 @@ clf__loop_limit(const clf_context *ctx)
     return ci_contains(ctx->info.name, "llvmpipe") ? CLF_LLVMPIPE_LOOP_LIMIT
                                                    : 0;
 }
+
+int
+clf__limits_check(const struct clf__limits *lim, const struct clf__footprint *f,
+                  char *why, size_t cap)
+{
+    if (f->nx * f->ny > lim->max_wg || f->nx > lim->max_item[0] ||
+        f->ny > lim->max_item[1]) {
+        snprintf(why, cap,
+                 "a work-group of %s=%zu x %s=%zu exceeds the device's %zu "
+                 "(%zu x %zu)",
+                 f->x, f->nx, f->y, f->ny, lim->max_wg, lim->max_item[0],
+                 lim->max_item[1]);
+        return -1;
+    }
+    if (f->local > lim->local_mem) {
+        snprintf(why, cap,
+                 "%llu bytes of local memory for %s exceed the device's %llu",
+                 f->local, f->tiles, lim->local_mem);
+        return -1;
+    }
+    return 0;
+}

@@ -60,6 +60,19 @@ struct clf__limits {
     size_t max_wg, max_item[2];
     unsigned long long local_mem;
 };
+/* A kernel's work-group of nx x ny work-items (dimension 0 first, their
+ * parameters' names x and y) and the bytes of local memory its tiles
+ * (`tiles`, for the message) take. */
+struct clf__footprint {
+    const char *x, *y;
+    size_t nx, ny;
+    unsigned long long local;
+    const char *tiles;
+};
+/* device.c: 0 when f fits lim, else -1 with why (cap bytes) saying which
+ * limit it exceeds. */
+int clf__limits_check(const struct clf__limits *lim,
+                      const struct clf__footprint *f, char *why, size_t cap);
 
 /* device.c: the limits of ctx's device that sizes are checked against; a
  * failed query leaves max_wg 0, which no size fits. */

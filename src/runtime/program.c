@@ -578,3 +578,22 @@ clf__kernel_options(const char *const *over, const size_t *val, size_t n,
         len += (size_t)snprintf(buf + len, cap - len, " -D%s=%zu", names[i], v);
     }
 }
+
+int
+clf__run_1d(clf_context *ctx, enum clf__kernel_id id, size_t items,
+            const struct clf__arg *args, size_t n)
+{
+    cl_int err = CL_SUCCESS;
+    size_t i;
+    int rc;
+
+    clf__lock(ctx);
+    for (i = 0; i < n && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(ctx->kernels[id], (cl_uint)i, args[i].size,
+                             args[i].value);
+    rc = err != CL_SUCCESS
+             ? clf__fail(err, "clSetKernelArg %d failed (%d)", (int)i - 1, err)
+             : clf__launch_1d(ctx, id, items);
+    clf__unlock(ctx);
+    return rc;
+}

@@ -29,6 +29,23 @@ void clf__cache_dir(char *buf, size_t cap);
 int clf__cache_entry_check(const void *data, size_t len, uint64_t key,
                            size_t *payload_off, size_t *payload_len);
 
+/* One kernel argument: its size and where its value is. */
+struct clf__arg {
+    size_t size;
+    const void *value;
+};
+#define CLF_ARG(var)                                                           \
+    {                                                                          \
+        sizeof(var), &(var)                                                    \
+    }
+/* The whole call of a simple kernel: under the context lock (kernel
+ * arguments are shared by its threads), sets kernel id's arguments 0..n-1
+ * to args and enqueues it as clf__launch_1d does.  CLF_RUN_1D passes an
+ * array's length. */
+int clf__run_1d(clf_context *ctx, enum clf__kernel_id id, size_t items,
+                const struct clf__arg *args, size_t n);
+#define CLF_RUN_1D(ctx, id, items, args)                                       \
+    clf__run_1d((ctx), (id), (items), (args), sizeof(args) / sizeof((args)[0]))
 /* Enqueue one kernel over a 1-D range of `items` work-items, rounding the
  * global size up to the work-group size (kernels guard their tail). */
 int clf__launch_1d(clf_context *ctx, enum clf__kernel_id id, size_t items);

@@ -1,66 +1,30 @@
 /* Host side of the mask kernels: key padding masks. */
 #include "stages/stages.h"
 
-static int
-mask_rows_unlocked(clf_context *ctx, cl_mem src, size_t src_off, cl_mem dst,
-                   size_t dst_off, size_t rows, size_t cols, cl_mem mask)
-{
-    cl_kernel k = ctx->kernels[CLF_K_MASK_ROWS];
-    cl_ulong so = src_off, d = dst_off;
-    cl_uint r = (cl_uint)rows, c = (cl_uint)cols;
-
-    CLF_SET_ARG(k, 0, src);
-    CLF_SET_ARG(k, 1, so);
-    CLF_SET_ARG(k, 2, dst);
-    CLF_SET_ARG(k, 3, d);
-    CLF_SET_ARG(k, 4, r);
-    CLF_SET_ARG(k, 5, c);
-    CLF_SET_ARG(k, 6, mask);
-    return clf__launch_1d(ctx, CLF_K_MASK_ROWS, rows * cols);
-}
-
-/* Kernel arguments are shared by the context's threads: set and enqueue
- * under its lock. */
 int
 clf__mask_rows(clf_context *ctx, cl_mem src, size_t src_off, cl_mem dst,
                size_t dst_off, size_t rows, size_t cols, cl_mem mask)
 {
-    int rc;
+    const cl_ulong so = src_off, d = dst_off;
+    const cl_uint r = (cl_uint)rows, c = (cl_uint)cols;
+    const struct clf__arg args[] = {CLF_ARG(src), CLF_ARG(so), CLF_ARG(dst),
+                                    CLF_ARG(d),   CLF_ARG(r),  CLF_ARG(c),
+                                    CLF_ARG(mask)};
 
-    clf__lock(ctx);
-    rc = mask_rows_unlocked(ctx, src, src_off, dst, dst_off, rows, cols, mask);
-    clf__unlock(ctx);
-    return rc;
-}
-
-static int
-masked_rowsum_unlocked(clf_context *ctx, cl_mem e, size_t rows, size_t n,
-                       size_t ld, size_t batch, cl_mem mask, cl_mem out)
-{
-    cl_kernel k = ctx->kernels[CLF_K_MASKED_ROWSUM];
-    cl_uint r = (cl_uint)rows, nn = (cl_uint)n, l = (cl_uint)ld,
-            b = (cl_uint)batch;
-
-    CLF_SET_ARG(k, 0, e);
-    CLF_SET_ARG(k, 1, r);
-    CLF_SET_ARG(k, 2, nn);
-    CLF_SET_ARG(k, 3, l);
-    CLF_SET_ARG(k, 4, b);
-    CLF_SET_ARG(k, 5, mask);
-    CLF_SET_ARG(k, 6, out);
-    return clf__launch_1d(ctx, CLF_K_MASKED_ROWSUM, batch * rows);
+    return CLF_RUN_1D(ctx, CLF_K_MASK_ROWS, rows * cols, args);
 }
 
 int
 clf__masked_rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
                    size_t batch, cl_mem mask, cl_mem out)
 {
-    int rc;
+    const cl_uint r = (cl_uint)rows, nn = (cl_uint)n, l = (cl_uint)ld,
+                  b = (cl_uint)batch;
+    const struct clf__arg args[] = {CLF_ARG(e),  CLF_ARG(r), CLF_ARG(nn),
+                                    CLF_ARG(l),  CLF_ARG(b), CLF_ARG(mask),
+                                    CLF_ARG(out)};
 
-    clf__lock(ctx);
-    rc = masked_rowsum_unlocked(ctx, e, rows, n, ld, batch, mask, out);
-    clf__unlock(ctx);
-    return rc;
+    return CLF_RUN_1D(ctx, CLF_K_MASKED_ROWSUM, batch * rows, args);
 }
 
 int

@@ -5,31 +5,15 @@
 
 #define SET CLF_SET_ARG
 
-static int
-rowsum_unlocked(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
-                cl_mem out)
-{
-    cl_kernel k = ctx->kernels[CLF_K_ROWSUM];
-    cl_uint r = (cl_uint)rows, nn = (cl_uint)n, l = (cl_uint)ld;
-
-    SET(k, 0, e);
-    SET(k, 1, r);
-    SET(k, 2, nn);
-    SET(k, 3, l);
-    SET(k, 4, out);
-    return clf__launch_1d(ctx, CLF_K_ROWSUM, rows);
-}
-
 int
 clf__rowsum(clf_context *ctx, cl_mem e, size_t rows, size_t n, size_t ld,
             cl_mem out)
 {
-    int rc;
+    const cl_uint r = (cl_uint)rows, nn = (cl_uint)n, l = (cl_uint)ld;
+    const struct clf__arg args[] = {CLF_ARG(e), CLF_ARG(r), CLF_ARG(nn),
+                                    CLF_ARG(l), CLF_ARG(out)};
 
-    clf__lock(ctx);
-    rc = rowsum_unlocked(ctx, e, rows, n, ld, out);
-    clf__unlock(ctx);
-    return rc;
+    return CLF_RUN_1D(ctx, CLF_K_ROWSUM, rows, args);
 }
 
 static int

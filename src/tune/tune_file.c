@@ -327,27 +327,16 @@ static int
 check_device(const size_t *v, const struct clf__limits *lim, char *why,
              size_t cap)
 {
-    size_t wg = v[CLF__XG_MDIMC] * v[CLF__XG_NDIMC];
-    size_t local = 4 * (v[CLF__XG_SA] * v[CLF__XG_KWG] * v[CLF__XG_MWG] +
-                        v[CLF__XG_SB] * v[CLF__XG_KWG] * v[CLF__XG_NWG]);
+    const struct clf__footprint f = {
+        "MDIMC",
+        "NDIMC",
+        v[CLF__XG_MDIMC],
+        v[CLF__XG_NDIMC],
+        4ull * (v[CLF__XG_SA] * v[CLF__XG_KWG] * v[CLF__XG_MWG] +
+                v[CLF__XG_SB] * v[CLF__XG_KWG] * v[CLF__XG_NWG]),
+        "SA/SB tiles"};
 
-    if (wg > lim->max_wg || v[CLF__XG_MDIMC] > lim->max_item[0] ||
-        v[CLF__XG_NDIMC] > lim->max_item[1]) {
-        snprintf(why, cap,
-                 "a work-group of MDIMC=%zu x NDIMC=%zu exceeds "
-                 "the device's %zu (%zu x %zu)",
-                 v[CLF__XG_MDIMC], v[CLF__XG_NDIMC], lim->max_wg,
-                 lim->max_item[0], lim->max_item[1]);
-        return -1;
-    }
-    if (local > lim->local_mem) {
-        snprintf(why, cap,
-                 "%zu bytes of local memory for SA/SB tiles exceed "
-                 "the device's %llu",
-                 local, lim->local_mem);
-        return -1;
-    }
-    return 0;
+    return clf__limits_check(lim, &f, why, cap);
 }
 
 int
@@ -450,27 +439,18 @@ static int
 check_direct_device(const size_t *v, const struct clf__limits *lim, char *why,
                     size_t cap)
 {
-    size_t wgd = v[CLF__XD_WGD];
-    size_t local = 4 * wgd * (2 * wgd + v[CLF__XD_PADA] + v[CLF__XD_PADB]);
+    const size_t wgd = v[CLF__XD_WGD];
+    char tiles[48];
+    const struct clf__footprint f = {
+        "MDIMCD",
+        "NDIMCD",
+        v[CLF__XD_MDIMCD],
+        v[CLF__XD_NDIMCD],
+        4ull * wgd * (2 * wgd + v[CLF__XD_PADA] + v[CLF__XD_PADB]),
+        tiles};
 
-    if (v[CLF__XD_MDIMCD] * v[CLF__XD_NDIMCD] > lim->max_wg ||
-        v[CLF__XD_MDIMCD] > lim->max_item[0] ||
-        v[CLF__XD_NDIMCD] > lim->max_item[1]) {
-        snprintf(why, cap,
-                 "a work-group of MDIMCD=%zu x NDIMCD=%zu exceeds the "
-                 "device's %zu (%zu x %zu)",
-                 v[CLF__XD_MDIMCD], v[CLF__XD_NDIMCD], lim->max_wg,
-                 lim->max_item[0], lim->max_item[1]);
-        return -1;
-    }
-    if (local > lim->local_mem) {
-        snprintf(why, cap,
-                 "%zu bytes of local memory for the WGD=%zu tiles exceed the "
-                 "device's %llu",
-                 local, wgd, lim->local_mem);
-        return -1;
-    }
-    return 0;
+    snprintf(tiles, sizeof tiles, "the WGD=%zu tiles", wgd);
+    return clf__limits_check(lim, &f, why, cap);
 }
 
 int

@@ -5,6 +5,7 @@
 #ifndef CLINFORMER_INTERNAL_H
 #define CLINFORMER_INTERNAL_H
 
+#include "layer/layer_impl.h"
 #include "parallel/parallel.h"
 #include "tune/tune.h"
 

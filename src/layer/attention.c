@@ -12,7 +12,7 @@
  *   Y       n x D                      O W_o^T + b_o
  * hq query heads; hkv = 1 with one_kv_head, else hq; hc is the number of
  * distinct compressed K/V heads: hq when E is per head, else hkv. */
-#include "layer/layer.h"
+#include "layer/layer_impl.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -703,6 +703,23 @@ clf_attention_forward_cl(clf_attention *att, cl_mem x, size_t x_offset,
                                        seq_len, NULL);
 }
 /* The layer's resolved desc (head_dim filled in). */
+void
+clf__layer_shape(const clf_attention *a, struct clf__layer_shape *out)
+{
+    out->ctx = a->ctx;
+    out->desc = a->desc;
+    out->mode = a->mode;
+    out->D = a->D, out->hq = a->hq, out->hkv = a->hkv, out->dh = a->dh;
+    out->dq = a->dq, out->dkv = a->dkv, out->N = a->N, out->k = a->k;
+    out->nE = a->nE;
+}
+
+cl_mem
+clf__layer_ws(const clf_attention *a, enum ws_id id)
+{
+    return a->ws[id].mem;
+}
+
 void
 clf__attention_desc(const clf_attention *att, clf_attention_desc *out)
 {

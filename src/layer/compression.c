@@ -3,7 +3,7 @@
  * each over windows of w = floor(N / k) positions of the projected keys
  * and values (cl/projection.cl clf_compress_window).  The linear one is
  * attention.c's (GEMMs with E and F). */
-#include "layer/layer.h"
+#include "layer/layer_impl.h"
 
 #include <string.h>
 

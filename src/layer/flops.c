@@ -11,7 +11,7 @@
  * no count.  No device is needed, so
  * the bench, the library and a user planning a run count the same way.
  */
-#include "layer/layer.h"
+#include "layer/layer_impl.h"
 
 #include <string.h>
 

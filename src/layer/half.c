@@ -7,7 +7,7 @@
  * of the context, one for W matrices and one for E and F, which every
  * layer of the context reuses: stored weights take half the memory, and
  * the price is one extra pass over each weight per forward. */
-#include "layer/layer.h"
+#include "layer/layer_impl.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* The look-ahead audit: does anything after position t reach the output at
  * positions <= t? */
-#include "layer/layer.h"
+#include "layer/layer_impl.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  *   E (X W^T + 1 b^T) = (E X) W^T + rowsum(E) b^T.
  * The order with fewer multiply-adds is chosen from the shapes
  * ("compress-first" wins whenever one E serves all heads and k < n). */
-#include "layer/layer.h"
+#include "layer/layer_impl.h"
 
 #include <limits.h>
 #include <math.h>

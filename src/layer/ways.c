@@ -7,7 +7,7 @@
  * single-device forward, the sharded forward and the timing of the choice
  * all run the ways through this table, on a shape clf__steps_shape fills;
  * the choice among them is made here (clf__ways_resolve), for plan.c. */
-#include "layer/layer.h"
+#include "layer/layer_impl.h"
 
 #include <math.h>
 #include <stdio.h>

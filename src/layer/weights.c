@@ -1,7 +1,7 @@
 /* The Linformer attention layer itself: creation from a desc, the weights
  * (sizes, upload, random initialisation) and teardown.  What a forward
  * does is planned in plan.c and enqueued in attention.c. */
-#include "layer/layer.h"
+#include "layer/layer_impl.h"
 
 #include <limits.h>
 #include <math.h>
@@ -395,6 +395,14 @@ clf_attention_set_mode(clf_attention *att, clf_mode mode)
         return clf__fail(CLF_EBAD_ENUM, "mode %d is not a clf_mode", (int)mode);
     att->mode = mode;
     return 0;
+}
+
+cl_mem
+clf__layer_weight(const clf_attention *a, int which)
+{
+    return which >= 0 && which < CLF_WEIGHT_COUNT && a->wsize[which] != 0
+               ? a->w[which]
+               : NULL;
 }
 
 int

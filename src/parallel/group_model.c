@@ -213,9 +213,13 @@ run_batch(void *user, int rank, const clf__shard_comm *comm)
 static int
 pick_batch(const clf_group *g, const struct job *j)
 {
-    int half = j->gm != NULL
-                   ? j->gm->half
-                   : j->ga->a[0]->desc.precision == CLF_PRECISION_HALF;
+    struct clf__layer_shape L;
+    int half = j->gm != NULL && j->gm->half;
+
+    if (j->gm == NULL) {
+        clf__layer_shape(j->ga->a[0], &L);
+        half = L.desc.precision == CLF_PRECISION_HALF;
+    }
 
     if (g->by == CLF_SHARD_BATCH)
         return 1;
@@ -438,7 +442,7 @@ clf_group_attention_forward_ex(clf_group_attention *ga, const float *x,
                                size_t batch, size_t seq_len, float *y,
                                const clf_forward_opts *opts)
 {
-    const clf_attention *a0;
+    struct clf__layer_shape a0;
     struct job j;
     size_t unit = 1;
 
@@ -452,10 +456,10 @@ clf_group_attention_forward_ex(clf_group_attention *ga, const float *x,
                          batch == 0 ? "batch" : "seq_len");
     CLF_TRY(check_rows(batch, seq_len, ga->D * sizeof(float),
                        ga->D * sizeof(float)));
-    a0 = ga->a[0];
-    if (opts != NULL && opts->causal && a0->mode == CLF_MODE_LINFORMER &&
-        a0->desc.causal_block > 0)
-        unit = a0->desc.causal_block;
+    clf__layer_shape(ga->a[0], &a0);
+    if (opts != NULL && opts->causal && a0.mode == CLF_MODE_LINFORMER &&
+        a0.desc.causal_block > 0)
+        unit = a0.desc.causal_block;
     memset(&j, 0, sizeof j);
     j.ga = ga;
     j.B = batch;

@@ -24,6 +24,7 @@
 /* One shard's view of a forward. */
 struct shard_fw {
     clf_attention *a;
+    struct clf__layer_shape L; /* a's shape and settings */
     clf_context *ctx;
     const clf__shard_comm *comm;
     struct plan p;            /* of the whole sequence: hc, c, v_is_k, ... */
@@ -42,6 +43,22 @@ static int
 ensure(clf_attention *a, enum ws_id id, size_t need)
 {
     return clf__attention_ensure(a, id, need == 0 ? 1 : need);
+}
+
+/* Weight `which` of the shard's layer, NULL where it has none. */
+static cl_mem
+weight(const struct shard_fw *s, int which)
+{
+    return clf__layer_weight(s->a, which);
+}
+
+/* F, or E where the layer has one matrix for both sides. */
+static cl_mem
+weight_f(const struct shard_fw *s)
+{
+    cl_mem f = weight(s, CLF_PROJ_F);
+
+    return f != NULL ? f : weight(s, CLF_PROJ_E);
 }
 
 static int
@@ -68,11 +85,10 @@ download(clf_context *ctx, cl_mem m, void *dst, size_t bytes)
 static int
 project_rows(struct shard_fw *s, cl_mem x, cl_mem w, cl_mem bias, cl_mem out)
 {
-    clf_attention *a = s->a;
     const size_t rows = s->B * s->nl;
     const struct clf__linear xw = {.rows = rows,
-                                   .in = a->D,
-                                   .out = a->dkv,
+                                   .in = s->L.D,
+                                   .out = s->L.dkv,
                                    .x = x,
                                    .w = w,
                                    .y = out,
@@ -80,7 +96,7 @@ project_rows(struct shard_fw *s, cl_mem x, cl_mem w, cl_mem bias, cl_mem out)
 
     TRY(clf__gemm_linear(s->ctx, s->gemm[CLF_ROLE_PROJ], &xw));
     if (s->lmask != NULL)
-        TRY(clf__mask_rows(s->ctx, out, 0, out, 0, rows, a->dkv, s->lmask));
+        TRY(clf__mask_rows(s->ctx, out, 0, out, 0, rows, s->L.dkv, s->lmask));
     return 0;
 }
 
@@ -122,35 +138,36 @@ static int
 linformer_kv(struct shard_fw *s, cl_mem x)
 {
     clf_attention *a = s->a;
-    cl_mem *w = a->w;
-    const int cb = a->desc.compressed_bias != 0;
-    cl_mem bk = a->desc.bias_k ? w[CLF_BIAS_K] : NULL;
-    cl_mem bv = a->desc.bias_v ? w[CLF_BIAS_V] : NULL;
-    cl_mem f = a->wsize[CLF_PROJ_F] ? w[CLF_PROJ_F] : w[CLF_PROJ_E];
-    cl_mem kbar = a->ws[WS_KBAR].mem, vbar = a->ws[WS_VBAR].mem;
-    const size_t count = s->B * a->k * s->width;
+    const int cb = s->L.desc.compressed_bias != 0;
+    cl_mem bk = s->L.desc.bias_k ? weight(s, CLF_BIAS_K) : NULL;
+    cl_mem bv = s->L.desc.bias_v ? weight(s, CLF_BIAS_V) : NULL;
+    cl_mem f = weight_f(s);
+    cl_mem kbar = clf__layer_ws(a, WS_KBAR), vbar = clf__layer_ws(a, WS_VBAR);
+    const size_t count = s->B * s->L.k * s->width;
     const int sides = s->p.v_is_k ? 1 : 2;
 
-    TRY(project_rows(s, x, w[CLF_WEIGHT_K], cb ? NULL : bk, a->ws[WS_XE].mem));
-    TRY(compress_part(s, w[CLF_PROJ_E], a->ws[WS_XE].mem, kbar));
+    TRY(project_rows(s, x, weight(s, CLF_WEIGHT_K), cb ? NULL : bk,
+                     clf__layer_ws(a, WS_XE)));
+    TRY(compress_part(s, weight(s, CLF_PROJ_E), clf__layer_ws(a, WS_XE), kbar));
     if (sides == 2) {
-        TRY(project_rows(s, x, w[CLF_WEIGHT_V], cb ? NULL : bv,
-                         a->ws[WS_XF].mem));
-        TRY(compress_part(s, f, a->ws[WS_XF].mem, vbar));
+        TRY(project_rows(s, x, weight(s, CLF_WEIGHT_V), cb ? NULL : bv,
+                         clf__layer_ws(a, WS_XF)));
+        TRY(compress_part(s, f, clf__layer_ws(a, WS_XF), vbar));
     }
     TRY(exchange_sum(s, kbar, vbar, count, sides));
     /* fairseq's order: the bias once per slot, after the sum. */
     if (cb && bk != NULL)
-        TRY(clf__add_rowsum_bias(s->ctx, kbar, s->B, a->k, s->p.hc, a->dh, NULL,
-                                 0, 0, bk, a->hkv > 1));
+        TRY(clf__add_rowsum_bias(s->ctx, kbar, s->B, s->L.k, s->p.hc, s->L.dh,
+                                 NULL, 0, 0, bk, s->L.hkv > 1));
     if (cb && bv != NULL && sides == 2)
-        TRY(clf__add_rowsum_bias(s->ctx, vbar, s->B, a->k, s->p.hc, a->dh, NULL,
-                                 0, 0, bv, a->hkv > 1));
+        TRY(clf__add_rowsum_bias(s->ctx, vbar, s->B, s->L.k, s->p.hc, s->L.dh,
+                                 NULL, 0, 0, bv, s->L.hkv > 1));
     /* A slot bias (bias_proj) likewise once, after the sum. */
     TRY(clf__slot_bias(a, kbar, s->B, s->p.hc, CLF_BIAS_E));
     if (sides == 2)
         TRY(clf__slot_bias(a, vbar, s->B, s->p.hc,
-                           a->wsize[CLF_BIAS_F] ? CLF_BIAS_F : CLF_BIAS_E));
+                           weight(s, CLF_BIAS_F) != NULL ? CLF_BIAS_F
+                                                         : CLF_BIAS_E));
     return 0;
 }
 
@@ -158,7 +175,7 @@ linformer_kv(struct shard_fw *s, cl_mem x)
 static void
 shard_blocks(const struct shard_fw *s, int r, size_t *first, size_t *count)
 {
-    const size_t blk = s->a->desc.causal_block;
+    const size_t blk = s->L.desc.causal_block;
     const size_t lo = s->bounds[r], hi = s->bounds[r + 1];
 
     *first = lo / blk;
@@ -171,9 +188,8 @@ shard_blocks(const struct shard_fw *s, int r, size_t *first, size_t *count)
 static int
 compress_own_blocks(struct shard_fw *s, cl_mem e, cl_mem pr, cl_mem out)
 {
-    clf_attention *a = s->a;
-    const size_t blk = a->desc.causal_block, c = s->p.c, N = a->N;
-    const size_t nbq = (s->n - 1) / blk, dh = a->dh, dkv = a->dkv;
+    const size_t blk = s->L.desc.causal_block, c = s->p.c, N = s->L.N;
+    const size_t nbq = (s->n - 1) / blk, dh = s->L.dh, dkv = s->L.dkv;
     const size_t width = s->width, nl = s->nl;
     const float zero = 0.0f;
     struct clf__gemm_args ep = {0};
@@ -192,14 +208,14 @@ compress_own_blocks(struct shard_fw *s, cl_mem e, cl_mem pr, cl_mem out)
         return 0;
     /* Block j's c rows of E times its blk positions, a strided batch over
      * this shard's blocks; per head where E is per head. */
-    ep.m = c, ep.n = a->nE == 1 ? dkv : dh, ep.k = blk, ep.alpha = 1.0f;
+    ep.m = c, ep.n = s->L.nE == 1 ? dkv : dh, ep.k = blk, ep.alpha = 1.0f;
     ep.a = e, ep.lda = N, ep.a_stride = c * N + blk;
     ep.b = pr, ep.ldb = dkv, ep.b_stride = blk * dkv;
     ep.c = out, ep.ldc = width, ep.c_stride = c * width, ep.batch = cnt;
     for (b = 0; b < s->B; b++)
-        for (h = 0; h < (a->nE == 1 ? 1 : s->p.hc); h++) {
-            ep.a_off = h * a->k * N + j0 * c * N + j0 * blk;
-            ep.b_off = b * nl * dkv + (a->hkv > 1 ? h * dh : 0);
+        for (h = 0; h < (s->L.nE == 1 ? 1 : s->p.hc); h++) {
+            ep.a_off = h * s->L.k * N + j0 * c * N + j0 * blk;
+            ep.b_off = b * nl * dkv + (s->L.hkv > 1 ? h * dh : 0);
             ep.c_off = b * slots * width + h * dh;
             TRY(clf__gemm(s->ctx, s->gemm[CLF_ROLE_COMP], &ep));
         }
@@ -313,14 +329,16 @@ clf__shard_gather_layout(clf_attention *att, size_t batch, size_t seq_len,
 {
     clf_forward_opts o;
     struct plan p;
+    struct clf__layer_shape L;
 
     memset(&o, 0, sizeof o);
+    clf__layer_shape(att, &L);
     memset(out, 0, sizeof *out);
     o.causal = 1;
-    TRY(clf__plan_make(att, att->mode, batch, seq_len, &o, &p));
+    TRY(clf__plan_make(att, L.mode, batch, seq_len, &o, &p));
     out->sides = p.v_is_k ? 1 : 2;
     if (!p.linformer) {
-        out->per = att->dkv;
+        out->per = L.dkv;
         out->unit = 1;
         out->units = seq_len;
         return 0;
@@ -329,10 +347,10 @@ clf__shard_gather_layout(clf_attention *att, size_t batch, size_t seq_len,
         return clf__fail(CLF_EINVALID_ARGUMENT,
                          "a causal Linformer layer needs a causal_block "
                          "(it has %zu)",
-                         att->desc.causal_block);
-    out->per = p.c * p.hc * att->dh;
-    out->unit = att->desc.causal_block;
-    out->units = att->k / p.c;
+                         L.desc.causal_block);
+    out->per = p.c * p.hc * L.dh;
+    out->unit = L.desc.causal_block;
+    out->units = L.k / p.c;
     return 0;
 }
 
@@ -342,22 +360,22 @@ static int
 causal_kv(struct shard_fw *s, cl_mem x)
 {
     clf_attention *a = s->a;
-    cl_mem *w = a->w;
-    cl_mem f = a->wsize[CLF_PROJ_F] ? w[CLF_PROJ_F] : w[CLF_PROJ_E];
-    cl_mem pk = a->ws[WS_XE].mem, pv = a->ws[WS_XF].mem;
-    const struct gather_spec g = {s->p.c * s->width, a->k / s->p.c,
+    cl_mem f = weight_f(s);
+    cl_mem pk = clf__layer_ws(a, WS_XE), pv = clf__layer_ws(a, WS_XF);
+    const struct gather_spec g = {s->p.c * s->width, s->L.k / s->p.c,
                                   s->p.v_is_k ? 1 : 2, shard_blocks};
 
-    TRY(project_rows(s, x, w[CLF_WEIGHT_K],
-                     a->desc.bias_k ? w[CLF_BIAS_K] : NULL, pk));
-    TRY(compress_own_blocks(s, w[CLF_PROJ_E], pk, a->ws[WS_S].mem));
+    TRY(project_rows(s, x, weight(s, CLF_WEIGHT_K),
+                     s->L.desc.bias_k ? weight(s, CLF_BIAS_K) : NULL, pk));
+    TRY(compress_own_blocks(s, weight(s, CLF_PROJ_E), pk,
+                            clf__layer_ws(a, WS_S)));
     if (g.sides == 2) {
-        TRY(project_rows(s, x, w[CLF_WEIGHT_V],
-                         a->desc.bias_v ? w[CLF_BIAS_V] : NULL, pv));
-        TRY(compress_own_blocks(s, f, pv, a->ws[WS_O].mem));
+        TRY(project_rows(s, x, weight(s, CLF_WEIGHT_V),
+                         s->L.desc.bias_v ? weight(s, CLF_BIAS_V) : NULL, pv));
+        TRY(compress_own_blocks(s, f, pv, clf__layer_ws(a, WS_O)));
     }
-    return gather(s, &g, a->ws[WS_S].mem, a->ws[WS_O].mem, a->ws[WS_KBAR].mem,
-                  a->ws[WS_VBAR].mem);
+    return gather(s, &g, clf__layer_ws(a, WS_S), clf__layer_ws(a, WS_O),
+                  clf__layer_ws(a, WS_KBAR), clf__layer_ws(a, WS_VBAR));
 }
 
 /* Full mode: every shard's projected keys and values, gathered. */
@@ -365,18 +383,18 @@ static int
 full_kv(struct shard_fw *s, cl_mem x)
 {
     clf_attention *a = s->a;
-    cl_mem *w = a->w;
-    const struct gather_spec g = {a->dkv, s->n, s->p.v_is_k ? 1 : 2,
+    const struct gather_spec g = {s->L.dkv, s->n, s->p.v_is_k ? 1 : 2,
                                   shard_positions};
 
-    TRY(project_rows(s, x, w[CLF_WEIGHT_K],
-                     a->desc.bias_k ? w[CLF_BIAS_K] : NULL, a->ws[WS_XE].mem));
+    TRY(project_rows(s, x, weight(s, CLF_WEIGHT_K),
+                     s->L.desc.bias_k ? weight(s, CLF_BIAS_K) : NULL,
+                     clf__layer_ws(a, WS_XE)));
     if (g.sides == 2)
-        TRY(project_rows(s, x, w[CLF_WEIGHT_V],
-                         a->desc.bias_v ? w[CLF_BIAS_V] : NULL,
-                         a->ws[WS_XF].mem));
-    return gather(s, &g, a->ws[WS_XE].mem, a->ws[WS_XF].mem, a->ws[WS_KBAR].mem,
-                  a->ws[WS_VBAR].mem);
+        TRY(project_rows(s, x, weight(s, CLF_WEIGHT_V),
+                         s->L.desc.bias_v ? weight(s, CLF_BIAS_V) : NULL,
+                         clf__layer_ws(a, WS_XF)));
+    return gather(s, &g, clf__layer_ws(a, WS_XE), clf__layer_ws(a, WS_XF),
+                  clf__layer_ws(a, WS_KBAR), clf__layer_ws(a, WS_VBAR));
 }
 
 /* Steps 3 to 5 of the shard's queries on the GEMM path (ways.c), over the
@@ -405,12 +423,12 @@ static int
 workspaces(struct shard_fw *s)
 {
     clf_attention *a = s->a;
-    const size_t B = s->B, nl = s->nl, hq = a->hq;
-    const size_t L = s->p.linformer ? a->k : s->n;
+    const size_t B = s->B, nl = s->nl, hq = s->L.hq;
+    const size_t L = s->p.linformer ? s->L.k : s->n;
     size_t slots = L * s->width, sc = B * hq * nl * s->p.ld, nbl = 0, j0;
 
     if (!s->p.linformer)
-        slots = s->n * a->dkv;
+        slots = s->n * s->L.dkv;
     if (s->p.linformer && s->p.causal) {
         shard_blocks(s, s->comm->rank, &j0, &nbl);
         /* WS_S and WS_O first hold the shard's blocks' slots */
@@ -419,13 +437,13 @@ workspaces(struct shard_fw *s)
     }
     if (!s->p.linformer)
         sc = hq * nl * s->n;
-    TRY(ensure(a, WS_Q, B * nl * a->dq));
+    TRY(ensure(a, WS_Q, B * nl * s->L.dq));
     TRY(ensure(a, WS_O,
-               B * nl * a->dq > B * s->p.c * nbl * s->width
-                   ? B * nl * a->dq
+               B * nl * s->L.dq > B * s->p.c * nbl * s->width
+                   ? B * nl * s->L.dq
                    : B * s->p.c * nbl * s->width));
-    TRY(ensure(a, WS_XE, B * nl * a->dkv));
-    TRY(ensure(a, WS_XF, B * nl * a->dkv));
+    TRY(ensure(a, WS_XE, B * nl * s->L.dkv));
+    TRY(ensure(a, WS_XF, B * nl * s->L.dkv));
     TRY(ensure(a, WS_KBAR, B * slots));
     TRY(ensure(a, WS_VBAR, B * slots));
     TRY(ensure(a, WS_S, sc));
@@ -455,12 +473,12 @@ masks(struct shard_fw *s, cl_mem *gmask)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     for (b = 0; b < s->B; b++)
         memcpy(lm + b * s->nl, s->gm + b * s->n + s->b0, s->nl);
-    rc = upload(s->ctx, a->ws[WS_MASK].mem, lm, s->B * s->nl);
+    rc = upload(s->ctx, clf__layer_ws(a, WS_MASK), lm, s->B * s->nl);
     free(lm);
-    s->lmask = a->ws[WS_MASK].mem;
+    s->lmask = clf__layer_ws(a, WS_MASK);
     if (rc != 0 || s->p.linformer)
         return rc;
-    *gmask = a->ws[WS_XM].mem;
+    *gmask = clf__layer_ws(a, WS_XM);
     return upload(s->ctx, *gmask, s->gm, s->B * s->n);
 }
 
@@ -517,42 +535,43 @@ shard_setup(struct shard_fw *s, clf_attention *att, const clf__shard_comm *comm,
 
     memset(s, 0, sizeof *s);
     memset(&o, 0, sizeof o);
+    clf__layer_shape(att, &s->L);
     /* The shard forward reads the weight buffers as float32: a layer that
      * stores them as binary16 is refused, never read as floats. */
-    if (att->desc.precision == CLF_PRECISION_HALF)
+    if (s->L.desc.precision == CLF_PRECISION_HALF)
         return clf__fail(CLF_EUNSUPPORTED,
                          "a forward split by positions takes float32 layers "
                          "only (this layer stores half-precision weights; "
                          "split by batch or run on one device)");
     /* Its partial compressions are sums over positions: E's only. */
-    if (att->mode == CLF_MODE_LINFORMER &&
-        att->desc.compression != CLF_COMPRESS_LINEAR)
+    if (s->L.mode == CLF_MODE_LINFORMER &&
+        s->L.desc.compression != CLF_COMPRESS_LINEAR)
         return clf__fail(CLF_EUNSUPPORTED,
                          "a forward split by positions takes the linear "
                          "compression only (this layer's is %s; split by "
                          "batch or run on one device)",
-                         clf_compression_name(att->desc.compression));
-    if (att->desc.slot_mask)
+                         clf_compression_name(s->L.desc.compression));
+    if (s->L.desc.slot_mask)
         return clf__fail(CLF_EUNSUPPORTED,
                          "a forward split by positions does not apply a "
                          "layer's slot_mask (linformer-pytorch's causal=True "
                          "mask; split by batch or run on one device)");
     o.causal = la->causal;
     s->a = att;
-    s->ctx = att->ctx;
+    s->ctx = s->L.ctx;
     s->comm = comm;
     s->B = la->batch;
     s->n = la->seq_len;
     s->bounds = la->bounds;
     s->gm = la->mask;
-    TRY(clf__plan_make(att, att->mode, s->B, s->n, &o, &s->p));
+    TRY(clf__plan_make(att, s->L.mode, s->B, s->n, &o, &s->p));
     TRY(clf__attention_check_weights(att, s->p.linformer));
     TRY(check_bounds(comm, la->bounds, s->n,
-                     s->p.linformer && s->p.causal ? att->desc.causal_block
+                     s->p.linformer && s->p.causal ? s->L.desc.causal_block
                                                    : 1));
     s->b0 = la->bounds[comm->rank];
     s->nl = la->bounds[comm->rank + 1] - s->b0;
-    s->width = s->p.hc * att->dh;
+    s->width = s->p.hc * s->L.dh;
     TRY(shard_choose(s));
     /* The exchange between the phases fixes the attention to scores,
      * softmax and weighting as separate GEMM steps. */
@@ -569,35 +588,34 @@ clf__shard_attention(clf_attention *att, const clf__shard_comm *comm,
 {
     struct shard_fw s;
     cl_mem gmask;
-    cl_mem *w = att->w;
-    const size_t D = att->D, dq = att->dq;
     struct clf__linear xw;
 
     TRY(shard_setup(&s, att, comm, la));
     TRY(masks(&s, &gmask));
     xw = (struct clf__linear){.rows = s.B * s.nl,
-                              .in = D,
-                              .out = dq,
+                              .in = s.L.D,
+                              .out = s.L.dq,
                               .x = x,
-                              .w = w[CLF_WEIGHT_Q],
-                              .y = att->ws[WS_Q].mem,
-                              .bias = att->desc.bias_q ? w[CLF_BIAS_Q] : NULL};
+                              .w = weight(&s, CLF_WEIGHT_Q),
+                              .y = clf__layer_ws(att, WS_Q),
+                              .bias = s.L.desc.bias_q ? weight(&s, CLF_BIAS_Q)
+                                                      : NULL};
     TRY(clf__gemm_linear(s.ctx, s.gemm[CLF_ROLE_PROJ], &xw));
     if (!s.p.linformer)
         TRY(full_kv(&s, x));
     else
         TRY(s.p.causal ? causal_kv(&s, x) : linformer_kv(&s, x));
     TRY(attend(&s, gmask));
-    xw = (struct clf__linear){.rows = s.B * s.nl,
-                              .in = dq,
-                              .out = D,
-                              .x = att->ws[WS_O].mem,
-                              .w = w[CLF_WEIGHT_OUT],
-                              .y = y,
-                              .bias =
-                                  att->desc.bias_out ? w[CLF_BIAS_OUT] : NULL};
+    xw = (struct clf__linear){
+        .rows = s.B * s.nl,
+        .in = s.L.dq,
+        .out = s.L.D,
+        .x = clf__layer_ws(att, WS_O),
+        .w = weight(&s, CLF_WEIGHT_OUT),
+        .y = y,
+        .bias = s.L.desc.bias_out ? weight(&s, CLF_BIAS_OUT) : NULL};
     TRY(clf__gemm_linear(s.ctx, s.gemm[CLF_ROLE_PROJ], &xw));
     if (s.lmask != NULL)
-        TRY(clf__mask_rows(s.ctx, y, 0, y, 0, s.B * s.nl, D, s.lmask));
+        TRY(clf__mask_rows(s.ctx, y, 0, y, 0, s.B * s.nl, s.L.D, s.lmask));
     return 0;
 }

@@ -66,11 +66,14 @@ size_t
 clf__shard_unit(const clf_model *m, int causal)
 {
     const clf_attention *att = clf__model_layer(m, 0);
+    struct clf__layer_shape L;
 
-    if (!causal || att == NULL || att->mode != CLF_MODE_LINFORMER ||
-        att->desc.causal_block == 0)
+    if (!causal || att == NULL)
         return 1;
-    return att->desc.causal_block;
+    clf__layer_shape(att, &L);
+    if (L.mode != CLF_MODE_LINFORMER || L.desc.causal_block == 0)
+        return 1;
+    return L.desc.causal_block;
 }
 
 /* ------------------------------------------------ agreement of the shards */
@@ -132,26 +135,28 @@ agree_shape(unsigned long long *rec, const clf_model *m,
             const clf_attention *att)
 {
     clf_model_info info;
+    struct clf__layer_shape L;
 
     memset(&info, 0, sizeof info);
+    clf__layer_shape(att, &L);
     if (m != NULL)
         clf_model_info_get(m, &info);
     rec[AG_LAYOUT] = (unsigned long long)info.layout;
-    rec[AG_D_MODEL] = att->desc.d_model;
-    rec[AG_HEADS] = att->desc.heads;
-    rec[AG_HEAD_DIM] = att->dh;
-    rec[AG_K] = att->desc.k;
-    rec[AG_MAX_SEQ_LEN] = att->desc.max_seq_len;
+    rec[AG_D_MODEL] = L.desc.d_model;
+    rec[AG_HEADS] = L.desc.heads;
+    rec[AG_HEAD_DIM] = L.dh;
+    rec[AG_K] = L.desc.k;
+    rec[AG_MAX_SEQ_LEN] = L.desc.max_seq_len;
     rec[AG_LAYERS] = m != NULL ? info.layers : 1;
     rec[AG_FFN_DIM] = info.ffn_dim;
     rec[AG_VOCAB] = info.vocab;
     rec[AG_REVERSIBLE] = info.reversible != 0;
-    rec[AG_SHARE_KV] = att->desc.share_kv != 0;
-    rec[AG_ONE_KV_HEAD] = att->desc.one_kv_head != 0;
+    rec[AG_SHARE_KV] = L.desc.share_kv != 0;
+    rec[AG_ONE_KV_HEAD] = L.desc.one_kv_head != 0;
     rec[AG_LAYERWISE] = info.layerwise != 0;
-    rec[AG_MODE] = (unsigned long long)att->mode;
-    rec[AG_CAUSAL_BLOCK] = att->desc.causal_block;
-    rec[AG_PRECISION] = (unsigned long long)att->desc.precision;
+    rec[AG_MODE] = (unsigned long long)L.mode;
+    rec[AG_CAUSAL_BLOCK] = L.desc.causal_block;
+    rec[AG_PRECISION] = (unsigned long long)L.desc.precision;
 }
 
 static void
@@ -377,6 +382,7 @@ attention_part(clf_attention *att, const clf__shard_comm *comm, size_t B,
     cl_mem in = NULL, out = NULL;
     size_t bytes;
     cl_int err = CL_SUCCESS;
+    struct clf__layer_shape L;
     int rc;
 
     if (att == NULL || x == NULL || y == NULL)
@@ -384,18 +390,19 @@ attention_part(clf_attention *att, const clf__shard_comm *comm, size_t B,
                          att == NULL ? "att"
                          : x == NULL ? "x"
                                      : "y");
-    CLF_TRY(check_args(comm, B, n, bounds, att->D));
+    clf__layer_shape(att, &L);
+    CLF_TRY(check_args(comm, B, n, bounds, L.D));
     CLF_TRY(clf__shard_agree(comm, NULL, att, B, n, bounds, opts));
-    bytes = B * (bounds[comm->rank + 1] - bounds[comm->rank]) * att->D *
-            sizeof(float);
+    bytes =
+        B * (bounds[comm->rank + 1] - bounds[comm->rank]) * L.D * sizeof(float);
     rc = build_masks(opts, B, n, bounds[comm->rank],
                      bounds[comm->rank + 1] - bounds[comm->rank], &mk, &lo);
     if (rc == 0) {
-        in = clf__mem_create(att->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+        in = clf__mem_create(L.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                              bytes, (void *)x, &err, "shard input");
         if (in != NULL)
-            out = clf__mem_create(att->ctx, CL_MEM_READ_WRITE, bytes, NULL,
-                                  &err, "shard output");
+            out = clf__mem_create(L.ctx, CL_MEM_READ_WRITE, bytes, NULL, &err,
+                                  "shard output");
         if (out == NULL)
             rc = clf__fail(err, "a shard's buffers of %zu bytes (%d)", bytes,
                            err);
@@ -409,8 +416,8 @@ attention_part(clf_attention *att, const clf__shard_comm *comm, size_t B,
         rc = clf__shard_attention(att, comm, &la, in, out);
     }
     if (rc == 0 &&
-        (err = clEnqueueReadBuffer(att->ctx->queue, out, CL_TRUE, 0, bytes, y,
-                                   0, NULL, NULL)) != CL_SUCCESS)
+        (err = clEnqueueReadBuffer(L.ctx->queue, out, CL_TRUE, 0, bytes, y, 0,
+                                   NULL, NULL)) != CL_SUCCESS)
         rc = clf__fail(err, "output read-back failed (%d)", err);
     if (in != NULL)
         clReleaseMemObject(in);

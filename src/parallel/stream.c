@@ -141,26 +141,28 @@ exchange(void *self, const float *send, float *recv, const size_t *counts)
 static int
 check_layer(clf_attention *att, clf_mode mode)
 {
-    if (mode == CLF_MODE_LINFORMER && att->desc.causal_block == 0)
+    struct clf__layer_shape L;
+
+    clf__layer_shape(att, &L);
+    if (mode == CLF_MODE_LINFORMER && L.desc.causal_block == 0)
         return clf__fail(CLF_EINVALID_ARGUMENT,
                          "a stream runs prefix-safe causal attention: a "
                          "Linformer layer needs a causal_block (plain "
                          "Linformer mixes future positions into every slot)");
-    if (att->desc.slot_mask)
+    if (L.desc.slot_mask)
         return clf__fail(CLF_EUNSUPPORTED,
                          "a stream cannot apply a layer's slot_mask "
                          "(linformer-pytorch's causal=True mask, which leaks "
                          "the future)");
-    if (att->desc.precision == CLF_PRECISION_HALF)
+    if (L.desc.precision == CLF_PRECISION_HALF)
         return clf__fail(CLF_EUNSUPPORTED,
                          "a stream takes float32 layers only (this layer "
                          "stores half-precision weights)");
-    if (mode == CLF_MODE_LINFORMER &&
-        att->desc.compression != CLF_COMPRESS_LINEAR)
+    if (mode == CLF_MODE_LINFORMER && L.desc.compression != CLF_COMPRESS_LINEAR)
         return clf__fail(CLF_EUNSUPPORTED,
                          "a stream takes the linear compression only (this "
                          "layer's is %s)",
-                         clf_compression_name(att->desc.compression));
+                         clf_compression_name(L.desc.compression));
     return 0;
 }
 
@@ -209,10 +211,13 @@ stream_shape(clf_stream *s)
         s->w_in = s->tokens ? 1 : info.d_model;
         s->w_out = s->tokens ? info.vocab : info.d_model;
     } else {
-        s->mode = s->att->mode;
+        struct clf__layer_shape L;
+
+        clf__layer_shape(s->att, &L);
+        s->mode = L.mode;
         s->layers = 1;
-        s->N = s->att->N;
-        s->w_in = s->w_out = s->att->D;
+        s->N = L.N;
+        s->w_in = s->w_out = L.D;
     }
     s->linformer = s->mode == CLF_MODE_LINFORMER;
     if (clf__mul3(s->B, s->N, s->w_in + s->w_out, &t))
@@ -359,7 +364,13 @@ grow(clf_stream *s, size_t units)
 static int
 mode_holds(const clf_stream *s)
 {
-    clf_mode mode = s->att ? s->att->mode : s->mode;
+    struct clf__layer_shape L;
+    clf_mode mode = s->mode;
+
+    if (s->att != NULL) {
+        clf__layer_shape(s->att, &L);
+        mode = L.mode;
+    }
 
     if (s->m != NULL && clf_model_get_mode(s->m, &mode) != 0)
         return clf__fail(CLF_EINVALID_ARGUMENT, "the model's mode is unknown");

@@ -618,13 +618,13 @@ END_TEST
 
 /* A new context that records one choice (into the store of fresh_dir). */
 static clf_context *
-with_choice(int slot, const char *bucket, int winner, const double *ms)
+with_choice(int role, const char *bucket, int winner, const double *ms)
 {
     clf_context *ctx = NULL;
 
     ck_assert_int_eq(clf_context_create(&ctx, NULL), 0);
     clf__lock(ctx);
-    clf__choice_record(ctx, slot, bucket, winner, ms);
+    clf__choice_record(ctx, role, bucket, winner, ms);
     clf__unlock(ctx);
     return ctx;
 }
@@ -757,7 +757,7 @@ START_TEST(choice_store_keeps_times_and_forgets)
 END_TEST
 
 /* A choice found again for an earlier shape is listed with that shape's
- * times, not with those of the slot's last timing (another shape): the
+ * times, not with those of the role's last timing (another shape): the
  * listing once said "clblast (timed A: clblast 0.08 ms, tiled 0.05 ms)"
  * with B's times beside A's winner. */
 START_TEST(choice_listing_shows_the_found_entry_times)
@@ -965,7 +965,7 @@ END_TEST
  * accessor; a kind registered here is forced by the API and the
  * environment, listed by its own labels, named in the errors and kept
  * apart from a second kind of the same name; a full registry and an
- * unregistered slot fail with an error rather than writing past it. */
+ * unregistered role fail with an error rather than writing past it. */
 START_TEST(choice_kinds_are_registered_by_their_floors)
 {
     static const char *const names[] = {"one", "two"};
@@ -975,7 +975,7 @@ START_TEST(choice_kinds_are_registered_by_their_floors)
     static const struct clf__choice_kind twin = {"probe", names, 2, labels,
                                                  1,       99,    0};
     static const struct clf__choice_kind big = {"big",         names, 2, labels,
-                                                CLF_MAX_SLOTS, 99,    0};
+                                                CLF_MAX_ROLES, 99,    0};
     clf_context *ctx = fresh_context();
     int id, w = -1;
 
@@ -986,7 +986,7 @@ START_TEST(choice_kinds_are_registered_by_their_floors)
     ck_assert_str_eq(clf__choice_kind_name(CLF_KIND_ATTEND), "attend");
     ck_assert_str_eq(clf__choice_name(CLF_KIND_GEMM, CLF_GEMM_TILED - 1),
                      "tiled");
-    ck_assert_int_eq(clf__choice_slot_kind(CLF_KIND_GEMM + CLF_ROLE_FFN),
+    ck_assert_int_eq(clf__choice_role_kind(CLF_KIND_GEMM + CLF_ROLE_FFN),
                      CLF_KIND_GEMM);
     ck_assert_ptr_null(clf_kernel_candidate_name("probe", 0));
 
@@ -996,7 +996,7 @@ START_TEST(choice_kinds_are_registered_by_their_floors)
     ck_assert_int_eq(clf__choice_register(&twin), -1);
     ck_assert_int_eq(clf__choice_register(&big), -1);
     ck_assert_str_eq(clf_kernel_candidate_name("probe", 1), "two");
-    ck_assert_int_eq(clf__choice_slot_kind(id + 1), id);
+    ck_assert_int_eq(clf__choice_role_kind(id + 1), id);
 
     ck_assert_int_eq(clf_context_force_kernel(ctx, "probe", "two"), 0);
     clf__lock(ctx);

@@ -563,7 +563,7 @@ clf__gemm_grouped(clf_context *ctx, int way, const struct clf__gemm_args *g,
 /* ------------------------------------------------------------- choice */
 
 /* The kind of choice "gemm": the ways by enum clf__gemm_variant - 1,
- * listed second, one slot per role (enum clf__gemm_role), so that each
+ * listed second, chosen per role (enum clf__gemm_role), so that each
  * role's way is listed on its own line. */
 static const char *const gemm_names[] = {"clblast", "blocked", "tiled"};
 static const char *const gemm_labels[CLF_ROLE_COUNT] = {
@@ -575,8 +575,8 @@ CLF_CHOICE_KIND(clf__gemm_kind, gemm_kind)
 /* Each role's first word of its buckets ("" for the projections, whose
  * buckets predate the roles), whether its B operand is transposed (X W^T,
  * Q Kbar^T) and whether B is a weight its owner registers
- * (gemm_kept.c).  A role's slot of the kernel choices is the kind's id +
- * the role. */
+ * (gemm_kept.c).  Role r's id among the kernel choices is the kind's
+ * id + r. */
 static const struct {
     const char *prefix;
     int trans_b;

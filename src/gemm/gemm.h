@@ -75,7 +75,7 @@ enum clf__gemm_variant {
 int clf__gemm_pinned(const clf_context *ctx);
 int clf__gemm_pin(clf_context *ctx, int variant);
 /* The id of the kind of choice "gemm" (candidates: enum
- * clf__gemm_variant - 1); role r's slot is the id + r. */
+ * clf__gemm_variant - 1); role r's id is the kind's + r. */
 int clf__gemm_kind(void);
 #define CLF_KIND_GEMM clf__gemm_kind()
 

@@ -35,20 +35,20 @@
 /* Besides the choices, the store keeps each device's measured throughput
  * for a sharded forward's split: "throughput BUCKET RATE" lines, entries
  * of this pseudo-kind (RATE, a positive integer, in the winner field). */
-#define KIND_RATE CLF_MAX_SLOTS
+#define KIND_RATE CLF_MAX_ROLES
 /* A rate is positions (B*n) a second, stored as an integer from
  * 1 to RATE_MAX: what clf__rate_record writes, so a stored rate outside
  * it was not measured here and is ignored (timed again). */
 #define RATE_MAX 2000000000UL
 static const char rate_kind[] = "throughput";
 
-/* The registry, by slot id: the kind that owns each slot and the slot's
- * role in it (0: the kind's own slot, whose id is the kind's).  Filled
+/* The registry, by role id: the kind each role is of, and the role's
+ * index in its kind (0: the kind's first, whose id is the kind's).  Filled
  * when the library is loaded, before any context is made; read without
  * the lock after. */
-static const struct clf__choice_kind *slot_kind[CLF_MAX_SLOTS];
-static int slot_role[CLF_MAX_SLOTS];
-static int nslots;
+static const struct clf__choice_kind *role_kind[CLF_MAX_ROLES];
+static int role_index[CLF_MAX_ROLES];
+static int nroles;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Whether kind k can be registered beside those already: well formed and
@@ -60,10 +60,10 @@ registrable(const struct clf__choice_kind *k)
 
     if (k == NULL || k->name == NULL || k->candidates == NULL ||
         k->labels == NULL || k->count < 1 || k->count > CLF_MAX_CANDIDATES ||
-        k->slots < 1 || k->slots > CLF_MAX_SLOTS - nslots)
+        k->roles < 1 || k->roles > CLF_MAX_ROLES - nroles)
         return 0;
-    for (i = 0; i < nslots; i++)
-        if (slot_role[i] == 0 && strcmp(slot_kind[i]->name, k->name) == 0)
+    for (i = 0; i < nroles; i++)
+        if (role_index[i] == 0 && strcmp(role_kind[i]->name, k->name) == 0)
             return 0;
     return 1;
 }
@@ -74,16 +74,16 @@ clf__choice_register(const struct clf__choice_kind *kind)
     int id = -1, i;
 
     pthread_mutex_lock(&registry_lock);
-    for (i = 0; i < nslots && id < 0; i++)
-        if (slot_kind[i] == kind && slot_role[i] == 0)
+    for (i = 0; i < nroles && id < 0; i++)
+        if (role_kind[i] == kind && role_index[i] == 0)
             id = i; /* registered already */
     if (id < 0 && registrable(kind)) {
-        id = nslots;
-        for (i = 0; i < kind->slots; i++) {
-            slot_kind[id + i] = kind;
-            slot_role[id + i] = i;
+        id = nroles;
+        for (i = 0; i < kind->roles; i++) {
+            role_kind[id + i] = kind;
+            role_index[id + i] = i;
         }
-        nslots += kind->slots;
+        nroles += kind->roles;
     }
     pthread_mutex_unlock(&registry_lock);
     return id;
@@ -93,14 +93,14 @@ clf__choice_register(const struct clf__choice_kind *kind)
 static const struct clf__choice_kind *
 kind_at(int kind)
 {
-    return kind >= 0 && kind < nslots && slot_role[kind] == 0 ? slot_kind[kind]
-                                                              : NULL;
+    return kind >= 0 && kind < nroles && role_index[kind] == 0 ? role_kind[kind]
+                                                               : NULL;
 }
 
 int
-clf__choice_slot_kind(int slot)
+clf__choice_role_kind(int role)
 {
-    return slot >= 0 && slot < nslots ? slot - slot_role[slot] : -1;
+    return role >= 0 && role < nroles ? role - role_index[role] : -1;
 }
 
 /* The kinds' ids in the listing's order (rank, then registration); their
@@ -110,10 +110,10 @@ kinds_ranked(int *ids)
 {
     int n = 0, i, j;
 
-    for (i = 0; i < nslots; i++) {
-        if (slot_role[i] != 0)
+    for (i = 0; i < nroles; i++) {
+        if (role_index[i] != 0)
             continue;
-        for (j = n; j > 0 && slot_kind[ids[j - 1]]->rank > slot_kind[i]->rank;
+        for (j = n; j > 0 && role_kind[ids[j - 1]]->rank > role_kind[i]->rank;
              j--)
             ids[j] = ids[j - 1];
         ids[j] = i;
@@ -158,9 +158,9 @@ kind_of(const char *name, size_t len)
 {
     int i;
 
-    for (i = 0; i < nslots; i++)
-        if (slot_role[i] == 0 && strlen(slot_kind[i]->name) == len &&
-            strncmp(slot_kind[i]->name, name, len) == 0)
+    for (i = 0; i < nroles; i++)
+        if (role_index[i] == 0 && strlen(role_kind[i]->name) == len &&
+            strncmp(role_kind[i]->name, name, len) == 0)
             return i;
     return -1;
 }
@@ -182,7 +182,7 @@ candidate_of(int kind, const char *name, size_t len)
 static void
 list_names(char *buf, size_t cap, int kind)
 {
-    int ids[CLF_MAX_SLOTS];
+    int ids[CLF_MAX_ROLES];
     int count = kind < 0 ? kinds_ranked(ids) : kind_at(kind)->count, i;
     size_t len = 0;
 
@@ -347,11 +347,10 @@ find_entry(clf_context *ctx, int kind, const char *bucket)
     return NULL;
 }
 
-/* A free slot for a new entry: the list grown, or, at
- * CONTEXT_MAX_ENTRIES (or out of memory), the least recently used entry's
- * slot. */
+/* Room for a new entry: the list grown, or, at CONTEXT_MAX_ENTRIES (or
+ * out of memory), the least recently used entry's place. */
 static struct clf__choice_entry *
-new_slot(clf_context *ctx)
+new_entry(clf_context *ctx)
 {
     struct clf__choice_entry *l;
     size_t cap = ctx->choice_cap ? 2 * ctx->choice_cap : 8, i, old = 0;
@@ -380,7 +379,7 @@ add_entry(clf_context *ctx, int kind, const char *bucket, int winner,
     struct clf__choice_entry *e = find_entry(ctx, kind, bucket);
 
     if (e == NULL) {
-        if ((e = new_slot(ctx)) == NULL)
+        if ((e = new_entry(ctx)) == NULL)
             return NULL;
         memset(e, 0, sizeof *e);
         e->kind = kind;
@@ -695,42 +694,42 @@ store_ensure_loaded(clf_context *ctx)
 
 /* ------------------------------------------------------- resolution */
 
-/* A slot's name in clf_context_kernel_choices. */
+/* A role's name in clf_context_kernel_choices. */
 static const char *
-slot_label(int slot)
+role_label(int role)
 {
-    return slot_kind[slot]->labels[slot_role[slot]];
+    return role_kind[role]->labels[role_index[role]];
 }
 
-/* Whether slot is registered: CLF_EINVALID_ARGUMENT otherwise. */
+/* Whether role is registered: CLF_EINVALID_ARGUMENT otherwise. */
 static int
-slot_check(int slot)
+role_check(int role)
 {
-    if (slot < 0 || slot >= nslots)
+    if (role < 0 || role >= nroles)
         return clf__fail(CLF_EINVALID_ARGUMENT,
-                         "kernel choice slot %d is not registered", slot);
+                         "kernel choice role %d is not registered", role);
     return 0;
 }
 
 int
-clf__choice_lookup(clf_context *ctx, int slot, const char *bucket, int *winner)
+clf__choice_lookup(clf_context *ctx, int role, const char *bucket, int *winner)
 {
-    const int kind = clf__choice_slot_kind(slot);
+    const int kind = clf__choice_role_kind(role);
     struct clf__choice_entry *e;
     int c, i;
 
-    CLF_TRY(slot_check(slot));
+    CLF_TRY(role_check(role));
     CLF_TRY(env_forced(kind, &c));
     if (c < 0)
         c = ctx->forced[kind];
     if (c >= 0) {
         *winner = c;
-        ctx->last[slot] = c;
-        ctx->last_source[slot] = CLF_SOURCE_FORCED;
-        ctx->last_bucket[slot][0] = '\0';
-        ctx->last_why[slot] = NULL;
+        ctx->last[role] = c;
+        ctx->last_source[role] = CLF_SOURCE_FORCED;
+        ctx->last_bucket[role][0] = '\0';
+        ctx->last_why[role] = NULL;
         for (i = 0; i < CLF_MAX_CANDIDATES; i++)
-            ctx->last_check_ms[slot][i] = 0.0;
+            ctx->last_check_ms[role][i] = 0.0;
         return 1;
     }
     store_ensure_loaded(ctx);
@@ -752,15 +751,15 @@ clf__choice_lookup(clf_context *ctx, int slot, const char *bucket, int *winner)
         return 0;
     }
     *winner = e->winner;
-    ctx->last[slot] = e->winner;
-    ctx->last_source[slot] = e->source;
-    ctx->last_why[slot] = NULL;
-    snprintf(ctx->last_bucket[slot], CLF_BUCKET_MAX, "%s", bucket);
-    /* the times shown with it are this entry's, not those of the slot's
+    ctx->last[role] = e->winner;
+    ctx->last_source[role] = e->source;
+    ctx->last_why[role] = NULL;
+    snprintf(ctx->last_bucket[role], CLF_BUCKET_MAX, "%s", bucket);
+    /* the times shown with it are this entry's, not those of the role's
      * last timing (another bucket) */
     for (i = 0; i < CLF_MAX_CANDIDATES; i++) {
-        ctx->last_ms[slot][i] = e->ms[i];
-        ctx->last_check_ms[slot][i] = e->checked ? e->check_ms[i] : 0.0;
+        ctx->last_ms[role][i] = e->ms[i];
+        ctx->last_check_ms[role][i] = e->checked ? e->check_ms[i] : 0.0;
     }
     return 1;
 }
@@ -768,51 +767,51 @@ clf__choice_lookup(clf_context *ctx, int slot, const char *bucket, int *winner)
 /* The record of a check (clf_context_check_kernel_choices): the times now
  * beside the stored ones; the stored winner stays, in the store too. */
 static int
-record_check(clf_context *ctx, int slot, const char *bucket, const double *ms)
+record_check(clf_context *ctx, int role, const char *bucket, const double *ms)
 {
-    const int kind = clf__choice_slot_kind(slot);
+    const int kind = clf__choice_role_kind(role);
     struct clf__choice_entry *e = find_entry(ctx, kind, bucket);
     int i;
 
     ctx->checking_kind = -1;
     if (e == NULL)
         return -1;
-    ctx->last[slot] = e->winner;
-    ctx->last_source[slot] = e->source;
-    ctx->last_why[slot] = NULL;
-    snprintf(ctx->last_bucket[slot], CLF_BUCKET_MAX, "%s", bucket);
+    ctx->last[role] = e->winner;
+    ctx->last_source[role] = e->source;
+    ctx->last_why[role] = NULL;
+    snprintf(ctx->last_bucket[role], CLF_BUCKET_MAX, "%s", bucket);
     for (i = 0; i < CLF_MAX_CANDIDATES; i++) {
         e->check_ms[i] = i < clf__choice_count(kind) ? ms[i] : 0.0;
-        ctx->last_ms[slot][i] = e->ms[i];
-        ctx->last_check_ms[slot][i] = e->check_ms[i];
+        ctx->last_ms[role][i] = e->ms[i];
+        ctx->last_check_ms[role][i] = e->check_ms[i];
     }
     return e->winner;
 }
 
 int
-clf__choice_record(clf_context *ctx, int slot, const char *bucket, int winner,
+clf__choice_record(clf_context *ctx, int role, const char *bucket, int winner,
                    const double *ms)
 {
-    const int kind = clf__choice_slot_kind(slot);
+    const int kind = clf__choice_role_kind(role);
     struct clf__choice_entry *e;
     int i, kept;
 
-    if (slot_check(slot) != 0)
+    if (role_check(role) != 0)
         return winner;
     if (ctx->checking_kind == kind &&
         strcmp(ctx->checking_bucket, bucket) == 0 &&
-        (kept = record_check(ctx, slot, bucket, ms)) >= 0)
+        (kept = record_check(ctx, role, bucket, ms)) >= 0)
         return kept;
     e = add_entry(ctx, kind, bucket, winner, CLF_SOURCE_TIMED,
                   ++ctx->choice_clock);
     for (i = 0; i < CLF_MAX_CANDIDATES; i++)
-        ctx->last_check_ms[slot][i] = 0.0;
-    ctx->last[slot] = winner;
-    ctx->last_source[slot] = CLF_SOURCE_TIMED;
-    ctx->last_why[slot] = NULL;
-    snprintf(ctx->last_bucket[slot], CLF_BUCKET_MAX, "%s", bucket);
+        ctx->last_check_ms[role][i] = 0.0;
+    ctx->last[role] = winner;
+    ctx->last_source[role] = CLF_SOURCE_TIMED;
+    ctx->last_why[role] = NULL;
+    snprintf(ctx->last_bucket[role], CLF_BUCKET_MAX, "%s", bucket);
     for (i = 0; i < clf__choice_count(kind); i++)
-        ctx->last_ms[slot][i] = ms[i];
+        ctx->last_ms[role][i] = ms[i];
     if (e == NULL)
         return winner;
     for (i = 0; i < clf__choice_count(kind); i++)
@@ -1044,39 +1043,39 @@ clf__time_variants(clf_context *ctx, int count, clf__variant_fn run, void *user,
 }
 
 void
-clf__choice_fixed(clf_context *ctx, int slot, int winner, const char *why)
+clf__choice_fixed(clf_context *ctx, int role, int winner, const char *why)
 {
-    if (slot_check(slot) != 0)
+    if (role_check(role) != 0)
         return;
-    ctx->last[slot] = winner;
-    ctx->last_source[slot] = CLF_SOURCE_NONE;
-    ctx->last_bucket[slot][0] = '\0';
-    ctx->last_why[slot] = why;
+    ctx->last[role] = winner;
+    ctx->last_source[role] = CLF_SOURCE_NONE;
+    ctx->last_bucket[role][0] = '\0';
+    ctx->last_why[role] = why;
 }
 
-/* A slot never resolved, or run in its only way: "not chosen yet", or
+/* A role never resolved, or run in its only way: "not chosen yet", or
  * "gemm (WHY)". */
 static void
-describe_untimed(char *buf, size_t cap, const clf_context *ctx, int slot)
+describe_untimed(char *buf, size_t cap, const clf_context *ctx, int role)
 {
-    const int c = ctx->last[slot];
+    const int c = ctx->last[role];
 
-    if (c < 0 || ctx->last_why[slot] == NULL)
+    if (c < 0 || ctx->last_why[role] == NULL)
         snprintf(buf, cap, "not chosen yet");
     else
         snprintf(buf, cap, "%s (%s)",
-                 clf__choice_name(clf__choice_slot_kind(slot), c),
-                 ctx->last_why[slot]);
+                 clf__choice_name(clf__choice_role_kind(role), c),
+                 ctx->last_why[role]);
 }
 
 /* A checked stored choice (clf_context_check_kernel_choices): "; now:
  * clblast 1.10 ms, ..." and, where another candidate now runs in less
  * than two thirds of the stored winner's time, what to do about it. */
 static void
-describe_check(char *buf, size_t cap, const clf_context *ctx, int slot)
+describe_check(char *buf, size_t cap, const clf_context *ctx, int role)
 {
-    const int kind = clf__choice_slot_kind(slot), c = ctx->last[slot];
-    const double *now = ctx->last_check_ms[slot];
+    const int kind = clf__choice_role_kind(role), c = ctx->last[role];
+    const double *now = ctx->last_check_ms[role];
     const char *sep = "; now: ";
     size_t len = 0;
     int i, best = -1;
@@ -1100,15 +1099,15 @@ describe_check(char *buf, size_t cap, const clf_context *ctx, int slot)
                  clf__choice_name(kind, c));
 }
 
-/* One slot for clf_context_kernel_choices: "gemm: blocked (timed
+/* One role for clf_context_kernel_choices: "gemm: blocked (timed
  * m1024.n512.k512: clblast 1.20 ms, blocked 0.80 ms)". */
 static void
-describe(char *buf, size_t cap, const clf_context *ctx, int slot)
+describe(char *buf, size_t cap, const clf_context *ctx, int role)
 {
     static const char *const sources[] = {"not chosen yet", "stored", "timed",
                                           "forced"};
-    const int kind = clf__choice_slot_kind(slot), c = ctx->last[slot];
-    const double *ms = ctx->last_ms[slot];
+    const int kind = clf__choice_role_kind(role), c = ctx->last[role];
+    const double *ms = ctx->last_ms[role];
     const char *sep = ": ";
     size_t len = strlen(buf);
     int i;
@@ -1116,18 +1115,18 @@ describe(char *buf, size_t cap, const clf_context *ctx, int slot)
     if (len >= cap)
         return;
     len += (size_t)snprintf(buf + len, cap - len, "%s%s: ", len ? "; " : "",
-                            slot_label(slot));
+                            role_label(role));
     if (len >= cap)
         return;
-    if (c < 0 || ctx->last_why[slot] != NULL) {
-        describe_untimed(buf + len, cap - len, ctx, slot);
+    if (c < 0 || ctx->last_why[role] != NULL) {
+        describe_untimed(buf + len, cap - len, ctx, role);
         return;
     }
     len += (size_t)snprintf(
         buf + len, cap - len, "%s (%s%s%s", clf__choice_name(kind, c),
-        sources[ctx->last_source[slot]], ctx->last_bucket[slot][0] ? " " : "",
-        ctx->last_bucket[slot]);
-    for (i = 0; ctx->last_source[slot] != CLF_SOURCE_FORCED &&
+        sources[ctx->last_source[role]], ctx->last_bucket[role][0] ? " " : "",
+        ctx->last_bucket[role]);
+    for (i = 0; ctx->last_source[role] != CLF_SOURCE_FORCED &&
                 i < clf__choice_count(kind) && len < cap;
          i++) {
         if (ms[i] == 0.0)
@@ -1140,7 +1139,7 @@ describe(char *buf, size_t cap, const clf_context *ctx, int slot)
         sep = ", ";
     }
     if (len < cap)
-        describe_check(buf + len, cap - len, ctx, slot);
+        describe_check(buf + len, cap - len, ctx, role);
     len = strlen(buf);
     if (len < cap)
         snprintf(buf + len, cap - len, ")");
@@ -1149,20 +1148,20 @@ describe(char *buf, size_t cap, const clf_context *ctx, int slot)
 CLF_EXTERN const char *
 clf_context_kernel_choices(clf_context *ctx)
 {
-    /* The kinds by rank, each kind's slots in order; a slot only once a
+    /* The kinds by rank, each kind's roles in order; a role only once a
      * plan resolved it, but for the kinds listed from the start. */
-    int ids[CLF_MAX_SLOTS];
-    int i, n = kinds_ranked(ids), slot;
+    int ids[CLF_MAX_ROLES];
+    int i, n = kinds_ranked(ids), role;
 
     if (ctx == NULL)
         return "";
     clf__lock(ctx);
     ctx->choices[0] = '\0';
     for (i = 0; i < n; i++)
-        for (slot = ids[i]; slot < ids[i] + kind_at(ids[i])->slots; slot++)
-            if (ctx->last[slot] >= 0 ||
-                (slot == ids[i] && kind_at(slot)->listed))
-                describe(ctx->choices, sizeof ctx->choices, ctx, slot);
+        for (role = ids[i]; role < ids[i] + kind_at(ids[i])->roles; role++)
+            if (ctx->last[role] >= 0 ||
+                (role == ids[i] && kind_at(role)->listed))
+                describe(ctx->choices, sizeof ctx->choices, ctx, role);
     clf__unlock(ctx);
     return ctx->choices;
 }

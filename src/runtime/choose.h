@@ -10,22 +10,23 @@
 /* The kernel choices (choose.c).  The runtime keeps the mechanism (the
  * store, the timing, the buckets, CLINFORMER_KERNELS and the listing);
  * each floor registers the kinds it chooses among, with its candidates
- * (CLF_CHOICE_KIND below), when the library is loaded.  A kind has one
- * slot or several (the GEMM's roles), each remembered and listed on its
- * own but forced and stored as the kind; a kind's id is the id of its
- * first slot, and slot r of a kind is its id + r. */
+ * (CLF_CHOICE_KIND below), when the library is loaded.  A kind is chosen
+ * for one role or several (the GEMM's, enum clf__gemm_role), each
+ * remembered and listed on its own but forced and stored as the kind; a
+ * kind's id is the id of its first role, and role r of a kind is its id
+ * + r. */
 struct clf__choice_kind {
     const char *name;              /* KIND of CLINFORMER_KERNELS, the store */
     const char *const *candidates; /* NAME of KIND=NAME, in the kind's order */
     int count;                     /* candidates, at most CLF_MAX_CANDIDATES */
-    const char *const *labels;     /* each slot's name in the listing */
-    int slots;
-    int rank;   /* the listing's order: lower first */
+    const char *const *labels;     /* each role's name in the listing */
+    int roles;                     /* at least 1 */
+    int rank;                      /* the listing's order: lower first */
     int listed; /* listed "not chosen yet" before its first choice */
 };
-#define CLF_MAX_SLOTS 16
+#define CLF_MAX_ROLES 16
 /* Registers kind (static storage) and returns its id, or -1 when the
- * slots are all taken or kind is malformed (its lookups then fail). */
+ * roles are all taken or kind is malformed (its lookups then fail). */
 int clf__choice_register(const struct clf__choice_kind *kind);
 /* Defines int get(void), the id of kind `desc`, registered when the
  * library is loaded, so that every kind is known before a context is
@@ -62,16 +63,16 @@ struct clf__choice_entry {
 typedef int (*clf__variant_fn)(clf_context *ctx, int variant, void *user);
 /* Seconds on a monotonic clock. */
 double clf__now_s(void);
-/* The winner of slot `slot` (a kind's id, or that + its role) for a shape
+/* The winner for role `role` (a kind's id, + r for its role r) and a shape
  * bucket ([a-z0-9.], under CLF_BUCKET_MAX): forced
- * (clf_context_force_kernel, CLINFORMER_KERNELS, for the slot's kind) or
+ * (clf_context_force_kernel, CLINFORMER_KERNELS, for the role's kind) or
  * stored (read again under the store's lock when this context does not
  * know it, so that a process timing it now is waited for): sets *winner
  * and returns 1; not known: 0, with the store's lock held, and the caller
  * times the candidates, calls clf__choice_record, which stores the
  * winner, then clf__choice_release (on failure too).  CLF_EINVALID_ARGUMENT
  * for a bad CLINFORMER_KERNELS.  Call with ctx locked. */
-int clf__choice_lookup(clf_context *ctx, int slot, const char *bucket,
+int clf__choice_lookup(clf_context *ctx, int role, const char *bucket,
                        int *winner);
 /* Lets go of the store's lock a lookup that returned 0 took. */
 void clf__choice_release(clf_context *ctx);
@@ -79,15 +80,15 @@ void clf__choice_release(clf_context *ctx);
  * the caller runs: `winner`, or the stored one where the lookup before it
  * was a check of a stored choice (clf_context_check_kernel_choices), so
  * that a process keeps the bits it started with. */
-int clf__choice_record(clf_context *ctx, int slot, const char *bucket,
+int clf__choice_record(clf_context *ctx, int role, const char *bucket,
                        int winner, const double *ms);
 /* Notes that a forward ran `winner` because it has no other way (why: a
  * phrase that outlives the context's next listing, e.g. static), so that
  * clf_context_kernel_choices says what ran instead of "not chosen yet".
  * Call with ctx locked. */
-void clf__choice_fixed(clf_context *ctx, int slot, int winner, const char *why);
-/* The kind of a slot. */
-int clf__choice_slot_kind(int slot);
+void clf__choice_fixed(clf_context *ctx, int role, int winner, const char *why);
+/* The kind of a role. */
+int clf__choice_role_kind(int role);
 /* A device's measured throughput for a shape bucket (a sharded forward's
  * split), kept in the same store as the choices: 1 with *rate, or 0 when
  * not measured yet; and recording one (an integer, at least 1). */

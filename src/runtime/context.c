@@ -45,7 +45,7 @@ context_alloc(void)
     }
     ctx->has_lock = 1;
     ctx->checking_kind = -1; /* no check under way */
-    for (i = 0; i < CLF_MAX_SLOTS; i++)
+    for (i = 0; i < CLF_MAX_ROLES; i++)
         ctx->forced[i] = ctx->last[i] = -1;
     return ctx;
 }

@@ -84,7 +84,7 @@ struct clf_context {
     /* Kernel choices (choose.c), all under lock. */
     pthread_mutex_t lock;                  /* recursive; see clf__lock */
     int has_lock;                          /* lock was initialised */
-    int forced[CLF_MAX_SLOTS];             /* clf_context_force_kernel, or -1,
+    int forced[CLF_MAX_ROLES];             /* clf_context_force_kernel, or -1,
                                               by kind */
     struct clf__launch_log *launch_log;    /* NULL until recording starts */
     struct clf__guard *guard;              /* guard.c; NULL until turned on */
@@ -100,23 +100,23 @@ struct clf_context {
      * open while store_locks > 0, or -1 when the lock could not be had. */
     int store_locks;
     int store_lock_fd;
-    /* Per slot: the last winner resolved, or -1,
+    /* Per role: the last winner resolved, or -1,
      * where it came from, its bucket and the times it was timed with. */
-    int last[CLF_MAX_SLOTS];
-    clf_choice_source last_source[CLF_MAX_SLOTS];
-    char last_bucket[CLF_MAX_SLOTS][CLF_BUCKET_MAX];
+    int last[CLF_MAX_ROLES];
+    clf_choice_source last_source[CLF_MAX_ROLES];
+    char last_bucket[CLF_MAX_ROLES][CLF_BUCKET_MAX];
     /* Why the last winner was the only way (clf__choice_fixed), or NULL
      * when it was resolved from a forced name, the store or a timing. */
-    const char *last_why[CLF_MAX_SLOTS];
-    double last_ms[CLF_MAX_SLOTS][CLF_MAX_CANDIDATES];
+    const char *last_why[CLF_MAX_ROLES];
+    double last_ms[CLF_MAX_ROLES][CLF_MAX_CANDIDATES];
     /* clf_context_check_kernel_choices: stored choices are timed again
      * once each (check_stored), the entry being checked between its
      * lookup and its record (checking, by kind and bucket), and each
-     * slot's times now (last_check_ms; 0 when not checked). */
+     * role's times now (last_check_ms; 0 when not checked). */
     int check_stored;
     int checking_kind;
     char checking_bucket[CLF_BUCKET_MAX];
-    double last_check_ms[CLF_MAX_SLOTS][CLF_MAX_CANDIDATES];
+    double last_check_ms[CLF_MAX_ROLES][CLF_MAX_CANDIDATES];
     /* For tests: called after each timed run of clf__time_variants
      * (candidate v, round r; round 0 is not kept), before its clFinish,
      * so that a test can plant load on chosen runs.  NULL in use. */

@@ -26,8 +26,8 @@
 struct clf__launch_log; /* launches.c */
 struct clf__guard;      /* guard.c */
 
-/* State a module above the runtime keeps per context (the GEMM scratch,
- * the tiled kernel's program, the half scratch buffers ...), in a list the
+/* State a module above the runtime keeps per context (its scratch
+ * buffers, programs built apart, pinned choices ...), in a list the
  * runtime knows only as keys: clf__feature returns the state of the module
  * whose key (the address of one of its static objects) is given, made zeroed
  * with `size` bytes and handed to `init` on first use, and
@@ -148,9 +148,9 @@ int clf__add(size_t a, size_t b, size_t *out);
 void clf__format_shape(char *buf, size_t cap, const size_t *shape, size_t ndim,
                        int python);
 
-/* context.c: the context's recursive lock: kernel arguments, the GEMM
- * scratch buffer and the kernel choices are shared by the threads that
- * use the context. */
+/* context.c: the context's recursive lock: kernel arguments, the
+ * floors' state (clf__feature) and the kernel choices are shared by the
+ * threads that use the context. */
 static inline void
 clf__lock(clf_context *ctx)
 {

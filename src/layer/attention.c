@@ -269,45 +269,60 @@ project(clf_attention *a, const struct plan *p, cl_mem x, size_t xoff,
     return 0;
 }
 
-/* Causal Linformer compression: the c slots of block m come from block m's
- * positions only, Kbar[m*c + i] = sum over s in block m of E[m*c + i, s]
- * P[s].  Only blocks before the last query's block are ever seen; the rest
- * of Kbar is zero (and masked out of every softmax). */
+int
+clf__compress_blocks(clf_attention *a, int way, const struct clf__blocks *bl,
+                     cl_mem e, cl_mem p, cl_mem out)
+{
+    const size_t blk = a->desc.causal_block, c = bl->c, N = a->N;
+    const size_t dh = a->dh, dkv = a->dkv, width = bl->hc * dh;
+    const float zero = 0.0f;
+    /* Block j's c rows of E times its blk positions, a strided batch over
+     * the blocks; per head where E is per head. */
+    struct clf__gemm_args ep = {.m = c,
+                                .n = a->nE == 1 ? dkv : dh,
+                                .k = blk,
+                                .alpha = 1.0f,
+                                .a = e,
+                                .lda = N,
+                                .a_stride = c * N + blk,
+                                .b = p,
+                                .ldb = dkv,
+                                .b_stride = blk * dkv,
+                                .c = out,
+                                .ldc = width,
+                                .c_stride = c * width,
+                                .batch = bl->count};
+    size_t b, h;
+    cl_int err;
+
+    err = clEnqueueFillBuffer(a->ctx->queue, out, &zero, sizeof zero, 0,
+                              bl->B * bl->out_rows * width * sizeof(float), 0,
+                              NULL, NULL);
+    if (err != CL_SUCCESS)
+        return clf__fail(err, "clearing compressed keys failed (%d)", err);
+    if (bl->count == 0 || c == 0)
+        return 0;
+    for (b = 0; b < bl->B; b++)
+        for (h = 0; h < (a->nE == 1 ? 1 : bl->hc); h++) {
+            ep.a_off = h * a->k * N + bl->j0 * (c * N + blk);
+            ep.b_off = b * bl->p_rows * dkv + (a->hkv > 1 ? h * dh : 0);
+            ep.c_off = b * bl->out_rows * width + h * dh;
+            TRY(clf__gemm(a->ctx, way, &ep));
+        }
+    return 0;
+}
+
+/* Causal Linformer compression of the whole sequence: only blocks before
+ * the last query's block are ever seen; the rest of Kbar is zero (and
+ * masked out of every softmax). */
 static int
 compress_blocks(clf_attention *a, const struct plan *p, const struct side *sd,
                 cl_mem pk, cl_mem out)
 {
-    clf_context *ctx = a->ctx;
-    const cl_mem e = sd->e;
-    const size_t blk = a->desc.causal_block, c = p->c, N = a->N;
-    const size_t n = p->n, nbq = (n - 1) / blk, dh = a->dh, dkv = a->dkv;
-    const size_t width = p->hc * dh, ldo = a->nE == 1 ? dkv : width;
-    const float zero = 0.0f;
-    struct clf__gemm_args ep = {0};
-    size_t b, h;
-    cl_int err;
+    const struct clf__blocks bl = {
+        p->B, p->hc, p->c, 0, (p->n - 1) / a->desc.causal_block, p->n, a->k};
 
-    err =
-        clEnqueueFillBuffer(ctx->queue, out, &zero, sizeof zero, 0,
-                            p->B * a->k * width * sizeof(float), 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return clf__fail(err, "clearing compressed keys failed (%d)", err);
-    if (nbq == 0 || c == 0)
-        return 0;
-    /* Block m's c rows of E times its blk positions, a strided batch
-     * over the blocks; per head where E is per head. */
-    ep.m = c, ep.n = a->nE == 1 ? dkv : dh, ep.k = blk, ep.alpha = 1.0f;
-    ep.a = e, ep.lda = N, ep.a_stride = c * N + blk;
-    ep.b = pk, ep.ldb = dkv, ep.b_stride = blk * dkv;
-    ep.c = out, ep.ldc = ldo, ep.c_stride = c * ldo, ep.batch = nbq;
-    for (b = 0; b < p->B; b++)
-        for (h = 0; h < (a->nE == 1 ? 1 : p->hc); h++) {
-            ep.a_off = h * a->k * N;
-            ep.b_off = b * n * dkv + (a->hkv > 1 ? h * dh : 0);
-            ep.c_off = b * a->k * ldo + h * dh;
-            TRY(clf__gemm(ctx, sd->eway, &ep));
-        }
-    return 0;
+    return clf__compress_blocks(a, sd->eway, &bl, sd->e, pk, out);
 }
 
 /* Compression of projected keys (value 0) or values: the windowed

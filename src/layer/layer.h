@@ -144,6 +144,19 @@ int clf__ways_kind(void);
  * sharded forward's part of it from column e_col). */
 int clf__compress_rows(clf_attention *a, int way, size_t B, size_t hc, cl_mem e,
                        size_t e_col, size_t n, cl_mem p, cl_mem out);
+/* attention.c: causal Linformer's compression of `count` blocks from
+ * block j0, for each of B sequences: the c slots of block j are E[j c + i,
+ * j blk ..] times block j's rows of P (p_rows rows of d_kv per sequence,
+ * block j0's first), written to out (B x out_rows x hc d_h, zeroed first,
+ * block j0's slots first); per head where E is per head, in GEMM way
+ * `way`.  The forward compresses the blocks before the last query's; a
+ * shard its own. */
+struct clf__blocks {
+    size_t B, hc, c, j0, count, p_rows, out_rows;
+};
+int clf__compress_blocks(clf_attention *a, int way,
+                         const struct clf__blocks *bl, cl_mem e, cl_mem p,
+                         cl_mem out);
 /* attention.c: grows workspace id to at least `need` floats (contents
  * not kept); with need 0 the buffer may stay NULL. */
 int clf__attention_ensure(clf_attention *a, enum ws_id id, size_t need);

@@ -188,38 +188,19 @@ shard_blocks(const struct shard_fw *s, int r, size_t *first, size_t *count)
 static int
 compress_own_blocks(struct shard_fw *s, cl_mem e, cl_mem pr, cl_mem out)
 {
-    const size_t blk = s->L.desc.causal_block, c = s->p.c, N = s->L.N;
-    const size_t nbq = (s->n - 1) / blk, dh = s->L.dh, dkv = s->L.dkv;
-    const size_t width = s->width, nl = s->nl;
-    const float zero = 0.0f;
-    struct clf__gemm_args ep = {0};
-    size_t j0, nbl, cnt, b, h, slots;
-    cl_int err;
+    const size_t nbq = (s->n - 1) / s->L.desc.causal_block;
+    size_t j0, nbl;
+    struct clf__blocks bl;
 
     shard_blocks(s, s->comm->rank, &j0, &nbl);
-    slots = c * nbl;
-    err = clEnqueueFillBuffer(s->ctx->queue, out, &zero, sizeof zero, 0,
-                              s->B * slots * width * sizeof(float), 0, NULL,
-                              NULL);
-    if (err != CL_SUCCESS)
-        return clf__fail(err, "clearing compressed keys failed (%d)", err);
-    cnt = j0 >= nbq ? 0 : (nbq - j0 < nbl ? nbq - j0 : nbl);
-    if (cnt == 0 || c == 0)
-        return 0;
-    /* Block j's c rows of E times its blk positions, a strided batch over
-     * this shard's blocks; per head where E is per head. */
-    ep.m = c, ep.n = s->L.nE == 1 ? dkv : dh, ep.k = blk, ep.alpha = 1.0f;
-    ep.a = e, ep.lda = N, ep.a_stride = c * N + blk;
-    ep.b = pr, ep.ldb = dkv, ep.b_stride = blk * dkv;
-    ep.c = out, ep.ldc = width, ep.c_stride = c * width, ep.batch = cnt;
-    for (b = 0; b < s->B; b++)
-        for (h = 0; h < (s->L.nE == 1 ? 1 : s->p.hc); h++) {
-            ep.a_off = h * s->L.k * N + j0 * c * N + j0 * blk;
-            ep.b_off = b * nl * dkv + (s->L.hkv > 1 ? h * dh : 0);
-            ep.c_off = b * slots * width + h * dh;
-            TRY(clf__gemm(s->ctx, s->gemm[CLF_ROLE_COMP], &ep));
-        }
-    return 0;
+    bl = (struct clf__blocks){s->B,
+                              s->p.hc,
+                              s->p.c,
+                              j0,
+                              j0 >= nbq ? 0 : (nbq - j0 < nbl ? nbq - j0 : nbl),
+                              s->nl,
+                              s->p.c * nbl};
+    return clf__compress_blocks(s->a, s->gemm[CLF_ROLE_COMP], &bl, e, pr, out);
 }
 
 /* Gathers every shard's rows of `per` floats per unit (a block's c slots,

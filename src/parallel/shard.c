@@ -24,8 +24,7 @@
 /* One shard's view of a forward. */
 struct shard_fw {
     clf_attention *a;
-    struct clf__layer_shape L; /* a's shape and settings */
-    clf_context *ctx;
+    struct clf__layer_shape L; /* a's shape and settings, its context */
     const clf__shard_comm *comm;
     struct plan p;            /* of the whole sequence: hc, c, v_is_k, ... */
     size_t B, n, b0, nl;      /* batch, length, first position, count */
@@ -94,9 +93,9 @@ project_rows(struct shard_fw *s, cl_mem x, cl_mem w, cl_mem bias, cl_mem out)
                                    .y = out,
                                    .bias = bias};
 
-    TRY(clf__gemm_linear(s->ctx, s->gemm[CLF_ROLE_PROJ], &xw));
+    TRY(clf__gemm_linear(s->L.ctx, s->gemm[CLF_ROLE_PROJ], &xw));
     if (s->lmask != NULL)
-        TRY(clf__mask_rows(s->ctx, out, 0, out, 0, rows, s->L.dkv, s->lmask));
+        TRY(clf__mask_rows(s->L.ctx, out, 0, out, 0, rows, s->L.dkv, s->lmask));
     return 0;
 }
 
@@ -120,15 +119,15 @@ exchange_sum(struct shard_fw *s, cl_mem kbar, cl_mem vbar, size_t count,
 
     if (h == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    rc = download(s->ctx, kbar, h, count * sizeof *h);
+    rc = download(s->L.ctx, kbar, h, count * sizeof *h);
     if (rc == 0 && sides == 2)
-        rc = download(s->ctx, vbar, h + count, count * sizeof *h);
+        rc = download(s->L.ctx, vbar, h + count, count * sizeof *h);
     if (rc == 0)
         rc = s->comm->allreduce_sum(s->comm->self, h, sides * count);
     if (rc == 0)
-        rc = upload(s->ctx, kbar, h, count * sizeof *h);
+        rc = upload(s->L.ctx, kbar, h, count * sizeof *h);
     if (rc == 0 && sides == 2)
-        rc = upload(s->ctx, vbar, h + count, count * sizeof *h);
+        rc = upload(s->L.ctx, vbar, h + count, count * sizeof *h);
     free(h);
     return rc;
 }
@@ -157,10 +156,10 @@ linformer_kv(struct shard_fw *s, cl_mem x)
     TRY(exchange_sum(s, kbar, vbar, count, sides));
     /* fairseq's order: the bias once per slot, after the sum. */
     if (cb && bk != NULL)
-        TRY(clf__add_rowsum_bias(s->ctx, kbar, s->B, s->L.k, s->p.hc, s->L.dh,
+        TRY(clf__add_rowsum_bias(s->L.ctx, kbar, s->B, s->L.k, s->p.hc, s->L.dh,
                                  NULL, 0, 0, bk, s->L.hkv > 1));
     if (cb && bv != NULL && sides == 2)
-        TRY(clf__add_rowsum_bias(s->ctx, vbar, s->B, s->L.k, s->p.hc, s->L.dh,
+        TRY(clf__add_rowsum_bias(s->L.ctx, vbar, s->B, s->L.k, s->p.hc, s->L.dh,
                                  NULL, 0, 0, bv, s->L.hkv > 1));
     /* A slot bias (bias_proj) likewise once, after the sum. */
     TRY(clf__slot_bias(a, kbar, s->B, s->p.hc, CLF_BIAS_E));
@@ -264,9 +263,9 @@ gather_exchange(struct shard_fw *s, const struct gather_spec *g, cl_mem kdev,
                 const size_t *counts)
 {
     if (mine > 0)
-        TRY(download(s->ctx, kdev, send, mine / g->sides * sizeof *send));
+        TRY(download(s->L.ctx, kdev, send, mine / g->sides * sizeof *send));
     if (mine > 0 && g->sides == 2)
-        TRY(download(s->ctx, vdev, send + mine / 2, mine / 2 * sizeof *send));
+        TRY(download(s->L.ctx, vdev, send + mine / 2, mine / 2 * sizeof *send));
     return s->comm->allgatherv(s->comm->self, send, recv, counts);
 }
 
@@ -293,10 +292,10 @@ gather(struct shard_fw *s, const struct gather_spec *g, cl_mem kdev,
         rc = gather_exchange(s, g, kdev, vdev, mine, send, recv, counts);
     if (rc == 0) {
         scatter(s, g, recv, full);
-        rc = upload(s->ctx, kout, full, side * sizeof *full);
+        rc = upload(s->L.ctx, kout, full, side * sizeof *full);
     }
     if (rc == 0 && g->sides == 2)
-        rc = upload(s->ctx, vout, full + side, side * sizeof *full);
+        rc = upload(s->L.ctx, vout, full + side, side * sizeof *full);
     free(counts);
     free(send);
     free(recv);
@@ -396,7 +395,7 @@ attend(struct shard_fw *s, cl_mem gmask)
     st.ways.score = s->gemm[CLF_ROLE_SCORE];
     st.ways.weigh = s->gemm[CLF_ROLE_WEIGH];
     st.ways.softmax = s->softmax;
-    return clf__way(CLF_ATTEND_GEMM)->run(s->ctx, &st);
+    return clf__way(CLF_ATTEND_GEMM)->run(s->L.ctx, &st);
 }
 
 /* The workspaces a shard's forward uses, in the layer's own set. */
@@ -454,13 +453,13 @@ masks(struct shard_fw *s, cl_mem *gmask)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     for (b = 0; b < s->B; b++)
         memcpy(lm + b * s->nl, s->gm + b * s->n + s->b0, s->nl);
-    rc = upload(s->ctx, clf__layer_ws(a, WS_MASK), lm, s->B * s->nl);
+    rc = upload(s->L.ctx, clf__layer_ws(a, WS_MASK), lm, s->B * s->nl);
     free(lm);
     s->lmask = clf__layer_ws(a, WS_MASK);
     if (rc != 0 || s->p.linformer)
         return rc;
     *gmask = clf__layer_ws(a, WS_XM);
-    return upload(s->ctx, *gmask, s->gm, s->B * s->n);
+    return upload(s->L.ctx, *gmask, s->gm, s->B * s->n);
 }
 
 static int
@@ -539,7 +538,6 @@ shard_setup(struct shard_fw *s, clf_attention *att, const clf__shard_comm *comm,
                          "mask; split by batch or run on one device)");
     o.causal = la->causal;
     s->a = att;
-    s->ctx = s->L.ctx;
     s->comm = comm;
     s->B = la->batch;
     s->n = la->seq_len;
@@ -556,10 +554,10 @@ shard_setup(struct shard_fw *s, clf_attention *att, const clf__shard_comm *comm,
     TRY(shard_choose(s));
     /* The exchange between the phases fixes the attention to scores,
      * softmax and weighting as separate GEMM steps. */
-    clf__lock(s->ctx);
-    clf__choice_fixed(s->ctx, CLF_KIND_ATTEND, CLF_ATTEND_GEMM - 1,
+    clf__lock(s->L.ctx);
+    clf__choice_fixed(s->L.ctx, CLF_KIND_ATTEND, CLF_ATTEND_GEMM - 1,
                       "the only way of a forward split by positions");
-    clf__unlock(s->ctx);
+    clf__unlock(s->L.ctx);
     return workspaces(s);
 }
 
@@ -581,7 +579,7 @@ clf__shard_attention(clf_attention *att, const clf__shard_comm *comm,
                               .y = clf__layer_ws(att, WS_Q),
                               .bias = s.L.desc.bias_q ? weight(&s, CLF_BIAS_Q)
                                                       : NULL};
-    TRY(clf__gemm_linear(s.ctx, s.gemm[CLF_ROLE_PROJ], &xw));
+    TRY(clf__gemm_linear(s.L.ctx, s.gemm[CLF_ROLE_PROJ], &xw));
     if (!s.p.linformer)
         TRY(full_kv(&s, x));
     else
@@ -595,8 +593,8 @@ clf__shard_attention(clf_attention *att, const clf__shard_comm *comm,
         .w = weight(&s, CLF_WEIGHT_OUT),
         .y = y,
         .bias = s.L.desc.bias_out ? weight(&s, CLF_BIAS_OUT) : NULL};
-    TRY(clf__gemm_linear(s.ctx, s.gemm[CLF_ROLE_PROJ], &xw));
+    TRY(clf__gemm_linear(s.L.ctx, s.gemm[CLF_ROLE_PROJ], &xw));
     if (s.lmask != NULL)
-        TRY(clf__mask_rows(s.ctx, y, 0, y, 0, s.B * s.nl, s.L.D, s.lmask));
+        TRY(clf__mask_rows(s.L.ctx, y, 0, y, 0, s.B * s.nl, s.L.D, s.lmask));
     return 0;
 }

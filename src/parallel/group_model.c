@@ -8,30 +8,109 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct clf_group_model {
+/* What a group object holds: one part per device (a model or an attention
+ * layer), and the two calls in which the kinds of part differ. */
+struct parts {
     clf_group *g;
-    clf_model **m;
+    void **at; /* g->count parts, NULL where not made */
+    void (*destroy)(void *);
+    int (*set_mode)(void *, clf_mode);
+};
+
+struct clf_group_model {
+    struct parts parts; /* first: parts_free() frees the object by it */
     clf_model_info info;
     int half; /* half-precision attention layers: never split by positions */
 };
 
 struct clf_group_attention {
-    clf_group *g;
-    clf_attention **a;
+    struct parts parts; /* first: parts_free() frees the object by it */
     size_t D;
 };
+
+static int
+parts_new(struct parts *s, clf_group *g, void (*destroy)(void *),
+          int (*set_mode)(void *, clf_mode))
+{
+    s->g = g;
+    s->destroy = destroy;
+    s->set_mode = set_mode;
+    s->at = calloc(g->count, sizeof *s->at);
+    return s->at != NULL ? 0 : clf__fail(CLF_ENO_MEMORY, "out of host memory");
+}
+
+/* Frees a group object (NULL: nothing), whose first member is its parts. */
+static void
+parts_free(void *holder)
+{
+    struct parts *s = holder;
+    size_t i;
+
+    if (holder == NULL)
+        return;
+    for (i = 0; s->at != NULL && i < s->g->count; i++)
+        s->destroy(s->at[i]);
+    free(s->at);
+    free(holder);
+}
+
+static void *
+parts_get(const struct parts *s, size_t i)
+{
+    return i < s->g->count ? s->at[i] : NULL;
+}
+
+static int
+parts_set_mode(struct parts *s, clf_mode mode)
+{
+    size_t i;
+
+    for (i = 0; i < s->g->count; i++)
+        CLF_TRY(s->set_mode(s->at[i], mode));
+    return 0;
+}
+
+/* The arguments every constructor takes: NULL ones named. */
+static int
+check_new(const void *out, const clf_group *g, const void *what,
+          const char *name)
+{
+    if (out == NULL || g == NULL || what == NULL)
+        return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL",
+                         out == NULL ? "out"
+                         : g == NULL ? "g"
+                                     : name);
+    return 0;
+}
+
+static clf_model *
+model_at(const clf_group_model *gm, size_t i)
+{
+    return gm->parts.at[i];
+}
+
+static clf_attention *
+layer_at(const clf_group_attention *ga, size_t i)
+{
+    return ga->parts.at[i];
+}
+
+static void
+destroy_model(void *m)
+{
+    clf_model_destroy(m);
+}
+
+static int
+set_model_mode(void *m, clf_mode mode)
+{
+    return clf_model_set_mode(m, mode);
+}
 
 CLF_EXTERN void
 clf_group_model_destroy(clf_group_model *gm)
 {
-    size_t i;
-
-    if (gm == NULL)
-        return;
-    for (i = 0; gm->m != NULL && i < gm->g->count; i++)
-        clf_model_destroy(gm->m[i]);
-    free(gm->m);
-    free(gm);
+    parts_free(gm);
 }
 
 CLF_EXTERN int
@@ -39,28 +118,24 @@ clf_group_model_load(clf_group_model **out, clf_group *g, const char *path,
                      const clf_model_opts *opts)
 {
     clf_group_model *gm;
+    clf_model *m;
     size_t i;
-    int rc = 0;
+    int rc;
 
-    if (out == NULL || g == NULL || path == NULL)
-        return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL",
-                         out == NULL ? "out"
-                         : g == NULL ? "g"
-                                     : "path");
+    CLF_TRY(check_new(out, g, path, "path"));
     *out = NULL;
     gm = calloc(1, sizeof *gm);
-    if (gm != NULL)
-        gm->m = calloc(g->count, sizeof *gm->m);
-    if (gm == NULL || gm->m == NULL) {
-        free(gm);
+    if (gm == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    }
-    gm->g = g;
     gm->half = opts != NULL && opts->precision == CLF_PRECISION_HALF;
-    for (i = 0; rc == 0 && i < g->count; i++)
-        rc = clf_model_load(&gm->m[i], g->ctx[i], path, opts);
+    rc = parts_new(&gm->parts, g, destroy_model, set_model_mode);
+    for (i = 0; rc == 0 && i < g->count; i++) {
+        m = NULL;
+        rc = clf_model_load(&m, g->ctx[i], path, opts);
+        gm->parts.at[i] = m;
+    }
     if (rc == 0)
-        rc = clf_model_info_get(gm->m[0], &gm->info);
+        rc = clf_model_info_get(model_at(gm, 0), &gm->info);
     if (rc != 0) {
         clf_group_model_destroy(gm);
         return rc;
@@ -72,19 +147,15 @@ clf_group_model_load(clf_group_model **out, clf_group *g, const char *path,
 CLF_EXTERN clf_model *
 clf_group_model_part(const clf_group_model *gm, size_t i)
 {
-    return gm != NULL && i < gm->g->count ? gm->m[i] : NULL;
+    return gm != NULL ? parts_get(&gm->parts, i) : NULL;
 }
 
 CLF_EXTERN int
 clf_group_model_set_mode(clf_group_model *gm, clf_mode mode)
 {
-    size_t i;
-
     if (gm == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "gm is NULL");
-    for (i = 0; i < gm->g->count; i++)
-        CLF_TRY(clf_model_set_mode(gm->m[i], mode));
-    return 0;
+    return parts_set_mode(&gm->parts, mode);
 }
 
 /* One forward over the group: what every shard needs. */
@@ -147,13 +218,14 @@ seq_part(struct job *j, int rank, const clf__shard_comm *comm, void *xl,
          float *yl)
 {
     if (j->ga != NULL)
-        return clf__shard_attention_forward(j->ga->a[rank], comm, j->B, j->n,
-                                            j->bounds, xl, yl, j->opts);
+        return clf__shard_attention_forward(layer_at(j->ga, rank), comm, j->B,
+                                            j->n, j->bounds, xl, yl, j->opts);
     if (j->in_w == 1)
-        return clf__shard_model_forward_tokens(j->gm->m[rank], comm, j->B, j->n,
-                                               j->bounds, xl, yl, j->opts);
-    return clf__shard_model_forward(j->gm->m[rank], comm, j->B, j->n, j->bounds,
-                                    xl, yl, j->opts);
+        return clf__shard_model_forward_tokens(model_at(j->gm, rank), comm,
+                                               j->B, j->n, j->bounds, xl, yl,
+                                               j->opts);
+    return clf__shard_model_forward(model_at(j->gm, rank), comm, j->B, j->n,
+                                    j->bounds, xl, yl, j->opts);
 }
 
 static int
@@ -200,10 +272,12 @@ run_batch(void *user, int rank, const clf__shard_comm *comm)
             o.key_mask += s0 * j->n;
     }
     if (j->ga != NULL)
-        return clf_attention_forward_ex(j->ga->a[rank], x, cnt, j->n, y, &o);
+        return clf_attention_forward_ex(layer_at(j->ga, rank), x, cnt, j->n, y,
+                                        &o);
     if (j->in_w == 1)
-        return clf_model_forward_tokens(j->gm->m[rank], x, cnt, j->n, y, &o);
-    return clf_model_forward(j->gm->m[rank], x, cnt, j->n, y, &o);
+        return clf_model_forward_tokens(model_at(j->gm, rank), x, cnt, j->n, y,
+                                        &o);
+    return clf_model_forward(model_at(j->gm, rank), x, cnt, j->n, y, &o);
 }
 
 /* The cost model: a batch split moves nothing between devices and runs
@@ -217,7 +291,7 @@ pick_batch(const clf_group *g, const struct job *j)
     int half = j->gm != NULL && j->gm->half;
 
     if (j->gm == NULL) {
-        clf__layer_shape(j->ga->a[0], &L);
+        clf__layer_shape(layer_at(j->ga, 0), &L);
         half = L.desc.precision == CLF_PRECISION_HALF;
     }
 
@@ -260,7 +334,7 @@ run_job(clf_group *g, struct job *j, size_t unit, const double *weights)
 static int
 measure(clf_group_model *gm, size_t i, const struct job *j, double *rate)
 {
-    clf_context *ctx = gm->g->ctx[i];
+    clf_context *ctx = gm->parts.g->ctx[i];
     char bucket[48];
     float *y;
     double t0 = 0.0;
@@ -279,10 +353,10 @@ measure(clf_group_model *gm, size_t i, const struct job *j, double *rate)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
     for (r = 0; rc == 0 && r < 2; r++) {
         t0 = clf__now_s();
-        rc = j->in_w == 1
-                 ? clf_model_forward_tokens(gm->m[i], j->x, j->B, j->n, y,
-                                            j->opts)
-                 : clf_model_forward(gm->m[i], j->x, j->B, j->n, y, j->opts);
+        rc = j->in_w == 1 ? clf_model_forward_tokens(model_at(gm, i), j->x,
+                                                     j->B, j->n, y, j->opts)
+                          : clf_model_forward(model_at(gm, i), j->x, j->B, j->n,
+                                              y, j->opts);
     }
     free(y);
     if (rc != 0)
@@ -300,12 +374,12 @@ model_weights(clf_group_model *gm, const struct job *j, double **w)
     size_t i;
 
     *w = NULL;
-    if (gm->g->weights != NULL || gm->g->count < 2)
+    if (gm->parts.g->weights != NULL || gm->parts.g->count < 2)
         return 0;
-    *w = malloc(gm->g->count * sizeof **w);
+    *w = malloc(gm->parts.g->count * sizeof **w);
     if (*w == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    for (i = 0; i < gm->g->count; i++)
+    for (i = 0; i < gm->parts.g->count; i++)
         CLF_TRY(measure(gm, i, j, &(*w)[i]));
     return 0;
 }
@@ -345,9 +419,10 @@ model_forward(clf_group_model *gm, const void *x, size_t B, size_t n, float *y,
     j.opts = opts;
     rc = model_weights(gm, &j, &w);
     if (rc == 0)
-        rc = run_job(gm->g, &j,
-                     clf__shard_unit(gm->m[0], opts != NULL && opts->causal),
-                     w != NULL ? w : gm->g->weights);
+        rc = run_job(
+            gm->parts.g, &j,
+            clf__shard_unit(model_at(gm, 0), opts != NULL && opts->causal),
+            w != NULL ? w : gm->parts.g->weights);
     free(w);
     return rc;
 }
@@ -369,17 +444,22 @@ clf_group_model_forward_tokens(clf_group_model *gm, const long long *ids,
 
 /* ------------------------------------------------------ attention layers */
 
+static void
+destroy_layer(void *a)
+{
+    clf_attention_destroy(a);
+}
+
+static int
+set_layer_mode(void *a, clf_mode mode)
+{
+    return clf_attention_set_mode(a, mode);
+}
+
 CLF_EXTERN void
 clf_group_attention_destroy(clf_group_attention *ga)
 {
-    size_t i;
-
-    if (ga == NULL)
-        return;
-    for (i = 0; ga->a != NULL && i < ga->g->count; i++)
-        clf_attention_destroy(ga->a[i]);
-    free(ga->a);
-    free(ga);
+    parts_free(ga);
 }
 
 CLF_EXTERN int
@@ -388,28 +468,23 @@ clf_group_attention_create(clf_group_attention **out, clf_group *g,
                            unsigned long long seed)
 {
     clf_group_attention *ga;
+    clf_attention *a;
     size_t i;
-    int rc = 0;
+    int rc;
 
-    if (out == NULL || g == NULL || desc == NULL)
-        return clf__fail(CLF_ENULL_ARGUMENT, "%s is NULL",
-                         out == NULL ? "out"
-                         : g == NULL ? "g"
-                                     : "desc");
+    CLF_TRY(check_new(out, g, desc, "desc"));
     *out = NULL;
     ga = calloc(1, sizeof *ga);
-    if (ga != NULL)
-        ga->a = calloc(g->count, sizeof *ga->a);
-    if (ga == NULL || ga->a == NULL) {
-        free(ga);
+    if (ga == NULL)
         return clf__fail(CLF_ENO_MEMORY, "out of host memory");
-    }
-    ga->g = g;
     ga->D = desc->d_model;
+    rc = parts_new(&ga->parts, g, destroy_layer, set_layer_mode);
     for (i = 0; rc == 0 && i < g->count; i++) {
-        rc = clf_attention_create(&ga->a[i], g->ctx[i], desc);
+        a = NULL;
+        rc = clf_attention_create(&a, g->ctx[i], desc);
+        ga->parts.at[i] = a;
         if (rc == 0)
-            rc = clf_attention_randomize(ga->a[i], seed);
+            rc = clf_attention_randomize(a, seed);
     }
     if (rc != 0) {
         clf_group_attention_destroy(ga);
@@ -422,19 +497,15 @@ clf_group_attention_create(clf_group_attention **out, clf_group *g,
 CLF_EXTERN clf_attention *
 clf_group_attention_part(const clf_group_attention *ga, size_t i)
 {
-    return ga != NULL && i < ga->g->count ? ga->a[i] : NULL;
+    return ga != NULL ? parts_get(&ga->parts, i) : NULL;
 }
 
 CLF_EXTERN int
 clf_group_attention_set_mode(clf_group_attention *ga, clf_mode mode)
 {
-    size_t i;
-
     if (ga == NULL)
         return clf__fail(CLF_ENULL_ARGUMENT, "ga is NULL");
-    for (i = 0; i < ga->g->count; i++)
-        CLF_TRY(clf_attention_set_mode(ga->a[i], mode));
-    return 0;
+    return parts_set_mode(&ga->parts, mode);
 }
 
 CLF_EXTERN int
@@ -456,7 +527,7 @@ clf_group_attention_forward_ex(clf_group_attention *ga, const float *x,
                          batch == 0 ? "batch" : "seq_len");
     CLF_TRY(check_rows(batch, seq_len, ga->D * sizeof(float),
                        ga->D * sizeof(float)));
-    clf__layer_shape(ga->a[0], &a0);
+    clf__layer_shape(layer_at(ga, 0), &a0);
     if (opts != NULL && opts->causal && a0.mode == CLF_MODE_LINFORMER &&
         a0.desc.causal_block > 0)
         unit = a0.desc.causal_block;
@@ -468,7 +539,7 @@ clf_group_attention_forward_ex(clf_group_attention *ga, const float *x,
     j.x = x;
     j.y = y;
     j.opts = opts;
-    return run_job(ga->g, &j, unit, ga->g->weights);
+    return run_job(ga->parts.g, &j, unit, ga->parts.g->weights);
 }
 
 static int

@@ -811,8 +811,9 @@ typedef enum clf_stage {
     CLF_STAGE_SOFTMAX,        /* masks and row softmax */
     CLF_STAGE_WEIGHTED_SUM,   /* P Vbar (and causal window) */
     CLF_STAGE_FUSED,          /* scores, softmax and weighted sum in one
-                                 kernel, where that kernel is used (then
-                                 the three stages above take no time) */
+                                 kernel: the attend way fused, flash or
+                                 flashwg, where one runs (then the three
+                                 stages above take no time) */
     CLF_STAGE_OUTPUT,         /* O W_o^T + b_o, padding rows zeroed */
     CLF_STAGE_COUNT
 } clf_stage;

@@ -514,7 +514,7 @@ check_attend(clf_context *ctx)
 {
     enum { B = 2, H = 2, N = 5, DH = 80, L = 5, DQ = H * DH };
     struct clf__attend_shape sh = {B, H, N, DH, DQ, L, 0, 0.3f};
-    const size_t lp = clf__attend_slots(L), np = clf__attend_rows(N);
+    const size_t lp = clf__attend_slots(L), np = clf__fused_rows(N);
     static float q[B * N * DQ], kv[B * L * DQ], vv[B * L * DQ];
     static float o[B * N * DQ], s[B * H * 8 * 64], kt[B * H * DH * 64];
     int per;
@@ -537,7 +537,7 @@ check_attend(clf_context *ctx)
         mo = upload(ctx, o, B * N * DQ);
         ms = upload(ctx, s, B * H * np * lp);
         mt = upload(ctx, kt, B * hc * DH * lp);
-        clf__attend(ctx, &sh, mq, mk, mv, mt, ms, mo);
+        clf__fused(ctx, &sh, mq, mk, mv, mt, ms, mo);
         download(ctx, mo, o, B * N * DQ);
         for (b = 0; b < B; b++)
             for (h = 0; h < H; h++)

@@ -189,7 +189,7 @@ mk(const char *what, enum entry e, int ta, int tb, size_t m, size_t n, size_t k,
     return t;
 }
 
-/* The pipeline's calls (attention.c, attend.c, model.c) at sizes that
+/* The pipeline's calls (attention.c, attend_gemm.c, model.c) at sizes that
  * are multiples of no tile, and at 1. */
 START_TEST(tiled_pipeline_shapes_match_reference)
 {

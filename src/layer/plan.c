@@ -142,7 +142,7 @@ plan_fusable(const clf_attention *a, struct plan *p)
                  p->seqs == p->B && p->chunk == p->n && a->dh % 16 == 0;
     if (!p->fusable)
         return;
-    need = p->B * a->hq * clf__attend_rows(p->n) * lp;
+    need = p->B * a->hq * clf__fused_rows(p->n) * lp;
     if (a->ctx->info.max_alloc != 0 &&
         (double)need * sizeof(float) > (double)a->ctx->info.max_alloc) {
         p->fusable = 0;

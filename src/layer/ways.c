@@ -1,6 +1,6 @@
 /* The ways of attention's steps 3 to 5 (scores, softmax, weighted sum),
  * one row each of the table below: the GEMM path (score GEMMs, a row
- * softmax, weighting GEMMs), the fused kernel (attend.c), the streaming
+ * softmax, weighting GEMMs), the fused kernel (fused.c), the streaming
  * kernel (flash.c) and the GPU-shaped streaming kernel (flash_wg.c).  A
  * row says whether the way applies to a shape, what workspace it needs
  * beyond the plan's, and runs the steps on a struct clf__steps.  The
@@ -198,8 +198,8 @@ static int
 fused_run(clf_context *ctx, const struct clf__steps *st)
 {
     TRY(mark(st, CLF_STAGE_FUSED));
-    return clf__attend(ctx, &st->sh.at, st->q, st->kbar, st->vbar, st->kt,
-                       st->s, st->o);
+    return clf__fused(ctx, &st->sh.at, st->q, st->kbar, st->vbar, st->kt, st->s,
+                      st->o);
 }
 
 /* The streaming kernels read the padding mask where it masks keys (full
@@ -359,7 +359,7 @@ timing_sizes(const struct timing *t, size_t sizes[T_COUNT])
     const size_t hc = a->kv_per_head ? a->heads : 1;
     const size_t lp = clf__attend_slots(a->L);
     const int window = st->sh.causal || st->sh.block;
-    size_t fused = a->heads * clf__attend_rows(a->n) * lp;
+    size_t fused = a->heads * clf__fused_rows(a->n) * lp;
 
     sizes[T_Q] = sizes[T_O] = a->n * a->dq;
     sizes[T_KBAR] = sizes[T_VBAR] = a->L * hc * a->dh;

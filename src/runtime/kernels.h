@@ -36,9 +36,10 @@
     KERNEL(LAYERNORM, clf_layernorm)                                           \
     KERNEL(ADD, clf_add)                                                       \
     KERNEL(EMBED, clf_embed)                                                   \
-    FILE(attend)                                                               \
+    FILE(fused)                                                                \
     KERNEL(KV_TRANSPOSE, clf_kv_transpose)                                     \
-    KERNEL(ATTEND, clf_attend)                                                 \
+    KERNEL(FUSED, clf_fused)                                                   \
+    FILE(attend_gemm)                                                          \
     KERNEL(FILL_INT, clf_fill_int)                                             \
     KERNEL(FINITE_VALUES, clf_finite_values)                                   \
     KERNEL(WEIGH_NONFINITE, clf_weigh_nonfinite)                               \

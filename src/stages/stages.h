@@ -97,11 +97,11 @@ int clf__causal_softmax(clf_context *ctx, const struct clf__causal_shape *sh,
 int clf__causal_apply(clf_context *ctx, const struct clf__causal_shape *sh,
                       cl_mem o, cl_mem s, cl_mem vp);
 
-/* attend.c: host side of the fused attention kernel: Linformer attention
+/* fused.c: host side of the fused attention kernel: Linformer attention
  * over L slots in one kernel for `batch` sequences of n queries: kbar and
  * vbar hold L rows of (kv_per_head ? heads : 1) * dh floats per sequence,
  * q and o rows of dq floats.  kt needs batch * (kv_per_head ? heads : 1) * dh *
- * clf__attend_slots(L) floats, s batch * heads * clf__attend_rows(n) *
+ * clf__attend_slots(L) floats, s batch * heads * clf__fused_rows(n) *
  * clf__attend_slots(L).  dh must be a multiple of 16. */
 struct clf__attend_shape {
     size_t batch, heads, n, dh, dq, L;
@@ -109,11 +109,11 @@ struct clf__attend_shape {
     float scale;
 };
 size_t clf__attend_slots(size_t L);
-size_t clf__attend_rows(size_t n);
-int clf__attend(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
-                cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem s, cl_mem o);
-/* The GEMM path of the same steps, for `seqs` sequences from b, query
- * rows r0 to r0 + rows of each (seqs > 1: all rows): S = Q_h Kbar_h^T *
+size_t clf__fused_rows(size_t n);
+int clf__fused(clf_context *ctx, const struct clf__attend_shape *sh, cl_mem q,
+               cl_mem kbar, cl_mem vbar, cl_mem kt, cl_mem s, cl_mem o);
+/* attend_gemm.c: the GEMM path of the same steps, for `seqs` sequences from b,
+ * query rows r0 to r0 + rows of each (seqs > 1: all rows): S = Q_h Kbar_h^T *
  * scale into s at s_off (sequence j, head h at s_off + (j * heads + h) *
  * rows * ld, rows of stride ld), and O_h = P_h Vbar_h; the GEMMs in the
  * way `way` (gemm.h), the plan's for the role (scores, weighted sum). */

@@ -39,7 +39,8 @@ static const char usage[] =
     "                   of the n/b blocks), against causal full attention\n"
     "  --gemm LIST      instead: the GEMM stages of the Linformer forward\n"
     "                   with the gemm kernel choice forced to each of LIST\n"
-    "                   (clblast, blocked, tiled) in turn, one forward of\n"
+    "                   (clblast, blocked, tiled, split) in turn, one\n"
+    "                   forward of\n"
     "                   each per round, attention on its GEMM path; per\n"
     "                   stage median ms (GFLOP/s), from profiling\n";
 

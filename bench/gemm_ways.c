@@ -1,5 +1,6 @@
 /* bench_layer --gemm: the layer's GEMM stages with the `gemm` kernel
- * choice forced to each named kernel in turn (clblast, blocked, tiled),
+ * choice forced to each named kernel in turn (clblast, blocked, tiled,
+ * split),
  * side by side: every round runs one forward per kernel, so each sees the
  * same machine load, and the table gives each stage's median time as
  * GFLOP/s.  Attention over the slots is forced to its GEMM path, so that

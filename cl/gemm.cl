@@ -20,7 +20,9 @@
  * to the following ids.  Without cols64 (devices with 8-float vectors,
  * where 64 columns' accumulators spill) every id takes 16 columns:
  * global size (.., N / 16, batch).  Work-items past M return at once; rows past M within a
- * block repeat the last row and are not stored. */
+ * block repeat the last row and are not stored.  k_last: the inner steps
+ * of the batch's last matrix (K where all are alike; src/gemm/gemm.c's
+ * split way runs the slices of K as a batch, the last one shorter). */
 __kernel void
 clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
             __global const float *A, const ulong a_off, const uint lda,
@@ -28,10 +30,14 @@ clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
             const uint ldb, const ulong b_stride, __global float *C,
             const ulong c_off, const uint ldc, const ulong c_stride,
             const uint accumulate, __global const float *bias,
-            const uint has_bias, const uint act, const uint cols64)
+            const uint has_bias, const uint act, const uint cols64,
+            const uint k_last)
 {
     const uint r0 = get_global_id(0) * GEMM_R, jb = get_global_id(1);
     const uint batch = get_global_id(2);
+    /* The last matrix of the batch takes k_last steps (a split over K:
+     * the rest of K after the equal slices before it), the others K. */
+    const uint steps = batch + 1 == get_global_size(2) ? k_last : K;
     const uint wide = cols64 ? N / 64 : 0;
     if (r0 >= M)
         return;
@@ -51,7 +57,7 @@ clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
 #pragma unroll
         for (int r = 0; r < GEMM_R; r++)
             x[r][0] = x[r][1] = x[r][2] = x[r][3] = 0.0f;
-        for (uint k = 0; k < K; k++, bk += ldb) {
+        for (uint k = 0; k < steps; k++, bk += ldb) {
             const float16 b0 = vload16(0, bk), b1 = vload16(1, bk);
             const float16 b2 = vload16(2, bk), b3 = vload16(3, bk);
 #pragma unroll
@@ -85,7 +91,7 @@ clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
 #pragma unroll
     for (int r = 0; r < GEMM_R; r++)
         x[r] = 0.0f;
-    for (uint k = 0; k < K; k++, bk += ldb) {
+    for (uint k = 0; k < steps; k++, bk += ldb) {
         const float16 v = vload16(0, bk);
 #pragma unroll
         for (int r = 0; r < GEMM_R; r++)

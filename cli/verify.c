@@ -44,7 +44,9 @@ const struct cli_option cli_verify_options[] = {
     {NULL, CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}};
 
 /* Odd shapes: n, k and d_h multiples of no tile; n = 1; k > n; many short
- * sequences; a head of 67; heads of 16, which the fused kernel takes.  kc is k
+ * sequences; a head of 67; heads of 16, which the fused kernel takes; a
+ * sequence longer than one slice of the split GEMM way (its compression and
+ * full mode's weighted sum over 601 positions: 512 and 89).  kc is k
  * in causal Linformer (a multiple of ceil(N / block)). */
 static const struct verify_shape shapes[] = {
     /* name      B   n    N    D   h  dh  k   block kc */
@@ -54,11 +56,13 @@ static const struct verify_shape shapes[] = {
     {"batch", 48, 3, 6, 20, 4, 5, 2, 3, 2},
     {"tiles", 2, 130, 130, 96, 3, 32, 33, 45, 33},
     {"wide", 2, 70, 72, 134, 2, 67, 24, 24, 24},
-    {"fused", 3, 45, 50, 48, 3, 16, 21, 17, 21}};
+    {"fused", 3, 45, 50, 48, 3, 16, 21, 17, 21},
+    {"longk", 2, 601, 610, 48, 3, 16, 9, 61, 10}};
 #define SHAPES (sizeof shapes / sizeof shapes[0])
 
-/* Each attention way with two GEMM ways, and on the GEMM path each
- * softmax with two GEMM ways; half weights alternate the two half GEMMs. */
+/* Each attention way with two GEMM ways, on the GEMM path each softmax
+ * with two GEMM ways, and the split GEMM way under the GEMM path and the
+ * fused kernel; half weights alternate the two half GEMMs. */
 static const char *const settings[] = {
     "attend=gemm,softmax=scalar,gemm=clblast",
     "attend=gemm,softmax=vector,gemm=blocked",
@@ -71,7 +75,9 @@ static const char *const settings[] = {
     "attend=flash,softmax=group,gemm=blocked",
     "attend=flash,softmax=scalar,gemm=clblast",
     "attend=flashwg,softmax=vector,gemm=tiled",
-    "attend=flashwg,softmax=group,gemm=blocked"};
+    "attend=flashwg,softmax=group,gemm=blocked",
+    "attend=gemm,softmax=vector,gemm=split",
+    "attend=fused,softmax=group,gemm=split"};
 #define SETTINGS (sizeof settings / sizeof settings[0])
 
 /* Every case, numbered from 1; *count of them (no padded case where n is

@@ -69,7 +69,7 @@ roles_run() {
         --input "$data/lucidrains_encoder_x.npy" --output "$tmp/v.npy" \
         >"$out" 2>"$err" || return 1
     for role in proj comp score weigh ffn; do
-        grep -Eq "^  gemm\[$role\] = (clblast|blocked|tiled) \(stored " "$out" ||
+        grep -Eq "^  gemm\[$role\] = (clblast|blocked|tiled|split) \(stored " "$out" ||
             return 1
     done
 }

@@ -1,5 +1,5 @@
-/* GEMMs through either way (CLBlast, the blocked kernel with its
- * transpose) against a double-precision product.
+/* GEMMs through each way (CLBlast, the blocked kernel with its
+ * transpose, the split way) against a double-precision product.
  *
  * Tolerance: |c - ref| <= 1e-6 * k + 1e-5 * max |ref| with inputs in
  * [-1, 1): float32 sums of k products stay well inside it, while a wrong
@@ -37,6 +37,10 @@ run_case(const struct gemm_case *g, int variant, unsigned long long seed)
     tu_gemm_data d;
     int was = clf__gemm_pinned(ctx);
     size_t t, i, j, l, blocked_before = clf__gemm_state(ctx)->blocked_calls;
+    size_t split_before = clf__gemm_state(ctx)->split_calls;
+    /* what the blocked kernel takes; the split way also needs K over
+     * one slice of 512 steps */
+    const int takes = g->n % 16 == 0 && (g->beta == 0.0f || g->beta == 1.0f);
     struct clf__gemm_args args;
     int rc;
 
@@ -65,11 +69,10 @@ run_case(const struct gemm_case *g, int variant, unsigned long long seed)
     clf__gemm_pin(ctx, was);
     ck_assert_msg(rc == 0, "gemm: %s", clf_last_error());
     tu_download(ctx, d.mc, d.c, nc);
-    if (variant == CLF_GEMM_BLOCKED && g->n % 16 == 0 &&
-        (g->beta == 0.0f || g->beta == 1.0f))
-        ck_assert_uint_gt(clf__gemm_state(ctx)->blocked_calls, blocked_before);
-    else
-        ck_assert_uint_eq(clf__gemm_state(ctx)->blocked_calls, blocked_before);
+    ck_assert_int_eq(clf__gemm_state(ctx)->blocked_calls > blocked_before,
+                     variant == CLF_GEMM_BLOCKED && takes);
+    ck_assert_int_eq(clf__gemm_state(ctx)->split_calls > split_before,
+                     variant == CLF_GEMM_SPLIT && takes && g->k > 512);
 
     for (i = 0; i < nc; i++) {
         size_t rel = i - g->c_off;
@@ -108,6 +111,80 @@ run_both(const struct gemm_case *g, unsigned long long seed)
     run_case(g, CLF_GEMM_CLBLAST, seed);
     run_case(g, CLF_GEMM_BLOCKED, seed);
 }
+
+/* The split way (the blocked kernel over slices of K at once, summed in
+ * order) at inner dimensions that are multiples of no block: two slices
+ * with a short last one, several, and past 64 slices of 512 (longer
+ * slices then); one row of A (m = 1), one column of C (n = 1: not taken,
+ * CLBlast runs it), row and column tails, a transposed B, batches with
+ * their own and a shared B, alpha and accumulation, offsets. */
+START_TEST(gemm_split_matches_reference)
+{
+    static const size_t shapes[][4] = {/* m, n, k, batch */
+                                       {1, 16, 1031, 1},  {7, 80, 1100, 2},
+                                       {37, 48, 2501, 1}, {66, 144, 600, 3},
+                                       {5, 16, 33001, 1}, {1, 1, 1100, 1},
+                                       {13, 64, 513, 2}};
+    size_t i;
+
+    for (i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        struct gemm_case g;
+        memset(&g, 0, sizeof g);
+        g.trans_b = (int)(i % 2);
+        g.m = shapes[i][0];
+        g.n = shapes[i][1];
+        g.k = shapes[i][2];
+        g.batch = shapes[i][3];
+        g.share_b = i == 6;
+        g.alpha = i % 3 ? 0.5f : 1.0f;
+        g.beta = i % 2 ? 1.0f : 0.0f;
+        g.a_off = 1 + i;
+        g.b_off = 2;
+        g.c_off = 3;
+        run_case(&g, CLF_GEMM_SPLIT, 300 + i);
+    }
+}
+END_TEST
+
+/* The split way's sum runs in a fixed order: the same inputs give the
+ * same bits every time (here twice in a process; across processes,
+ * tests/test_cli.sh). */
+START_TEST(gemm_split_same_bits_every_run)
+{
+    clf_context *ctx = tu_context();
+    const size_t m = 9, n = 32, k = 3000;
+    static float a[9 * 3000], b[3000 * 32], c1[9 * 32], c2[9 * 32];
+    cl_mem ma, mb, mc;
+    int was = clf__gemm_pinned(ctx), r;
+
+    tu_fill(a, m * k, 310, -1.0f, 1.0f);
+    tu_fill(b, k * n, 311, -1.0f, 1.0f);
+    ma = tu_upload(ctx, a, m * k);
+    mb = tu_upload(ctx, b, k * n);
+    mc = tu_upload(ctx, c1, m * n);
+    for (r = 0; r < 2; r++) {
+        const struct clf__gemm_args g = {.m = m,
+                                         .n = n,
+                                         .k = k,
+                                         .alpha = 1.0f,
+                                         .a = ma,
+                                         .lda = k,
+                                         .b = mb,
+                                         .ldb = n,
+                                         .c = mc,
+                                         .ldc = n,
+                                         .batch = 1};
+        clf__gemm_pin(ctx, CLF_GEMM_SPLIT);
+        ck_assert_int_eq(clf__gemm(ctx, CLF_GEMM_UNDECIDED, &g), 0);
+        clf__gemm_pin(ctx, was);
+        tu_download(ctx, mc, r ? c2 : c1, m * n);
+    }
+    ck_assert_int_eq(memcmp(c1, c2, sizeof c1), 0);
+    clReleaseMemObject(ma);
+    clReleaseMemObject(mb);
+    clReleaseMemObject(mc);
+}
+END_TEST
 
 /* Row tails (m not a multiple of 6), a 64-column block plus a 16-column
  * one, inner dimensions from 1 up to several 1024-long slices, offsets
@@ -239,8 +316,8 @@ START_TEST(gemm_with_bias_matches_reference)
     mb = tu_upload(ctx, b, n * k);
     mbias = tu_upload(ctx, bias, n);
     mc = tu_upload(ctx, c, m * n);
-    for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_BLOCKED; v++)
-        for (tb = 0; tb < 2; tb++)
+    for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_SPLIT; v++)
+        for (tb = 0; tb < 2 && v != CLF_GEMM_TILED; tb++)
             for (with = 0; with < 2; with++) {
                 const struct clf__gemm_args g = {.trans_b = tb,
                                                  .m = m,
@@ -299,8 +376,9 @@ START_TEST(gemm_accumulate_bias_act_matches_reference)
     ma = tu_upload(ctx, a, m * k);
     mb = tu_upload(ctx, b, n * k);
     mbias = tu_upload(ctx, bias, n);
-    for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_BLOCKED; v++)
-        for (act = CLF_ACT_NONE; act <= CLF_ACT_RELU; act++) {
+    for (v = CLF_GEMM_CLBLAST; v <= CLF_GEMM_SPLIT; v++)
+        for (act = CLF_ACT_NONE; act <= CLF_ACT_RELU && v != CLF_GEMM_TILED;
+             act++) {
             struct clf__gemm_args g = {.trans_b = 1,
                                        .m = m,
                                        .n = n,
@@ -463,6 +541,8 @@ main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, gemm_way_is_chosen_by_timing);
     tcase_add_test(tc, gemm_blocked_matches_reference);
+    tcase_add_test(tc, gemm_split_matches_reference);
+    tcase_add_test(tc, gemm_split_same_bits_every_run);
     tcase_add_test(tc, gemm_blocked_batched_and_accumulating);
     tcase_add_loop_test(tc, gemm_blocked_column_blocks_match_reference, 0, 2);
     tcase_add_test(tc, gemm_falls_back_where_blocked_does_not_fit);

@@ -154,11 +154,15 @@ clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
     return rc;
 }
 
+/* The blocked kernel on g, the batch's last matrix k_last steps long (g->k
+ * where all are alike). */
 static int
-gemm_nn_unlocked(clf_context *ctx, const struct clf__gemm_args *g)
+gemm_nn_unlocked(clf_context *ctx, const struct clf__gemm_args *g,
+                 size_t k_last)
 {
     cl_kernel kk = ctx->kernels[CLF_K_GEMM_NN];
     cl_uint has_bias = g->bias != NULL, kact = (cl_uint)g->act;
+    cl_uint last = (cl_uint)k_last;
     struct clf__gemm_state *st;
     cl_uint acc = g->beta != 0.0f, cols64;
     /* bias not read where there is none */
@@ -175,6 +179,7 @@ gemm_nn_unlocked(clf_context *ctx, const struct clf__gemm_args *g)
     CLF_SET_ARG(kk, 18, has_bias);
     CLF_SET_ARG(kk, 19, kact);
     CLF_SET_ARG(kk, 20, cols64);
+    CLF_SET_ARG(kk, 21, last);
     gs[0] = (g->m + CLF_GEMM_ROWS - 1) / CLF_GEMM_ROWS;
     gs[1] = cols64 ? g->n / 64 + (g->n % 64) / 16 : g->n / 16;
     gs[2] = g->batch;
@@ -187,7 +192,7 @@ clf__gemm_nn(clf_context *ctx, const struct clf__gemm_args *g)
     int rc;
 
     clf__lock(ctx);
-    rc = gemm_nn_unlocked(ctx, g);
+    rc = gemm_nn_unlocked(ctx, g, g->k);
     clf__unlock(ctx);
     return rc;
 }
@@ -215,16 +220,14 @@ transpose_one(clf_context *ctx, cl_mem src, size_t off, size_t rows,
     return clf__transpose(ctx, src, off, rows, cols, ld, 0, 1, dst);
 }
 
-/* C = alpha A op(B) + beta C through the blocked kernel; a transposed B is
- * read from its kept copy where B is a registered weight shared by the
- * batch (gemm_kept.c), else copied into the scratch buffer first. */
+/* g with B as the blocked kernel reads it, untransposed: a transposed B
+ * from its kept copy where B is a registered weight shared by the batch
+ * (gemm_kept.c), else copied into the scratch buffer first. */
 static int
-blocked_run(clf_context *ctx, const struct clf__gemm_args *g)
+b_untransposed(clf_context *ctx, const struct clf__gemm_args *g,
+               struct clf__gemm_args *s)
 {
-    struct clf__gemm_state *st;
-    struct clf__gemm_args s = *g; /* one slice of K, B untransposed */
-
-    STATE(ctx, st);
+    *s = *g;
     if (g->trans_b) {
         /* One copy when every batch entry shares B. */
         size_t copies = g->b_stride == 0 ? 1 : g->batch, floats;
@@ -241,11 +244,24 @@ blocked_run(clf_context *ctx, const struct clf__gemm_args *g)
             CLF_TRY(clf__transpose(ctx, g->b, g->b_off, g->n, g->k, g->ldb,
                                    g->b_stride, copies, t));
         }
-        s.b = t;
-        s.b_off = 0;
-        s.ldb = g->n;
-        s.b_stride = g->b_stride == 0 ? 0 : g->n * g->k;
+        s->b = t;
+        s->b_off = 0;
+        s->ldb = g->n;
+        s->b_stride = g->b_stride == 0 ? 0 : g->n * g->k;
+        s->trans_b = 0;
     }
+    return 0;
+}
+
+/* C = alpha A op(B) + beta C through the blocked kernel. */
+static int
+blocked_run(clf_context *ctx, const struct clf__gemm_args *g)
+{
+    struct clf__gemm_state *st;
+    struct clf__gemm_args s; /* one slice of K, B untransposed */
+
+    STATE(ctx, st);
+    CLF_TRY(b_untransposed(ctx, g, &s));
     st->blocked_calls++;
     st->gemm_calls++;
     /* A long inner dimension in slices of BLOCKED_KC, each added into C:
@@ -270,11 +286,77 @@ blocked_run(clf_context *ctx, const struct clf__gemm_args *g)
             s.beta = k0 > 0 || g->beta != 0.0f ? 1.0f : 0.0f;
             s.bias = k0 == 0 ? g->bias : NULL;
             s.act = k0 + s.k == g->k ? g->act : CLF_ACT_NONE;
-            CLF_TRY(clf__gemm_nn(ctx, &s));
+            CLF_TRY(gemm_nn_unlocked(ctx, &s, s.k));
             k0 += s.k;
         } while (k0 < g->k);
     }
     return 0;
+}
+
+/* ------------------------------------------------------ the split way */
+
+/* The split way: the slices of K that the blocked way runs one after
+ * another (each added into C) run at once, as the batch of one launch of
+ * the blocked kernel, each into its own part of a workspace; then the
+ * slices are summed in order into C (clf__gemm_reduce), so the bits are
+ * the same in every run whatever order the device ran them in.  A C of few
+ * blocks with a long K (the compression E X of a narrow model, one row of
+ * queries) so keeps every compute unit busy, and the launches are two a
+ * matrix of the batch, not one a slice.  Slices of BLOCKED_KC steps, as
+ * the blocked way's (longer where K would need more than SPLIT_MAX). */
+#define SPLIT_MAX 64
+
+/* The slices of K and their length (the last one shorter). */
+static size_t
+split_slices(size_t k, size_t *chunk)
+{
+    *chunk = BLOCKED_KC;
+    if ((k + BLOCKED_KC - 1) / BLOCKED_KC > SPLIT_MAX)
+        *chunk = (k + SPLIT_MAX - 1) / SPLIT_MAX;
+    return (k + *chunk - 1) / *chunk;
+}
+
+/* The split way takes what the blocked kernel takes with K over one
+ * slice. */
+static int
+split_takes(clf_context *ctx, const struct clf__gemm_args *g)
+{
+    return blocked_takes(ctx, g) && g->k > BLOCKED_KC;
+}
+
+static int
+split_run(clf_context *ctx, const struct clf__gemm_args *g)
+{
+    struct clf__gemm_state *st;
+    struct clf__gemm_args s, e;
+    size_t chunk, n = split_slices(g->k, &chunk), per, t;
+    cl_mem partial;
+
+    STATE(ctx, st);
+    if (clf__mul3(g->batch, g->m, g->n, &per) || per > SIZE_MAX / n ||
+        (partial = clf__gemm_partial(ctx, n * per)) == NULL)
+        return blocked_run(ctx, g); /* no workspace: unsplit */
+    CLF_TRY(b_untransposed(ctx, g, &s));
+    st->split_calls++;
+    st->gemm_calls++;
+    for (t = 0; t < g->batch; t++) {
+        e = s;
+        e.k = chunk;
+        e.beta = 0.0f;
+        e.bias = NULL;
+        e.act = CLF_ACT_NONE;
+        e.a_off = s.a_off + t * s.a_stride;
+        e.a_stride = chunk;
+        e.b_off = s.b_off + t * s.b_stride;
+        e.b_stride = chunk * s.ldb;
+        e.c = partial;
+        e.c_off = t * g->m * g->n;
+        e.ldc = g->n;
+        e.c_stride = per;
+        e.batch = n;
+        CLF_TRY(gemm_nn_unlocked(ctx, &e, g->k - (n - 1) * chunk));
+    }
+    return clf__gemm_reduce(ctx, g, partial, n, per);
 }
 
 /* ------------------------------------------------------------ dispatch */
@@ -448,7 +530,7 @@ clblast_run(clf_context *ctx, const struct clf__gemm_args *g)
  * dispatch picks by itself: the native half kernels where an operand is
  * binary16, and the library's own kernels after CLBlast's stored
  * parameters were dropped.  takes: whether the way runs g (NULL: any). */
-enum { WAY_HALF = CLF_GEMM_TILED + 1, WAY_OWN, WAY_COUNT };
+enum { WAY_HALF = CLF_GEMM_SPLIT + 1, WAY_OWN, WAY_COUNT };
 static const struct {
     int (*takes)(clf_context *ctx, const struct clf__gemm_args *g);
     int (*run)(clf_context *ctx, const struct clf__gemm_args *g);
@@ -456,6 +538,7 @@ static const struct {
     [CLF_GEMM_CLBLAST] = {NULL, clblast_run},
     [CLF_GEMM_BLOCKED] = {blocked_takes, blocked_run},
     [CLF_GEMM_TILED] = {tiled_takes, tiled_run},
+    [CLF_GEMM_SPLIT] = {split_takes, split_run},
     [WAY_HALF] = {NULL, half_run},
     [WAY_OWN] = {NULL, own_gemm},
 };
@@ -565,11 +648,12 @@ clf__gemm_grouped(clf_context *ctx, int way, const struct clf__gemm_args *g,
 /* The kind of choice "gemm": the ways by enum clf__gemm_variant - 1,
  * listed second, chosen per role (enum clf__gemm_role), so that each
  * role's way is listed on its own line. */
-static const char *const gemm_names[] = {"clblast", "blocked", "tiled"};
+static const char *const gemm_names[] = {"clblast", "blocked", "tiled",
+                                         "split"};
 static const char *const gemm_labels[CLF_ROLE_COUNT] = {
     "gemm", "gemm[comp]", "gemm[score]", "gemm[weigh]", "gemm[ffn]"};
 static const struct clf__choice_kind gemm_kind = {
-    "gemm", gemm_names, 3, gemm_labels, CLF_ROLE_COUNT, 1, 1};
+    "gemm", gemm_names, 4, gemm_labels, CLF_ROLE_COUNT, 1, 1};
 CLF_CHOICE_KIND(clf__gemm_kind, gemm_kind)
 
 /* Each role's first word of its buckets ("" for the projections, whose

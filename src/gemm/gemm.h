@@ -54,7 +54,9 @@ enum clf__gemm_variant {
     CLF_GEMM_UNDECIDED = 0, /* no choice: the pinned way, else CLBlast */
     CLF_GEMM_CLBLAST,
     CLF_GEMM_BLOCKED, /* the register-blocked kernel, where the shape fits */
-    CLF_GEMM_TILED    /* the work-group tiled kernel (gemm_tiled.c) */
+    CLF_GEMM_TILED,   /* the work-group tiled kernel (gemm_tiled.c) */
+    CLF_GEMM_SPLIT    /* the blocked kernel over slices of K at once, the
+                         slices summed in order (a K over one slice) */
 };
 
 /* The way of one GEMM, the first argument of every entry point below
@@ -99,6 +101,7 @@ struct clf__gemm_state {
     cl_mem scratch;
     size_t scratch_cap; /* floats */
     size_t blocked_calls;
+    size_t split_calls; /* GEMMs the split way ran split (tests) */
     size_t gemm_calls;
     int cols64;
     int clblast_records; /* CLBlast's parameters in force are a tune
@@ -239,6 +242,16 @@ int clf__tiled_fits(size_t m, size_t n, size_t k, size_t lda, size_t ldb,
                     size_t ldc);
 /* The tiled GEMM of g; call with ctx locked. */
 int clf__tiled_gemm(clf_context *ctx, const struct clf__gemm_args *g);
+/* The workspace of partial sums of a split over K, the tiled state's,
+ * grown to `floats` (ctx locked); NULL when it cannot be had (the GEMM
+ * then runs unsplit). */
+cl_mem clf__gemm_partial(clf_context *ctx, size_t floats);
+/* The ksplit slices of a split over K in partial (slice s of product t at
+ * s * s_stride + t * m * n, rows of n, alpha applied) summed in order into
+ * g's C, finished with beta, bias and activation (ctx locked): the same
+ * bits in every run, whatever order the slices ran in. */
+int clf__gemm_reduce(clf_context *ctx, const struct clf__gemm_args *g,
+                     cl_mem partial, size_t ksplit, size_t s_stride);
 /* The slices a tiled GEMM of that shape is split into over K (1: none). */
 size_t clf__tiled_split(clf_context *ctx, size_t m, size_t n, size_t k,
                         size_t batch, size_t *kchunk);

@@ -455,14 +455,15 @@ clf__tiled_split(clf_context *ctx, size_t m, size_t n, size_t k, size_t batch,
     return (k + *kchunk - 1) / *kchunk; /* every slice holds some of K */
 }
 
-/* The workspace of a split, grown to `floats` (ctx locked); NULL when it
- * cannot be had, and the GEMM then runs unsplit. */
-static cl_mem
-partial_buffer(clf_context *ctx, struct clf__tiled_state *st, size_t floats)
+cl_mem
+clf__gemm_partial(clf_context *ctx, size_t floats)
 {
+    struct clf__tiled_state *st = clf__tiled_state(ctx);
     cl_int err;
     cl_mem m;
 
+    if (st == NULL)
+        return NULL;
     if (st->partial_cap >= floats)
         return st->partial;
     if (floats > SIZE_MAX / sizeof(float) ||
@@ -480,12 +481,14 @@ partial_buffer(clf_context *ctx, struct clf__tiled_state *st, size_t floats)
     return m;
 }
 
-/* The split's slices summed into C, finished with beta, bias and GELU. */
-static int
-reduce(clf_context *ctx, const struct clf__gemm_args *g, const struct split *sp)
+int
+clf__gemm_reduce(clf_context *ctx, const struct clf__gemm_args *g,
+                 cl_mem partial, size_t ksplit, size_t s_stride)
 {
     cl_kernel k = ctx->kernels[CLF_K_GEMM_TILED_REDUCE];
     cl_uint B = (cl_uint)g->batch, M = (cl_uint)g->m, N = (cl_uint)g->n;
+    cl_uint ks = (cl_uint)ksplit;
+    cl_ulong ss = s_stride;
     struct epilogue e;
 
     if (k == NULL) { /* the product ran in a tuned set's own program */
@@ -493,9 +496,9 @@ reduce(clf_context *ctx, const struct clf__gemm_args *g, const struct split *sp)
         k = ctx->kernels[CLF_K_GEMM_TILED_REDUCE];
     }
     epilogue_of(g, &e);
-    CLF_SET_ARG(k, 0, sp->partial);
-    CLF_SET_ARG(k, 1, sp->ksplit);
-    CLF_SET_ARG(k, 2, sp->s_stride);
+    CLF_SET_ARG(k, 0, partial);
+    CLF_SET_ARG(k, 1, ks);
+    CLF_SET_ARG(k, 2, ss);
     CLF_SET_ARG(k, 3, B);
     CLF_SET_ARG(k, 4, M);
     CLF_SET_ARG(k, 5, N);
@@ -505,8 +508,7 @@ reduce(clf_context *ctx, const struct clf__gemm_args *g, const struct split *sp)
 
 /* The split of g on this device, its workspace ready; ksplit 1 for none. */
 static void
-plan_split(clf_context *ctx, struct clf__tiled_state *st,
-           const struct clf__gemm_args *g, struct split *sp)
+plan_split(clf_context *ctx, const struct clf__gemm_args *g, struct split *sp)
 {
     size_t kchunk,
         n = clf__tiled_split(ctx, g->m, g->n, g->k, g->batch, &kchunk);
@@ -516,7 +518,7 @@ plan_split(clf_context *ctx, struct clf__tiled_state *st,
     sp->ksplit = 1;
     sp->kchunk = (cl_uint)g->k;
     if (n <= 1 || per > SIZE_MAX / n || g->batch * n > 0xffffffffu ||
-        (sp->partial = partial_buffer(ctx, st, n * per)) == NULL)
+        (sp->partial = clf__gemm_partial(ctx, n * per)) == NULL)
         return;
     sp->ksplit = (cl_uint)n;
     sp->kchunk = (cl_uint)kchunk;
@@ -543,7 +545,7 @@ clf__tiled_gemm(clf_context *ctx, const struct clf__gemm_args *g)
         CLF_TRY(clf_context_build(ctx));
         kk = ctx->kernels[CLF_K_GEMM_TILED];
     }
-    plan_split(ctx, st, g, &sp);
+    plan_split(ctx, g, &sp);
     CLF_TRY(set_args(kk, g, &sp));
     local[0] = v[CLF_TILED_P_NDIM];
     local[1] = v[CLF_TILED_P_MDIM];
@@ -558,5 +560,7 @@ clf__tiled_gemm(clf_context *ctx, const struct clf__gemm_args *g)
                          "tiled GEMM %zux%zux%zu x%zu: enqueue of a "
                          "work-group of %zu x %zu failed (%d)",
                          g->m, g->n, g->k, g->batch, local[0], local[1], err);
-    return sp.ksplit > 1 ? reduce(ctx, g, &sp) : 0;
+    return sp.ksplit > 1
+               ? clf__gemm_reduce(ctx, g, sp.partial, sp.ksplit, sp.s_stride)
+               : 0;
 }

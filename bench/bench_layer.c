@@ -40,9 +40,9 @@ static const char usage[] =
     "  --gemm LIST      instead: the GEMM stages of the Linformer forward\n"
     "                   with the gemm kernel choice forced to each of LIST\n"
     "                   (clblast, blocked, tiled, split) in turn, one\n"
-    "                   forward of\n"
-    "                   each per round, attention on its GEMM path; per\n"
-    "                   stage median ms (GFLOP/s), from profiling\n";
+    "                   forward of each per round, attention on its GEMM\n"
+    "                   path; per stage median ms (GFLOP/s), from\n"
+    "                   profiling\n";
 
 static double
 now_s(void)

@@ -20,24 +20,20 @@
  * to the following ids.  Without cols64 (devices with 8-float vectors,
  * where 64 columns' accumulators spill) every id takes 16 columns:
  * global size (.., N / 16, batch).  Work-items past M return at once; rows past M within a
- * block repeat the last row and are not stored.  k_last: the inner steps
- * of the batch's last matrix (K where all are alike; src/gemm/gemm.c's
- * split way runs the slices of K as a batch, the last one shorter). */
-__kernel void
-clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
-            __global const float *A, const ulong a_off, const uint lda,
-            const ulong a_stride, __global const float *B, const ulong b_off,
-            const uint ldb, const ulong b_stride, __global float *C,
-            const ulong c_off, const uint ldc, const ulong c_stride,
-            const uint accumulate, __global const float *bias,
-            const uint has_bias, const uint act, const uint cols64,
-            const uint k_last)
+ * block repeat the last row and are not stored.  The body of both entries
+ * below: `steps` steps of the inner dimension for this work-item's
+ * matrix. */
+static void
+gemm_nn(const uint M, const uint N, const uint steps, const float alpha,
+        __global const float *A, const ulong a_off, const uint lda,
+        const ulong a_stride, __global const float *B, const ulong b_off,
+        const uint ldb, const ulong b_stride, __global float *C,
+        const ulong c_off, const uint ldc, const ulong c_stride,
+        const uint accumulate, __global const float *bias, const uint has_bias,
+        const uint act, const uint cols64)
 {
     const uint r0 = get_global_id(0) * GEMM_R, jb = get_global_id(1);
     const uint batch = get_global_id(2);
-    /* The last matrix of the batch takes k_last steps (a split over K:
-     * the rest of K after the equal slices before it), the others K. */
-    const uint steps = batch + 1 == get_global_size(2) ? k_last : K;
     const uint wide = cols64 ? N / 64 : 0;
     if (r0 >= M)
         return;
@@ -113,6 +109,39 @@ clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
             vstore16(v, 0, row);
         }
     }
+}
+
+/* Every matrix of the batch K steps long. */
+__kernel void
+clf_gemm_nn(const uint M, const uint N, const uint K, const float alpha,
+            __global const float *A, const ulong a_off, const uint lda,
+            const ulong a_stride, __global const float *B, const ulong b_off,
+            const uint ldb, const ulong b_stride, __global float *C,
+            const ulong c_off, const uint ldc, const ulong c_stride,
+            const uint accumulate, __global const float *bias,
+            const uint has_bias, const uint act, const uint cols64)
+{
+    gemm_nn(M, N, K, alpha, A, a_off, lda, a_stride, B, b_off, ldb, b_stride,
+            C, c_off, ldc, c_stride, accumulate, bias, has_bias, act, cols64);
+}
+
+/* The split way's product (src/gemm/gemm.c): the batch is the slices of
+ * one GEMM's inner dimension, K steps each but the last, k_last steps. */
+__kernel void
+clf_gemm_nn_slices(const uint M, const uint N, const uint K, const float alpha,
+                   __global const float *A, const ulong a_off, const uint lda,
+                   const ulong a_stride, __global const float *B,
+                   const ulong b_off, const uint ldb, const ulong b_stride,
+                   __global float *C, const ulong c_off, const uint ldc,
+                   const ulong c_stride, const uint accumulate,
+                   __global const float *bias, const uint has_bias,
+                   const uint act, const uint cols64, const uint k_last)
+{
+    const uint steps = get_global_id(2) + 1 == get_global_size(2) ? k_last : K;
+
+    gemm_nn(M, N, steps, alpha, A, a_off, lda, a_stride, B, b_off, ldb,
+            b_stride, C, c_off, ldc, c_stride, accumulate, bias, has_bias, act,
+            cols64);
 }
 
 /* dst[t * rows * cols + c * rows + r] = src[off + t * stride + r * ld + c]:

@@ -158,7 +158,7 @@ nv_wg_table() {
         wg="256*"
         if grep -rqE "clf__launch_1d\(ctx, CLF_K_$id\b" "$top/src"; then
             wg=256
-        elif grep -rqE "clf__enqueue3\(ctx, CLF_K_$id, *g, *1" "$top/src"; then
+        elif grep -rqE "clf__enqueue3\(ctx, CLF_K_$id, *[a-z]+, *1" "$top/src"; then
             wg=64
         fi
         case $name in

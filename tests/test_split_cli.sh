@@ -2,8 +2,8 @@
 # The split GEMM way through the tools, on a layer whose compression E X
 # runs over more than one slice of K (n = 1100 positions: slices of 512,
 # 512 and 76): forced with CLINFORMER_KERNELS=gemm=split, `clinformer run
-# --verbose` names it for the compression, the launch log shows the
-# blocked kernel's launch over the slices and the sum, and the output is
+# --verbose` names it for the compression, the launches show the blocked
+# kernel's slices entry over the three slices and the sum, and the output is
 # within 1e-5 of a double-precision reference computed here from the
 # equations (lucidrains' Linformer attention, standard library only); with
 # split stored as the compression's choice, two processes read it and give
@@ -102,7 +102,7 @@ forced_names_split() {
 # third dimension of its global size), then the sum of the slices.
 forced_launches_the_slices() {
     CLINFORMER_KERNELS=gemm=split run_split "$tmp/forced.npy" --launches &&
-        grep -Eq '^  clf_gemm_nn +[0-9]+x[0-9]+x3 ' "$out" &&
+        grep -Eq '^  clf_gemm_nn_slices +[0-9]+x[0-9]+x3 ' "$out" &&
         grep -Eq '^  clf_gemm_tiled_reduce ' "$out"
 }
 

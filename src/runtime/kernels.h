@@ -45,6 +45,7 @@
     KERNEL(WEIGH_NONFINITE, clf_weigh_nonfinite)                               \
     FILE(gemm)                                                                 \
     KERNEL(GEMM_NN, clf_gemm_nn)                                               \
+    KERNEL(GEMM_NN_SLICES, clf_gemm_nn_slices)                                 \
     KERNEL(TRANSPOSE, clf_transpose)                                           \
     KERNEL(ADD_BIAS, clf_add_bias)                                             \
     KERNEL(ACT, clf_act)                                                       \

@@ -138,7 +138,7 @@ START_TEST(choice_unknown_names_list_valid_ones)
     int v;
 
     ASSERT_FAILS(clf_context_force_kernel(ctx, "gemm", "openblas"),
-                 CLF_EINVALID_ARGUMENT, "clblast, blocked or tiled");
+                 CLF_EINVALID_ARGUMENT, "clblast, blocked, tiled or split");
     ASSERT_FAILS(clf_context_force_kernel(ctx, "softmax", "fast"),
                  CLF_EINVALID_ARGUMENT, "scalar, vector or group");
     ASSERT_FAILS(clf_context_force_kernel(ctx, "speed", "fast"),
@@ -637,7 +637,8 @@ with_choice(int role, const char *bucket, int winner, const double *ms)
 START_TEST(choice_check_times_stored_choices_again)
 {
     clf_context *a = NULL, *b = NULL;
-    const double ms[3] = {0.01, 50.0, 50.0}; /* as if timed under load */
+    /* as if timed under load; split does not take K = 512 */
+    const double ms[4] = {0.01, 50.0, 50.0, 0.0};
     struct planted p = {0, 2, 0.0};
     clf_kernel_choice kc;
     int v = -1;
@@ -690,7 +691,7 @@ END_TEST
 START_TEST(choice_store_keeps_times_and_forgets)
 {
     clf_context *a = NULL, *b = NULL;
-    const double ms[3] = {1.5, -1.0, 0.25};
+    const double ms[4] = {1.5, -1.0, 0.25, 0.0};
     clf_kernel_choice kc;
     char path[512], text[2048];
     size_t count = 0, dropped = 0;
@@ -704,9 +705,11 @@ START_TEST(choice_store_keeps_times_and_forgets)
     ck_assert_uint_eq(count, 1);
     ck_assert_int_eq(clf_context_kernel_choice(b, 0, &kc), 0);
     ck_assert_str_eq(kc.name, "tiled");
-    ck_assert(kc.ms[0] == 1.5 && kc.ms[1] == -1.0 && kc.ms[2] == 0.25);
+    ck_assert(kc.ms[0] == 1.5 && kc.ms[1] == -1.0 && kc.ms[2] == 0.25 &&
+              kc.ms[3] == 0.0);
     ck_assert_str_eq(clf_kernel_candidate_name("gemm", 2), "tiled");
-    ck_assert_ptr_null(clf_kernel_candidate_name("gemm", 3));
+    ck_assert_str_eq(clf_kernel_candidate_name("gemm", 3), "split");
+    ck_assert_ptr_null(clf_kernel_candidate_name("gemm", 4));
     ck_assert_ptr_null(clf_kernel_candidate_name("pool", 0));
     clf__lock(b);
     ck_assert_int_eq(clf__choice_lookup(b, CLF_KIND_GEMM, "m64.n64.k64", &w),
@@ -722,10 +725,12 @@ START_TEST(choice_store_keeps_times_and_forgets)
     ck_assert_ptr_nonnull(f);
     text[fread(text, 1, sizeof text - 1, f)] = '\0';
     fclose(f);
-    ck_assert_ptr_nonnull(strstr(text, "gemm m64.n64.k64 tiled 1.5,x,0.25\n"));
+    ck_assert_ptr_nonnull(
+        strstr(text, "gemm m64.n64.k64 tiled 1.5,x,0.25,-\n"));
     {
-        static const char *const bad[] = {"1.5,x", "1.5,x,0.25,1", "1.5,y,2",
-                                          "0,1,2", "1.5,x,nan",    "1.5,,2"};
+        static const char *const bad[] = {"1.5,x,0.25",  "1.5,x,0.25,-,1",
+                                          "1.5,y,2,-",   "0,1,2,-",
+                                          "1.5,x,nan,-", "1.5,,2,-"};
         size_t i;
         for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             char *at = strstr(text, "tiled ");

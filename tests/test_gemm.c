@@ -438,6 +438,8 @@ START_TEST(gemm_way_is_chosen_by_timing)
     /* The tiled kernel is timed where the device runs it. */
     ck_assert(ms[0] > 0.0 && ms[1] > 0.0);
     ck_assert(clf__tiled_usable(ctx) ? ms[2] > 0.0 : ms[2] == 0.0);
+    /* The split way does not take K of one slice: not timed. */
+    ck_assert(ms[3] == 0.0);
     ck_assert(ms[v - 1] <= ms[0] && ms[v - 1] <= ms[1] &&
               (ms[2] == 0.0 || ms[v - 1] <= ms[2]));
 }

@@ -2,17 +2,18 @@
  * afterwards applies the choice and still computes the right numbers.  Runs
  * in a temporary cache directory with a tiny layer and a short budget.
  *
- * Every Xgemm candidate and every setting of CLBlast's direct/indirect
- * switch the search measures is a new build of CLBlast's GEMM program (a
- * dozen kernels, about 15 s on PoCL from an empty cache; the whole space
- * took ten minutes here).  So the search runs on a narrowed space
- * (clf__tune_in): the grid's first two Xgemm candidates and first two
- * XgemmDirect sets (enough for the second call to measure one more of
- * each than the first) and the switch's first setting, on a one-head
- * layer whose GEMMs are all single (no strided
- * batched program to build besides).  Every step of the search still
- * runs.  CLF_TEST_TUNE_SPACE=full searches every Xgemm candidate and
- * switch setting and the first four XgemmDirect sets (make check-slow,
+ * Every Xgemm candidate, XgemmDirect set and setting of CLBlast's
+ * direct/indirect switch the search measures is a new build of CLBlast's
+ * GEMM program (a dozen kernels, 8 to 15 s on PoCL from an empty cache,
+ * about 50 s for XgemmDirect's 64 x 64 tiles; the whole space took ten
+ * minutes).  So the search runs on a narrowed space (clf__tune_in): the
+ * grid's first two Xgemm candidates, two XgemmDirect sets (enough for the
+ * second call to measure one more of each than the first: the grid's
+ * first and third, both 32 x 32 tiles) and the switch's first setting, on
+ * a one-head layer whose GEMMs are all single (no strided batched program
+ * to build besides).  Every step of the search still runs.
+ * CLF_TEST_TUNE_SPACE=full searches every Xgemm candidate and switch
+ * setting and the first four XgemmDirect sets (make check-slow,
  * tests/slow/test_tune_full.sh); CLF_TEST_TUNE_DIRECT_GRID=1 also measures
  * the whole XgemmDirect grid in one call (about twenty minutes on PoCL). */
 #include "internal.h"
@@ -28,13 +29,13 @@
 
 static char dir[] = "/tmp/clf-tune-XXXXXX";
 static int full_space; /* CLF_TEST_TUNE_SPACE=full */
-static const struct clf__tune_space narrow = {2, 1, 2};
+static const struct clf__tune_space narrow = {2, 1, 2, 2};
 /* CLF_TEST_TUNE_SPACE=full: every Xgemm candidate and switch setting, the
  * first four XgemmDirect sets (each a build of CLBlast's program: the
  * whole grid in every test took CI's slow part from 4 to 25 minutes);
  * CLF_TEST_TUNE_DIRECT_GRID=1 adds tune_full_direct_grid, the whole grid
  * in one call. */
-static const struct clf__tune_space full = {0, 0, 4};
+static const struct clf__tune_space full = {0, 0, 4, 0};
 
 /* The progress lines of the last tune() call, joined. */
 static char progress_text[65536];
@@ -184,7 +185,7 @@ END_TEST
  * ms=0). */
 START_TEST(tune_full_direct_grid)
 {
-    static const struct clf__tune_space direct_all = {1, 1, 0};
+    static const struct clf__tune_space direct_all = {1, 1, 0, 0};
     clf_tune_opts o = small();
     const char *p;
     size_t tried = 0, of = 0, skipped = 1;

@@ -982,6 +982,18 @@ first_of(size_t n, size_t want)
     return want != 0 && want < n ? want : n;
 }
 
+/* Keeps sets 0, step, 2 * step ... of the n in d, in order; returns how
+ * many. */
+static size_t
+every_nth(struct dcand *d, size_t n, size_t step)
+{
+    size_t i, kept = 0;
+
+    for (i = 0; i < n; i += step)
+        d[kept++] = d[i];
+    return kept;
+}
+
 static int
 run_init(struct run *r, clf_context *ctx, const struct clf__tune_space *space)
 {
@@ -1002,8 +1014,10 @@ run_init(struct run *r, clf_context *ctx, const struct clf__tune_space *space)
     r->nmi = first_of(MI_COUNT, space != NULL ? space->switches : 0);
     for (i = 0; i < MAX_CANDS; i++)
         r->tried_ms[i] = -1.0;
-    r->ndirect = first_of(make_direct(r->dcands, CLF_TUNE_MAX_DIRECT, &lim),
-                          space != NULL ? space->direct : 0);
+    r->ndirect = make_direct(r->dcands, CLF_TUNE_MAX_DIRECT, &lim);
+    if (space != NULL && space->direct_step > 1)
+        r->ndirect = every_nth(r->dcands, r->ndirect, space->direct_step);
+    r->ndirect = first_of(r->ndirect, space != NULL ? space->direct : 0);
     r->direct_best = r->ndirect;
     for (i = 0; i < CLF_TUNE_MAX_DIRECT; i++)
         r->direct_ms[i] = -1.0;

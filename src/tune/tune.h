@@ -161,8 +161,9 @@ int clf__tune_apply_stored(clf_context *ctx);
 /* How much of the search space a call considers: the first xgemm
  * candidates of the Xgemm grid, the first `switches` settings of
  * XGEMM_MIN_INDIRECT_SIZE and the first `direct` candidates of the
- * XgemmDirect grid (0: all of them), taking every `direct_step`-th
- * set of that grid from its first (0 or 1: each set).  Each is a new
+ * XgemmDirect grid (0: all of them), taking every `direct_step`-th of
+ * the grid's sets valid for the device, from the first (0 or 1: each
+ * one).  Each is a new
  * build of CLBlast's GEMM programs (a dozen kernels, 8 to 60 s on
  * PoCL), so tests/test_tune.c narrows the space; clf_tune() searches
  * all of it (clf__tune_in with a NULL space). */

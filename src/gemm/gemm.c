@@ -154,14 +154,15 @@ clf__transpose(clf_context *ctx, cl_mem src, size_t off, size_t rows,
     return rc;
 }
 
-/* The blocked kernel on g; with slices (the split way), the batch's last
- * matrix k_last steps long, the others g->k (clf_gemm_nn_slices). */
+/* The blocked kernel on g: with k_last 0, every matrix of the batch g->k
+ * steps long (clf_gemm_nn); else the split way's slices, the batch's last
+ * matrix k_last steps long (clf_gemm_nn_slices). */
 static int
-gemm_nn_unlocked(clf_context *ctx, const struct clf__gemm_args *g, int slices,
+gemm_nn_unlocked(clf_context *ctx, const struct clf__gemm_args *g,
                  size_t k_last)
 {
     const enum clf__kernel_id id =
-        slices ? CLF_K_GEMM_NN_SLICES : CLF_K_GEMM_NN;
+        k_last != 0 ? CLF_K_GEMM_NN_SLICES : CLF_K_GEMM_NN;
     cl_kernel kk = ctx->kernels[id];
     cl_uint has_bias = g->bias != NULL, kact = (cl_uint)g->act;
     cl_uint last = (cl_uint)k_last;
@@ -181,12 +182,14 @@ gemm_nn_unlocked(clf_context *ctx, const struct clf__gemm_args *g, int slices,
     CLF_SET_ARG(kk, 18, has_bias);
     CLF_SET_ARG(kk, 19, kact);
     CLF_SET_ARG(kk, 20, cols64);
-    if (slices)
+    if (k_last != 0)
         CLF_SET_ARG(kk, 21, last);
     gs[0] = (g->m + CLF_GEMM_ROWS - 1) / CLF_GEMM_ROWS;
     gs[1] = cols64 ? g->n / 64 + (g->n % 64) / 16 : g->n / 16;
     gs[2] = g->batch;
-    if (slices)
+    /* each id named in its call: scripts/gpu-shape.sh reads launch
+     * geometry from these lines */
+    if (k_last != 0)
         return clf__enqueue3(ctx, CLF_K_GEMM_NN_SLICES, gs, 1,
                              "blocked GEMM's slices");
     return clf__enqueue3(ctx, CLF_K_GEMM_NN, gs, 1, "blocked GEMM");
@@ -198,7 +201,7 @@ clf__gemm_nn(clf_context *ctx, const struct clf__gemm_args *g)
     int rc;
 
     clf__lock(ctx);
-    rc = gemm_nn_unlocked(ctx, g, 0, g->k);
+    rc = gemm_nn_unlocked(ctx, g, 0);
     clf__unlock(ctx);
     return rc;
 }
@@ -292,7 +295,7 @@ blocked_run(clf_context *ctx, const struct clf__gemm_args *g)
             s.beta = k0 > 0 || g->beta != 0.0f ? 1.0f : 0.0f;
             s.bias = k0 == 0 ? g->bias : NULL;
             s.act = k0 + s.k == g->k ? g->act : CLF_ACT_NONE;
-            CLF_TRY(gemm_nn_unlocked(ctx, &s, 0, s.k));
+            CLF_TRY(gemm_nn_unlocked(ctx, &s, 0));
             k0 += s.k;
         } while (k0 < g->k);
     }
@@ -361,7 +364,7 @@ split_run(clf_context *ctx, const struct clf__gemm_args *g)
         e.ldc = g->n;
         e.c_stride = per;
         e.batch = n;
-        CLF_TRY(gemm_nn_unlocked(ctx, &e, 1, g->k - (n - 1) * chunk));
+        CLF_TRY(gemm_nn_unlocked(ctx, &e, g->k - (n - 1) * chunk));
     }
     return clf__gemm_reduce(ctx, g, partial, n, per);
 }
